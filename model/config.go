@@ -1,0 +1,136 @@
+package model
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1"
+)
+
+// Kind names the type of a config object. meshbridge produces two kinds, both in
+// the API group networking.istio.io, version v1.
+type Kind string
+
+const (
+	// KindServiceEntry is networking.istio.io/v1 ServiceEntry.
+	KindServiceEntry Kind = "ServiceEntry"
+	// KindWorkloadEntry is networking.istio.io/v1 WorkloadEntry.
+	KindWorkloadEntry Kind = "WorkloadEntry"
+)
+
+// Group and Version are the API group and version of every kind meshbridge emits.
+const (
+	Group      = "networking.istio.io"
+	Version    = "v1"
+	APIVersion = Group + "/" + Version
+)
+
+// Ownership and selection labels and annotations. They are a contract with
+// operators and with the Kubernetes writer's garbage collector: an object
+// without LabelManagedBy=ManagedByValue is never ours.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "meshbridge"
+	LabelRegistry      = "meshbridge.io/registry"
+	LabelService       = "meshbridge.io/service"
+	LabelRevision      = "istio.io/rev"
+	AnnotationHash     = "meshbridge.io/content-hash"
+	ReservedPrefixMB   = "meshbridge.io/"
+	ReservedPrefixApp  = "app.kubernetes.io/"
+)
+
+// ConfigKey identifies one object in the aggregate store.
+type ConfigKey struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+// String renders the key as "Kind/namespace/name".
+func (k ConfigKey) String() string {
+	return string(k.Kind) + "/" + k.Namespace + "/" + k.Name
+}
+
+// Meta is the Kubernetes-style metadata of a config object.
+type Meta struct {
+	Kind        Kind
+	Name        string
+	Namespace   string
+	Labels      map[string]string
+	Annotations map[string]string
+	// ResourceVersion is set by the store on every mutation. On Update, a
+	// non-empty value must equal the stored one (optimistic concurrency).
+	ResourceVersion string
+}
+
+// Config is one object of the aggregate store: metadata plus an istio.io/api
+// spec (*networking.ServiceEntry or *networking.WorkloadEntry). Read-only once
+// shared; see the package rules.
+type Config struct {
+	Meta
+	Spec proto.Message
+}
+
+// Key returns the object's ConfigKey.
+func (c *Config) Key() ConfigKey {
+	return ConfigKey{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+}
+
+// ContentHash returns the value of the meshbridge.io/content-hash annotation,
+// or "" when the object carries none.
+func (c *Config) ContentHash() string {
+	return c.Annotations[AnnotationHash]
+}
+
+// ServiceEntry returns the spec as a ServiceEntry, or nil for another kind.
+func (c *Config) ServiceEntry() *networking.ServiceEntry {
+	se, _ := c.Spec.(*networking.ServiceEntry)
+	return se
+}
+
+// WorkloadEntry returns the spec as a WorkloadEntry, or nil for another kind.
+func (c *Config) WorkloadEntry() *networking.WorkloadEntry {
+	we, _ := c.Spec.(*networking.WorkloadEntry)
+	return we
+}
+
+// ShallowCopy returns a copy whose metadata maps are fresh and whose Spec is
+// shared. Writers use it to change metadata without touching a stored object.
+func (c *Config) ShallowCopy() *Config {
+	out := *c
+	out.Labels = copyMap(c.Labels)
+	out.Annotations = copyMap(c.Annotations)
+	return &out
+}
+
+func copyMap(in map[string]string) map[string]string {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// Event is the kind of change a store handler is told about.
+type Event int
+
+const (
+	EventAdd Event = iota
+	EventUpdate
+	EventDelete
+)
+
+func (e Event) String() string {
+	switch e {
+	case EventAdd:
+		return "add"
+	case EventUpdate:
+		return "update"
+	case EventDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("event(%d)", int(e))
+}

@@ -1,0 +1,88 @@
+package model
+
+// Resolution is how a client finds a service's endpoints; values are the
+// ServiceEntry resolution names.
+type Resolution string
+
+const (
+	ResolutionStatic Resolution = "STATIC"
+	ResolutionDNS    Resolution = "DNS"
+)
+
+// Protocol is an Istio port protocol name (upper case, as in ServiceEntry).
+type Protocol string
+
+const (
+	ProtocolHTTP  Protocol = "HTTP"
+	ProtocolHTTP2 Protocol = "HTTP2"
+	ProtocolGRPC  Protocol = "GRPC"
+	ProtocolTCP   Protocol = "TCP"
+)
+
+// Port is one service port.
+type Port struct {
+	Name     string
+	Number   uint32
+	Protocol Protocol
+}
+
+// Service is the xDS-facing view of one host of a ServiceEntry: what clusters,
+// listeners and routes are generated from. Two Services are Equal when nothing
+// a client's clusters, listeners or routes depend on differs; endpoints are not
+// part of a Service.
+type Service struct {
+	Hostname   string
+	Namespace  string
+	Ports      []Port // sorted by Number
+	Resolution Resolution
+	// Labels are the ServiceEntry's metadata labels.
+	Labels map[string]string
+	// Selector is the ServiceEntry's workloadSelector labels (nil when the
+	// ServiceEntry lists endpoints inline).
+	Selector map[string]string
+	ExportTo []string
+	// Addresses are the ServiceEntry's virtual IPs, if any.
+	Addresses []string
+	// MeshExternal is true for location MESH_EXTERNAL.
+	MeshExternal bool
+}
+
+// Endpoint is one address a service port is served on: the unit of EDS. It
+// mirrors the part of Istio's IstioEndpoint meshbridge needs.
+type Endpoint struct {
+	// Address is an IP (or, for DNS resolution, a hostname).
+	Address string
+	// ServicePortName is the name of the service port this endpoint serves.
+	ServicePortName string
+	// EndpointPort is the port to connect to on Address.
+	EndpointPort uint32
+	// Labels are the workload's labels.
+	Labels map[string]string
+	// Weight is the load-balancing weight, >= 1.
+	Weight uint32
+	// Locality is "region/zone/subzone" (any part may be empty).
+	Locality string
+	// ServiceAccount is the workload's identity, if known.
+	ServiceAccount string
+	// WorkloadName names the source object (WorkloadEntry name, or the
+	// ServiceEntry name for inline endpoints).
+	WorkloadName string
+}
+
+// Equal reports whether two endpoints are the same for every client.
+func (e *Endpoint) Equal(o *Endpoint) bool {
+	if e == nil || o == nil {
+		return e == o
+	}
+	if e.Address != o.Address || e.ServicePortName != o.ServicePortName || e.EndpointPort != o.EndpointPort ||
+		e.Weight != o.Weight || e.Locality != o.Locality || e.ServiceAccount != o.ServiceAccount ||
+		e.WorkloadName != o.WorkloadName || len(e.Labels) != len(o.Labels) {
+		return false
+	}
+	for k, v := range e.Labels {
+		if ov, ok := o.Labels[k]; !ok || ov != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,20 @@
+// Package registries defines what a registry watcher delivers: the
+// registry-neutral model (Service, Instance, Snapshot) and the Registry
+// interface. One sub-package per registry implements it (consul, file; nacos
+// and zookeeper later).
+//
+// Rules:
+//  1. A Snapshot is authoritative for one service: its Instances replace every
+//     instance delivered before for that service (DESIGN.md §1).
+//  2. A failed or partial read is never an empty listing: a watcher that cannot
+//     read a service sends a Snapshot with Err set, and the consumer keeps the
+//     last-known-good instances (DESIGN.md §8).
+//  3. A watcher emits nothing when a listing equals the one it sent last
+//     (Consul api/watch/plan.go: skip deep-equal results).
+//  4. Instances carry raw registry labels; sanitizing and validation happen in
+//     translate, so that a rejected instance is counted where the rule lives.
+//
+// Concurrency: a Registry calls its Sink from any goroutine, but never
+// concurrently for the same service. Not here: host naming, ports, labels as
+// Kubernetes sees them (package translate).
+package registries

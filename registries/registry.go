@@ -1,0 +1,119 @@
+package registries
+
+import (
+	"context"
+	"time"
+)
+
+// Registry follows one external service registry and reports every service's
+// instances to a Sink.
+type Registry interface {
+	// Name is the registry's configured name (a DNS-1123 label), the value
+	// of the meshbridge.io/registry label on everything it produces.
+	Name() string
+	// Run watches the registry until ctx is done, calling sink as services
+	// change. It returns nil when ctx is cancelled, or an error when the
+	// registry cannot be watched at all (e.g. invalid configuration); read
+	// errors are reported through Sink.Snapshot with Err set and retried.
+	Run(ctx context.Context, sink Sink) error
+}
+
+// Sink receives what a Registry observes.
+type Sink interface {
+	// Snapshot delivers the authoritative state of one service, or an error
+	// reading it (see Snapshot).
+	Snapshot(s Snapshot)
+	// Synced tells that the registry has delivered its first complete
+	// listing: one Snapshot for every service it knows. It is called once.
+	Synced(registry string)
+}
+
+// SinkFuncs adapts functions to a Sink; a nil field ignores that call.
+type SinkFuncs struct {
+	SnapshotFunc func(Snapshot)
+	SyncedFunc   func(registry string)
+}
+
+var _ Sink = SinkFuncs{}
+
+// Snapshot implements Sink.
+func (f SinkFuncs) Snapshot(s Snapshot) {
+	if f.SnapshotFunc != nil {
+		f.SnapshotFunc(s)
+	}
+}
+
+// Synced implements Sink.
+func (f SinkFuncs) Synced(registry string) {
+	if f.SyncedFunc != nil {
+		f.SyncedFunc(registry)
+	}
+}
+
+// Snapshot is one service's state as read from a registry.
+type Snapshot struct {
+	// Registry is the name of the registry that read it.
+	Registry string
+	// Service is the service, with its authoritative instance list when Err
+	// is nil and Removed is false.
+	Service Service
+	// Removed is true when the registry no longer has the service at all: an
+	// authoritative deletion.
+	Removed bool
+	// Err is set when the service could not be read. The consumer keeps the
+	// last-known-good state and ignores Service.Instances.
+	Err error
+	// Observed is when the watcher saw the change: the start of the
+	// event-to-push latency.
+	Observed time.Time
+}
+
+// Service is a registry service with its instances.
+type Service struct {
+	// Name is the registry-native service name (Consul service name, Dubbo
+	// interface, Nacos service name, or the host for the file registry).
+	Name string
+	// Host, when set, is used as the mesh host instead of the registry's host
+	// template (the file registry writes hosts as they are).
+	Host string
+	// Datacenter is set when the service lives in a remote Consul datacenter;
+	// host templates use it.
+	Datacenter string
+	// Namespace and Group are registry scopes (Nacos namespace and group,
+	// Dubbo group); empty where the registry has none.
+	Namespace string
+	Group     string
+	// Ports are ports the registry declares for the service (file registry).
+	// Empty means "derive from instances".
+	Ports []Port
+	// Instances are the service's usable instances: the watcher already
+	// dropped unhealthy ones. Order does not matter.
+	Instances []Instance
+}
+
+// Port is a port a registry declares for a service.
+type Port struct {
+	Number uint32
+	// Protocol is a registry protocol name: http, http2, grpc, tcp, dubbo.
+	Protocol string
+}
+
+// Instance is one registered endpoint of a service.
+type Instance struct {
+	// ID is unique within the registry (Consul: node "/" service ID). It
+	// names the instance's WorkloadEntry, so it must be stable across reads.
+	ID string
+	// Address is an IP or a hostname.
+	Address string
+	// Port is the instance's port.
+	Port uint32
+	// Protocol is the instance's declared protocol (metadata "protocol"),
+	// empty when unknown.
+	Protocol string
+	// Labels are the raw tags and metadata (not yet sanitized).
+	Labels map[string]string
+	// Weight is the load-balancing weight; 0 means default (1).
+	Weight uint32
+	// Locality is "region/zone/subzone"; parts may be empty.
+	Locality string
+}

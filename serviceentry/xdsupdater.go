@@ -1,0 +1,24 @@
+package serviceentry
+
+import "github.com/meshbridge/meshbridge/model"
+
+// XDSUpdater receives the ServiceEntry controller's push decisions. It is
+// declared here, by its caller, and implemented by xds.DiscoveryServer. It
+// mirrors Istio's pilot/pkg/model.XDSUpdater; every method must return quickly
+// and never call back into the controller.
+type XDSUpdater interface {
+	// EDSUpdate replaces every endpoint that shard contributes to host and
+	// requests an incremental (EDS) push when the set changed. The server
+	// turns it into a full push when the host had no endpoint shards before
+	// or the service accounts changed (Istio EndpointShards rules). An empty
+	// list keeps the service key, so 0↔N flaps never cause full pushes.
+	EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint)
+	// EDSCacheUpdate does what EDSUpdate does without requesting any push: a
+	// full push that follows picks the endpoints up.
+	EDSCacheUpdate(shard, host, namespace string, endpoints []*model.Endpoint)
+	// SvcUpdate tells that host was added, updated or deleted. On delete the
+	// server drops the host's endpoint shards.
+	SvcUpdate(shard, host, namespace string, event model.Event)
+	// ConfigUpdate requests a push; req.Full selects a full push.
+	ConfigUpdate(req *model.PushRequest)
+}
