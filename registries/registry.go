@@ -61,7 +61,8 @@ type Snapshot struct {
 	// authoritative deletion.
 	Removed bool
 	// Err is set when the service could not be read. The consumer keeps the
-	// last-known-good state and ignores Service.Instances.
+	// last-known-good state and ignores Service.Instances. An Err with an
+	// empty Service.Name means the registry's whole listing failed.
 	Err error
 	// Observed is when the watcher saw the change: the start of the
 	// event-to-push latency.

@@ -1,0 +1,130 @@
+// Package strict decodes YAML (or JSON) into Go structs and rejects unknown
+// keys and ill-typed values with errors that name the field path, e.g.
+// `registries[0].consul.adress: unknown field`. encoding/json alone names
+// neither the path of an unknown key nor the index of a list element.
+//
+// Struct fields are matched by their json tags; fields of types that decode
+// themselves (json.Unmarshaler, e.g. durations) are not descended into.
+package strict
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Unmarshal decodes YAML data into v (a pointer to a struct).
+func Unmarshal(data []byte, v any) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	var generic any
+	if err := json.Unmarshal(js, &generic); err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	if err := check(generic, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%s: cannot use a %s as %s", te.Field, te.Value, te.Type)
+		}
+		return err
+	}
+	return nil
+}
+
+var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+// check walks a decoded document against t and reports the first unknown
+// key or wrongly shaped value, in document order.
+func check(val any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if val == nil || reflect.PointerTo(t).Implements(unmarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := val.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: must be a mapping", orRoot(path))
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				return fmt.Errorf("%s: unknown field", join(path, k))
+			}
+			if err := check(m[k], ft, join(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		list, ok := val.([]any)
+		if !ok {
+			return fmt.Errorf("%s: must be a list", orRoot(path))
+		}
+		for i, e := range list {
+			if err := check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		m, ok := val.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: must be a mapping", orRoot(path))
+		}
+		for k, e := range m {
+			if err := check(e, t.Elem(), join(path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(document)"
+	}
+	return path
+}

@@ -1,0 +1,25 @@
+// Package file is a registry read from a static YAML file: the embedded
+// default, demos, tests and benchmarks. The file is re-read when it changes,
+// including atomic renames and Kubernetes ConfigMap symlink swaps.
+//
+// Schema (a contract, issue #2):
+//
+//	services:
+//	- host: web.static.local
+//	  ports: [{number: 8080, protocol: grpc}]     # protocol: http | http2 | grpc | tcp
+//	  instances:
+//	  - {address: 10.0.0.1, port: 8080, labels: {version: v1}, weight: 1, locality: region/zone/subzone}
+//
+// Rules:
+//  1. A file that cannot be read or parsed changes nothing: the last good
+//     listing stays (DESIGN.md §8) and the error is reported.
+//  2. Unknown keys and invalid values are errors naming the field path.
+//  3. An instance's ID is "address:port", so a WorkloadEntry keeps its name
+//     while the instance stays.
+//  4. Changes are detected by watching the file's directory (fsnotify), since
+//     editors and ConfigMaps replace the file rather than write it in place,
+//     and by a periodic re-read as a safety net; a re-read whose content is
+//     unchanged emits nothing.
+//
+// Not here: host validation and label sanitizing (package translate).
+package file

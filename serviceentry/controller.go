@@ -1,0 +1,90 @@
+package serviceentry
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// Controller is the ServiceEntry controller: it follows the store's
+// ServiceEntries and WorkloadEntries, keeps the per-host services and their
+// endpoints, and tells an XDSUpdater, per change, whether an incremental EDS
+// push or a full push is needed. It mirrors Istio's ServiceEntry controller
+// (pilot/pkg/serviceregistry/serviceentry/controller.go).
+//
+// Concurrency: handlers run on the store's single queue; Services may be
+// called from any goroutine. XDSUpdater calls are made after the index lock
+// is released, so the updater may call Services.
+type Controller struct {
+	xds XDSUpdater
+	log *slog.Logger
+	now func() time.Time
+
+	mu  sync.RWMutex
+	idx *index
+}
+
+// NewController registers the controller's handlers on store. Call it before
+// store.Run.
+func NewController(store *Store, xds XDSUpdater, log *slog.Logger) *Controller {
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Controller{xds: xds, log: log.With("component", "serviceentry"), now: time.Now, idx: newIndex()}
+	store.RegisterEventHandler(model.KindServiceEntry, c.serviceEntryHandler)
+	store.RegisterEventHandler(model.KindWorkloadEntry, c.workloadEntryHandler)
+	return c
+}
+
+// Services returns every service (one per ServiceEntry host), sorted by
+// namespace and host. The slice and its elements are read-only.
+func (c *Controller) Services() []*model.Service {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.idx.allServices()
+}
+
+// Endpoints returns the current endpoints of host in namespace, or nil.
+func (c *Controller) Endpoints(namespace, host string) []*model.Endpoint {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	key, ok := c.idx.hosts[labelKey(namespace, host)]
+	if !ok {
+		return nil
+	}
+	for _, svc := range c.idx.services[key] {
+		if svc.Hostname == host {
+			return c.idx.endpoints(svc)
+		}
+	}
+	return nil
+}
+
+// shardOf names the endpoint shard a ServiceEntry's endpoints belong to: the
+// registry that produced it (Istio shards by provider and cluster).
+func shardOf(cfg *model.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	if r := cfg.Labels[model.LabelRegistry]; r != "" {
+		return r
+	}
+	return "meshbridge"
+}
+
+// hostEndpoints pairs a service with its endpoints, computed under the lock
+// and handed to the XDSUpdater after it is released.
+type hostEndpoints struct {
+	svc       *model.Service
+	endpoints []*model.Endpoint
+}
+
+func (c *Controller) endpointsOf(svcs []*model.Service) []hostEndpoints {
+	out := make([]hostEndpoints, 0, len(svcs))
+	for _, svc := range svcs {
+		out = append(out, hostEndpoints{svc: svc, endpoints: c.idx.endpoints(svc)})
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package serviceentry
+
+import (
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// convertServices turns a ServiceEntry into one model.Service per host, the
+// unit clusters, listeners and routes are generated from (Istio
+// serviceentry/conversion.go convertServices).
+func convertServices(cfg *model.Config) []*model.Service {
+	se := cfg.ServiceEntry()
+	if se == nil {
+		return nil
+	}
+	ports := make([]model.Port, 0, len(se.Ports))
+	for _, p := range se.Ports {
+		ports = append(ports, model.Port{Name: p.Name, Number: p.Number, Protocol: model.Protocol(strings.ToUpper(p.Protocol))})
+	}
+	slices.SortFunc(ports, func(a, b model.Port) int { return int(a.Number) - int(b.Number) })
+	resolution := model.ResolutionStatic
+	if se.Resolution == networking.ServiceEntry_DNS || se.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN {
+		resolution = model.ResolutionDNS
+	}
+	var selector map[string]string
+	if se.WorkloadSelector != nil {
+		selector = se.WorkloadSelector.Labels
+	}
+	out := make([]*model.Service, 0, len(se.Hosts))
+	for _, host := range se.Hosts {
+		out = append(out, &model.Service{
+			Hostname:     host,
+			Namespace:    cfg.Namespace,
+			Ports:        ports,
+			Resolution:   resolution,
+			Labels:       cfg.Labels,
+			Selector:     selector,
+			ExportTo:     se.ExportTo,
+			Addresses:    se.Addresses,
+			MeshExternal: se.Location == networking.ServiceEntry_MESH_EXTERNAL,
+		})
+	}
+	return out
+}
+
+// workloadEndpoints returns one endpoint per port of svc for a workload (a
+// WorkloadEntry, or an inline endpoint of the ServiceEntry). The target port
+// is the workload's port of the same name, else the service port's number
+// (Istio serviceentry/conversion.go convertWorkloadEntryToServiceInstances).
+func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we *networking.WorkloadEntry, name string) []*model.Endpoint {
+	out := make([]*model.Endpoint, 0, len(svc.Ports))
+	weight := we.Weight
+	if weight == 0 {
+		weight = 1
+	}
+	for _, p := range svc.Ports {
+		port := p.Number
+		if tp, ok := we.Ports[p.Name]; ok && tp != 0 {
+			port = tp
+		} else if tp := targetPorts[p.Name]; tp != 0 {
+			port = tp
+		}
+		out = append(out, &model.Endpoint{
+			Address:         we.Address,
+			ServicePortName: p.Name,
+			EndpointPort:    port,
+			Labels:          we.Labels,
+			Weight:          weight,
+			Locality:        we.Locality,
+			ServiceAccount:  we.ServiceAccount,
+			WorkloadName:    name,
+		})
+	}
+	return out
+}
+
+// targetPorts maps a ServiceEntry's port names to their target ports (0 when
+// none is set).
+func targetPorts(se *networking.ServiceEntry) map[string]uint32 {
+	out := make(map[string]uint32, len(se.Ports))
+	for _, p := range se.Ports {
+		out[p.Name] = p.TargetPort
+	}
+	return out
+}
+
+// selects reports whether a workload selector selects labels: every selector
+// label must be present with the same value; an empty selector selects nothing
+// (a ServiceEntry without selector lists its endpoints inline).
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}

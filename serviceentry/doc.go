@@ -1,0 +1,30 @@
+// Package serviceentry keeps the aggregate registry — an in-memory store of
+// ServiceEntries and WorkloadEntries — and decides, per change, between an
+// incremental EDS push and a full push.
+//
+// Registry snapshots come in through the Syncer (a registries.Sink), are
+// translated (package translate) and written to the Store; the Store's
+// handlers, in registration order on one worker queue, drive the Controller,
+// which calls an XDSUpdater (implemented by package xds) and any other sink
+// handler (the Kubernetes writer, later).
+//
+// Rules:
+//  1. Store: a key (kind, namespace, name) is unique; Create/Update/Delete with
+//     resource versions and optimistic concurrency; handlers see state at least
+//     as new as their event (Istio pilot/pkg/model/config.go ConfigStore and
+//     ConfigStoreController; pilot/pkg/config/memory).
+//  2. ServiceEntry events: hosts diffed by service equality; added, updated and
+//     deleted hosts, and unchanged DNS hosts whose endpoints changed, make one
+//     full push; otherwise incremental EDS for every host (Istio release-1.29
+//     serviceentry/controller.go serviceEntryHandler).
+//  3. WorkloadEntry events: the services selecting the workload before or
+//     after the event get their endpoints pushed; a DNS service among them
+//     makes a full push (Istio workloadEntryHandler).
+//  4. Sync: one ServiceEntry per host (istio#37981); no write when the content
+//     hash is unchanged; a read error keeps last-known-good (DESIGN.md §8).
+//
+// Concurrency: Store and Syncer are safe for concurrent use; handlers run on
+// the Store's single queue; Controller.Services may be called from any
+// goroutine. Not here: xDS encoding, debounce and endpoint shards (package
+// xds), Kubernetes writes (package kube).
+package serviceentry

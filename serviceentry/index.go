@@ -1,0 +1,208 @@
+package serviceentry
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// index holds what the handlers need to turn store events into services and
+// endpoints. It is guarded by Controller.mu.
+//
+// Selection is indexed by the meshbridge.io/service selector label, the one
+// every meshbridge ServiceEntry selects by, so a WorkloadEntry event costs a
+// map lookup, not a scan of every ServiceEntry. Entries whose selector lacks
+// that label fall back to a scan of their namespace.
+type index struct {
+	entries  map[model.ConfigKey]*model.Config    // ServiceEntries by key
+	services map[model.ConfigKey][]*model.Service // their per-host services
+	// bySelector: namespace/selector value → ServiceEntries selecting it.
+	bySelector map[string]map[model.ConfigKey]struct{}
+	// otherSelectors: namespace → ServiceEntries with another selector.
+	otherSelectors map[string]map[model.ConfigKey]struct{}
+	// workloads: namespace → name → WorkloadEntry.
+	workloads map[string]map[string]*model.Config
+	// workloadsByLabel: namespace/meshbridge.io/service value → name → WorkloadEntry.
+	workloadsByLabel map[string]map[string]*model.Config
+	// hosts: namespace/host → the ServiceEntry that defines it.
+	hosts map[string]model.ConfigKey
+	// sorted is the Services() answer, rebuilt lazily; nil when stale.
+	sorted []*model.Service
+}
+
+func newIndex() *index {
+	return &index{
+		entries:          make(map[model.ConfigKey]*model.Config),
+		hosts:            make(map[string]model.ConfigKey),
+		services:         make(map[model.ConfigKey][]*model.Service),
+		bySelector:       make(map[string]map[model.ConfigKey]struct{}),
+		otherSelectors:   make(map[string]map[model.ConfigKey]struct{}),
+		workloads:        make(map[string]map[string]*model.Config),
+		workloadsByLabel: make(map[string]map[string]*model.Config),
+	}
+}
+
+func labelKey(namespace, value string) string { return namespace + "/" + value }
+
+// putEntry records a ServiceEntry (nil cfg removes key) and its services.
+func (x *index) putEntry(key model.ConfigKey, cfg *model.Config, svcs []*model.Service) {
+	if old := x.entries[key]; old != nil {
+		x.selectorSet(old, false, key)
+		for _, svc := range x.services[key] {
+			if x.hosts[labelKey(svc.Namespace, svc.Hostname)] == key {
+				delete(x.hosts, labelKey(svc.Namespace, svc.Hostname))
+			}
+		}
+	}
+	x.sorted = nil
+	if cfg == nil {
+		delete(x.entries, key)
+		delete(x.services, key)
+		return
+	}
+	x.entries[key] = cfg
+	x.services[key] = svcs
+	x.selectorSet(cfg, true, key)
+	for _, svc := range svcs {
+		x.hosts[labelKey(svc.Namespace, svc.Hostname)] = key
+	}
+}
+
+func (x *index) selectorSet(cfg *model.Config, add bool, key model.ConfigKey) {
+	se := cfg.ServiceEntry()
+	if se.GetWorkloadSelector() == nil || len(se.WorkloadSelector.Labels) == 0 {
+		return
+	}
+	sets, k := x.otherSelectors, cfg.Namespace
+	if v, ok := se.WorkloadSelector.Labels[model.LabelService]; ok {
+		sets, k = x.bySelector, labelKey(cfg.Namespace, v)
+	}
+	updateSet(sets, k, key, add)
+}
+
+func updateSet[V any](sets map[string]map[model.ConfigKey]V, k string, key model.ConfigKey, add bool) {
+	set := sets[k]
+	if add {
+		if set == nil {
+			set = make(map[model.ConfigKey]V)
+			sets[k] = set
+		}
+		var zero V
+		set[key] = zero
+		return
+	}
+	delete(set, key)
+	if len(set) == 0 {
+		delete(sets, k)
+	}
+}
+
+// putWorkload records a WorkloadEntry; remove drops it.
+func (x *index) putWorkload(cfg *model.Config, remove bool) {
+	ns, byName := cfg.Namespace, x.workloads[cfg.Namespace]
+	if old := byName[cfg.Name]; old != nil {
+		if v, ok := old.Labels[model.LabelService]; ok {
+			m := x.workloadsByLabel[labelKey(ns, v)]
+			delete(m, cfg.Name)
+			if len(m) == 0 {
+				delete(x.workloadsByLabel, labelKey(ns, v))
+			}
+		}
+		delete(byName, cfg.Name)
+	}
+	if remove {
+		if len(byName) == 0 {
+			delete(x.workloads, ns)
+		}
+		return
+	}
+	if byName == nil {
+		byName = make(map[string]*model.Config)
+		x.workloads[ns] = byName
+	}
+	byName[cfg.Name] = cfg
+	if v, ok := cfg.Labels[model.LabelService]; ok {
+		m := x.workloadsByLabel[labelKey(ns, v)]
+		if m == nil {
+			m = make(map[string]*model.Config)
+			x.workloadsByLabel[labelKey(ns, v)] = m
+		}
+		m[cfg.Name] = cfg
+	}
+}
+
+// selecting returns the services of every ServiceEntry whose selector
+// selects labels in namespace.
+func (x *index) selecting(namespace string, labels map[string]string) []*model.Service {
+	var out []*model.Service
+	add := func(key model.ConfigKey) {
+		if cfg := x.entries[key]; cfg != nil && selects(cfg.ServiceEntry().GetWorkloadSelector().GetLabels(), labels) {
+			out = append(out, x.services[key]...)
+		}
+	}
+	if v, ok := labels[model.LabelService]; ok {
+		for key := range x.bySelector[labelKey(namespace, v)] {
+			add(key)
+		}
+	}
+	for key := range x.otherSelectors[namespace] {
+		add(key)
+	}
+	return out
+}
+
+// endpoints returns the endpoints of svc: the entry's inline endpoints, or
+// those of every WorkloadEntry its selector selects, sorted by workload
+// name and port.
+func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
+	entry := x.entries[x.hosts[labelKey(svc.Namespace, svc.Hostname)]]
+	if entry == nil {
+		return nil
+	}
+	se := entry.ServiceEntry()
+	tps := targetPorts(se)
+	var out []*model.Endpoint
+	if se.GetWorkloadSelector() == nil {
+		for _, we := range se.Endpoints {
+			out = append(out, workloadEndpoints(svc, tps, we, entry.Name)...)
+		}
+		return out
+	}
+	sel := se.WorkloadSelector.Labels
+	candidates := x.workloads[svc.Namespace]
+	if v, ok := sel[model.LabelService]; ok {
+		candidates = x.workloadsByLabel[labelKey(svc.Namespace, v)]
+	}
+	names := make([]string, 0, len(candidates))
+	for name, we := range candidates {
+		if selects(sel, we.Labels) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		out = append(out, workloadEndpoints(svc, tps, candidates[name].WorkloadEntry(), name)...)
+	}
+	return out
+}
+
+// allServices returns every service sorted by namespace and host; the slice
+// is shared until the next change.
+func (x *index) allServices() []*model.Service {
+	if x.sorted != nil {
+		return x.sorted
+	}
+	out := make([]*model.Service, 0, len(x.services))
+	for _, svcs := range x.services {
+		out = append(out, svcs...)
+	}
+	slices.SortFunc(out, func(a, b *model.Service) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hostname, b.Hostname)
+	})
+	x.sorted = out
+	return out
+}

@@ -1,0 +1,38 @@
+package serviceentry
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// RegistryStatus is one registry's state as shown on /debug/registryz.
+type RegistryStatus struct {
+	Name      string    `json:"name"`
+	Type      string    `json:"type"`
+	Synced    bool      `json:"synced"`
+	LastEvent time.Time `json:"lastEvent,omitzero"`
+	Services  int       `json:"services"`
+	Instances int       `json:"instances"`
+	Errors    int       `json:"errors"`
+	LastError string    `json:"lastError,omitempty"`
+}
+
+// Status returns every registry's status, in configuration order.
+func (s *Syncer) Status() []RegistryStatus {
+	s.mu.Lock()
+	out := make([]RegistryStatus, 0, len(s.regs))
+	order := make(map[string]int, len(s.regs))
+	for name, r := range s.regs {
+		out = append(out, r.status)
+		order[name] = r.order
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b RegistryStatus) int {
+		if d := order[a.Name] - order[b.Name]; d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}

@@ -1,0 +1,177 @@
+package serviceentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// Errors returned by Store mutations; test with errors.Is.
+var (
+	ErrNotFound      = errors.New("config not found")
+	ErrAlreadyExists = errors.New("config already exists")
+	ErrConflict      = errors.New("resource version conflict")
+	ErrUnknownKind   = errors.New("unknown kind")
+)
+
+// Handler is told about one change: old is the previous object on update and
+// nil otherwise; cur is the new object, or the deleted one on delete (as in
+// Istio's memory store). Both are read-only.
+type Handler func(old, cur *model.Config, event model.Event)
+
+// Store is the aggregate registry: an in-memory ConfigStore / ConfigStoreCache
+// for ServiceEntries and WorkloadEntries. It mirrors Istio's
+// pilot/pkg/config/memory store and controller:
+//
+//   - a key (kind, namespace, name) is unique; Create fails with
+//     ErrAlreadyExists if it exists, Update and Delete with ErrNotFound if it
+//     does not;
+//   - Update and Delete with a non-empty resource version fail with
+//     ErrConflict unless it matches (optimistic concurrency);
+//   - every mutation stores a new resource version (a decimal counter);
+//   - handlers registered per kind before Run receive (old, new, event) in
+//     registration order, on one worker queue, after the mutation is visible:
+//     a handler reading the store sees a state at least as new as its event.
+//
+// Objects handed in are stored as given (callers must not modify them
+// afterwards) and objects handed out are shared: read-only.
+type Store struct {
+	mu       sync.RWMutex
+	data     map[model.Kind]map[nsName]*model.Config
+	version  uint64
+	handlers map[model.Kind][]Handler
+	queue    *queue
+	synced   func() bool
+}
+
+type nsName struct{ namespace, name string }
+
+// NewStore returns a store for kinds. hasSynced reports whether every source
+// has delivered its first listing; nil means always synced.
+func NewStore(hasSynced func() bool, kinds ...model.Kind) *Store {
+	s := &Store{
+		data:     make(map[model.Kind]map[nsName]*model.Config, len(kinds)),
+		handlers: make(map[model.Kind][]Handler, len(kinds)),
+		queue:    newQueue(),
+		synced:   hasSynced,
+	}
+	for _, k := range kinds {
+		s.data[k] = make(map[nsName]*model.Config)
+	}
+	return s
+}
+
+// RegisterEventHandler adds a handler for kind. Call it before Run.
+func (s *Store) RegisterEventHandler(kind model.Kind, h Handler) {
+	s.mu.Lock()
+	s.handlers[kind] = append(s.handlers[kind], h)
+	s.mu.Unlock()
+}
+
+// Run processes handler notifications until ctx is done.
+func (s *Store) Run(ctx context.Context) { s.queue.Run(ctx) }
+
+// HasSynced reports whether the store holds every source's first listing.
+func (s *Store) HasSynced() bool { return s.synced == nil || s.synced() }
+
+// Flush waits until every notification queued before the call was handled.
+func (s *Store) Flush(ctx context.Context) error { return s.queue.Flush(ctx) }
+
+// Get returns the object, or nil when it does not exist.
+func (s *Store) Get(kind model.Kind, name, namespace string) *model.Config {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.data[kind][nsName{namespace, name}]
+}
+
+// List returns the objects of kind in namespace ("" = every namespace),
+// sorted by namespace and name.
+func (s *Store) List(kind model.Kind, namespace string) []*model.Config {
+	s.mu.RLock()
+	out := make([]*model.Config, 0, len(s.data[kind]))
+	for k, c := range s.data[kind] {
+		if namespace == "" || k.namespace == namespace {
+			out = append(out, c)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *model.Config) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Create stores a new object and returns its resource version.
+func (s *Store) Create(cfg *model.Config) (string, error) {
+	return s.mutate(cfg.Key(), model.EventAdd, cfg)
+}
+
+// Update replaces an existing object and returns its new resource version.
+func (s *Store) Update(cfg *model.Config) (string, error) {
+	return s.mutate(cfg.Key(), model.EventUpdate, cfg)
+}
+
+// Delete removes an object. A non-empty resourceVersion must match.
+func (s *Store) Delete(kind model.Kind, name, namespace, resourceVersion string) error {
+	key := model.ConfigKey{Kind: kind, Namespace: namespace, Name: name}
+	_, err := s.mutate(key, model.EventDelete, &model.Config{Meta: model.Meta{ResourceVersion: resourceVersion}})
+	return err
+}
+
+func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config) (string, error) {
+	s.mu.Lock()
+	objs, ok := s.data[key.Kind]
+	if !ok {
+		s.mu.Unlock()
+		return "", fmt.Errorf("%s: %w", key, ErrUnknownKind)
+	}
+	nn := nsName{key.Namespace, key.Name}
+	old := objs[nn]
+	if err := checkMutation(key, ev, old, cfg.ResourceVersion); err != nil {
+		s.mu.Unlock()
+		return "", err
+	}
+	s.version++
+	rv := strconv.FormatUint(s.version, 10)
+	cur := old
+	if ev == model.EventDelete {
+		delete(objs, nn)
+		old = nil
+	} else {
+		stored := *cfg
+		stored.ResourceVersion = rv
+		cur = &stored
+		objs[nn] = cur
+	}
+	handlers := s.handlers[key.Kind]
+	if len(handlers) > 0 {
+		s.queue.Push(func() {
+			for _, h := range handlers {
+				h(old, cur, ev)
+			}
+		})
+	}
+	s.mu.Unlock()
+	return rv, nil
+}
+
+func checkMutation(key model.ConfigKey, ev model.Event, old *model.Config, rv string) error {
+	switch {
+	case ev == model.EventAdd && old != nil:
+		return fmt.Errorf("create %s: %w", key, ErrAlreadyExists)
+	case ev != model.EventAdd && old == nil:
+		return fmt.Errorf("%s %s: %w", ev, key, ErrNotFound)
+	case ev != model.EventAdd && rv != "" && rv != old.ResourceVersion:
+		return fmt.Errorf("%s %s: have version %s, got %s: %w", ev, key, old.ResourceVersion, rv, ErrConflict)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package serviceentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+func seConfig(name string, mut ...func(*networking.ServiceEntry)) *model.Config {
+	spec := &networking.ServiceEntry{
+		Hosts:            []string{name},
+		Ports:            []*networking.ServicePort{{Name: "grpc-8080", Number: 8080, Protocol: "GRPC"}},
+		Location:         networking.ServiceEntry_MESH_INTERNAL,
+		Resolution:       networking.ServiceEntry_STATIC,
+		WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{model.LabelService: name}},
+	}
+	for _, m := range mut {
+		m(spec)
+	}
+	return &model.Config{Meta: model.Meta{Kind: model.KindServiceEntry, Name: name, Namespace: "ns",
+		Labels: map[string]string{model.LabelRegistry: "r"}}, Spec: spec}
+}
+
+func weConfig(name, service, addr string) *model.Config {
+	return &model.Config{
+		Meta: model.Meta{Kind: model.KindWorkloadEntry, Name: name, Namespace: "ns",
+			Labels: map[string]string{model.LabelService: service}},
+		Spec: &networking.WorkloadEntry{Address: addr, Labels: map[string]string{model.LabelService: service}},
+	}
+}
+
+func runStore(t *testing.T, s *Store) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func flush(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestStoreCRUD(t *testing.T) {
+	s := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	a := seConfig("a.example")
+	rv, err := s.Create(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		op   func() error
+		want error
+	}{
+		"create of an existing key fails": {func() error { _, err := s.Create(seConfig("a.example")); return err }, ErrAlreadyExists},
+		"update of a missing key fails":   {func() error { _, err := s.Update(seConfig("b.example")); return err }, ErrNotFound},
+		"update with a stale version fails": {func() error {
+			c := seConfig("a.example")
+			c.ResourceVersion = "999"
+			_, err := s.Update(c)
+			return err
+		}, ErrConflict},
+		"delete with a stale version fails": {func() error { return s.Delete(model.KindServiceEntry, "a.example", "ns", "999") }, ErrConflict},
+		"delete of a missing key fails":     {func() error { return s.Delete(model.KindServiceEntry, "zz", "ns", "") }, ErrNotFound},
+		"an unknown kind fails":             {func() error { _, err := s.Create(&model.Config{Meta: model.Meta{Kind: "Gateway"}}); return err }, ErrUnknownKind},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := tc.op(); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	t.Run("update with the current version sets a new one", func(t *testing.T) {
+		c := seConfig("a.example")
+		c.ResourceVersion = rv
+		rv2, err := s.Update(c)
+		if err != nil || rv2 == rv {
+			t.Fatalf("Update = %q, %v; want a new version", rv2, err)
+		}
+		if got := s.Get(model.KindServiceEntry, "a.example", "ns"); got.ResourceVersion != rv2 {
+			t.Fatalf("Get version = %q, want %q", got.ResourceVersion, rv2)
+		}
+	})
+	t.Run("list is sorted and filtered by namespace", func(t *testing.T) {
+		if _, err := s.Create(seConfig("0.example")); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range s.List(model.KindServiceEntry, "ns") {
+			names = append(names, c.Name)
+		}
+		if !slices.Equal(names, []string{"0.example", "a.example"}) {
+			t.Fatalf("List = %v", names)
+		}
+		if got := s.List(model.KindServiceEntry, "other"); len(got) != 0 {
+			t.Fatalf("List(other) = %v", got)
+		}
+	})
+}
+
+func TestStoreHandlersRunInOrderOnOneQueue(t *testing.T) {
+	s := NewStore(nil, model.KindServiceEntry)
+	var mu sync.Mutex
+	var got []string
+	for i := range 2 {
+		s.RegisterEventHandler(model.KindServiceEntry, func(old, cur *model.Config, ev model.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			oldRV := "-"
+			if old != nil {
+				oldRV = old.ResourceVersion
+			}
+			// The store is at least as new as the event: the object is
+			// there at the event's version or later, or already deleted.
+			if stored := s.Get(model.KindServiceEntry, cur.Name, cur.Namespace); stored != nil {
+				if sv, cv := mustAtoi(t, stored.ResourceVersion), mustAtoi(t, cur.ResourceVersion); sv < cv {
+					t.Errorf("handler saw version %d of %s while the store had %d", cv, cur.Name, sv)
+				}
+			}
+			got = append(got, fmt.Sprintf("h%d %s %s %s->%s", i, ev, cur.Name, oldRV, cur.ResourceVersion))
+		})
+	}
+	runStore(t, s)
+	rv1, _ := s.Create(seConfig("a"))
+	c := seConfig("a")
+	c.ResourceVersion = rv1
+	rv2, _ := s.Update(c)
+	if err := s.Delete(model.KindServiceEntry, "a", "ns", rv2); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, s)
+	want := []string{
+		"h0 add a -->1", "h1 add a -->1",
+		"h0 update a 1->2", "h1 update a 1->2",
+		"h0 delete a -->2", "h1 delete a -->2",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("handler calls:\n got  %q\n want %q", got, want)
+	}
+}

@@ -1,0 +1,304 @@
+package serviceentry
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// SyncRegistry is one configured registry as the Syncer sees it.
+type SyncRegistry struct {
+	Name       string
+	Type       string
+	Translator *translate.Translator
+}
+
+// SyncerConfig configures a Syncer.
+type SyncerConfig struct {
+	// Registries in configuration order: on a host collision the service of
+	// the earlier registry wins.
+	Registries []SyncRegistry
+	// Timeout bounds the wait for every registry's first listing; after it,
+	// HasSynced is true anyway (config key sync.timeout). 0 waits forever.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Syncer is the sync step between the registries and the aggregate store. It
+// implements registries.Sink: every Snapshot is translated and written to the
+// Store as the Creates, Updates and Deletes that make the store equal to the
+// translation, skipping objects whose content hash is unchanged.
+//
+// Rules:
+//  1. One ServiceEntry per host (DESIGN.md §3, istio#37981): when two
+//     services map to one host, the lowest (registry order, service name)
+//     wins and the other is rejected with reason host-collision; the winner
+//     is re-decided whenever a claimant comes or goes.
+//  2. A Snapshot with Err keeps the service's last-known-good objects
+//     (DESIGN.md §8); only Removed deletes them.
+//  3. Ports stick per service for the life of the process (translate.Sticky).
+//  4. Within a host, creates and updates write WorkloadEntries before the
+//     ServiceEntry and deletes remove the ServiceEntry first, so the first
+//     push for a new service already carries its endpoints and a removed
+//     service causes no EDS pushes on its way out.
+//
+// Concurrency: Snapshot and Synced may be called from any goroutine.
+type Syncer struct {
+	store   *Store
+	log     *slog.Logger
+	timeout time.Duration
+	ready   chan struct{}
+
+	mu       sync.Mutex
+	regs     map[string]*registryState
+	services map[serviceID]*serviceState
+	claims   map[string][]serviceID            // host → claimants, winner first
+	written  map[string]map[model.ConfigKey]bool // host → keys we stored for it
+	pending  int                               // registries not yet synced
+}
+
+type serviceID struct {
+	order    int // the registry's position in the configuration
+	registry string
+	name     string
+}
+
+func (a serviceID) compare(b serviceID) int {
+	return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.name, b.name))
+}
+
+type serviceState struct {
+	host      string
+	sticky    translate.Sticky
+	result    translate.Result
+	instances int
+	rejected  map[string]string // instance ID → reason, to log changes only
+}
+
+type registryState struct {
+	order  int
+	cfg    SyncRegistry
+	status RegistryStatus
+}
+
+// NewSyncer returns a Syncer writing to store.
+func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Syncer{
+		store:    store,
+		log:      log.With("component", "sync"),
+		timeout:  cfg.Timeout,
+		ready:    make(chan struct{}),
+		regs:     make(map[string]*registryState, len(cfg.Registries)),
+		services: make(map[serviceID]*serviceState),
+		claims:   make(map[string][]serviceID),
+		written:  make(map[string]map[model.ConfigKey]bool),
+		pending:  len(cfg.Registries),
+	}
+	for i, r := range cfg.Registries {
+		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type}}
+	}
+	if s.pending == 0 {
+		close(s.ready)
+	}
+	return s
+}
+
+var _ registries.Sink = (*Syncer)(nil)
+
+// Run enforces the sync timeout: once it passes, HasSynced turns true even if
+// some registry has not delivered its first listing (it is logged). It
+// returns when ctx is done or the store is synced.
+func (s *Syncer) Run(ctx context.Context) {
+	if s.timeout <= 0 {
+		return
+	}
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-s.ready:
+	case <-t.C:
+		s.mu.Lock()
+		var missing []string
+		for name, r := range s.regs {
+			if !r.status.Synced {
+				missing = append(missing, name)
+			}
+		}
+		slices.Sort(missing)
+		s.markReady()
+		s.mu.Unlock()
+		s.log.Warn("Sync timeout passed before every registry listed its services; serving what is known",
+			"duration", s.timeout, "registries", missing)
+	}
+}
+
+// HasSynced reports whether every registry delivered its first listing, or
+// the sync timeout passed.
+func (s *Syncer) HasSynced() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Ready is closed when HasSynced turns true.
+func (s *Syncer) Ready() <-chan struct{} { return s.ready }
+
+// markReady closes ready once; s.mu must be held.
+func (s *Syncer) markReady() {
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+}
+
+// Synced implements registries.Sink.
+func (s *Syncer) Synced(registry string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.regs[registry]
+	if r == nil || r.status.Synced {
+		return
+	}
+	r.status.Synced = true
+	s.pending--
+	s.log.Info("Registry synced", "registry", registry, "count", r.status.Services)
+	if s.pending == 0 {
+		s.markReady()
+	}
+}
+
+// Snapshot implements registries.Sink.
+func (s *Syncer) Snapshot(snap registries.Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.regs[snap.Registry]
+	if r == nil {
+		s.log.Error("Dropped snapshot of an unknown registry", "registry", snap.Registry, "service", snap.Service.Name)
+		return
+	}
+	r.status.LastEvent = snap.Observed
+	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Name}
+	switch {
+	case snap.Err != nil:
+		r.status.Errors++
+		r.status.LastError = snap.Err.Error()
+		s.log.Warn("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
+			"service", snap.Service.Name, "err", snap.Err)
+	case snap.Removed:
+		s.remove(r, id)
+	default:
+		s.upsert(r, id, snap.Service)
+	}
+	registryServices.WithLabelValues(r.cfg.Name).Set(float64(r.status.Services))
+	registryInstances.WithLabelValues(r.cfg.Name).Set(float64(r.status.Instances))
+}
+
+func (s *Syncer) remove(r *registryState, id serviceID) {
+	st := s.services[id]
+	if st == nil {
+		return
+	}
+	delete(s.services, id)
+	r.status.Services--
+	r.status.Instances -= st.instances
+	s.release(id, st.host)
+}
+
+func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) {
+	st := s.services[id]
+	if st == nil {
+		st = &serviceState{}
+		r.status.Services++
+	}
+	r.status.Instances += len(svc.Instances) - st.instances
+	st.instances = len(svc.Instances)
+	s.services[id] = st
+	res, err := r.cfg.Translator.Translate(svc, st.sticky)
+	if err != nil {
+		// The service cannot be represented (e.g. its name makes no valid
+		// host): count it like its instances and keep what we had.
+		s.reject(r.cfg.Name, svc.Name, "invalid-host", max(1, len(svc.Instances)), err)
+		return
+	}
+	if st.host != "" && st.host != res.Host {
+		s.release(id, st.host)
+	}
+	st.host, st.sticky, st.result = res.Host, res.Sticky, res
+	s.logRejections(r.cfg.Name, svc.Name, st, res)
+	s.claim(id, res.Host)
+	s.apply(res.Host)
+}
+
+// claim adds id to the claimants of host and rejects whichever claimant
+// stops or fails to be the winner (rule 1).
+func (s *Syncer) claim(id serviceID, host string) {
+	ids := s.claims[host]
+	i, found := slices.BinarySearchFunc(ids, id, serviceID.compare)
+	if found {
+		return
+	}
+	ids = slices.Insert(ids, i, id)
+	s.claims[host] = ids
+	if len(ids) == 1 {
+		return
+	}
+	loser := id
+	if i == 0 {
+		loser = ids[1]
+	}
+	s.reject(loser.registry, loser.name, "host-collision", max(1, s.services[loser].instances),
+		fmt.Errorf("host %q is produced by service %q of registry %q, which comes first", host, ids[0].name, ids[0].registry))
+}
+
+func (s *Syncer) release(id serviceID, host string) {
+	ids := s.claims[host]
+	if i, found := slices.BinarySearchFunc(ids, id, serviceID.compare); found {
+		ids = slices.Delete(ids, i, i+1)
+	}
+	if len(ids) == 0 {
+		delete(s.claims, host)
+	} else {
+		s.claims[host] = ids
+	}
+	s.apply(host)
+}
+
+func (s *Syncer) reject(registry, service, reason string, count int, err error) {
+	rejectedInstances.WithLabelValues(registry, reason).Add(float64(count))
+	s.log.Warn("Rejected service", "registry", registry, "service", service, "reason", reason, "err", err)
+}
+
+func (s *Syncer) logRejections(registry, service string, st *serviceState, res translate.Result) {
+	seen := make(map[string]string, len(res.Rejected))
+	for _, rj := range res.Rejected {
+		seen[rj.InstanceID] = rj.Reason
+		rejectedInstances.WithLabelValues(registry, rj.Reason).Inc()
+		if st.rejected[rj.InstanceID] != rj.Reason {
+			s.log.Warn("Skipped invalid instance", "registry", registry, "service", service,
+				"instance", rj.InstanceID, "reason", rj.Reason, "err", rj.Detail)
+		}
+	}
+	st.rejected = seen
+	for _, d := range res.DroppedLabels {
+		s.log.Debug("Dropped label", "registry", registry, "service", service, "instance", d.InstanceID,
+			"key", d.Key, "reason", d.Reason)
+	}
+}
+

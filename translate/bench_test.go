@@ -1,0 +1,38 @@
+package translate
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// benchService is a Consul-like service with n instances on two ports, with
+// a few labels each, some needing sanitizing.
+func benchService(n int) registries.Service {
+	svc := registries.Service{Name: "bench"}
+	for i := range n {
+		svc.Instances = append(svc.Instances, registries.Instance{
+			ID:       fmt.Sprintf("node-%03d/bench-%d", i, i),
+			Address:  fmt.Sprintf("10.%d.%d.%d", i/65536%256, i/256%256, i%256+1),
+			Port:     uint32(8080 + i%2),
+			Protocol: "grpc",
+			Labels:   map[string]string{"version": fmt.Sprintf("v%d", i%3), "zone": "zone-a", "build date": "2024-01-01 10:00"},
+			Weight:   uint32(i%5 + 1),
+			Locality: "dc1/zone-a",
+		})
+	}
+	return svc
+}
+
+func BenchmarkTranslate(b *testing.B) {
+	tr := mustNew(b, Options{})
+	svc := benchService(100)
+	prev := mustTranslate(b, tr, svc, Sticky{}).Sticky
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tr.Translate(svc, prev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package translate
+
+import (
+	"testing"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+func mustNew(t testing.TB, opts Options) *Translator {
+	t.Helper()
+	if opts.Registry == "" {
+		opts.Registry = "consul-dc1"
+	}
+	if opts.Type == "" {
+		opts.Type = TypeConsul
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "meshbridge"
+	}
+	tr, err := New(opts)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", opts, err)
+	}
+	return tr
+}
+
+func inst(id, address string, port uint32, protocol string) registries.Instance {
+	return registries.Instance{ID: id, Address: address, Port: port, Protocol: protocol}
+}
+
+func mustTranslate(t testing.TB, tr *Translator, svc registries.Service, prev Sticky) Result {
+	t.Helper()
+	res, err := tr.Translate(svc, prev)
+	if err != nil {
+		t.Fatalf("Translate(%s): %v", svc.Name, err)
+	}
+	return res
+}

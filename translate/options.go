@@ -1,0 +1,129 @@
+package translate
+
+import (
+	"fmt"
+	"text/template"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// EndpointMode selects how endpoints are emitted: as WorkloadEntries selected
+// by the ServiceEntry's workloadSelector (the default), or inline in the
+// ServiceEntry's endpoints (DESIGN.md §3).
+type EndpointMode string
+
+const (
+	// EndpointsWorkloadEntry emits one WorkloadEntry per instance; the
+	// ServiceEntry stays byte-stable while only instances change.
+	EndpointsWorkloadEntry EndpointMode = "workloadentry"
+	// EndpointsInline lists the instances in ServiceEntry.endpoints.
+	EndpointsInline EndpointMode = "inline"
+)
+
+// Registry types with a default host template.
+const (
+	TypeConsul = "consul"
+	TypeFile   = "file"
+)
+
+// Options configure one registry's translation. The zero value of every field
+// except Registry, Type and Namespace selects the default.
+type Options struct {
+	// Registry is the registry name, a DNS-1123 label: the value of label
+	// meshbridge.io/registry and part of every WorkloadEntry name's hash input.
+	Registry string
+	// Type is the registry type, "consul" or "file"; it selects the default
+	// host template.
+	Type string
+	// Namespace is metadata.namespace of every object, a DNS-1123 label.
+	Namespace string
+	// HostTemplate is a text/template over .Service, .Datacenter, .Namespace
+	// and .Group; "" selects the default for Type (see Translator.Host).
+	HostTemplate string
+	// ServicePort, when not 0, is the one ServiceEntry port (1-65535).
+	ServicePort uint32
+	// Resolution is STATIC (the default when "") or DNS.
+	Resolution model.Resolution
+	// Endpoints is the endpoint mode; "" means workloadentry.
+	Endpoints EndpointMode
+	// Revision, when set, is the value of label istio.io/rev on every object.
+	Revision string
+}
+
+// Default host templates (DESIGN.md §3): Consul's own DNS names; the file
+// registry writes hosts as they are (registries.Service.Host, else its Name).
+const (
+	consulHostTemplate       = "{{.Service}}.service.consul"
+	consulRemoteHostTemplate = "{{.Service}}.service.{{.Datacenter}}.consul"
+	fileHostTemplate         = "{{.Service}}"
+)
+
+// Translator converts registry services of one registry into ServiceEntries
+// and WorkloadEntries. It holds no per-service state (see Sticky) and is safe
+// for concurrent use.
+type Translator struct {
+	opts Options
+	// host is the configured template; nil means the per-type default.
+	host *template.Template
+	// defaults are the per-type templates, chosen per service.
+	local, remote *template.Template
+}
+
+// New validates opts and compiles the host template. Its errors name the
+// option at fault, e.g. `hostTemplate: template: host:1: unexpected "}"`.
+func New(opts Options) (*Translator, error) {
+	if opts.Resolution == "" {
+		opts.Resolution = model.ResolutionStatic
+	}
+	if opts.Endpoints == "" {
+		opts.Endpoints = EndpointsWorkloadEntry
+	}
+	if err := validateOptions(opts); err != nil {
+		return nil, err
+	}
+	t := &Translator{opts: opts}
+	var err error
+	switch opts.Type {
+	case TypeConsul:
+		t.local, err = compileHostTemplate(consulHostTemplate)
+		if err == nil {
+			t.remote, err = compileHostTemplate(consulRemoteHostTemplate)
+		}
+	case TypeFile:
+		t.local, err = compileHostTemplate(fileHostTemplate)
+		t.remote = t.local
+	}
+	if err != nil {
+		return nil, fmt.Errorf("type %q: %w", opts.Type, err)
+	}
+	if opts.HostTemplate != "" {
+		if t.host, err = compileHostTemplate(opts.HostTemplate); err != nil {
+			return nil, fmt.Errorf("hostTemplate: %w", err)
+		}
+	}
+	return t, nil
+}
+
+func validateOptions(o Options) error {
+	switch {
+	case !isDNS1123Label(o.Registry):
+		return fmt.Errorf("registry: name %q is not a DNS-1123 label", o.Registry)
+	case o.Type != TypeConsul && o.Type != TypeFile:
+		return fmt.Errorf("type: %q is not supported (want %s or %s)", o.Type, TypeConsul, TypeFile)
+	case !isDNS1123Label(o.Namespace):
+		return fmt.Errorf("namespace: %q is not a DNS-1123 label", o.Namespace)
+	case o.ServicePort > 65535:
+		return fmt.Errorf("servicePort: %d is not in 0-65535", o.ServicePort)
+	case o.Resolution != model.ResolutionStatic && o.Resolution != model.ResolutionDNS:
+		return fmt.Errorf("resolution: %q is not supported (want STATIC or DNS)", o.Resolution)
+	case o.Endpoints != EndpointsWorkloadEntry && o.Endpoints != EndpointsInline:
+		return fmt.Errorf("endpoints: %q is not supported (want workloadentry or inline)", o.Endpoints)
+	}
+	if err := ValidateLabelValue(o.Revision); err != nil {
+		return fmt.Errorf("revision: %w", err)
+	}
+	return nil
+}
+
+// Options returns the options in effect, defaults filled in.
+func (t *Translator) Options() Options { return t.opts }

@@ -1,0 +1,192 @@
+package translate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// ProtocolDubbo is the protocol meshbridge records in Sticky for a Dubbo port.
+// It is not an Istio protocol: the ServiceEntry port gets protocol TCP and the
+// name "tcp-dubbo-<number>" (DESIGN.md §3). Keeping it distinct in Sticky keeps
+// the port name stable across calls.
+const ProtocolDubbo model.Protocol = "DUBBO"
+
+// Sticky is the per-service state that keeps ports stable over the life of
+// the process (issue 2, "Ports are stable"). The caller stores it per service
+// and passes it back on the next Translate call. The zero value means nothing
+// was chosen yet. Protocol holds an Istio protocol (HTTP, HTTP2, GRPC, TCP)
+// or ProtocolDubbo.
+type Sticky struct {
+	Port     uint32
+	Protocol model.Protocol
+}
+
+// ParseProtocol maps a registry protocol name (case-insensitive) to the
+// protocol meshbridge records: http → HTTP, http2 → HTTP2, grpc → GRPC,
+// tcp → TCP, dubbo → ProtocolDubbo; anything else, including "", → TCP
+// (DESIGN.md §3).
+func ParseProtocol(registry string) model.Protocol {
+	switch strings.ToLower(registry) {
+	case "http":
+		return model.ProtocolHTTP
+	case "http2":
+		return model.ProtocolHTTP2
+	case "grpc":
+		return model.ProtocolGRPC
+	case "dubbo":
+		return ProtocolDubbo
+	}
+	return model.ProtocolTCP
+}
+
+// istioProtocol is the ServiceEntry port protocol for p.
+func istioProtocol(p model.Protocol) model.Protocol {
+	switch p {
+	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC:
+		return p
+	}
+	return model.ProtocolTCP
+}
+
+// PortName returns the ServiceEntry port name for protocol p and number n:
+// "<protocol>-<n>" with the protocol lower-cased ("http-8080", "grpc-9000",
+// "tcp-dubbo-20880"); unknown protocols name a tcp port (DESIGN.md §3).
+func PortName(p model.Protocol, n uint32) string {
+	num := strconv.FormatUint(uint64(n), 10)
+	switch p {
+	case ProtocolDubbo:
+		return "tcp-dubbo-" + num
+	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC:
+		return strings.ToLower(string(p)) + "-" + num
+	}
+	return "tcp-" + num
+}
+
+func servicePort(p model.Protocol, n uint32) *networking.ServicePort {
+	return &networking.ServicePort{Number: n, Protocol: string(istioProtocol(p)), Name: PortName(p, n)}
+}
+
+// portPlan is the ServiceEntry's ports and the state that keeps them.
+type portPlan struct {
+	ports  []*networking.ServicePort // sorted by number; ports[0] is the primary
+	sticky Sticky
+}
+
+// planPorts chooses the ServiceEntry ports (issue 2, "Ports are stable"), in
+// order: opts.ServicePort; the ports svc declares (each one, sorted); the port
+// kept in prev; the lowest port among usable instances. It returns nil when no
+// port is known yet. An invalid declared port is a service-level error.
+func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []candidate) (*portPlan, error) {
+	if len(svc.Ports) > 0 && t.opts.ServicePort == 0 {
+		return declaredPorts(svc.Ports, prev, insts)
+	}
+	number := t.opts.ServicePort
+	switch {
+	case number != 0:
+	case prev.Port != 0:
+		number = prev.Port
+	case len(insts) > 0:
+		number = lowestPort(insts)
+	default:
+		return nil, nil
+	}
+	proto, decided := chooseProtocol(number, "", prev, insts)
+	sticky := Sticky{Port: number}
+	if decided {
+		sticky.Protocol = proto
+	}
+	return &portPlan{ports: []*networking.ServicePort{servicePort(proto, number)}, sticky: sticky}, nil
+}
+
+// declaredPorts turns declared ports into ServicePorts, sorted by number; a
+// repeated number keeps its first declaration. A declared protocol is
+// authoritative configuration and wins over the one kept in prev.
+func declaredPorts(declared []registries.Port, prev Sticky, insts []candidate) (*portPlan, error) {
+	byNumber := make(map[uint32]string, len(declared))
+	for _, p := range declared {
+		if p.Number == 0 || p.Number > 65535 {
+			return nil, fmt.Errorf("declared port %d is not in 1-65535", p.Number)
+		}
+		if _, seen := byNumber[p.Number]; !seen {
+			byNumber[p.Number] = p.Protocol
+		}
+	}
+	plan := &portPlan{}
+	for _, n := range slices.Sorted(maps.Keys(byNumber)) {
+		proto, _ := chooseProtocol(n, byNumber[n], prev, insts)
+		plan.ports = append(plan.ports, servicePort(proto, n))
+		if plan.sticky.Port == 0 {
+			plan.sticky = Sticky{Port: n, Protocol: proto}
+		}
+	}
+	return plan, nil
+}
+
+// chooseProtocol picks the protocol of port number: the declared one; the one
+// kept in prev for that port; that of the first instance (by ID) on that port
+// declaring one; that of the first instance (by port, then ID) declaring one;
+// TCP. decided is false only when nothing was known (no declaration, nothing
+// kept, no instance): that TCP is provisional and not kept in Sticky.
+func chooseProtocol(number uint32, declared string, prev Sticky, insts []candidate) (model.Protocol, bool) {
+	if declared != "" {
+		return ParseProtocol(declared), true
+	}
+	if prev.Protocol != "" && prev.Port == number {
+		return prev.Protocol, true
+	}
+	var fallback *candidate
+	for i := range insts {
+		c := &insts[i]
+		if c.inst.Protocol == "" {
+			continue
+		}
+		if c.inst.Port == number {
+			return ParseProtocol(c.inst.Protocol), true
+		}
+		if fallback == nil || c.inst.Port < fallback.inst.Port {
+			fallback = c
+		}
+	}
+	if fallback != nil {
+		return ParseProtocol(fallback.inst.Protocol), true
+	}
+	return model.ProtocolTCP, len(insts) > 0
+}
+
+func lowestPort(insts []candidate) uint32 {
+	lowest := insts[0].inst.Port
+	for _, c := range insts[1:] {
+		lowest = min(lowest, c.inst.Port)
+	}
+	return lowest
+}
+
+// targetPorts returns the WorkloadEntry ports map for an instance listening on
+// port: nil when it serves a ServiceEntry port on the same number, else the
+// primary port's name mapped to port (DESIGN.md §3: other instance ports map
+// through the WorkloadEntry ports).
+func (p *portPlan) targetPorts(port uint32) map[string]uint32 {
+	for _, sp := range p.ports {
+		if sp.Number == port {
+			return nil
+		}
+	}
+	return map[string]uint32{p.ports[0].Name: port}
+}
+
+// names returns the set of ServiceEntry port names.
+func (p *portPlan) names() map[string]bool {
+	names := make(map[string]bool, len(p.ports))
+	for _, sp := range p.ports {
+		names[sp.Name] = true
+	}
+	return names
+}
