@@ -29,14 +29,14 @@ const (
 // operators and with the Kubernetes writer's garbage collector: an object
 // without LabelManagedBy=ManagedByValue is never ours.
 const (
-	LabelManagedBy     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "meshbridge"
-	LabelRegistry      = "meshbridge.io/registry"
-	LabelService       = "meshbridge.io/service"
-	LabelRevision      = "istio.io/rev"
-	AnnotationHash     = "meshbridge.io/content-hash"
-	ReservedPrefixMB   = "meshbridge.io/"
-	ReservedPrefixApp  = "app.kubernetes.io/"
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedByValue    = "meshbridge"
+	LabelRegistry     = "meshbridge.io/registry"
+	LabelService      = "meshbridge.io/service"
+	LabelRevision     = "istio.io/rev"
+	AnnotationHash    = "meshbridge.io/content-hash"
+	ReservedPrefixMB  = "meshbridge.io/"
+	ReservedPrefixApp = "app.kubernetes.io/"
 )
 
 // ConfigKey identifies one object in the aggregate store.

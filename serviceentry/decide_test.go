@@ -149,8 +149,8 @@ func TestServicesEqual(t *testing.T) {
 		other *model.Service
 		want  bool
 	}{
-		"identical services are equal":      {svc("a"), true},
-		"another port number is not equal":  {svc("a", func(s *model.Service) { s.Ports[0].Number = 1 }), false},
+		"identical services are equal":       {svc("a"), true},
+		"another port number is not equal":   {svc("a", func(s *model.Service) { s.Ports[0].Number = 1 }), false},
 		"another port protocol is not equal": {svc("a", func(s *model.Service) { s.Ports[0].Protocol = model.ProtocolTCP }), false},
 		"another selector is not equal":      {svc("a", func(s *model.Service) { s.Selector = map[string]string{"x": "y"} }), false},
 		"another exportTo is not equal":      {svc("a", func(s *model.Service) { s.ExportTo = []string{"."} }), false},

@@ -60,9 +60,9 @@ type Syncer struct {
 	mu       sync.Mutex
 	regs     map[string]*registryState
 	services map[serviceID]*serviceState
-	claims   map[string][]serviceID            // host → claimants, winner first
+	claims   map[string][]serviceID              // host → claimants, winner first
 	written  map[string]map[model.ConfigKey]bool // host → keys we stored for it
-	pending  int                               // registries not yet synced
+	pending  int                                 // registries not yet synced
 }
 
 type serviceID struct {
@@ -301,4 +301,3 @@ func (s *Syncer) logRejections(registry, service string, st *serviceState, res t
 			"key", d.Key, "reason", d.Reason)
 	}
 }
-

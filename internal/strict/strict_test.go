@@ -29,12 +29,12 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		in      string
 		wantErr string
 	}{
-		"a valid document decodes":           {in: "items: [{name: a, inner: {port: 1}}]\nwait: 1s\nlabels: {a: b}", wantErr: ""},
-		"an unknown top-level key is named":  {in: "itemz: []", wantErr: "itemz: unknown field"},
-		"an unknown nested key has its path": {in: "items: [{name: a}, {inner: {prot: 1}}]", wantErr: "items[1].inner.prot: unknown field"},
-		"a scalar where a list belongs":      {in: "items: 3", wantErr: "items: must be a list"},
+		"a valid document decodes":            {in: "items: [{name: a, inner: {port: 1}}]\nwait: 1s\nlabels: {a: b}", wantErr: ""},
+		"an unknown top-level key is named":   {in: "itemz: []", wantErr: "itemz: unknown field"},
+		"an unknown nested key has its path":  {in: "items: [{name: a}, {inner: {prot: 1}}]", wantErr: "items[1].inner.prot: unknown field"},
+		"a scalar where a list belongs":       {in: "items: 3", wantErr: "items: must be a list"},
 		"a wrong scalar type names the field": {in: "items: [{inner: {port: x}}]", wantErr: "items.inner.port: cannot use a string as int"},
-		"an empty document is valid":         {in: "", wantErr: ""},
+		"an empty document is valid":          {in: "", wantErr: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

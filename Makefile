@@ -1,0 +1,59 @@
+# meshbridge — run `make help` for the targets.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+BIN := bin
+# Test servers are built once per version into this cache (see tools/build.sh).
+export MESHBRIDGE_CACHE ?= $(HOME)/.cache/meshbridge
+# Consul binary path, resolved (and built when missing) on first use.
+CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/meshbridge and the example gRPC server and client
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshbridge ./cmd/bridge
+	$(GO) build -o $(BIN)/echo-server ./examples/grpc/server
+	$(GO) build -o $(BIN)/echo-client ./examples/grpc/client
+	$(GO) build -o $(BIN)/demo ./examples/demo
+
+.PHONY: servers
+servers: ## Build (or reuse from the cache) the test servers: Consul
+	tools/build.sh consul
+
+.PHONY: demo
+demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC client
+	$(BIN)/demo --consul "$(CONSUL_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+
+.PHONY: test
+test: ## Build the test servers, then run unit, integration and e2e tests with -race
+	@consul_bin="$(CONSUL_BIN)"; test -x "$$consul_bin" || { echo "make test: no Consul binary (tools/build.sh consul failed)"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" $(GO) test -race -count=1 -timeout 25m ./...
+
+.PHONY: test-unit
+test-unit: ## Run the tests that need no server (servers absent: skipped)
+	$(GO) test -race -count=1 ./model/... ./translate/... ./serviceentry/... ./internal/... ./registries/file/... ./xds/...
+
+.PHONY: test-e2e
+test-e2e: ## Run the end-to-end tests only (real Consul, meshbridge binary, grpc-go xDS client)
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$(CONSUL_BIN)" $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
+
+.PHONY: bench
+bench: ## Run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/...
+
+.PHONY: refresh-golden
+refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
+	REFRESH_GOLDEN=true $(GO) test ./translate/...
+
+.PHONY: lint
+lint: ## go vet and gofmt check
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: clean
+clean: ## Remove build outputs (not the server cache)
+	rm -rf $(BIN)

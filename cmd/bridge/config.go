@@ -1,0 +1,268 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/meshbridge/meshbridge/internal/strict"
+)
+
+// Config is the operator's YAML configuration. Its keys are a contract
+// (issue #2) documented in the README; keep them stable.
+type Config struct {
+	Registries []RegistryConfig `json:"registries"`
+	Output     OutputConfig     `json:"output"`
+	XDS        AddressConfig    `json:"xds"`
+	HTTP       AddressConfig    `json:"http"`
+	Debounce   DebounceConfig   `json:"debounce"`
+	Sync       SyncConfig       `json:"sync"`
+}
+
+// RegistryConfig is one registry.
+type RegistryConfig struct {
+	Name         string        `json:"name"`
+	Type         string        `json:"type"`
+	HostTemplate string        `json:"hostTemplate,omitempty"`
+	ServicePort  uint32        `json:"servicePort,omitempty"`
+	Resolution   string        `json:"resolution,omitempty"`
+	Consul       *ConsulConfig `json:"consul,omitempty"`
+	File         *FileConfig   `json:"file,omitempty"`
+}
+
+// ConsulConfig is the consul block of a registry.
+type ConsulConfig struct {
+	Address     string    `json:"address"`
+	Datacenter  string    `json:"datacenter,omitempty"`
+	Token       string    `json:"token,omitempty"`
+	TokenFile   string    `json:"tokenFile,omitempty"`
+	TLS         TLSConfig `json:"tls"`
+	HealthyOnly *bool     `json:"healthyOnly,omitempty"`
+	Services    []string  `json:"services,omitempty"`
+	MaxWatches  int       `json:"maxWatches,omitempty"`
+}
+
+// TLSConfig is a client TLS configuration.
+type TLSConfig struct {
+	CAFile             string `json:"caFile,omitempty"`
+	CertFile           string `json:"certFile,omitempty"`
+	KeyFile            string `json:"keyFile,omitempty"`
+	ServerName         string `json:"serverName,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+}
+
+// FileConfig is the file block of a registry.
+type FileConfig struct {
+	Path string `json:"path"`
+}
+
+// OutputConfig says how objects are produced.
+type OutputConfig struct {
+	Namespace string `json:"namespace"`
+	Endpoints string `json:"endpoints"`
+	Revision  string `json:"revision,omitempty"`
+}
+
+// AddressConfig is a listen address.
+type AddressConfig struct {
+	Address string `json:"address"`
+}
+
+// DebounceConfig is the push debounce (DESIGN.md §5).
+type DebounceConfig struct {
+	After Duration `json:"after"`
+	Max   Duration `json:"max"`
+	EDS   *bool    `json:"eds,omitempty"`
+}
+
+// SyncConfig bounds the wait for every registry's first listing.
+type SyncConfig struct {
+	Timeout Duration `json:"timeout"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("100ms").
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts "100ms"-style strings.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"100ms\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// LoadConfig reads, defaults and validates a configuration file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig decodes, defaults and validates configuration YAML. Errors
+// name the field path ("registries[0].consul.maxWatches: ...").
+func ParseConfig(data []byte) (*Config, error) {
+	var c Config
+	if err := strict.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &c, nil
+}
+
+func (c *Config) setDefaults() {
+	setIf(&c.Output.Namespace, "meshbridge")
+	setIf(&c.Output.Endpoints, "workloadentry")
+	setIf(&c.XDS.Address, "127.0.0.1:15010")
+	setIf(&c.HTTP.Address, "127.0.0.1:15014")
+	durIf(&c.Debounce.After, 100*time.Millisecond)
+	durIf(&c.Debounce.Max, 10*time.Second)
+	durIf(&c.Sync.Timeout, 30*time.Second)
+	if c.Debounce.EDS == nil {
+		c.Debounce.EDS = ptr(true)
+	}
+	for i := range c.Registries {
+		r := &c.Registries[i]
+		setIf(&r.Resolution, "STATIC")
+		if r.Consul != nil {
+			if r.Consul.HealthyOnly == nil {
+				r.Consul.HealthyOnly = ptr(true)
+			}
+			if r.Consul.MaxWatches == 0 {
+				r.Consul.MaxWatches = 100
+			}
+		}
+	}
+}
+
+func setIf(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func durIf(d *Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func (c *Config) validate() error {
+	var errs []error
+	add := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Registries) == 0 {
+		add("registries", "at least one registry is required")
+	}
+	names := map[string]int{}
+	for i, r := range c.Registries {
+		p := "registries[" + strconv.Itoa(i) + "]"
+		if !dns1123Label.MatchString(r.Name) || len(r.Name) > 63 {
+			add(p+".name", "%q is not a DNS-1123 label (lower-case alphanumerics and '-', at most 63)", r.Name)
+		} else if j, dup := names[r.Name]; dup {
+			add(p+".name", "%q is already used by registries[%d]", r.Name, j)
+		}
+		names[r.Name] = i
+		validateRegistry(p, r, add)
+	}
+	if !dns1123Label.MatchString(c.Output.Namespace) {
+		add("output.namespace", "%q is not a DNS-1123 label", c.Output.Namespace)
+	}
+	if c.Output.Endpoints != "workloadentry" && c.Output.Endpoints != "inline" {
+		add("output.endpoints", "%q is not one of workloadentry, inline", c.Output.Endpoints)
+	}
+	checkHostPort("xds.address", c.XDS.Address, add)
+	checkHostPort("http.address", c.HTTP.Address, add)
+	if c.Debounce.After.Duration < 0 {
+		add("debounce.after", "must not be negative")
+	}
+	if c.Debounce.Max.Duration < c.Debounce.After.Duration {
+		add("debounce.max", "%s is shorter than debounce.after (%s)", c.Debounce.Max, c.Debounce.After)
+	}
+	if c.Sync.Timeout.Duration < 0 {
+		add("sync.timeout", "must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+func validateRegistry(p string, r RegistryConfig, add func(path, format string, args ...any)) {
+	if r.Resolution != "STATIC" && r.Resolution != "DNS" {
+		add(p+".resolution", "%q is not one of STATIC, DNS", r.Resolution)
+	}
+	if r.ServicePort > 65535 {
+		add(p+".servicePort", "%d is not a port (0 derives it, else 1-65535)", r.ServicePort)
+	}
+	switch r.Type {
+	case "consul":
+		if r.File != nil {
+			add(p+".file", "not allowed for type consul")
+		}
+		if r.Consul == nil {
+			add(p+".consul", "required for type consul")
+			return
+		}
+		if r.Consul.Address == "" {
+			add(p+".consul.address", "required")
+		} else if u, err := url.Parse(r.Consul.Address); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			if u.Host == "" {
+				add(p+".consul.address", "%q has no host", r.Consul.Address)
+			}
+		} else {
+			checkHostPort(p+".consul.address", r.Consul.Address, add)
+		}
+		if r.Consul.Token != "" && r.Consul.TokenFile != "" {
+			add(p+".consul.tokenFile", "set either token or tokenFile, not both")
+		}
+		if r.Consul.MaxWatches < 1 || r.Consul.MaxWatches > 190 {
+			add(p+".consul.maxWatches", "%d is outside 1-190 (a Consul agent allows 200 connections per client)", r.Consul.MaxWatches)
+		}
+		if (r.Consul.TLS.CertFile == "") != (r.Consul.TLS.KeyFile == "") {
+			add(p+".consul.tls", "certFile and keyFile go together")
+		}
+	case "file":
+		if r.Consul != nil {
+			add(p+".consul", "not allowed for type file")
+		}
+		if r.File == nil || r.File.Path == "" {
+			add(p+".file.path", "required for type file")
+		}
+	default:
+		add(p+".type", "%q is not one of consul, file", r.Type)
+	}
+}
+
+func checkHostPort(path, addr string, add func(path, format string, args ...any)) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		add(path, "%q is not host:port", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add(path, "%q has an invalid port", addr)
+	}
+	_ = host
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/xds"
+)
+
+// shutdownGrace bounds how long in-flight HTTP requests may finish after a
+// stop signal.
+const shutdownGrace = 5 * time.Second
+
+// bridge is the running process: registries → Syncer → Store → Controller →
+// DiscoveryServer, plus the HTTP endpoints.
+type bridge struct {
+	cfg        *Config
+	log        *slog.Logger
+	regs       []registries.Registry
+	store      *serviceentry.Store
+	syncer     *serviceentry.Syncer
+	controller *serviceentry.Controller
+	xds        *xds.DiscoveryServer
+	metrics    *prometheus.Registry
+	ready      chan struct{} // closed once the store holds every registry's first listing
+}
+
+// sourceFunc adapts a function to xds.ServiceSource; it breaks the
+// construction cycle between the controller (which pushes to the server) and
+// the server (which lists the controller's services).
+type sourceFunc func() []*model.Service
+
+func (f sourceFunc) Services() []*model.Service { return f() }
+
+func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
+	regs, syncRegs, err := buildRegistries(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	b := &bridge{cfg: cfg, log: log, regs: regs, ready: make(chan struct{})}
+	b.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	b.syncer = serviceentry.NewSyncer(b.store, serviceentry.SyncerConfig{
+		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, Logger: log,
+	})
+	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{
+		Address:           cfg.XDS.Address,
+		DebounceAfter:     cfg.Debounce.After.Duration,
+		DebounceMax:       cfg.Debounce.Max.Duration,
+		EnableEDSDebounce: *cfg.Debounce.EDS,
+		Logger:            log,
+	})
+	b.controller = serviceentry.NewController(b.store, b.xds, log)
+	b.metrics = newMetricsRegistry()
+	return b, nil
+}
+
+// run starts everything and blocks until ctx is done, then stops in reverse
+// order. It returns the first fatal error (a registry that cannot be watched
+// at all, or a port that cannot be bound).
+func (b *bridge) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lis, err := net.Listen("tcp", b.cfg.HTTP.Address)
+	if err != nil {
+		return fmt.Errorf("listen on http.address %s: %w", b.cfg.HTTP.Address, err)
+	}
+	srv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+
+	var wg sync.WaitGroup
+	goFn := func(name string, fn func() error) {
+		wg.Go(func() {
+			if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
+				cancel(fmt.Errorf("%s: %w", name, err))
+			}
+		})
+	}
+	goFn("store", func() error { b.store.Run(ctx); return nil })
+	goFn("sync", func() error { b.syncer.Run(ctx); return nil })
+	for _, r := range b.regs {
+		goFn("registry "+r.Name(), func() error { return r.Run(ctx, b.syncer) })
+	}
+	goFn("ready", func() error { return b.waitReady(ctx) })
+	goFn("xds", func() error { return b.xds.Run(ctx, b.ready) })
+	goFn("http", func() error {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
+		"registries", len(b.regs))
+
+	<-ctx.Done()
+	b.log.Info("Stopping meshbridge", "reason", context.Cause(ctx))
+	shutdownCtx, done := context.WithTimeout(context.Background(), shutdownGrace)
+	defer done()
+	_ = srv.Shutdown(shutdownCtx)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// waitReady closes b.ready once every registry delivered its first listing
+// (or the sync timeout passed) and the store's handlers have processed it,
+// so the first xDS response already holds the whole mesh.
+func (b *bridge) waitReady(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-b.syncer.Ready():
+	}
+	if err := b.store.Flush(ctx); err != nil {
+		return nil
+	}
+	close(b.ready)
+	b.log.Info("Aggregate registry synced", "count", len(b.controller.Services()))
+	return nil
+}

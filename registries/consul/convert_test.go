@@ -1,0 +1,124 @@
+package consul
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+func TestLabelsFrom(t *testing.T) {
+	tests := map[string]struct {
+		tags []string
+		meta map[string]string
+		want map[string]string
+	}{
+		"no tags and no meta give no labels": {want: nil},
+		"a k=v tag is a label":               {tags: []string{"version=v1"}, want: map[string]string{"version": "v1"}},
+		"a bare tag is a label with an empty value": {
+			tags: []string{"primary"}, want: map[string]string{"primary": ""}},
+		"only the first = splits":            {tags: []string{"expr=a=b"}, want: map[string]string{"expr": "a=b"}},
+		"a tag with an empty key is dropped": {tags: []string{"=v"}, want: map[string]string{}},
+		"meta becomes labels":                {meta: map[string]string{"protocol": "grpc"}, want: map[string]string{"protocol": "grpc"}},
+		"meta wins over a tag with the same key": {
+			tags: []string{"version=v1"}, meta: map[string]string{"version": "v2"},
+			want: map[string]string{"version": "v2"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, labelsFrom(tc.tags, tc.meta)); diff != "" {
+				t.Errorf("labelsFrom (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func entry(node, nodeAddr, id, addr string, port int, checks ...*api.HealthCheck) *api.ServiceEntry {
+	return &api.ServiceEntry{
+		Node:    &api.Node{Node: node, Address: nodeAddr, Datacenter: "dc1"},
+		Service: &api.AgentService{ID: id, Service: "web", Address: addr, Port: port, Weights: api.AgentWeights{Passing: 1, Warning: 1}},
+		Checks:  checks,
+	}
+}
+
+func check(id, status string) *api.HealthCheck {
+	return &api.HealthCheck{CheckID: id, Status: status, ServiceID: "x"}
+}
+
+func TestInstancesFromHealth(t *testing.T) {
+	tests := map[string]struct {
+		checks      []*api.HealthCheck
+		healthyOnly bool
+		wantEmitted bool
+	}{
+		"passing is emitted":                            {checks: []*api.HealthCheck{check("c", api.HealthPassing)}, healthyOnly: true, wantEmitted: true},
+		"no checks at all counts as passing":            {healthyOnly: true, wantEmitted: true},
+		"warning is dropped when healthyOnly":           {checks: []*api.HealthCheck{check("c", api.HealthWarning)}, healthyOnly: true},
+		"warning is emitted when not healthyOnly":       {checks: []*api.HealthCheck{check("c", api.HealthWarning)}, wantEmitted: true},
+		"critical is never emitted":                     {checks: []*api.HealthCheck{check("c", api.HealthCritical)}},
+		"one critical among passing checks is critical": {checks: []*api.HealthCheck{check("a", api.HealthPassing), check("b", api.HealthCritical)}},
+		"a critical node check drops the instance":      {checks: []*api.HealthCheck{{CheckID: "serfHealth", Status: api.HealthCritical}, check("c", api.HealthPassing)}},
+		"service maintenance counts as critical":        {checks: []*api.HealthCheck{check(api.ServiceMaintPrefix+"i1", api.HealthCritical), check("c", api.HealthPassing)}},
+		"node maintenance counts as critical":           {checks: []*api.HealthCheck{{CheckID: api.NodeMaint, Status: api.HealthCritical}}},
+		"an unknown status is not usable":               {checks: []*api.HealthCheck{check("c", "bogus")}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := instancesFrom([]*api.ServiceEntry{entry("n1", "10.0.0.1", "i1", "", 80, tc.checks...)}, tc.healthyOnly, "")
+			if emitted := len(got) == 1; emitted != tc.wantEmitted {
+				t.Errorf("emitted = %v, want %v", emitted, tc.wantEmitted)
+			}
+		})
+	}
+}
+
+func TestInstancesFromFields(t *testing.T) {
+	withMeta := entry("n2", "10.0.0.2", "i2", "192.168.1.2", 9090)
+	withMeta.Service.Tags = []string{"version=v1", "primary"}
+	withMeta.Service.Meta = map[string]string{"protocol": "grpc", "zone": "z1", "subzone": "s1"}
+	withMeta.Service.Weights = api.AgentWeights{Passing: 5, Warning: 2}
+	warning := entry("n3", "10.0.0.3", "i3", "", 80, check("c", api.HealthWarning))
+	warning.Service.Weights = api.AgentWeights{Passing: 5, Warning: 2}
+	warning.Node.Meta = map[string]string{"zone": "node-zone"}
+	zeroWeight := entry("n1", "10.0.0.1", "i1", "", 80)
+	zeroWeight.Service.Weights = api.AgentWeights{}
+	proxy := entry("n4", "10.0.0.4", "i4-sidecar", "", 21000)
+	proxy.Service.Kind = api.ServiceKindConnectProxy
+
+	got := instancesFrom([]*api.ServiceEntry{withMeta, warning, zeroWeight, proxy}, false, "dc0")
+	want := []registries.Instance{
+		{ID: "n1/i1", Address: "10.0.0.1", Port: 80, Weight: 1, Locality: "dc1//"},
+		{ID: "n2/i2", Address: "192.168.1.2", Port: 9090, Protocol: "grpc", Weight: 5, Locality: "dc1/z1/s1",
+			Labels: map[string]string{"version": "v1", "primary": "", "protocol": "grpc", "zone": "z1", "subzone": "s1"}},
+		{ID: "n3/i3", Address: "10.0.0.3", Port: 80, Weight: 2, Locality: "dc1/node-zone/"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("instancesFrom (-want +got):\n%s", diff)
+	}
+}
+
+func TestSameInstances(t *testing.T) {
+	a := registries.Instance{ID: "n/a", Address: "10.0.0.1", Port: 80, Labels: map[string]string{"v": "1"}}
+	b := registries.Instance{ID: "n/b", Address: "10.0.0.2", Port: 80}
+	relabeled := a
+	relabeled.Labels = map[string]string{"v": "2"}
+	tests := map[string]struct {
+		x, y []registries.Instance
+		want bool
+	}{
+		"order does not matter":          {x: []registries.Instance{a, b}, y: []registries.Instance{b, a}, want: true},
+		"empty equals nil":               {x: nil, y: []registries.Instance{}, want: true},
+		"a missing instance is a change": {x: []registries.Instance{a, b}, y: []registries.Instance{a}},
+		"a changed label is a change":    {x: []registries.Instance{a}, y: []registries.Instance{relabeled}},
+		"nil labels equal empty labels":  {x: []registries.Instance{b}, y: []registries.Instance{{ID: "n/b", Address: "10.0.0.2", Port: 80, Labels: map[string]string{}}}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := sameInstances(tc.x, tc.y); got != tc.want {
+				t.Errorf("sameInstances = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,55 @@
+// Package consul is the Consul registry: it follows one Consul datacenter
+// through an agent's HTTP API with blocking queries and delivers, per service,
+// an authoritative registries.Snapshot of its usable instances (or an error)
+// to a registries.Sink.
+//
+// Rules:
+//  1. The service set comes from a blocking query on /v1/catalog/services
+//     (typical kinds only: ServiceKind == ""); each service's instances from
+//     /v1/health/service/<name>, so node checks count too (Consul HTTP API,
+//     "Catalog" and "Health" endpoints).
+//  2. Index handling follows Consul's "Blocking Queries" doc: reset to 0 when
+//     X-Consul-Index goes backwards, never wait on an index below 1, skip a
+//     result whose index did not move (nextIndex). api/watch/plan.go documents
+//     the reset but does not implement it.
+//  3. Every loop waits for a token of its own bucket (Config.RateLimit/Burst)
+//     and backs off exponentially on errors, up to 10 s, keeping its index
+//     (api/watch/plan.go: retry with backoff, same index).
+//  4. An agent accepts 200 concurrent HTTP connections per client IP
+//     (limits.http_max_conns_per_client). The first Config.MaxWatches services
+//     by name get their own blocking query; the rest are followed by one
+//     blocking query on /v1/health/state/any: a service whose fingerprint of
+//     (node, checkID, ModifyIndex) over its checks and its nodes' node-level
+//     checks changed is re-read with a non-blocking health query. Services with
+//     no service-level checks are invisible to state/any and are re-read when
+//     the catalog index moves.
+//  5. Instance: ID node "/" service ID; address Service.Address, else
+//     Node.Address; port Service.Port; labels from tags ("k=v" → k: v, a bare
+//     tag → tag: "") overlaid by ServiceMeta; protocol ServiceMeta["protocol"];
+//     weight Weights.Passing (Weights.Warning for a warning instance, as
+//     Consul's DNS does), at least 1; locality "<dc>/<zone>/<subzone>" with
+//     zone and subzone from ServiceMeta, else node meta. Labels are raw:
+//     package translate sanitizes them.
+//  6. Health: an instance is emitted when its checks aggregate to passing, or
+//     to warning with HealthyOnly false; critical and maintenance never
+//     (api.HealthChecks.AggregatedStatus).
+//  7. Emission (registries rules 1-3): a snapshot per service when its list
+//     differs from the last one sent (order-independent); Removed when it
+//     leaves the catalog or the allow-list; Err, once per run of failures,
+//     when a read fails — never an empty list. Synced once after the first
+//     listing and each of its services' first successful read.
+//  8. Secrets: the token travels in the X-Consul-Token header and is never
+//     logged nor shown in Status.
+//
+// Concurrency: Run's goroutine runs the catalog loop; each watched service has
+// a goroutine; one goroutine runs the state/any loop and at most 8 re-reads at
+// once. Each service has one owner at a time, and emission is serialized per
+// service, so the Sink never sees two calls for one service at once. Run waits
+// for all of them before returning.
+//
+// Not here: host naming, label sanitizing, ports (package translate); the
+// outage policy beyond "an error is not an empty list" (DESIGN.md §8);
+// Consul namespaces, partitions, peers; an instance added without any check to
+// a polled service that has checked instances on the same node is seen only
+// with its service's next health change.
+package consul

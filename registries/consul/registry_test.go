@@ -1,0 +1,145 @@
+package consul
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// TestFollowsInstances: register → snapshot; add instance; deregister;
+// service gone → Removed (issue 2, "Consul watcher").
+func TestFollowsInstances(t *testing.T) {
+	c := harness.StartConsul(t)
+	node := c.Node()
+	c.RegisterInstance(t, "web", "web-1", "10.0.0.1", 8080, []string{"version=v1", "primary"},
+		map[string]string{"protocol": "grpc", "zone": "z1"}, api.HealthPassing)
+	reg, rec := runRegistry(t, Config{Address: c.Address()})
+
+	rec.eventually(t, "Synced and web has web-1", func() bool {
+		return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"})
+	})
+	rec.mu.Lock()
+	got := rec.good["web"]
+	_, consulSeen := rec.last["consul"]
+	rec.mu.Unlock()
+	want := []registries.Instance{{
+		ID: node + "/web-1", Address: "10.0.0.1", Port: 8080, Protocol: "grpc", Weight: 1, Locality: "dc1/z1/",
+		Labels: map[string]string{"version": "v1", "primary": "", "protocol": "grpc", "zone": "z1"},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("web instances (-want +got):\n%s", diff)
+	}
+	if consulSeen {
+		t.Errorf("Consul's own service was emitted; want it skipped without an allow-list")
+	}
+
+	c.Register(t, api.AgentServiceRegistration{Name: "web", ID: "web-2", Port: 8081}) // no address, no check
+	rec.eventually(t, "web has web-1 and web-2", func() bool {
+		return slices.Equal(rec.ids("web"), []string{node + "/web-1", node + "/web-2"})
+	})
+	rec.mu.Lock()
+	for _, in := range rec.good["web"] {
+		if in.ID == node+"/web-2" && in.Address != "127.0.0.1" {
+			t.Errorf("web-2 address = %q, want the node's address 127.0.0.1", in.Address)
+		}
+	}
+	rec.mu.Unlock()
+
+	c.Deregister(t, "web-1")
+	rec.eventually(t, "web has only web-2", func() bool {
+		return slices.Equal(rec.ids("web"), []string{node + "/web-2"})
+	})
+	c.Deregister(t, "web-2")
+	rec.eventually(t, "web is removed", func() bool {
+		n := len(rec.all)
+		return n > 0 && rec.all[n-1].Removed && rec.all[n-1].Service.Name == "web"
+	})
+	for _, s := range rec.snapshots() {
+		if s.Err != nil {
+			t.Errorf("unexpected error snapshot: %v", s.Err)
+		}
+	}
+	if st := reg.Status(); !st.Synced || st.Services != 0 || st.Instances != 0 || st.LastSync.IsZero() {
+		t.Errorf("Status = %+v, want synced, no services, no instances, a last sync", st)
+	}
+}
+
+// TestSkipsUnchangedListings: a change that does not change the usable
+// instances (here: output of a passing check) emits nothing
+// (api/watch/plan.go: skip deep-equal results).
+func TestSkipsUnchangedListings(t *testing.T) {
+	c := harness.StartConsul(t)
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	_, rec := runRegistry(t, Config{Address: c.Address()})
+	rec.eventually(t, "Synced", func() bool { return rec.synced == 1 })
+	before := len(rec.snapshots())
+
+	if err := c.Client().Agent().UpdateTTL(harness.CheckID("web-1"), "new output", api.HealthPassing); err != nil {
+		t.Fatal(err)
+	}
+	// A second service's change proves the watcher has seen Consul's state
+	// after the first change before we count.
+	registerPassing(t, c, "marker", "marker-1", "10.0.0.9", 80)
+	rec.eventually(t, "marker is seen", func() bool { return len(rec.ids("marker")) == 1 })
+	for _, s := range rec.snapshots()[before:] {
+		if s.Service.Name == "web" {
+			t.Errorf("web re-emitted with an unchanged instance list: %+v", s)
+		}
+	}
+}
+
+// TestHealthFiltering: warning leaves with HealthyOnly and stays without;
+// critical and maintenance always leave (issue 2, "Health").
+func TestHealthFiltering(t *testing.T) {
+	c := harness.StartConsul(t)
+	node := c.Node()
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	registerPassing(t, c, "web", "web-2", "10.0.0.2", 80)
+	_, strict := runRegistry(t, Config{Name: "strict", Address: c.Address(), HealthyOnly: true})
+	_, lenient := runRegistry(t, Config{Name: "lenient", Address: c.Address(), HealthyOnly: false})
+	both := []string{node + "/web-1", node + "/web-2"}
+	only2 := []string{node + "/web-2"}
+	expect := func(what string, wantStrict, wantLenient []string) {
+		t.Helper()
+		strict.eventually(t, "strict: "+what, func() bool { return slices.Equal(strict.ids("web"), wantStrict) })
+		lenient.eventually(t, "lenient: "+what, func() bool { return slices.Equal(lenient.ids("web"), wantLenient) })
+	}
+	expect("both passing", both, both)
+
+	c.SetCheck(t, harness.CheckID("web-1"), api.HealthWarning)
+	expect("web-1 warning", only2, both)
+
+	c.SetCheck(t, harness.CheckID("web-1"), api.HealthCritical)
+	expect("web-1 critical", only2, only2)
+
+	c.SetCheck(t, harness.CheckID("web-1"), api.HealthPassing)
+	expect("web-1 passing again", both, both)
+
+	c.Maintenance(t, "web-1", true)
+	expect("web-1 in maintenance", only2, only2)
+
+	c.Maintenance(t, "web-1", false)
+	expect("web-1 out of maintenance", both, both)
+}
+
+// TestAllowList: only services matching the globs are followed; a service
+// leaving the allow-list (by going away) is removed.
+func TestAllowList(t *testing.T) {
+	c := harness.StartConsul(t)
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	registerPassing(t, c, "db", "db-1", "10.0.0.2", 5432)
+	_, rec := runRegistry(t, Config{Address: c.Address(), Services: []string{"web*"}})
+	rec.eventually(t, "Synced with web", func() bool { return rec.synced == 1 && len(rec.ids("web")) == 1 })
+	registerPassing(t, c, "web-admin", "web-admin-1", "10.0.0.3", 80)
+	rec.eventually(t, "web-admin is seen", func() bool { return len(rec.ids("web-admin")) == 1 })
+	for _, s := range rec.snapshots() {
+		if s.Service.Name == "db" {
+			t.Errorf("db emitted outside the allow-list: %+v", s)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package serviceentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// writeCounter counts store writes by event, through a store handler.
+type writeCounter struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (w *writeCounter) handler(_, cur *model.Config, ev model.Event) {
+	w.mu.Lock()
+	w.events = append(w.events, fmt.Sprintf("%s %s %s", ev, cur.Kind, cur.Name))
+	w.mu.Unlock()
+}
+
+func (w *writeCounter) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.events
+	w.events = nil
+	return out
+}
+
+func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *Store, *writeCounter) {
+	t.Helper()
+	var cfgs []SyncRegistry
+	for _, name := range regs {
+		tr, err := translate.New(translate.Options{Registry: name, Type: translate.TypeConsul, Namespace: "mesh"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, SyncRegistry{Name: name, Type: "consul", Translator: tr})
+	}
+	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	wc := &writeCounter{}
+	store.RegisterEventHandler(model.KindServiceEntry, wc.handler)
+	store.RegisterEventHandler(model.KindWorkloadEntry, wc.handler)
+	runStore(t, store)
+	return NewSyncer(store, SyncerConfig{Registries: cfgs}), store, wc
+}
+
+func instance(id, addr string, port uint32) registries.Instance {
+	return registries.Instance{ID: id, Address: addr, Port: port, Protocol: "grpc"}
+}
+
+func snap(reg, name string, ins ...registries.Instance) registries.Snapshot {
+	return registries.Snapshot{Registry: reg, Service: registries.Service{Name: name, Instances: ins}}
+}
+
+func kinds(s *Store, kind model.Kind) []string {
+	var out []string
+	for _, c := range s.List(kind, "") {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func TestSyncerWritesOnlyWhatChanged(t *testing.T) {
+	sy, store, wc := newTestSyncer(t, "dc1")
+	sy.Snapshot(snap("dc1", "web", instance("n1/web-1", "10.0.0.1", 8080)))
+	flush(t, store)
+	if got := wc.take(); len(got) != 2 || got[0] != "add WorkloadEntry "+translate.WorkloadEntryName("web.service.consul", "dc1", "n1/web-1") || got[1] != "add ServiceEntry web.service.consul" {
+		t.Fatalf("first snapshot writes = %q, want the WorkloadEntry then the ServiceEntry", got)
+	}
+
+	sy.Snapshot(snap("dc1", "web", instance("n1/web-1", "10.0.0.1", 8080)))
+	flush(t, store)
+	if got := wc.take(); len(got) != 0 {
+		t.Fatalf("an identical snapshot wrote %q, want nothing", got)
+	}
+
+	sy.Snapshot(snap("dc1", "web", instance("n1/web-1", "10.0.0.1", 8080), instance("n2/web-2", "10.0.0.2", 8080)))
+	flush(t, store)
+	if got := wc.take(); len(got) != 1 || got[0][:17] != "add WorkloadEntry" {
+		t.Fatalf("a new instance wrote %q, want one WorkloadEntry add and an untouched ServiceEntry", got)
+	}
+
+	sy.Snapshot(registries.Snapshot{Registry: "dc1", Service: registries.Service{Name: "web"}, Err: errors.New("connection refused")})
+	flush(t, store)
+	if got := wc.take(); len(got) != 0 {
+		t.Fatalf("a read error wrote %q, want last-known-good kept", got)
+	}
+	if st := sy.Status()[0]; st.Errors != 1 || st.LastError != "connection refused" || st.Instances != 2 {
+		t.Fatalf("status = %+v", st)
+	}
+
+	sy.Snapshot(snap("dc1", "web"))
+	flush(t, store)
+	if got := wc.take(); len(got) != 2 || got[0][:6] != "delete" || got[1][:6] != "delete" {
+		t.Fatalf("an authoritative empty listing wrote %q, want both WorkloadEntries deleted", got)
+	}
+	if se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh"); se == nil || se.ServiceEntry().Ports[0].Number != 8080 {
+		t.Fatal("the ServiceEntry and its port must stay while the service exists with no instances")
+	}
+
+	sy.Snapshot(registries.Snapshot{Registry: "dc1", Service: registries.Service{Name: "web"}, Removed: true})
+	flush(t, store)
+	if got := wc.take(); !slices.Equal(got, []string{"delete ServiceEntry web.service.consul"}) {
+		t.Fatalf("removal wrote %q", got)
+	}
+}
+
+func TestSyncerHostCollision(t *testing.T) {
+	// Two registries whose services map to one host: the first registry in
+	// configuration order wins, whatever the arrival order.
+	sy, store, _ := newTestSyncer(t, "dc1", "dc2")
+	before := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc1", "host-collision"))
+	sy.Snapshot(snap("dc2", "web", instance("b/1", "10.0.0.2", 8080)))
+	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080)))
+	flush(t, store)
+	se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh")
+	if se == nil || se.Labels[model.LabelRegistry] != "dc1" {
+		t.Fatalf("ServiceEntry = %+v, want it from dc1", se)
+	}
+	wes := store.List(model.KindWorkloadEntry, "")
+	if len(wes) != 1 || wes[0].WorkloadEntry().Address != "10.0.0.1" {
+		t.Fatalf("WorkloadEntries = %v, want only dc1's", kinds(store, model.KindWorkloadEntry))
+	}
+	if got := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc2", "host-collision")); got < 1 {
+		t.Fatalf("host-collision rejections for dc2 = %v, want ≥ 1", got)
+	}
+	if got := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc1", "host-collision")); got != before {
+		t.Fatal("the winner must not be counted as rejected")
+	}
+
+	// The winner leaves: the other claimant takes the host over.
+	sy.Snapshot(registries.Snapshot{Registry: "dc1", Service: registries.Service{Name: "web"}, Removed: true})
+	flush(t, store)
+	se = store.Get(model.KindServiceEntry, "web.service.consul", "mesh")
+	if se == nil || se.Labels[model.LabelRegistry] != "dc2" {
+		t.Fatalf("after the winner left, ServiceEntry = %+v, want dc2's", se)
+	}
+	wes = store.List(model.KindWorkloadEntry, "")
+	if len(wes) != 1 || wes[0].WorkloadEntry().Address != "10.0.0.2" {
+		t.Fatalf("WorkloadEntries = %v, want only dc2's", kinds(store, model.KindWorkloadEntry))
+	}
+}
+
+func TestSyncerPortsStick(t *testing.T) {
+	sy, store, _ := newTestSyncer(t, "dc1")
+	sy.Snapshot(snap("dc1", "web", instance("a", "10.0.0.1", 9090), instance("b", "10.0.0.2", 8080)))
+	sy.Snapshot(snap("dc1", "web", instance("a", "10.0.0.1", 9090)))
+	flush(t, store)
+	se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh").ServiceEntry()
+	if se.Ports[0].Number != 8080 {
+		t.Fatalf("port = %d, want 8080 kept after its instance left", se.Ports[0].Number)
+	}
+}
+
+func TestSyncerReadiness(t *testing.T) {
+	cases := map[string]struct {
+		synced    []string
+		timeout   time.Duration
+		wantReady bool
+	}{
+		"ready once every registry synced":            {synced: []string{"a", "b"}, wantReady: true},
+		"not ready while one registry has not synced": {synced: []string{"a"}},
+		"ready after the sync timeout anyway":         {synced: []string{"a"}, timeout: time.Second, wantReady: true},
+		"a registry syncing twice counts once":        {synced: []string{"a", "a"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, _ := translate.New(translate.Options{Registry: "a", Type: "consul", Namespace: "m"})
+				sy := NewSyncer(NewStore(nil, model.KindServiceEntry), SyncerConfig{
+					Registries: []SyncRegistry{{Name: "a", Translator: tr}, {Name: "b", Translator: tr}},
+					Timeout:    tc.timeout,
+				})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				go sy.Run(ctx)
+				for _, r := range tc.synced {
+					sy.Synced(r)
+				}
+				time.Sleep(2 * time.Second) // fake time under synctest
+				synctest.Wait()
+				if sy.HasSynced() != tc.wantReady {
+					t.Fatalf("HasSynced = %v, want %v", sy.HasSynced(), tc.wantReady)
+				}
+			})
+		})
+	}
+}

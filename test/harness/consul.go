@@ -1,0 +1,342 @@
+package harness
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+const (
+	readyTimeout = 60 * time.Second
+	stopTimeout  = 10 * time.Second
+)
+
+// ConsulPorts are the ports a Consul agent listens on, all on 127.0.0.1.
+type ConsulPorts struct {
+	HTTP    int
+	SerfLAN int
+	SerfWAN int
+	Server  int
+}
+
+// FreeConsulPorts picks free ports for a Consul agent.
+func FreeConsulPorts(t testing.TB) ConsulPorts {
+	return ConsulPorts{HTTP: FreePort(t), SerfLAN: FreePort(t), SerfWAN: FreePort(t), Server: FreePort(t)}
+}
+
+// ConsulOption changes how StartConsul starts the agent.
+type ConsulOption func(*consulOptions)
+
+type consulOptions struct {
+	hcl []string
+}
+
+// WithConsulHCL adds an HCL configuration fragment (consul agent -hcl), e.g.
+// `limits { http_max_conns_per_client = 50 }`.
+func WithConsulHCL(hcl string) ConsulOption {
+	return func(o *consulOptions) { o.hcl = append(o.hcl, hcl) }
+}
+
+// Consul is a running Consul agent started by this package.
+type Consul struct {
+	bin   string
+	args  []string
+	ports ConsulPorts
+	node  string
+	log   string // log file path
+	c     *api.Client
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd exited
+}
+
+// StartConsul starts a dev-mode Consul agent (in-memory state, a server and
+// client in one) and returns it once its leader is elected and its node is
+// healthy in the catalog. The test's cleanup stops it.
+func StartConsul(t testing.TB, opts ...ConsulOption) *Consul {
+	t.Helper()
+	var o consulOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	args := []string{"agent", "-dev"}
+	for _, h := range o.hcl {
+		args = append(args, "-hcl", h)
+	}
+	return startConsul(t, args, FreeConsulPorts(t))
+}
+
+// StartConsulServer starts a single non-dev Consul server keeping its state
+// in dataDir, on the given ports, so that Restart brings back the same
+// server with the same state (registered services and checks included). The
+// test's cleanup stops it.
+func StartConsulServer(t testing.TB, dataDir string, ports ConsulPorts) *Consul {
+	t.Helper()
+	args := []string{"agent", "-server", "-bootstrap-expect", "1", "-data-dir", dataDir,
+		// Dev-mode raft timings: elections in about a second, not five.
+		"-hcl", "performance { raft_multiplier = 1 }"}
+	return startConsul(t, args, ports)
+}
+
+func startConsul(t testing.TB, args []string, ports ConsulPorts) *Consul {
+	t.Helper()
+	dir := t.TempDir()
+	c := &Consul{
+		bin:   ConsulBinary(t),
+		ports: ports,
+		node:  "harness-" + strconv.Itoa(ports.HTTP),
+		log:   filepath.Join(dir, "consul.log"),
+	}
+	c.args = append(args,
+		"-node", c.node,
+		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
+		"-http-port", strconv.Itoa(ports.HTTP),
+		"-serf-lan-port", strconv.Itoa(ports.SerfLAN),
+		"-serf-wan-port", strconv.Itoa(ports.SerfWAN),
+		"-server-port", strconv.Itoa(ports.Server),
+		"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1", "-https-port", "-1",
+		"-hcl", "disable_update_check = true",
+		"-log-level", "info",
+	)
+	client, err := api.NewClient(&api.Config{Address: c.Address(), Scheme: "http"})
+	if err != nil {
+		t.Fatalf("consul client: %v", err)
+	}
+	c.c = client
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("consul log (%s), last lines:\n%s", c.log, tail(c.log, 60))
+		}
+		c.Stop()
+	})
+	c.start(t)
+	return c
+}
+
+// Address is the agent's HTTP address, "127.0.0.1:port".
+func (c *Consul) Address() string { return "127.0.0.1:" + strconv.Itoa(c.ports.HTTP) }
+
+// Client is an API client for the agent, without a token.
+func (c *Consul) Client() *api.Client { return c.c }
+
+// Ports are the agent's ports.
+func (c *Consul) Ports() ConsulPorts { return c.ports }
+
+// Node is the agent's node name.
+func (c *Consul) Node() string { return c.node }
+
+func (c *Consul) start(t testing.TB) {
+	t.Helper()
+	logf, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("open consul log: %v", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(c.bin, c.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start consul %s: %v", c.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.mu.Lock()
+	c.cmd, c.done = cmd, done
+	c.mu.Unlock()
+	if err := c.waitReady(done); err != nil {
+		t.Fatalf("consul at %s not ready: %v\nlast log lines:\n%s", c.Address(), err, tail(c.log, 60))
+	}
+}
+
+// waitReady polls until the agent has a leader and its own node's checks
+// pass in the catalog (the agent synced itself, so reads see real state).
+func (c *Consul) waitReady(done <-chan struct{}) error {
+	deadline := time.Now().Add(readyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return errors.New("consul exited")
+		case <-time.After(100 * time.Millisecond):
+		}
+		leader, err := c.c.Status().Leader()
+		if err != nil || leader == "" {
+			last = fmt.Errorf("no leader yet (%v)", err)
+			continue
+		}
+		checks, _, err := c.c.Health().Node(c.node, nil)
+		if err != nil || len(checks) == 0 || checks.AggregatedStatus() != api.HealthPassing {
+			last = fmt.Errorf("node not healthy in the catalog yet (%v)", err)
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)
+}
+
+// Stop stops the agent by its PID: SIGTERM, then SIGKILL after a timeout.
+// It is a no-op when the agent is not running.
+func (c *Consul) Stop() {
+	c.mu.Lock()
+	cmd, done := c.cmd, c.done
+	c.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(stopTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Restart stops the agent and starts it again with the same arguments, data
+// dir and ports, returning once it is ready.
+func (c *Consul) Restart(t testing.TB) {
+	t.Helper()
+	c.Stop()
+	c.start(t)
+}
+
+// Register registers a service with the agent.
+func (c *Consul) Register(t testing.TB, svc api.AgentServiceRegistration) {
+	t.Helper()
+	if err := c.c.Agent().ServiceRegister(&svc); err != nil {
+		t.Fatalf("register service %q (id %q): %v", svc.Name, svc.ID, err)
+	}
+}
+
+// CheckID is the ID of the TTL check RegisterInstance gives instance id.
+func CheckID(id string) string { return "service:" + id }
+
+// RegisterInstance registers instance id of service name at addr:port with
+// one TTL check (ID CheckID(id)) in checkStatus (api.HealthPassing,
+// HealthWarning or HealthCritical), which SetCheck changes. The TTL is long
+// enough never to expire during a test.
+func (c *Consul) RegisterInstance(t testing.TB, name, id, addr string, port int, tags []string, meta map[string]string, checkStatus string) {
+	t.Helper()
+	c.Register(t, api.AgentServiceRegistration{
+		Name: name, ID: id, Address: addr, Port: port, Tags: tags, Meta: meta,
+		Check: &api.AgentServiceCheck{CheckID: CheckID(id), TTL: "1h", Status: checkStatus},
+	})
+}
+
+// SetCheck sets a TTL check's status: api.HealthPassing, HealthWarning or
+// HealthCritical.
+func (c *Consul) SetCheck(t testing.TB, checkID, status string) {
+	t.Helper()
+	if err := c.c.Agent().UpdateTTL(checkID, "set by test", status); err != nil {
+		t.Fatalf("set check %q to %s: %v", checkID, status, err)
+	}
+}
+
+// Deregister removes a service instance from the agent.
+func (c *Consul) Deregister(t testing.TB, id string) {
+	t.Helper()
+	if err := c.c.Agent().ServiceDeregister(id); err != nil {
+		t.Fatalf("deregister service %q: %v", id, err)
+	}
+}
+
+// Maintenance puts a service instance in or out of maintenance mode.
+func (c *Consul) Maintenance(t testing.TB, id string, enable bool) {
+	t.Helper()
+	var err error
+	if enable {
+		err = c.c.Agent().EnableServiceMaintenance(id, "set by test")
+	} else {
+		err = c.c.Agent().DisableServiceMaintenance(id)
+	}
+	if err != nil {
+		t.Fatalf("set maintenance of %q to %v: %v", id, enable, err)
+	}
+}
+
+// ConsulBinary returns the consul binary tests run: $MESHBRIDGE_CONSUL_BIN,
+// else the newest ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/consul-*/consul
+// built by tools/build.sh, else consul on PATH. When there is none it skips
+// the test, or fails it when MESHBRIDGE_REQUIRE_SERVERS=1.
+func ConsulBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("MESHBRIDGE_CONSUL_BIN"); p != "" {
+		if isExecutable(p) {
+			return p
+		}
+		missing(t, fmt.Sprintf("MESHBRIDGE_CONSUL_BIN=%s is not an executable file", p))
+	}
+	if p := newestCached("consul"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("consul"); err == nil {
+		return p
+	}
+	missing(t, "no consul binary: set MESHBRIDGE_CONSUL_BIN, or build it with tools/build.sh consul (cached under "+
+		cacheDir()+")")
+	return ""
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("MESHBRIDGE_REQUIRE_SERVERS") == "1" {
+		t.Fatalf("%s; MESHBRIDGE_REQUIRE_SERVERS=1 forbids skipping (run tools/build.sh consul)", why)
+	}
+	t.Skipf("%s; skipping", why)
+}
+
+func cacheDir() string {
+	if d := os.Getenv("MESHBRIDGE_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "meshbridge")
+}
+
+// newestCached returns the most recently built <cache>/<name>-<key>/<name>.
+// tools/build.sh builds into <name>-<key>.tmp and renames it when done, so
+// .tmp directories hold partial builds and are ignored.
+func newestCached(name string) string {
+	matches, _ := filepath.Glob(filepath.Join(cacheDir(), name+"-*", name))
+	var best string
+	var bestTime time.Time
+	for _, m := range matches {
+		if strings.HasSuffix(filepath.Dir(m), ".tmp") || !isExecutable(m) {
+			continue
+		}
+		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(bestTime) {
+			best, bestTime = m, fi.ModTime()
+		}
+	}
+	return best
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

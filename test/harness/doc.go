@@ -1,0 +1,23 @@
+// Package harness starts real servers for meshbridge's integration and e2e
+// tests: a Consul agent in dev mode (StartConsul) or a single persistent
+// server that can be restarted (StartConsulServer), each on free 127.0.0.1
+// ports, with its log in the test's temp dir and stopped by the test's
+// cleanup.
+//
+// Rules:
+//  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no
+//     test uses a fixed port (go-control-plane's TTL test on :9999 is what we
+//     avoid).
+//  2. A process is stopped by its PID: SIGTERM, then SIGKILL after a timeout;
+//     never by name.
+//  3. A missing server binary skips the test, or fails it when
+//     MESHBRIDGE_REQUIRE_SERVERS=1 (set by make test): a CI run must not pass
+//     by skipping. Binaries come from tools/build.sh.
+//  4. A server is returned only once it answers like a ready one (Consul: a
+//     leader, and its own node healthy in the catalog), so tests need no
+//     sleeps.
+//
+// Concurrency: helpers take the calling test's testing.TB and may be used from
+// parallel tests on distinct servers. Not here: test assertions and
+// meshbridge code; the harness only runs servers and scenario helpers.
+package harness

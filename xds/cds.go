@@ -1,0 +1,69 @@
+package xds
+
+import (
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// connectTimeout is istiod's default cluster connect timeout (MeshConfig
+// connectTimeout 10s); Envoy's own default of 5s would differ from istiod's.
+const connectTimeout = 10 * time.Second
+
+// httpProtocolOptionsKey is the typed_extension_protocol_options key Envoy
+// reads upstream HTTP options from.
+const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// buildClusters returns one EDS cluster per service port, keyed by name.
+//
+// Every cluster is type EDS, also for DNS resolution: grpc-go supports only
+// EDS, LOGICAL_DNS and aggregate clusters (gRFC A27/A37), so STRICT_DNS would
+// be NACKed; a DNS-resolution service's hostname endpoints go into its
+// ClusterLoadAssignment instead and the client resolves them when it dials.
+func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
+	out := make(map[string]*cluster.Cluster)
+	for _, svc := range services {
+		for _, port := range svc.Ports {
+			c := buildCluster(svc.Hostname, port)
+			out[c.Name] = c
+		}
+	}
+	return out
+}
+
+func buildCluster(host string, port model.Port) *cluster.Cluster {
+	name := ClusterName(port.Number, host)
+	c := &cluster.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+		EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{
+			EdsConfig:   adsConfigSource(),
+			ServiceName: name,
+		},
+		LbPolicy:       cluster.Cluster_ROUND_ROBIN,
+		ConnectTimeout: durationpb.New(connectTimeout),
+	}
+	if port.Protocol == model.ProtocolGRPC || port.Protocol == model.ProtocolHTTP2 {
+		// Envoy speaks HTTP/1.1 upstream unless told otherwise; gRPC needs
+		// HTTP/2. grpc-go ignores this field.
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: http2Options}
+	}
+	return c
+}
+
+// http2Options is shared read-only by every HTTP/2 cluster.
+var http2Options = mustAny(&upstreamhttp.HttpProtocolOptions{
+	UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+				Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+			},
+		},
+	},
+})

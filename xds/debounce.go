@@ -1,0 +1,99 @@
+package xds
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// debounceOptions are the timing rules of DESIGN.md §5.
+type debounceOptions struct {
+	// after is the quiet period: push once no request arrived for this long.
+	after time.Duration
+	// max caps the wait: push once the first merged request is this old, even
+	// if requests keep arriving.
+	max time.Duration
+	// edsDebounce debounces EDS-only requests too; when false they are pushed
+	// at once, bypassing the batch (Istio's PILOT_ENABLE_EDS_DEBOUNCE=false).
+	edsDebounce bool
+}
+
+// debounce merges the requests of q and calls push with each batch, one push
+// at a time, until ctx is done; then it waits for running pushes and returns.
+// It mirrors Istio's pilot/pkg/xds/discovery.go debounce. now is the clock;
+// timers come from package time (testing/synctest fakes both).
+//
+// One select, four states:
+//   - idle: nothing pending, no timer armed; a request arms the quiet-period
+//     timer and starts the batch (debouncing).
+//   - debouncing: requests merge into the batch and restart the quiet period;
+//     when the timer fires and either the quiet period or max has passed, the
+//     batch is pushed (pushing), otherwise the timer is re-armed for the rest
+//     of the quiet period.
+//   - pushing: a push runs in its own goroutine; requests merge into the next
+//     batch; a timer firing meanwhile is ignored and the batch is checked again
+//     when the push reports done (back to debouncing or idle).
+//   - stopped: ctx is done; wait for running pushes and return.
+//
+// With edsDebounce false an EDS-only request is pushed at once in every state,
+// concurrently with a running full push; push must serialise itself.
+func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now func() time.Time, push func(*model.PushRequest)) {
+	var (
+		running  sync.WaitGroup
+		batch    *model.PushRequest
+		start    time.Time // when the batch's first request arrived
+		last     time.Time // when the batch's latest request arrived
+		timer    <-chan time.Time
+		free     = true // no batch push running
+		pushDone = make(chan struct{}, 1)
+	)
+	defer running.Wait()
+
+	pushBatch := func() {
+		quiet, age := now().Sub(last), now().Sub(start)
+		if quiet < opts.after && age < opts.max {
+			timer = time.After(min(opts.after-quiet, opts.max-age))
+			return
+		}
+		req := batch
+		batch, timer, free = nil, nil, false
+		running.Go(func() {
+			push(req)
+			pushDone <- struct{}{}
+		})
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.ready:
+			req := q.take()
+			if req == nil {
+				continue
+			}
+			if !opts.edsDebounce && !req.Full {
+				running.Go(func() { push(req) })
+				continue
+			}
+			last = now()
+			if batch == nil {
+				start = last
+				timer = time.After(opts.after)
+			}
+			batch = batch.Merge(req)
+		case <-timer:
+			timer = nil
+			if free {
+				pushBatch()
+			}
+		case <-pushDone:
+			free = true
+			if batch != nil {
+				pushBatch()
+			}
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package xds
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// pushEvent is one request fed to the debounce loop at a fake time.
+type pushEvent struct {
+	at   time.Duration
+	full bool
+	host string
+}
+
+// pushed is one push the loop made: when (fake time since start), which kind,
+// which hosts.
+type pushed struct {
+	At    time.Duration
+	Full  bool
+	Hosts []string
+}
+
+func TestDebounce(t *testing.T) {
+	const ms = time.Millisecond
+	defaults := debounceOptions{after: 100 * ms, max: 10 * time.Second, edsDebounce: true}
+	tests := map[string]struct {
+		opts     debounceOptions
+		pushTime time.Duration // how long each push takes
+		events   []pushEvent
+		want     []pushed
+	}{
+		"should send full updates in batches": {
+			opts:   defaults,
+			events: []pushEvent{{0, true, "a"}, {10 * ms, true, "b"}, {20 * ms, true, "c"}},
+			want:   []pushed{{120 * ms, true, []string{"a", "b", "c"}}},
+		},
+		"should send full updates in batches, partial updates immediately": {
+			opts:   debounceOptions{after: 100 * ms, max: 10 * time.Second, edsDebounce: false},
+			events: []pushEvent{{0, true, "a"}, {10 * ms, false, "b"}, {20 * ms, true, "c"}},
+			want:   []pushed{{10 * ms, false, []string{"b"}}, {120 * ms, true, []string{"a", "c"}}},
+		},
+		"should send partial updates in batches when EDS debounce is on": {
+			opts:   defaults,
+			events: []pushEvent{{0, false, "a"}, {10 * ms, false, "b"}},
+			want:   []pushed{{110 * ms, false, []string{"a", "b"}}},
+		},
+		"should turn a batch into a full push when one request is full": {
+			opts:   defaults,
+			events: []pushEvent{{0, false, "a"}, {10 * ms, true, "b"}},
+			want:   []pushed{{110 * ms, true, []string{"a", "b"}}},
+		},
+		"should send separate pushes for requests further apart than the quiet period": {
+			opts:   defaults,
+			events: []pushEvent{{0, true, "a"}, {150 * ms, true, "b"}},
+			want:   []pushed{{100 * ms, true, []string{"a"}}, {250 * ms, true, []string{"b"}}},
+		},
+		"should push at the cap while requests keep arriving within the quiet period": {
+			opts: debounceOptions{after: 100 * ms, max: 300 * ms, edsDebounce: true},
+			events: []pushEvent{
+				{0, true, "a"}, {70 * ms, true, "b"}, {140 * ms, true, "c"}, {210 * ms, true, "d"}, {280 * ms, true, "e"},
+				{350 * ms, true, "f"}, {420 * ms, true, "g"}, {490 * ms, true, "h"},
+			},
+			want: []pushed{
+				{300 * ms, true, []string{"a", "b", "c", "d", "e"}},
+				{590 * ms, true, []string{"f", "g", "h"}},
+			},
+		},
+		"should merge requests arriving during a push into one push after it": {
+			opts:     defaults,
+			pushTime: 200 * ms,
+			events:   []pushEvent{{0, true, "a"}, {150 * ms, true, "b"}, {160 * ms, false, "c"}},
+			want:     []pushed{{100 * ms, true, []string{"a"}}, {300 * ms, true, []string{"b", "c"}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				assertEqual(t, tc.want, runDebounce(t, tc.opts, tc.pushTime, tc.events))
+			})
+		})
+	}
+}
+
+// runDebounce feeds events to a debounce loop at their fake times and returns
+// the pushes it made. Must run inside a synctest bubble.
+func runDebounce(t *testing.T, opts debounceOptions, pushTime time.Duration, events []pushEvent) []pushed {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		got  []pushed
+		q    = newRequestQueue()
+		base = time.Now()
+	)
+	push := func(req *model.PushRequest) {
+		var hosts []string
+		for k := range req.ConfigsUpdated {
+			hosts = append(hosts, k.Name)
+		}
+		slices.Sort(hosts)
+		mu.Lock()
+		got = append(got, pushed{At: time.Since(base), Full: req.Full, Hosts: hosts})
+		mu.Unlock()
+		time.Sleep(pushTime)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		debounce(ctx, q, opts, time.Now, push)
+	}()
+	for _, e := range events {
+		time.Sleep(e.at - time.Since(base))
+		reason := model.EndpointUpdate
+		if e.full {
+			reason = model.ServiceUpdate
+		}
+		q.add(&model.PushRequest{
+			Full:           e.full,
+			ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", e.host): {}},
+			Reason:         model.NewReason(reason),
+			Start:          time.Now(),
+		})
+	}
+	// Long past every timer of every case: the loop is idle again.
+	time.Sleep(opts.max + time.Second)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}

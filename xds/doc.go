@@ -1,0 +1,46 @@
+// Package xds is meshbridge's xDS server: it takes push decisions from the
+// ServiceEntry controller (the serviceentry.XDSUpdater methods) and the
+// services of a ServiceSource, and serves Clusters and ClusterLoadAssignments
+// to every client plus Listeners and RouteConfigurations to proxyless gRPC,
+// over go-control-plane's ADS server (SotW and Delta).
+//
+// Rules:
+//  1. Endpoints are kept per service (host, namespace) and per shard; the first
+//     endpoints of a service and a change of its service accounts push full,
+//     other changes push EDS, an unchanged set pushes nothing, an empty set
+//     keeps the service key (Istio release-1.29 pilot/pkg/xds/eds.go
+//     edsCacheUpdate; DESIGN.md §5). shards.go.
+//  2. Requests are merged with PushRequest.Merge and pushed after a quiet
+//     period (DebounceAfter) or a cap (DebounceMax), one push at a time; EDS
+//     requests bypass the batch when EnableEDSDebounce is false (Istio
+//     pilot/pkg/xds/discovery.go debounce). debounce.go.
+//  3. Names follow istiod: cluster and ClusterLoadAssignment
+//     "outbound|<port>||<host>", proxyless listener and route "<host>:<port>"
+//     (DESIGN.md §6). names.go.
+//  4. Clients are told apart by node metadata GENERATOR as istiod does: "grpc"
+//     gets LDS/RDS/CDS/EDS, any other node CDS/EDS and empty LDS/RDS, because
+//     Envoy accepts an api_listener only from its bootstrap (issue 2). caches.go.
+//  5. Clusters are type EDS, also for DNS resolution: grpc-go supports only EDS,
+//     LOGICAL_DNS and aggregate clusters (gRFC A27). cds.go.
+//  6. A ClusterLoadAssignment has one locality per distinct locality, weights
+//     ≥ 1 and no duplicate address, which grpc-go would NACK (gRFC A27). eds.go.
+//  7. Resources are versioned one by one (a LinearCache per type) and only
+//     changed ones are handed to the caches, so an EDS push sends only the
+//     changed ClusterLoadAssignments, only to their subscribers; a full push
+//     regenerates clusters, listeners and routes and removes vanished ones
+//     (DESIGN.md §6). resources.go, push.go.
+//  8. Nothing is served before the first full push, which Run does once its
+//     ready channel closes; a grpc-go client treats a resource missing from a
+//     SotW response as deleted, so a partial mesh must never be served
+//     (issue 2). server.go.
+//
+// Concurrency: the XDSUpdater methods may be called from any goroutine and
+// never block; they update the endpoint shards and queue a request. One
+// debounce goroutine batches requests; pushes run one at a time under a mutex
+// that owns the caches' content. go-control-plane serves each stream in its
+// own goroutines and reads the caches under their own locks.
+//
+// Not here: push decisions about ServiceEntries (serviceentry), MCP for istiod,
+// TLS and authentication on the xDS port, SDS/RTDS/ECDS (requests for other
+// types end the stream), the REST and per-type (non-ADS) xDS services.
+package xds

@@ -1,0 +1,48 @@
+package xds
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names are a contract (issue 2, "Metrics"); dashboards depend on them.
+const (
+	metricPushes       = "meshbridge_pushes_total"
+	metricClients      = "meshbridge_xds_clients"
+	metricNACKs        = "meshbridge_xds_nacks_total"
+	metricEventToPush  = "meshbridge_event_to_push_seconds"
+	pushTypeFull       = "full"
+	pushTypeEDS        = "eds"
+	reasonUnknownLabel = "unknown"
+)
+
+var (
+	pushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPushes,
+		Help: "xDS pushes into the caches, by type (full or eds) and dominant trigger reason " +
+			"(endpoint, service, config, global). One per push, whatever the number of clients.",
+	}, []string{"type", "reason"})
+
+	xdsClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricClients,
+		Help: "Connected xDS streams, by generator (grpc for proxyless gRPC, envoy for any other node).",
+	}, []string{"generator"})
+
+	nacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricNACKs,
+		Help: "xDS requests that rejected the previous response (carried error_detail), by type URL.",
+	}, []string{"type_url"})
+
+	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: metricEventToPush,
+		Help: "Seconds from the first event merged into a push request (registry event seen by the " +
+			"ServiceEntry controller) to the push of its resources into the xDS caches.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
+)
+
+// Collectors returns the package's metrics for registration (cmd/bridge
+// registers them once on its registry). The collectors are package-level, so
+// every DiscoveryServer in a process reports into them.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush}
+}

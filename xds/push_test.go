@@ -1,0 +1,96 @@
+package xds
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+func TestPushHandsOnlyChangedResources(t *testing.T) {
+	a, b := grpcService("a.local", 80), grpcService("b.local", 80)
+	keyA := map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "a.local"): {}}
+	tests := map[string]struct {
+		services  []*model.Service // after the first full push of a and b
+		endpoints []*model.Endpoint
+		req       *model.PushRequest
+		want      int // resources handed to the caches
+	}{
+		"full push with nothing changed hands nothing": {
+			services: []*model.Service{a, b},
+			req:      &model.PushRequest{Full: true},
+		},
+		"EDS push with unchanged endpoints hands nothing": {
+			services: []*model.Service{a, b},
+			req:      &model.PushRequest{ConfigsUpdated: keyA},
+		},
+		"EDS push hands only the changed assignment": {
+			services:  []*model.Service{a, b},
+			endpoints: []*model.Endpoint{ep("10.0.0.1", 80, "")},
+			req:       &model.PushRequest{ConfigsUpdated: keyA},
+			want:      1,
+		},
+		"full push removes a vanished service's cluster, listener, route and assignment": {
+			services: []*model.Service{b},
+			req:      &model.PushRequest{Full: true},
+			want:     4,
+		},
+		"full push adds a new service's cluster, listener, route and assignment": {
+			services: []*model.Service{a, b, grpcService("c.local", 80)},
+			req:      &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "c.local"): {}}},
+			want:     4,
+		},
+		"full push for listed services leaves other assignments alone": {
+			services:  []*model.Service{a, b},
+			endpoints: []*model.Endpoint{ep("10.0.0.1", 80, "")},
+			req:       &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "b.local"): {}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			src := &staticSource{}
+			src.set(a, b)
+			s := NewDiscoveryServer(src, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			s.initialPush()
+			src.set(tc.services...)
+			s.EDSCacheUpdate("test", "a.local", "mesh", tc.endpoints)
+			var got int
+			if tc.req.Full {
+				got = s.fullPush(tc.req)
+			} else {
+				got = s.edsPush(tc.req)
+			}
+			if got != tc.want {
+				t.Errorf("changed resources = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPushBeforeReadyIsDropped(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80))
+	s := NewDiscoveryServer(src, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.push(&model.PushRequest{Full: true})
+	if n := len(s.caches.clusters.names()); n != 0 {
+		t.Fatalf("%d clusters in the cache before the first full push, want 0", n)
+	}
+}
+
+func TestDominantReason(t *testing.T) {
+	tests := map[string]struct {
+		reasons model.ReasonStats
+		want    string
+	}{
+		"no reason is unknown":             {nil, "unknown"},
+		"the most counted reason wins":     {model.NewReason(model.EndpointUpdate, model.EndpointUpdate, model.ServiceUpdate), "endpoint"},
+		"a tie goes to the broader reason": {model.NewReason(model.EndpointUpdate, model.ServiceUpdate), "service"},
+		"global beats everything in a tie": {model.NewReason(model.ConfigUpdate, model.GlobalUpdate), "global"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assertEqual(t, tc.want, dominantReason(tc.reasons))
+		})
+	}
+}

@@ -1,0 +1,94 @@
+package xds
+
+import (
+	"fmt"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// resourceSet is one LinearCache plus the content last handed to it. Only
+// resources that differ from that content are handed over, so each resource
+// keeps its own version and a push wakes only the streams watching a resource
+// that really changed (LinearCache versions resources individually and
+// notifies only the watches of the names it is given). Not safe for concurrent
+// use: only the push path, under DiscoveryServer.pushMu, touches it.
+type resourceSet struct {
+	cache *cachev3.LinearCache
+	last  map[string]types.Resource
+}
+
+func newResourceSet(cache *cachev3.LinearCache) *resourceSet {
+	return &resourceSet{cache: cache, last: make(map[string]types.Resource)}
+}
+
+// apply hands the resources of want that differ from the last content to the
+// cache, and removes the names in remove. It returns how many resources
+// changed.
+func (r *resourceSet) apply(want map[string]types.Resource, remove []string) (int, error) {
+	update := make(map[string]types.Resource)
+	for name, res := range want {
+		if old, ok := r.last[name]; ok && proto.Equal(old, res) {
+			continue
+		}
+		update[name] = res
+	}
+	var del []string
+	for _, name := range remove {
+		if _, ok := r.last[name]; ok {
+			if _, kept := want[name]; !kept {
+				del = append(del, name)
+			}
+		}
+	}
+	if len(update)+len(del) == 0 {
+		return 0, nil
+	}
+	if err := r.cache.UpdateResources(update, del); err != nil {
+		return 0, fmt.Errorf("update %d and delete %d resources: %w", len(update), len(del), err)
+	}
+	for name, res := range update {
+		r.last[name] = res
+	}
+	for _, name := range del {
+		delete(r.last, name)
+	}
+	return len(update) + len(del), nil
+}
+
+// replace makes want the complete content: changed resources are handed over
+// and names absent from want are removed.
+func (r *resourceSet) replace(want map[string]types.Resource) (int, error) {
+	var remove []string
+	for name := range r.last {
+		if _, ok := want[name]; !ok {
+			remove = append(remove, name)
+		}
+	}
+	return r.apply(want, remove)
+}
+
+// has reports whether name was handed to the cache and not removed.
+func (r *resourceSet) has(name string) bool {
+	_, ok := r.last[name]
+	return ok
+}
+
+// names returns every name currently in the cache.
+func (r *resourceSet) names() []string {
+	out := make([]string, 0, len(r.last))
+	for name := range r.last {
+		out = append(out, name)
+	}
+	return out
+}
+
+// asResources converts a generator's typed map to the cache's.
+func asResources[M types.Resource](in map[string]M) map[string]types.Resource {
+	out := make(map[string]types.Resource, len(in))
+	for name, res := range in {
+		out[name] = res
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package xds
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// pushKind is the push an endpoint update requires.
+type pushKind int
+
+const (
+	// noPush: nothing a client sees changed.
+	noPush pushKind = iota
+	// edsPush: only the service's ClusterLoadAssignments changed.
+	edsPush
+	// fullPush: clusters may change too (new service key, new service accounts).
+	fullPush
+)
+
+func (k pushKind) String() string {
+	return [...]string{"none", "eds", "full"}[k]
+}
+
+// serviceID names a service in endpointShards.
+type serviceID struct {
+	host, namespace string
+}
+
+// endpointShards holds every service's endpoints, per service (host,
+// namespace) and per shard (the registry or controller that contributed
+// them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
+// A service key exists from its first non-empty update until SvcUpdate deletes
+// it; an empty update keeps it. Safe for concurrent use; the endpoint slices it
+// hands out are read-only.
+type endpointShards struct {
+	mu       sync.RWMutex
+	services map[serviceID]map[string][]*model.Endpoint
+}
+
+// newEndpointShards returns an empty index.
+func newEndpointShards() *endpointShards {
+	return &endpointShards{services: make(map[serviceID]map[string][]*model.Endpoint)}
+}
+
+// update replaces shard's endpoints of (host, namespace) and returns the push
+// this requires. It mirrors Istio's DiscoveryServer.edsCacheUpdate
+// (pilot/pkg/xds/eds.go, release-1.29):
+//  1. no endpoints for an unknown service: no key is created, no push;
+//  2. no endpoints for a known service: the key stays (0↔N flaps never cause
+//     full pushes); EDS push when the shard had endpoints, else none;
+//  3. first endpoints of an unknown service: full push (clients have no
+//     cluster for it yet);
+//  4. the service's set of service accounts changed: full push;
+//  5. the shard's endpoint set is unchanged (in any order): no push;
+//  6. otherwise: EDS push.
+func (e *endpointShards) update(shard, host, namespace string, endpoints []*model.Endpoint) pushKind {
+	id := serviceID{host, namespace}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	shards, known := e.services[id]
+	if len(endpoints) == 0 {
+		if !known || len(shards[shard]) == 0 {
+			return noPush
+		}
+		delete(shards, shard)
+		return edsPush
+	}
+	sorted := sortEndpoints(endpoints)
+	if !known {
+		e.services[id] = map[string][]*model.Endpoint{shard: sorted}
+		return fullPush
+	}
+	oldAccounts := serviceAccounts(shards)
+	old := shards[shard]
+	shards[shard] = sorted
+	switch {
+	case !maps.Equal(oldAccounts, serviceAccounts(shards)):
+		return fullPush
+	case slices.EqualFunc(old, sorted, (*model.Endpoint).Equal):
+		return noPush
+	}
+	return edsPush
+}
+
+// delete drops every shard of (host, namespace): the service is gone.
+func (e *endpointShards) delete(host, namespace string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.services, serviceID{host, namespace})
+}
+
+// endpoints returns the endpoints of (host, namespace) from every shard,
+// shards in name order, each shard's endpoints sorted. Read-only.
+func (e *endpointShards) endpoints(host, namespace string) []*model.Endpoint {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	shards := e.services[serviceID{host, namespace}]
+	var out []*model.Endpoint
+	for _, name := range slices.Sorted(maps.Keys(shards)) {
+		out = append(out, shards[name]...)
+	}
+	return out
+}
+
+// known reports whether (host, namespace) has a service key.
+func (e *endpointShards) known(host, namespace string) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	_, ok := e.services[serviceID{host, namespace}]
+	return ok
+}
+
+func serviceAccounts(shards map[string][]*model.Endpoint) map[string]struct{} {
+	out := make(map[string]struct{})
+	for _, eps := range shards {
+		for _, ep := range eps {
+			if ep.ServiceAccount != "" {
+				out[ep.ServiceAccount] = struct{}{}
+			}
+		}
+	}
+	return out
+}
+
+// sortEndpoints returns a sorted copy, so that equal sets compare equal
+// whatever order the caller listed them in.
+func sortEndpoints(endpoints []*model.Endpoint) []*model.Endpoint {
+	out := slices.Clone(endpoints)
+	slices.SortFunc(out, func(a, b *model.Endpoint) int {
+		return cmp.Or(
+			strings.Compare(a.Address, b.Address),
+			cmp.Compare(a.EndpointPort, b.EndpointPort),
+			strings.Compare(a.ServicePortName, b.ServicePortName),
+			strings.Compare(a.WorkloadName, b.WorkloadName),
+		)
+	})
+	return out
+}

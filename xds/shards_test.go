@@ -1,0 +1,107 @@
+package xds
+
+import (
+	"testing"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+func TestEndpointShardsUpdate(t *testing.T) {
+	a := ep("10.0.0.1", 80, "")
+	b := ep("10.0.0.2", 80, "")
+	withAccount := func(e *model.Endpoint, sa string) *model.Endpoint { c := *e; c.ServiceAccount = sa; return &c }
+	type update struct {
+		shard     string
+		endpoints []*model.Endpoint
+	}
+	tests := map[string]struct {
+		before []update // applied first, results ignored
+		update update
+		want   pushKind
+		known  bool // the service key exists afterwards
+	}{
+		"first endpoints of an unknown service push full": {
+			update: update{"consul", []*model.Endpoint{a}},
+			want:   fullPush, known: true,
+		},
+		"no endpoints for an unknown service create no key and push nothing": {
+			update: update{"consul", nil},
+			want:   noPush, known: false,
+		},
+		"unchanged endpoint set pushes nothing": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{a, b}},
+			want:   noPush, known: true,
+		},
+		"unchanged endpoint set in another order pushes nothing": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{b, a}},
+			want:   noPush, known: true,
+		},
+		"changed endpoint set pushes EDS": {
+			before: []update{{"consul", []*model.Endpoint{a}}},
+			update: update{"consul", []*model.Endpoint{a, b}},
+			want:   edsPush, known: true,
+		},
+		"zero endpoints keep the service key and push EDS": {
+			before: []update{{"consul", []*model.Endpoint{a}}},
+			update: update{"consul", nil},
+			want:   edsPush, known: true,
+		},
+		"endpoints back after zero push EDS, not full": {
+			before: []update{{"consul", []*model.Endpoint{a}}, {"consul", nil}},
+			update: update{"consul", []*model.Endpoint{a}},
+			want:   edsPush, known: true,
+		},
+		"zero endpoints again push nothing": {
+			before: []update{{"consul", []*model.Endpoint{a}}, {"consul", nil}},
+			update: update{"consul", nil},
+			want:   noPush, known: true,
+		},
+		"changed set of service accounts pushes full": {
+			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}},
+			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1"), withAccount(b, "sa2")}},
+			want:   fullPush, known: true,
+		},
+		"same service accounts from another endpoint push EDS": {
+			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}},
+			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1"), withAccount(b, "sa1")}},
+			want:   edsPush, known: true,
+		},
+		"first endpoints of a second shard push EDS": {
+			before: []update{{"consul", []*model.Endpoint{a}}},
+			update: update{"file", []*model.Endpoint{b}},
+			want:   edsPush, known: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			shards := newEndpointShards()
+			for _, u := range tc.before {
+				shards.update(u.shard, "a.local", "mesh", u.endpoints)
+			}
+			if got := shards.update(tc.update.shard, "a.local", "mesh", tc.update.endpoints); got != tc.want {
+				t.Errorf("push = %v, want %v", got, tc.want)
+			}
+			if got := shards.known("a.local", "mesh"); got != tc.known {
+				t.Errorf("known = %v, want %v", got, tc.known)
+			}
+		})
+	}
+}
+
+func TestEndpointShardsDeleteAndMerge(t *testing.T) {
+	shards := newEndpointShards()
+	a, b := ep("10.0.0.1", 80, ""), ep("10.0.0.2", 80, "")
+	shards.update("zk", "a.local", "mesh", []*model.Endpoint{a})
+	shards.update("consul", "a.local", "mesh", []*model.Endpoint{b})
+	assertEqual(t, []*model.Endpoint{b, a}, shards.endpoints("a.local", "mesh")) // shards in name order
+
+	shards.delete("a.local", "mesh")
+	if shards.known("a.local", "mesh") {
+		t.Fatal("service key survived delete")
+	}
+	if got := shards.update("consul", "a.local", "mesh", []*model.Endpoint{b}); got != fullPush {
+		t.Fatalf("first endpoints after delete: push = %v, want full", got)
+	}
+}

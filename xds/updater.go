@@ -1,0 +1,62 @@
+package xds
+
+import (
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/serviceentry"
+)
+
+var _ serviceentry.XDSUpdater = (*DiscoveryServer)(nil)
+
+// EDSUpdate replaces the endpoints shard contributes to (host, namespace) and
+// requests the push the endpointShards rules decide (see endpointShards.update):
+// a full push for the first endpoints of a service or changed service
+// accounts, an EDS push for other changes, none when nothing changed. Never
+// blocks.
+func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint) {
+	start := time.Now()
+	kind := s.shards.update(shard, host, namespace, endpoints)
+	s.log.Debug("Updated endpoints", "host", host, "namespace", namespace, "shard", shard, "count", len(endpoints), "push", kind)
+	if kind == noPush {
+		return
+	}
+	// Istio keeps reason EndpointUpdate also when it escalates to a full push.
+	s.queue.add(&model.PushRequest{
+		Full:           kind == fullPush,
+		ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey(namespace, host): {}},
+		Reason:         model.NewReason(model.EndpointUpdate),
+		Start:          start,
+	})
+}
+
+// EDSCacheUpdate replaces the endpoints like EDSUpdate but requests no push:
+// the caller follows it with a full push (ConfigUpdate) that picks them up.
+func (s *DiscoveryServer) EDSCacheUpdate(shard, host, namespace string, endpoints []*model.Endpoint) {
+	s.shards.update(shard, host, namespace, endpoints)
+}
+
+// SvcUpdate drops the endpoints of (host, namespace) on EventDelete; other
+// events need nothing here, as the full push that follows reads the services
+// from the ServiceSource. shard is unused: a deleted service is gone from
+// every shard (Istio's SvcUpdate does the same).
+func (s *DiscoveryServer) SvcUpdate(_, host, namespace string, event model.Event) {
+	if event == model.EventDelete {
+		s.shards.delete(host, namespace)
+	}
+}
+
+// ConfigUpdate queues req for the debounced push. A zero req.Start is set to
+// now, so the event-to-push latency is always measured. req is not modified.
+// Never blocks.
+func (s *DiscoveryServer) ConfigUpdate(req *model.PushRequest) {
+	if req == nil {
+		return
+	}
+	if req.Start.IsZero() {
+		stamped := *req
+		stamped.Start = time.Now()
+		req = &stamped
+	}
+	s.queue.add(req)
+}
