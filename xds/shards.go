@@ -34,8 +34,8 @@ type serviceID struct {
 // endpointShards holds every service's endpoints, per service (host,
 // namespace) and per shard (the registry or controller that contributed
 // them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
-// A service key exists from its first non-empty update until SvcUpdate deletes
-// it; an empty update keeps it. Safe for concurrent use; the endpoint slices it
+// A service key exists from SvcUpdate(add) or its first non-empty update until
+// SvcUpdate deletes it; an empty update keeps it. Safe for concurrent use; the endpoint slices it
 // hands out are read-only.
 type endpointShards struct {
 	mu       sync.RWMutex
@@ -85,6 +85,15 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 		return noPush
 	}
 	return edsPush
+}
+
+// ensure creates the key of (host, namespace) with no endpoints, if absent.
+func (e *endpointShards) ensure(host, namespace string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id := (serviceID{host, namespace}); e.services[id] == nil {
+		e.services[id] = make(map[string][]*model.Endpoint)
+	}
 }
 
 // delete drops every shard of (host, namespace): the service is gone.

@@ -15,14 +15,25 @@ func TestEndpointShardsUpdate(t *testing.T) {
 		endpoints []*model.Endpoint
 	}
 	tests := map[string]struct {
-		before []update // applied first, results ignored
-		update update
-		want   pushKind
-		known  bool // the service key exists afterwards
+		declared bool     // SvcUpdate(add) came first: the service has clusters
+		before   []update // applied first, results ignored
+		update   update
+		want     pushKind
+		known    bool // the service key exists afterwards
 	}{
 		"first endpoints of an unknown service push full": {
 			update: update{"consul", []*model.Endpoint{a}},
 			want:   fullPush, known: true,
+		},
+		"first endpoints of a declared service push EDS: its cluster came with the ServiceEntry": {
+			declared: true,
+			update:   update{"consul", []*model.Endpoint{a}},
+			want:     edsPush, known: true,
+		},
+		"no endpoints for a declared service push nothing and keep the key": {
+			declared: true,
+			update:   update{"consul", nil},
+			want:     noPush, known: true,
 		},
 		"no endpoints for an unknown service create no key and push nothing": {
 			update: update{"consul", nil},
@@ -77,6 +88,9 @@ func TestEndpointShardsUpdate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			shards := newEndpointShards()
+			if tc.declared {
+				shards.ensure("a.local", "mesh")
+			}
 			for _, u := range tc.before {
 				shards.update(u.shard, "a.local", "mesh", u.endpoints)
 			}

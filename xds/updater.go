@@ -36,14 +36,21 @@ func (s *DiscoveryServer) EDSCacheUpdate(shard, host, namespace string, endpoint
 	s.shards.update(shard, host, namespace, endpoints)
 }
 
-// SvcUpdate drops the endpoints of (host, namespace) on EventDelete; other
-// events need nothing here, as the full push that follows reads the services
-// from the ServiceSource. shard is unused: a deleted service is gone from
-// every shard (Istio's SvcUpdate does the same).
+// SvcUpdate drops the endpoints of (host, namespace) on EventDelete. On add
+// and update it makes sure the service key exists: the full push that
+// follows gives clients the service's clusters, so its first endpoints,
+// even when they come later, change only ClusterLoadAssignments and are
+// pushed as EDS (DESIGN.md §5: a full push only when clusters, listeners or
+// routes change). Istio instead creates the key with the first endpoints and
+// pushes full then; for a server that generates clusters from services that
+// push is redundant. shard is unused: a deleted service is gone from every
+// shard, as in Istio's SvcUpdate.
 func (s *DiscoveryServer) SvcUpdate(_, host, namespace string, event model.Event) {
 	if event == model.EventDelete {
 		s.shards.delete(host, namespace)
+		return
 	}
+	s.shards.ensure(host, namespace)
 }
 
 // ConfigUpdate queues req for the debounced push. A zero req.Start is set to

@@ -111,6 +111,9 @@ func (d *demo) run() error {
 		return err
 	}
 	_ = show("Client calls with two instances")
+	if err := d.printObjects(); err != nil {
+		return err
+	}
 
 	say("Deregistering backend-1 from Consul")
 	if err := consul.Agent().ServiceDeregister("backend-1"); err != nil {
@@ -120,6 +123,17 @@ func (d *demo) run() error {
 		return err
 	}
 	_ = show("Client calls after backend-1 left")
+	return nil
+}
+
+// printObjects shows what meshbridge produced, with `meshbridge translate`
+// over the same configuration.
+func (d *demo) printObjects() error {
+	out, err := exec.Command(d.bins.meshbridge, "translate", "--config", filepath.Join(d.dir, "meshbridge.yaml")).Output()
+	if err != nil {
+		return fmt.Errorf("meshbridge translate: %w", err)
+	}
+	say("The objects meshbridge serves (meshbridge translate --config ...):\n%s", indent(string(out)))
 	return nil
 }
 
