@@ -29,7 +29,7 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo)
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, group := range [][]prometheus.Collector{
-		registries.Collectors(), consul.Collectors(), serviceentry.Collectors(), xds.Collectors(),
+		registries.Collectors(), serviceentry.Collectors(), xds.Collectors(),
 	} {
 		reg.MustRegister(group...)
 	}
@@ -55,7 +55,7 @@ func (b *bridge) httpHandler() http.Handler {
 		writeJSON(w, configzOf(b.store))
 	})
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, b.syncer.Status())
+		writeJSON(w, b.registryz())
 	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -63,6 +63,30 @@ func (b *bridge) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// registryzEntry is one registry on /debug/registryz: the sync step's view
+// and, for watchers that report one, the watcher's own status.
+type registryzEntry struct {
+	serviceentry.RegistryStatus
+	Watcher any `json:"watcher,omitempty"`
+}
+
+// consulStatus is what a Consul watcher reports about itself.
+type consulStatus interface{ Status() consul.Status }
+
+func (b *bridge) registryz() []registryzEntry {
+	watchers := make(map[string]any, len(b.regs))
+	for _, r := range b.regs {
+		if cs, ok := r.(consulStatus); ok {
+			watchers[r.Name()] = cs.Status()
+		}
+	}
+	var out []registryzEntry
+	for _, st := range b.syncer.Status() {
+		out = append(out, registryzEntry{RegistryStatus: st, Watcher: watchers[st.Name]})
+	}
+	return out
 }
 
 // configzEntry is one store object on /debug/configz.

@@ -51,10 +51,37 @@ func check(val any, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if val == nil || reflect.PointerTo(t).Implements(unmarshaler) {
+	if val == nil {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshaler) {
+		raw, err := json.Marshal(val)
+		if err == nil {
+			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", orRoot(path), err)
+		}
 		return nil
 	}
 	switch t.Kind() {
+	case reflect.String:
+		if _, ok := val.(string); !ok {
+			return fmt.Errorf("%s: must be a string, not %s%s", orRoot(path), describe(val), quoteHint(val))
+		}
+	case reflect.Bool:
+		if _, ok := val.(bool); !ok {
+			return fmt.Errorf("%s: must be true or false, not %s", orRoot(path), describe(val))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := val.(float64)
+		if !ok || n != float64(int64(n)) {
+			return fmt.Errorf("%s: must be a whole number, not %s", orRoot(path), describe(val))
+		}
+		if t.Kind() >= reflect.Uint && n < 0 {
+			return fmt.Errorf("%s: must not be negative", orRoot(path))
+		}
 	case reflect.Struct:
 		m, ok := val.(map[string]any)
 		if !ok {
@@ -97,6 +124,32 @@ func check(val any, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// describe names a decoded YAML value for an error message.
+func describe(val any) string {
+	switch v := val.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case float64:
+		return fmt.Sprintf("the number %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%v", val)
+}
+
+// quoteHint explains YAML 1.1's booleans (y, yes, on, off, ...), the usual
+// reason a word lands in a string field as a boolean.
+func quoteHint(val any) string {
+	if _, ok := val.(bool); ok {
+		return " (YAML reads y, yes, no, on and off as booleans: quote the value)"
+	}
+	return ""
 }
 
 func jsonFields(t reflect.Type) map[string]reflect.Type {

@@ -29,12 +29,15 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		in      string
 		wantErr string
 	}{
-		"a valid document decodes":            {in: "items: [{name: a, inner: {port: 1}}]\nwait: 1s\nlabels: {a: b}", wantErr: ""},
-		"an unknown top-level key is named":   {in: "itemz: []", wantErr: "itemz: unknown field"},
-		"an unknown nested key has its path":  {in: "items: [{name: a}, {inner: {prot: 1}}]", wantErr: "items[1].inner.prot: unknown field"},
-		"a scalar where a list belongs":       {in: "items: 3", wantErr: "items: must be a list"},
-		"a wrong scalar type names the field": {in: "items: [{inner: {port: x}}]", wantErr: "items.inner.port: cannot use a string as int"},
-		"an empty document is valid":          {in: "", wantErr: ""},
+		"a valid document decodes":                           {in: "items: [{name: a, inner: {port: 1}}]\nwait: 1s\nlabels: {a: b}", wantErr: ""},
+		"an unknown top-level key is named":                  {in: "itemz: []", wantErr: "itemz: unknown field"},
+		"an unknown nested key has its path":                 {in: "items: [{name: a}, {inner: {prot: 1}}]", wantErr: "items[1].inner.prot: unknown field"},
+		"a scalar where a list belongs":                      {in: "items: 3", wantErr: "items: must be a list"},
+		"a wrong scalar type names the indexed field":        {in: "items: [{}, {inner: {port: x}}]", wantErr: `items[1].inner.port: must be a whole number, not the string "x"`},
+		"a YAML 1.1 boolean in a string field says to quote": {in: "items: [{name: y}]", wantErr: "items[0].name: must be a string, not the boolean true (YAML reads y, yes, no, on and off as booleans: quote the value)"},
+		"a fraction is not a whole number":                   {in: "items: [{inner: {port: 1.5}}]", wantErr: "items[0].inner.port: must be a whole number, not the number 1.5"},
+		"a custom decoder's error gets the path":             {in: "wait: soon", wantErr: `wait: time: invalid duration "soon"`},
+		"an empty document is valid":                         {in: "", wantErr: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

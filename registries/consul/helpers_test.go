@@ -1,13 +1,13 @@
 package consul
 
 import (
-	"os"
-	"runtime/pprof"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"

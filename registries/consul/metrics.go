@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshbridge/meshbridge/registries"
 )
@@ -20,26 +19,12 @@ const (
 	reasonForbidden   = "forbidden"
 )
 
-var (
-	// errorsTotal is the counter every registry shares.
-	errorsTotal = registries.RegistryErrors
-	servicesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "meshbridge_registry_services",
-		Help: "Services the registry currently reports.",
-	}, []string{"registry"})
-	instancesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "meshbridge_registry_instances",
-		Help: "Usable instances the registry currently reports, summed over its services.",
-	}, []string{"registry"})
-)
-
-// Collectors returns the package's metrics for the caller to register once.
-func Collectors() []prometheus.Collector {
-	// errorsTotal is registered with registries.Collectors; the service and
-	// instance gauges' names are owned by the sync step (package
-	// serviceentry), which counts every registry type alike.
-	return nil
-}
+// errorsTotal is the failed-read counter every registry shares
+// (registries.RegistryErrors, registered by registries.Collectors). The
+// meshbridge_registry_services and _instances gauges belong to the sync step
+// (package serviceentry), which counts every registry type alike; this
+// package's own counts show on /debug/registryz through Status.
+var errorsTotal = registries.RegistryErrors
 
 // errorReason names a failed read for meshbridge_registry_errors_total: the
 // status code's meaning when Consul answered, else the loop that failed.

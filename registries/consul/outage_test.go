@@ -77,8 +77,9 @@ func TestConsulRestart(t *testing.T) {
 	}
 }
 
-// TestForbiddenIsCounted: a 403 counts under reason "forbidden" and becomes
-// an error snapshot, not an empty list.
+// TestForbiddenIsCounted: a 403 counts under reason "forbidden"; with the
+// catalog unreadable nothing is emitted and Synced is not called (an error is
+// never an empty listing).
 func TestForbiddenIsCounted(t *testing.T) {
 	c := harness.StartConsul(t, harness.WithConsulHCL(`acl { enabled = true
   default_policy = "allow"
@@ -91,10 +92,13 @@ func TestForbiddenIsCounted(t *testing.T) {
 	if err := root.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "web", ID: "web-1", Port: 80}); err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := runRegistry(t, Config{Name: "denied", Address: c.Address(), Token: "not-a-token"})
+	reg, rec := runRegistry(t, Config{Name: "denied", Address: c.Address(), Token: "not-a-token"})
 	waitFor(t, "a forbidden error is counted", func() bool {
 		return reg.Status().Errors > 0 && counted("denied", reasonForbidden) > 0
 	})
+	if got := rec.snapshots(); len(got) != 0 || rec.synced != 0 {
+		t.Errorf("got %d snapshots, Synced %d times; want none while the catalog is forbidden", len(got), rec.synced)
+	}
 	if strings.Contains(reg.Status().LastError, "not-a-token") {
 		t.Errorf("LastError shows the token: %q", reg.Status().LastError)
 	}

@@ -105,10 +105,7 @@ func (r *Registry) noteCounts(services, instances int) {
 	r.mu.Lock()
 	r.status.Services += services
 	r.status.Instances += instances
-	s, i := r.status.Services, r.status.Instances
 	r.mu.Unlock()
-	servicesGauge.WithLabelValues(r.cfg.Name).Set(float64(s))
-	instancesGauge.WithLabelValues(r.cfg.Name).Set(float64(i))
 }
 
 func (r *Registry) noteSynced() {

@@ -143,3 +143,17 @@ func TestAllowList(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalDatacenterIsNotRemote: naming the agent's own datacenter does not
+// mark services as remote (hosts stay <svc>.service.consul).
+func TestLocalDatacenterIsNotRemote(t *testing.T) {
+	c := harness.StartConsul(t)
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	_, rec := runRegistry(t, Config{Address: "http://" + c.Address(), Datacenter: "dc1"})
+	rec.eventually(t, "Synced with web", func() bool { return rec.synced == 1 && len(rec.ids("web")) == 1 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if dc := rec.last["web"].Service.Datacenter; dc != "" {
+		t.Errorf("Service.Datacenter = %q, want \"\" for the agent's own datacenter", dc)
+	}
+}

@@ -164,6 +164,7 @@ func (w *watcher) runState(ctx context.Context) {
 		}
 		q := &api.QueryOptions{WaitIndex: waitOn, WaitTime: w.cfg.WaitTime}
 		checks, meta, err := w.client.Health().State(api.HealthAny, q.WithContext(qctx))
+		woken := qctx.Err() != nil
 		w.polled.disarm()
 		cancel()
 		if ctx.Err() != nil {
@@ -171,8 +172,8 @@ func (w *watcher) runState(ctx context.Context) {
 		}
 		now := time.Now()
 		if err != nil {
-			if qctx.Err() != nil {
-				continue // woken by a membership change
+			if woken {
+				continue // cancelled by a membership change
 			}
 			w.reg.noteError(reasonState, "", err)
 			for _, m := range members {

@@ -227,12 +227,17 @@ func CheckID(id string) string { return "service:" + id }
 // one TTL check (ID CheckID(id)) in checkStatus (api.HealthPassing,
 // HealthWarning or HealthCritical), which SetCheck changes. The TTL is long
 // enough never to expire during a test.
+//
+// The status is also set through the TTL endpoint: the agent persists a TTL
+// check's state only on such an update, and a restarted agent otherwise
+// brings the check back critical.
 func (c *Consul) RegisterInstance(t testing.TB, name, id, addr string, port int, tags []string, meta map[string]string, checkStatus string) {
 	t.Helper()
 	c.Register(t, api.AgentServiceRegistration{
 		Name: name, ID: id, Address: addr, Port: port, Tags: tags, Meta: meta,
 		Check: &api.AgentServiceCheck{CheckID: CheckID(id), TTL: "1h", Status: checkStatus},
 	})
+	c.SetCheck(t, CheckID(id), checkStatus)
 }
 
 // SetCheck sets a TTL check's status: api.HealthPassing, HealthWarning or

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// fileConfig writes a services file and a config using it; extra is
+// appended to the config.
+func fileConfig(t *testing.T, extra string) string {
+	t.Helper()
+	dir := t.TempDir()
+	svcs := filepath.Join(dir, "services.yaml")
+	if err := os.WriteFile(svcs, []byte("services:\n- host: web.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.0.0.1}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	body := fmt.Sprintf("registries:\n- name: static\n  type: file\n  file: {path: %q}\n%s", svcs, extra)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = realMain(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCommands(t *testing.T) {
+	cases := map[string]struct {
+		args     func(t *testing.T) []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		"version prints the version": {
+			args: func(*testing.T) []string { return []string{"version"} }, wantOut: "meshbridge dev",
+		},
+		"an unknown command is a usage error": {
+			args: func(*testing.T) []string { return []string{"serve"} }, wantCode: 2, wantErr: `unknown command "serve"`,
+		},
+		"run without --config is a usage error": {
+			args: func(*testing.T) []string { return []string{"run"} }, wantCode: 2, wantErr: "--config is required",
+		},
+		"translate prints kubectl-applyable yaml": {
+			args:    func(t *testing.T) []string { return []string{"translate", "--config", fileConfig(t, "")} },
+			wantOut: "apiVersion: networking.istio.io/v1\nkind: ServiceEntry",
+		},
+		"translate -o json prints a List": {
+			args:    func(t *testing.T) []string { return []string{"translate", "--config", fileConfig(t, ""), "-o", "json"} },
+			wantOut: `"kind": "List"`,
+		},
+		"translate names a registry it cannot read": {
+			args: func(t *testing.T) []string {
+				cfg := filepath.Join(t.TempDir(), "c.yaml")
+				body := fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q}}\nsync: {timeout: 2s}\n", freeAddr(t))
+				if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"translate", "--config", cfg}
+			},
+			wantCode: 1, wantErr: `could not read registry "down"`,
+		},
+		"an invalid config names the field": {
+			args: func(t *testing.T) []string {
+				return []string{"translate", "--config", fileConfig(t, "output: {endpoints: x}\n")}
+			},
+			wantCode: 1, wantErr: "output.endpoints",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := run(tc.args(t)...)
+			if code != tc.wantCode || !strings.Contains(out, tc.wantOut) || !strings.Contains(errs, tc.wantErr) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s\nwant stdout ⊇ %q, stderr ⊇ %q", code, tc.wantCode, out, errs, tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRunServesHTTP runs the real bridge in-process on a file registry and
+// checks its operator endpoints.
+func TestRunServesHTTP(t *testing.T) {
+	httpAddr := freeAddr(t)
+	const secret = "s3cr3t-token-value"
+	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\n", freeAddr(t), httpAddr))
+	// A Consul registry nobody listens on, with a token that must never show.
+	raw, _ := os.ReadFile(cfgPath)
+	raw = bytes.Replace(raw, []byte("registries:\n"), []byte(fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q, token: %q}}\n", freeAddr(t), secret)), 1)
+	raw = append(raw, []byte("sync: {timeout: 1s}\n")...)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBridge(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _ := get("/readyz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never answered 200 (the sync timeout is 1s)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d", code)
+	}
+	_, metrics := get("/metrics")
+	for _, name := range []string{
+		"meshbridge_build_info", "meshbridge_registry_services", "meshbridge_registry_instances",
+		"meshbridge_registry_errors_total", "meshbridge_pushes_total", "meshbridge_event_to_push_seconds",
+	} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	_, configz := get("/debug/configz")
+	var objs []configzEntry
+	if err := json.Unmarshal([]byte(configz), &objs); err != nil || len(objs) != 2 {
+		t.Fatalf("/debug/configz = %d objects (%v): %s", len(objs), err, configz)
+	}
+	_, registryz := get("/debug/registryz")
+	var regs []registryzEntry
+	if err := json.Unmarshal([]byte(registryz), &regs); err != nil || len(regs) != 2 {
+		t.Fatalf("/debug/registryz: %v: %s", err, registryz)
+	}
+	if regs[0].Name != "down" || regs[0].Synced || regs[1].Name != "static" || !regs[1].Synced || regs[1].Instances != 1 {
+		t.Fatalf("/debug/registryz = %+v", regs)
+	}
+	for _, path := range []string{"/metrics", "/debug/configz", "/debug/registryz"} {
+		if _, body := get(path); strings.Contains(body, secret) {
+			t.Errorf("%s shows the Consul token", path)
+		}
+	}
+	if code, _ := get("/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("/debug/pprof/ = %d", code)
+	}
+}
