@@ -170,6 +170,12 @@ func splitAddress(addr string) (scheme, hostport string, err error) {
 // the catalog and state/any queries and the re-read workers), so connections
 // are reused instead of churned, and it gives up on a response that outlives
 // the blocking wait (Consul adds up to wait/16 of jitter).
+//
+// MaxConnsPerHost caps open connections, idle ones included, at the same
+// number: the agent counts every open connection against
+// limits.http_max_conns_per_client (200), and without the cap a burst of
+// queries returning together (a node-level check flapping wakes every watch)
+// dials new connections before the old ones are back in the idle pool.
 func newClient(c Config) (*api.Client, error) {
 	scheme, hostport, err := splitAddress(c.Address)
 	if err != nil {
@@ -179,6 +185,7 @@ func newClient(c Config) (*api.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns
 	tr.MaxIdleConnsPerHost = conns
+	tr.MaxConnsPerHost = conns
 	tr.IdleConnTimeout = 90 * time.Second
 	tr.ResponseHeaderTimeout = c.WaitTime + c.WaitTime/16 + 30*time.Second
 	return api.NewClient(&api.Config{
