@@ -6,10 +6,12 @@
 //
 // Rules:
 //  1. Endpoints are kept per service (host, namespace) and per shard; the first
-//     endpoints of a service and a change of its service accounts push full,
-//     other changes push EDS, an unchanged set pushes nothing, an empty set
-//     keeps the service key (Istio release-1.29 pilot/pkg/xds/eds.go
-//     edsCacheUpdate; DESIGN.md §5). shards.go.
+//     endpoints of a service nobody declared (SvcUpdate) and a change of its
+//     service accounts push full, other changes push EDS, an unchanged set
+//     pushes nothing, an empty set keeps the service key (Istio release-1.29
+//     pilot/pkg/xds/eds.go edsCacheUpdate; DESIGN.md §5). A declared service's
+//     first endpoints push EDS only: its clusters came with the ServiceEntry's
+//     full push. shards.go, updater.go.
 //  2. Requests are merged with PushRequest.Merge and pushed after a quiet
 //     period (DebounceAfter) or a cap (DebounceMax), one push at a time; EDS
 //     requests bypass the batch when EnableEDSDebounce is false (Istio

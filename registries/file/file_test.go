@@ -108,6 +108,22 @@ func (s *sinkRecorder) waitFor(t *testing.T, what string, cond func([]registries
 	}
 }
 
+// runRegistry runs a file registry on path until the test ends. Resync is
+// long, so every change the test sees came through the file watch.
+func runRegistry(t *testing.T, name, path string) *sinkRecorder {
+	t.Helper()
+	r, err := New(Config{Name: name, Path: path, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newSinkRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx, rec) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return rec
+}
+
 func last(snaps []registries.Snapshot, name string) *registries.Snapshot {
 	for i := len(snaps) - 1; i >= 0; i-- {
 		if snaps[i].Service.Name == name {
@@ -131,15 +147,7 @@ func TestRegistryFollowsTheFile(t *testing.T) {
 		}
 	}
 	write("services:\n- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1}]\n")
-	r, err := New(Config{Name: "static", Path: path, Resync: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := newSinkRecorder()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx, rec) }()
-	defer func() { cancel(); <-done }()
+	rec := runRegistry(t, "static", path)
 
 	rec.waitFor(t, "first listing", func(s []registries.Snapshot) bool { return len(s) == 1 })
 	rec.mu.Lock()
@@ -195,15 +203,7 @@ func TestRegistryFollowsConfigMapSymlinkSwaps(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "services.yaml"), filepath.Join(dir, "services.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Name: "cm", Path: filepath.Join(dir, "services.yaml"), Resync: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := newSinkRecorder()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx, rec) }()
-	defer func() { cancel(); <-done }()
+	rec := runRegistry(t, "cm", filepath.Join(dir, "services.yaml"))
 	rec.waitFor(t, "first listing", func(s []registries.Snapshot) bool { return len(s) == 1 })
 	version("..v2", "services: [{host: a.local, ports: [{number: 80}], instances: [{address: 10.0.0.1}, {address: 10.0.0.3}]}]\n")
 	rec.waitFor(t, "the swapped content", func(s []registries.Snapshot) bool {
