@@ -14,14 +14,23 @@ import (
 // BenchmarkRegistrationToFirstCall measures, per iteration, the time from a
 // Consul registration (registered passing) of a new service to the first
 // successful call of a proxyless gRPC client already waiting for it
-// (WaitForReady), through meshbridge with the default 100ms debounce. It
-// reports the median and the maximum over b.N runs:
+// (WaitForReady), through meshbridge, with the default 100ms debounce and
+// with a 1ms one (what the pipeline costs besides the debounce's quiet
+// period). It reports the median and the maximum over b.N runs:
 //
 //	go test ./test/e2e -run '^$' -bench RegistrationToFirstCall -benchtime 20x
 func BenchmarkRegistrationToFirstCall(b *testing.B) {
+	for _, after := range []string{"100ms", "1ms"} {
+		b.Run("debounce="+after, func(b *testing.B) {
+			benchmarkRegistrationToFirstCall(b, fmt.Sprintf("debounce: {after: %s}\n", after))
+		})
+	}
+}
+
+func benchmarkRegistrationToFirstCall(b *testing.B, extraConfig string) {
 	consul := harness.StartConsul(b)
 	port := startBackend(b, "backend")
-	br := startBridge(b, consulRegistry(consul))
+	br := startBridge(b, consulRegistry(consul)+extraConfig)
 	var samples []time.Duration
 	b.ResetTimer()
 	for i := range b.N {

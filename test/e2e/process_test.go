@@ -97,8 +97,9 @@ type bridge struct {
 	proc     *process
 }
 
-// startBridge writes a config with the given registries block and starts
-// meshbridge, returning once /readyz answers 200.
+// startBridge writes a config with the given registries block (and any
+// further top-level keys) and starts meshbridge, returning once /readyz
+// answers 200.
 func startBridge(t testing.TB, registriesYAML string) *bridge {
 	t.Helper()
 	b := &bridge{
