@@ -19,6 +19,7 @@ key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 build_consul() {
 	local dir="$cache/consul-$(key consul)"
 	if [ ! -x "$dir/consul" ]; then
+		echo "tools/build.sh: building Consul $(grep -m1 'hashicorp/consul v' "$here/consul/go.mod" | awk '{print $2}') into $dir (first run only: ~450 CPU-seconds)" >&2
 		mkdir -p "$dir.tmp"
 		# The checksum database lacks some of Consul's sub-modules; go.sum is
 		# committed, so verification is against it.

@@ -1,10 +1,3 @@
-// Command meshbridge bridges external service registries (Consul, file; Nacos
-// and ZooKeeper later) into an Istio mesh as ServiceEntries and
-// WorkloadEntries, served as xDS.
-//
-//	meshbridge run --config FILE
-//	meshbridge translate --config FILE [-o yaml|json]
-//	meshbridge version
 package main
 
 import (

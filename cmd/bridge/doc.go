@@ -1,0 +1,13 @@
+// Command meshbridge bridges external service registries (Consul, file; Nacos
+// and ZooKeeper later) into an Istio mesh as ServiceEntries and
+// WorkloadEntries, served as xDS.
+//
+//	meshbridge run --config FILE
+//	meshbridge translate --config FILE [-o yaml|json]
+//	meshbridge version
+//
+// Wiring (run.go): registries → serviceentry.Syncer → serviceentry.Store →
+// serviceentry.Controller → xds.DiscoveryServer, plus the HTTP endpoints
+// (http.go). The configuration (config.go) is a contract documented in the
+// README; every error names the field path.
+package main
