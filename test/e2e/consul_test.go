@@ -15,12 +15,19 @@ var grpcMeta = map[string]string{"protocol": "grpc"}
 
 // TestClientFollowsConsul pins issue #2: register → call succeeds; add an
 // instance → traffic reaches it; its check fails → it leaves; check passes →
-// it is back; deregister → it stops.
+// it is back; deregister → it stops. In both endpoint modes: WorkloadEntries
+// selected by the ServiceEntry, and endpoints inline in it.
 func TestClientFollowsConsul(t *testing.T) {
+	for _, mode := range []string{"workloadentry", "inline"} {
+		t.Run(mode, func(t *testing.T) { testClientFollowsConsul(t, "output: {endpoints: "+mode+"}\n") })
+	}
+}
+
+func testClientFollowsConsul(t *testing.T, extraConfig string) {
 	consul := harness.StartConsul(t)
 	p1, p2 := startBackend(t, "backend-1"), startBackend(t, "backend-2")
 	consul.RegisterInstance(t, "echo", "echo-1", "127.0.0.1", p1, []string{"version=v1"}, grpcMeta, api.HealthPassing)
-	b := startBridge(t, consulRegistry(consul))
+	b := startBridge(t, consulRegistry(consul)+extraConfig)
 	// The service port is the lowest instance port seen: backend-1's.
 	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///echo.service.consul:%d", p1))
 
