@@ -1,0 +1,54 @@
+package consul
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// TestRemoteDatacenter: a registry naming another, WAN-federated datacenter
+// reads that datacenter's services through the local agent and marks them
+// with it (Service.Datacenter), so that translate names them
+// <svc>.service.<dc>.consul; their locality's region is that datacenter
+// (issue 2, "Consul watcher"). Two dev agents federated over WAN on
+// 127.0.0.1.
+func TestRemoteDatacenter(t *testing.T) {
+	dc1 := harness.StartConsul(t)
+	dc2 := harness.StartConsul(t, harness.WithConsulHCL(`datacenter = "dc2"`),
+		harness.WithConsulHCL(fmt.Sprintf(`retry_join_wan = ["127.0.0.1:%d"]`, dc1.Ports().SerfWAN)))
+	registerPassing(t, dc2, "remote-svc", "remote-1", "10.9.0.1", 8080)
+	waitFor(t, "dc1 to see dc2 over WAN", func() bool {
+		dcs, err := dc1.Client().Catalog().Datacenters()
+		return err == nil && slices.Contains(dcs, "dc2")
+	})
+
+	_, rec := runRegistry(t, Config{Address: dc1.Address(), Datacenter: "dc2"})
+	rec.eventually(t, "remote-svc read from dc2 through dc1's agent", func() bool {
+		return len(rec.ids("remote-svc")) == 1
+	})
+	for _, s := range rec.snapshots() {
+		if s.Service.Name != "remote-svc" || s.Err != nil || s.Removed {
+			continue
+		}
+		if s.Service.Datacenter != "dc2" {
+			t.Errorf("Service.Datacenter = %q, want dc2 (a remote datacenter)", s.Service.Datacenter)
+		}
+		if loc := s.Service.Instances[0].Locality; strings.TrimRight(loc, "/") != "dc2" {
+			t.Errorf("Locality = %q, want region dc2 and no zone", loc)
+		}
+	}
+
+	// Naming the agent's own datacenter is not "remote".
+	_, local := runRegistry(t, Config{Address: dc2.Address(), Datacenter: "dc2"})
+	local.eventually(t, "remote-svc read from its own datacenter", func() bool {
+		return len(local.ids("remote-svc")) == 1
+	})
+	for _, s := range local.snapshots() {
+		if s.Service.Name == "remote-svc" && s.Service.Datacenter != "" {
+			t.Errorf("Service.Datacenter = %q for the agent's own datacenter, want empty", s.Service.Datacenter)
+		}
+	}
+}
