@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"time"
@@ -106,13 +107,42 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// LoadConfig reads, defaults and validates a configuration file.
+// LoadConfig reads, defaults and validates a configuration file. Relative
+// paths in it (file.path, consul.tokenFile, consul.tls files) are resolved
+// against the file's directory, as Prometheus does, so a configuration and
+// the files it names can move together.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return ParseConfig(data)
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	c.resolvePaths(filepath.Dir(path))
+	return c, nil
+}
+
+// resolvePaths makes relative paths relative to dir.
+func (c *Config) resolvePaths(dir string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	for i := range c.Registries {
+		r := &c.Registries[i]
+		if r.File != nil {
+			abs(&r.File.Path)
+		}
+		if r.Consul != nil {
+			abs(&r.Consul.TokenFile)
+			abs(&r.Consul.TLS.CAFile)
+			abs(&r.Consul.TLS.CertFile)
+			abs(&r.Consul.TLS.KeyFile)
+		}
+	}
 }
 
 // ParseConfig decodes, defaults and validates configuration YAML. Errors

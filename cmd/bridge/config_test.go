@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,50 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestExampleConfigsLoad keeps the shipped examples valid.
+func TestExampleConfigsLoad(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*/meshbridge.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no example configurations found: %v", err)
+	}
+	for _, p := range paths {
+		t.Run(p, func(t *testing.T) {
+			cfg, err := LoadConfig(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range cfg.Registries {
+				if r.File != nil {
+					if _, err := os.Stat(r.File.Path); err != nil {
+						t.Errorf("registry %s: %v (relative paths resolve against the config's directory)", r.Name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	body := "registries:\n- {name: f, type: file, file: {path: svc.yaml}}\n- {name: c, type: consul, consul: {address: a:1, tokenFile: /abs/token, tls: {caFile: ca.pem}}}\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Registries[0].File.Path; got != filepath.Join(dir, "svc.yaml") {
+		t.Errorf("file.path = %q", got)
+	}
+	if got := cfg.Registries[1].Consul.TokenFile; got != "/abs/token" {
+		t.Errorf("absolute tokenFile changed to %q", got)
+	}
+	if got := cfg.Registries[1].Consul.TLS.CAFile; got != filepath.Join(dir, "ca.pem") {
+		t.Errorf("tls.caFile = %q", got)
 	}
 }
