@@ -20,7 +20,9 @@ type caches struct {
 	endpoints *resourceSet // EDS, every client
 	listeners *resourceSet // LDS, proxyless gRPC only
 	routes    *resourceSet // RDS, proxyless gRPC only
-	mux       *cachev3.MuxCache
+	// mux routes each request to one of the caches (MuxCache), behind
+	// nackGuard; it is what the ADS server watches.
+	mux cachev3.Cache
 }
 
 func newCaches(logger log.Logger) *caches {
@@ -33,7 +35,7 @@ func newCaches(logger log.Logger) *caches {
 		listeners: newResourceSet(linear(resourcev3.ListenerType)),
 		routes:    newResourceSet(linear(resourcev3.RouteType)),
 	}
-	c.mux = &cachev3.MuxCache{
+	c.mux = nackGuard{&cachev3.MuxCache{
 		Classify: func(r *cachev3.Request) string {
 			return cacheKey(r.GetTypeUrl(), r.GetNode())
 		},
@@ -50,7 +52,7 @@ func newCaches(logger log.Logger) *caches {
 			keyFor(resourcev3.ListenerType, GeneratorEnvoy): linear(resourcev3.ListenerType),
 			keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
 		},
-	}
+	}}
 	return c
 }
 

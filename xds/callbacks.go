@@ -1,12 +1,15 @@
 package xds
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // streamKey names a stream; SotW and Delta streams are numbered separately.
@@ -15,56 +18,150 @@ type streamKey struct {
 	delta bool
 }
 
-// callbacks observes the ADS streams: it counts clients per generator and logs
-// and counts NACKs. go-control-plane calls it synchronously from each stream's
-// goroutine, so it only takes a short lock.
+func (k streamKey) mode() string {
+	if k.delta {
+		return modeDelta
+	}
+	return modeSotW
+}
+
+// streamState is what callbacks knows of one open stream.
+type streamState struct {
+	gen   Generator            // "" until the first request, which carries the Node
+	node  string               // node ID from the first request
+	sent  map[string]sentReply // by type URL: the last response sent
+	acked map[string]string    // by type URL: the version of the last ACKed response
+}
+
+// sentReply is a response awaiting its ACK or NACK. version is the
+// DiscoveryResponse's version_info (SotW) or system_version_info (Delta),
+// both the LinearCache's version when it answered.
+type sentReply struct {
+	nonce, version string
+}
+
+// callbacks observes the ADS streams: it counts streams per mode and clients
+// per generator, counts responses and their bytes, and keeps per stream and
+// type the last ACKed version, logging and counting NACKs. go-control-plane
+// calls it synchronously from each stream's goroutine, so it only takes a
+// short lock. It decides nothing: which versions a stream was sent, and so
+// what it is sent next, go-control-plane's subscription keeps (nack.go).
 type callbacks struct {
 	log     *slog.Logger
 	mu      sync.Mutex
-	streams map[streamKey]Generator // streams whose node is known
+	streams map[streamKey]*streamState
 }
 
-func newCallbacks(logger *slog.Logger) serverv3.Callbacks {
-	c := &callbacks{log: logger, streams: make(map[streamKey]Generator)}
+func newCallbacks(logger *slog.Logger) *callbacks {
+	return &callbacks{log: logger, streams: make(map[streamKey]*streamState)}
+}
+
+// funcs adapts c to go-control-plane's Callbacks.
+func (c *callbacks) funcs() serverv3.Callbacks {
 	return serverv3.CallbackFuncs{
+		StreamOpenFunc: func(_ context.Context, id int64, _ string) error { c.opened(streamKey{id: id}); return nil },
+		DeltaStreamOpenFunc: func(_ context.Context, id int64, _ string) error {
+			c.opened(streamKey{id: id, delta: true})
+			return nil
+		},
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			c.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			c.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail())
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			c.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			c.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail())
 			return nil
+		},
+		StreamResponseFunc: func(_ context.Context, id int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
+			c.response(streamKey{id: id}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo(), resp)
+		},
+		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, resp *discovery.DeltaDiscoveryResponse) {
+			c.response(streamKey{id: id, delta: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo(), resp)
 		},
 		StreamClosedFunc:      func(id int64, _ *core.Node) { c.closed(streamKey{id: id}) },
 		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { c.closed(streamKey{id: id, delta: true}) },
 	}
 }
 
-// request registers the stream's generator at its first request (the one that
-// carries the Node) and reports a NACK.
-func (c *callbacks) request(key streamKey, node *core.Node, typeURL, detail string, nack bool) {
+// opened counts a new stream. go-control-plane calls it before any request
+// of the stream and calls closed after the last.
+func (c *callbacks) opened(key streamKey) {
 	c.mu.Lock()
-	if _, seen := c.streams[key]; !seen {
-		gen := generatorOf(node)
-		c.streams[key] = gen
-		xdsClients.WithLabelValues(string(gen)).Inc()
-		c.log.Info("Connected xDS client", "streamID", key.id, "node", node.GetId(), "generator", gen)
-	}
+	c.state(key)
 	c.mu.Unlock()
-	if nack {
-		nacksTotal.WithLabelValues(typeURL).Inc()
-		c.log.Warn("Received NACK", "typeURL", typeURL, "node", node.GetId(), "streamID", key.id, "err", detail)
+	xdsStreams.WithLabelValues(key.mode()).Inc()
+}
+
+// state returns the stream's state, creating it on first sight.
+func (c *callbacks) state(key streamKey) *streamState {
+	st, ok := c.streams[key]
+	if !ok {
+		st = &streamState{sent: make(map[string]sentReply), acked: make(map[string]string)}
+		c.streams[key] = st
 	}
+	return st
+}
+
+// request registers the stream's generator at its first request (the one that
+// carries the Node) and settles the response the request answers: an ACK
+// records its version, a NACK is logged and counted.
+func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce string, nack *status.Status) {
+	c.mu.Lock()
+	st := c.state(key)
+	if st.gen == "" {
+		st.gen, st.node = generatorOf(node), node.GetId()
+		xdsClients.WithLabelValues(string(st.gen)).Inc()
+		c.log.Info("Connected xDS client", "streamID", key.id, "node", st.node, "generator", st.gen, "mode", key.mode())
+	}
+	sent, answers := st.sent[typeURL]
+	if answers && sent.nonce == nonce {
+		delete(st.sent, typeURL)
+		if nack == nil {
+			st.acked[typeURL] = sent.version
+		}
+	}
+	acked, nodeID := st.acked[typeURL], st.node
+	c.mu.Unlock()
+	if nack != nil {
+		nacksTotal.WithLabelValues(typeURL).Inc()
+		c.log.Warn("Received NACK", "typeURL", typeURL, "node", nodeID, "streamID", key.id, "mode", key.mode(),
+			"version", sent.version, "ackedVersion", acked, "err", nack.GetMessage())
+	}
+}
+
+// response counts a response about to be sent and remembers it until the
+// client answers. proto.Size walks only the response's envelope: the
+// resources in it are already bytes.
+func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp proto.Message) {
+	streamPushesTotal.WithLabelValues(typeURL).Inc()
+	pushBytesTotal.WithLabelValues(typeURL).Add(float64(proto.Size(resp)))
+	c.mu.Lock()
+	c.state(key).sent[typeURL] = sentReply{nonce: nonce, version: version}
+	c.mu.Unlock()
+}
+
+// ackedVersion returns the version of the last response of typeURL the
+// stream ACKed, or "" when it ACKed none.
+func (c *callbacks) ackedVersion(key streamKey, typeURL string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.streams[key]; ok {
+		return st.acked[typeURL]
+	}
+	return ""
 }
 
 func (c *callbacks) closed(key streamKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gen, ok := c.streams[key]
+	st, ok := c.streams[key]
 	if !ok {
 		return
 	}
 	delete(c.streams, key)
-	xdsClients.WithLabelValues(string(gen)).Dec()
-	c.log.Info("Disconnected xDS client", "streamID", key.id, "generator", gen)
+	xdsStreams.WithLabelValues(key.mode()).Dec()
+	if st.gen != "" {
+		xdsClients.WithLabelValues(string(st.gen)).Dec()
+		c.log.Info("Disconnected xDS client", "streamID", key.id, "generator", st.gen, "mode", key.mode())
+	}
 }

@@ -35,6 +35,30 @@
 //     ready channel closes; a grpc-go client treats a resource missing from a
 //     SotW response as deleted, so a partial mesh must never be served
 //     (issue 2). server.go.
+//  9. SotW and Delta ADS share the port and the caches for every type;
+//     go-control-plane copies a stream's first Node into later requests
+//     (sotw process, delta processDelta), so caches.go's classification
+//     holds. Delta clients get changed resources with per-resource versions
+//     (hash of the marshalled bytes) and removed names (issue 3). caches.go.
+//  10. Each resource version is marshalled once: a LinearCache keeps one
+//     cachedResource per version whose bytes are memoized (sync.OnceValues)
+//     and shared by every stream's response; only the envelope is per
+//     stream (go-control-plane pkg/cache/v3 cached_resource.go). resources.go.
+//  11. A stream is sent a type's next response only after it answered the
+//     previous one: the cache answers a watch once and the next watch opens
+//     with the next request (SotW and Delta), so pushes to an un-ACKed
+//     stream coalesce. A NACKed version is not re-sent until it changes;
+//     nackGuard closes SotW's gap for a NACK of the first response.
+//     callbacks.go keeps the last ACKed version per stream and type. nack.go.
+//  12. A push never waits for a client: a LinearCache hands responses to
+//     per-stream buffered channels; each stream sends from its own
+//     goroutine; at most 2×GOMAXPROCS (≥ 4) sends run at once, and one
+//     blocked by flow control frees its slot after 50ms. sends.go.
+//  13. Options.TLS serves the port over TLS, mTLS when a client CA is named;
+//     every handshake gets the current files, re-read when their stamp
+//     (mtime, size, through symlinks) changes, and a rotation that does not
+//     load keeps the previous pair (issue 3). Plaintext is the default, for
+//     loopback. tls.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One
@@ -43,6 +67,6 @@
 // own goroutines and reads the caches under their own locks.
 //
 // Not here: push decisions about ServiceEntries (serviceentry), MCP for istiod,
-// TLS and authentication on the xDS port, SDS/RTDS/ECDS (requests for other
+// authentication beyond TLS on the xDS port, SDS/RTDS/ECDS (requests for other
 // types end the stream), the REST and per-type (non-ADS) xDS services.
 package xds

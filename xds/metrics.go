@@ -4,12 +4,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metric names are a contract (issue 2, "Metrics"); dashboards depend on them.
+// Metric names are a contract (issue 2 and issue 3, "Metrics"); dashboards
+// depend on them.
 const (
 	metricPushes       = "meshbridge_pushes_total"
 	metricClients      = "meshbridge_xds_clients"
 	metricNACKs        = "meshbridge_xds_nacks_total"
 	metricEventToPush  = "meshbridge_event_to_push_seconds"
+	metricStreamPushes = "meshbridge_xds_pushes_total"
+	metricPushBytes    = "meshbridge_xds_push_bytes_total"
+	metricStreams      = "meshbridge_xds_streams"
+	modeSotW           = "sotw"
+	modeDelta          = "delta"
 	pushTypeFull       = "full"
 	pushTypeEDS        = "eds"
 	reasonUnknownLabel = "unknown"
@@ -32,6 +38,25 @@ var (
 		Help: "xDS requests that rejected the previous response (carried error_detail), by type URL.",
 	}, []string{"type_url"})
 
+	// The three below are issue 3's ("Serving", "Metrics"); they count what
+	// reaches the streams, where meshbridge_pushes_total counts what reaches
+	// the caches.
+	streamPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricStreamPushes,
+		Help: "xDS responses sent on ADS streams (SotW and Delta), by type URL. One per response per stream.",
+	}, []string{"type_url"})
+
+	pushBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPushBytes,
+		Help: "Bytes of the xDS responses counted by " + metricStreamPushes + " (serialized size of the " +
+			"DiscoveryResponse or DeltaDiscoveryResponse, without gRPC framing), by type URL.",
+	}, []string{"type_url"})
+
+	xdsStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricStreams,
+		Help: "Open ADS streams, by mode (sotw or delta).",
+	}, []string{"mode"})
+
 	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: metricEventToPush,
 		Help: "Seconds from the first event merged into a push request (registry event seen by the " +
@@ -44,5 +69,5 @@ var (
 // registers them once on its registry). The collectors are package-level, so
 // every DiscoveryServer in a process reports into them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush}
+	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -43,6 +44,10 @@ type Options struct {
 	EnableEDSDebounce bool
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, serves the port over TLS, with mTLS when it names a
+	// client CA; the files are re-read when they change. Nil serves
+	// plaintext (the default, for loopback).
+	TLS *TLSConfig
 }
 
 // DiscoveryServer serves Clusters, ClusterLoadAssignments and, to proxyless
@@ -118,11 +123,19 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	}
 	s.initialPush()
 
+	var creds []grpc.ServerOption
+	if s.opts.TLS != nil {
+		reloader, err := newTLSReloader(*s.opts.TLS, s.log)
+		if err != nil {
+			return err
+		}
+		creds = append(creds, grpc.Creds(credentials.NewTLS(reloader.ServerConfig())))
+	}
 	lis, err := net.Listen("tcp", s.opts.Address)
 	if err != nil {
 		return fmt.Errorf("listen for xDS on %s: %w", s.opts.Address, err)
 	}
-	srv := s.newGRPCServer(ctx)
+	srv := s.newGRPCServer(ctx, creds...)
 	addr := lis.Addr()
 	s.addr.Store(&addr)
 	close(s.serving)
@@ -143,20 +156,23 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 // newGRPCServer registers go-control-plane's ADS server on a new gRPC server.
 // Only ADS is offered: proxyless gRPC and meshbridge's Envoy bootstrap both use
 // it, and one stream keeps CDS and EDS ordered.
-func (s *DiscoveryServer) newGRPCServer(ctx context.Context) *grpc.Server {
-	xdsServer := serverv3.NewServer(ctx, s.caches.mux, newCallbacks(s.log),
+func (s *DiscoveryServer) newGRPCServer(ctx context.Context, extra ...grpc.ServerOption) *grpc.Server {
+	xdsServer := serverv3.NewServer(ctx, s.caches.mux, newCallbacks(s.log).funcs(),
 		sotw.WithLogger(gcpLogger(s.log)),
 		// grpc-go unsubscribes with an empty request, which legacy wildcard
 		// would read as "everything"; Envoy names what it wants for these
 		// types and asks CDS by wildcard, which therefore keeps legacy mode.
 		sotw.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}),
 	)
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append([]grpc.ServerOption{
+		// Bound concurrent stream sends; a slow client holds a slot for at
+		// most slowSendAfter (sends.go).
+		grpc.ChainStreamInterceptor(newSendLimiter(defaultMaxSends(), slowSendAfter).intercept),
 		// Find dead clients whose TCP connection did not close (Istio's
 		// default keepalive for istiod's xDS port).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
-	)
+	}, extra...)...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xdsServer)
 	return srv
 }

@@ -20,7 +20,7 @@ import (
 type Config struct {
 	Registries []RegistryConfig `json:"registries"`
 	Output     OutputConfig     `json:"output"`
-	XDS        AddressConfig    `json:"xds"`
+	XDS        XDSConfig        `json:"xds"`
 	HTTP       AddressConfig    `json:"http"`
 	Debounce   DebounceConfig   `json:"debounce"`
 	Sync       SyncConfig       `json:"sync"`
@@ -68,6 +68,21 @@ type OutputConfig struct {
 	Namespace string `json:"namespace"`
 	Endpoints string `json:"endpoints"`
 	Revision  string `json:"revision,omitempty"`
+}
+
+// XDSConfig is the xDS server's listener.
+type XDSConfig struct {
+	Address string `json:"address"`
+	// TLS, when set, serves the port over TLS (mTLS with clientCAFile);
+	// plaintext is the default for loopback.
+	TLS *XDSTLSConfig `json:"tls,omitempty"`
+}
+
+// XDSTLSConfig names PEM files; they are re-read when they change.
+type XDSTLSConfig struct {
+	CertFile     string `json:"certFile"`
+	KeyFile      string `json:"keyFile"`
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
 // AddressConfig is a listen address.
@@ -130,6 +145,11 @@ func (c *Config) resolvePaths(dir string) {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
+	}
+	if t := c.XDS.TLS; t != nil {
+		abs(&t.CertFile)
+		abs(&t.KeyFile)
+		abs(&t.ClientCAFile)
 	}
 	for i := range c.Registries {
 		r := &c.Registries[i]
@@ -226,6 +246,9 @@ func (c *Config) validate() error {
 		add("output.endpoints", "%q is not one of workloadentry, inline", c.Output.Endpoints)
 	}
 	checkHostPort("xds.address", c.XDS.Address, add)
+	if t := c.XDS.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
+		add("xds.tls", "certFile and keyFile are both required (clientCAFile adds mTLS)")
+	}
 	checkHostPort("http.address", c.HTTP.Address, add)
 	if c.Debounce.After.Duration < 0 {
 		add("debounce.after", "must not be negative")

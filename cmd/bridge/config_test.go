@@ -59,6 +59,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"endpoints mode unknown":          {consul + "output: {endpoints: both}\n", `output.endpoints: "both" is not one of workloadentry, inline`},
 		"namespace not a label":           {consul + "output: {namespace: Mesh}\n", `output.namespace: "Mesh" is not a DNS-1123 label`},
 		"xds address invalid":             {consul + "xds: {address: localhost}\n", `xds.address: "localhost" is not host:port`},
+		"xds tls without a key":           {consul + "xds: {tls: {certFile: c.pem}}\n", "xds.tls: certFile and keyFile are both required"},
 		"duration invalid":                {consul + "debounce: {after: soon}\n", "debounce.after"},
 		"debounce max below after":        {consul + "debounce: {after: 2s, max: 1s}\n", "debounce.max: 1s is shorter than debounce.after (2s)"},
 	}

@@ -59,10 +59,18 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 		DebounceMax:       cfg.Debounce.Max.Duration,
 		EnableEDSDebounce: *cfg.Debounce.EDS,
 		Logger:            log,
+		TLS:               xdsTLS(cfg.XDS.TLS),
 	})
 	b.controller = serviceentry.NewController(b.store, b.xds, log)
 	b.metrics = newMetricsRegistry()
 	return b, nil
+}
+
+func xdsTLS(t *XDSTLSConfig) *xds.TLSConfig {
+	if t == nil {
+		return nil
+	}
+	return &xds.TLSConfig{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile}
 }
 
 // run starts everything and blocks until ctx is done, then stops in reverse

@@ -1,0 +1,179 @@
+package xds
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unsafe"
+
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Unit tests of the serving pieces of issue 3: marshal once, send bound,
+// ACK tracking and stream metrics.
+
+func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
+	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: clusterA, Endpoints: []*endpoint.LocalityLbEndpoints{{
+		LbEndpoints: []*endpoint.LbEndpoint{lbEndpoint("10.0.0.1", 80, 1)},
+	}}}
+	if _, err := set.apply(map[string]types.Resource{clusterA: cla}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var values [][]byte
+	for range 2 {
+		out := make(chan cachev3.Response, 1)
+		req := &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{clusterA}}
+		if _, err := set.cache.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), out); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (<-out).GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, resp.GetResources()[0].GetValue())
+	}
+	out := make(chan cachev3.DeltaResponse, 1)
+	req := &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{clusterA}}
+	if _, err := set.cache.CreateDeltaWatch(req, stream.NewDeltaSubscription(req.ResourceNamesSubscribe, nil, nil, false), out); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := (<-out).GetDeltaDiscoveryResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values = append(values, delta.GetResources()[0].GetResource().GetValue())
+	for i, v := range values[1:] {
+		if unsafe.SliceData(v) != unsafe.SliceData(values[0]) {
+			t.Errorf("response %d carries its own marshalled copy of the assignment, want the shared bytes", i+1)
+		}
+	}
+}
+
+func TestSendLimiter(t *testing.T) {
+	t.Run("no more sends at once than slots", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := newSendLimiter(2, time.Second)
+			var running, peak atomic.Int32
+			release := make(chan struct{})
+			for range 5 {
+				go func() {
+					_ = l.do(nil, func() error {
+						peak.Store(max(peak.Load(), running.Add(1)))
+						<-release
+						running.Add(-1)
+						return nil
+					})
+				}()
+			}
+			synctest.Wait()
+			if got := running.Load(); got != 2 {
+				t.Errorf("%d sends running, want 2", got)
+			}
+			close(release)
+			synctest.Wait()
+			if got := peak.Load(); got != 2 {
+				t.Errorf("peak of %d sends at once, want 2", got)
+			}
+		})
+	})
+	t.Run("a send blocked past slowAfter frees its slot", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := newSendLimiter(1, 50*time.Millisecond)
+			stuck := make(chan struct{})
+			go func() { _ = l.do(nil, func() error { <-stuck; return nil }) }()
+			synctest.Wait()
+			start := time.Now()
+			if err := l.do(nil, func() error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited != 50*time.Millisecond {
+				t.Errorf("second send waited %v, want 50ms", waited)
+			}
+			close(stuck)
+		})
+	})
+	t.Run("a stream that ends while waiting gives up", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := newSendLimiter(1, time.Hour)
+			stuck := make(chan struct{})
+			go func() { _ = l.do(nil, func() error { <-stuck; return nil }) }()
+			synctest.Wait()
+			done := make(chan struct{})
+			close(done)
+			if err := l.do(done, func() error { return nil }); !errors.Is(err, errStreamDone) {
+				t.Errorf("err = %v, want errStreamDone", err)
+			}
+			close(stuck)
+		})
+	})
+}
+
+func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
+	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	key := streamKey{id: 1_000_000, delta: true}
+	streamsBefore := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta))
+	c.opened(key)
+	if got := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta)) - streamsBefore; got != 1 {
+		t.Errorf("delta streams rose by %v, want 1", got)
+	}
+	typ := resourcev3.EndpointType
+	c.request(key, grpcNode(), typ, "", nil)
+	c.response(key, typ, "1", "v1", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "1"})
+	c.request(key, nil, typ, "1", nil)
+	c.response(key, typ, "2", "v2", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "2"})
+	if got := c.ackedVersion(key, typ); got != "v1" {
+		t.Errorf("acked %q while v2 is un-ACKed, want v1", got)
+	}
+	c.request(key, nil, typ, "2", &status.Status{Message: "rejected"})
+	if got := c.ackedVersion(key, typ); got != "v1" {
+		t.Errorf("acked %q after v2's NACK, want v1", got)
+	}
+	c.response(key, typ, "3", "v3", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "3"})
+	c.request(key, nil, typ, "3", nil)
+	if got := c.ackedVersion(key, typ); got != "v3" {
+		t.Errorf("acked %q, want v3", got)
+	}
+	c.closed(key)
+	if got := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta)) - streamsBefore; got != 0 {
+		t.Errorf("delta streams off by %v after close, want 0", got)
+	}
+}
+
+func TestResponsesAreCountedWithTheirBytes(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80), grpcService("b.local", 80))
+	ts := startReadyServer(t, src)
+	conn := rawClient(t, ts.Addr().String())
+	typ := resourcev3.ClusterType
+	pushes := func() float64 { return testutil.ToFloat64(streamPushesTotal.WithLabelValues(typ)) }
+	bytes := func() float64 { return testutil.ToFloat64(pushBytesTotal.WithLabelValues(typ)) }
+	pushesBefore, bytesBefore := pushes(), bytes()
+
+	sotw := openSotW(t, conn)
+	sotw.send(&discovery.DiscoveryRequest{Node: envoyNode(), TypeUrl: typ})
+	a := sotw.next(t)
+	delta := openDelta(t, conn)
+	delta.send(&discovery.DeltaDiscoveryRequest{Node: envoyNode(), TypeUrl: typ})
+	b := delta.next(t)
+
+	if got := pushes() - pushesBefore; got != 2 {
+		t.Errorf("CDS responses rose by %v, want 2", got)
+	}
+	// Sizes are of the messages, so the client's copies measure the same.
+	if got, want := bytes()-bytesBefore, float64(proto.Size(a)+proto.Size(b)); got != want {
+		t.Errorf("CDS bytes rose by %v, want %v", got, want)
+	}
+}
