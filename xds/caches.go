@@ -20,12 +20,13 @@ type caches struct {
 	endpoints *resourceSet // EDS, every client
 	listeners *resourceSet // LDS, proxyless gRPC only
 	routes    *resourceSet // RDS, proxyless gRPC only
+	mcp       *mcpCache    // MCP types for istiod (mcp.go); nil unless Options.MCP
 	// mux routes each request to one of the caches (MuxCache), behind
 	// nackGuard; it is what the ADS server watches.
 	mux cachev3.Cache
 }
 
-func newCaches(logger log.Logger) *caches {
+func newCaches(logger log.Logger, mcp *mcpCache) *caches {
 	linear := func(typeURL string) *cachev3.LinearCache {
 		return cachev3.NewLinearCache(typeURL, cachev3.WithLogger(logger))
 	}
@@ -34,8 +35,9 @@ func newCaches(logger log.Logger) *caches {
 		endpoints: newResourceSet(linear(resourcev3.EndpointType)),
 		listeners: newResourceSet(linear(resourcev3.ListenerType)),
 		routes:    newResourceSet(linear(resourcev3.RouteType)),
+		mcp:       mcp,
 	}
-	c.mux = nackGuard{&cachev3.MuxCache{
+	mux := &cachev3.MuxCache{
 		Classify: func(r *cachev3.Request) string {
 			return cacheKey(r.GetTypeUrl(), r.GetNode())
 		},
@@ -52,9 +54,18 @@ func newCaches(logger log.Logger) *caches {
 			keyFor(resourcev3.ListenerType, GeneratorEnvoy): linear(resourcev3.ListenerType),
 			keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
 		},
-	}}
+	}
+	if mcp != nil {
+		// Only SotW reaches it: istiod's MCP client does not use Delta.
+		mux.Caches[mcpCacheKey] = mcp
+	}
+	c.mux = nackGuard{mux}
 	return c
 }
+
+// mcpCacheKey classifies every MCP type (isMCPType): meshbridge's own and the
+// ones it answers with an empty list.
+const mcpCacheKey = "mcp"
 
 // cacheKey classifies a request. Only LDS and RDS differ per generator: an
 // Envoy gets their empty caches, because Envoy accepts an api_listener only
@@ -69,6 +80,9 @@ func cacheKey(typeURL string, node *core.Node) string {
 }
 
 func keyFor(typeURL string, gen Generator) string {
+	if isMCPType(typeURL) {
+		return mcpCacheKey
+	}
 	switch typeURL {
 	case resourcev3.ListenerType, resourcev3.RouteType:
 		return string(gen) + " " + typeURL

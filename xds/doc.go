@@ -59,6 +59,19 @@
 //     (mtime, size, through symlinks) changes, and a rotation that does not
 //     load keeps the previous pair (issue 3). Plaintext is the default, for
 //     loopback. tls.go.
+//  14. With Options.MCP, the ADS port also serves istiod's MCP client
+//     (issue 5; DESIGN.md §6): every type URL not starting with
+//     "type.googleapis.com/" goes to one MCP cache that answers SotW with
+//     the complete set of its kind under exactly the requested type URL
+//     (networking.istio.io/v1 and v1alpha3 ServiceEntry, WorkloadEntry),
+//     and any other type with an empty list, as istiod syncs only after a
+//     response for every type it asked for. Each object is an
+//     istio.mcp.v1alpha1.Resource ("<namespace>/<name>", version = content
+//     hash), marshalled once per version; objects failing translate's
+//     validation are skipped. A stream is answered when it was not yet
+//     sent the current set, read from its subscription, not its request:
+//     istiod's first request carries a made-up nonce. Store changes
+//     (MCPConfigChanged) are debounced like pushes. mcp.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One
@@ -66,7 +79,8 @@
 // that owns the caches' content. go-control-plane serves each stream in its
 // own goroutines and reads the caches under their own locks.
 //
-// Not here: push decisions about ServiceEntries (serviceentry), MCP for istiod,
-// authentication beyond TLS on the xDS port, SDS/RTDS/ECDS (requests for other
-// types end the stream), the REST and per-type (non-ADS) xDS services.
+// Not here: push decisions about ServiceEntries (serviceentry), MCP over
+// Delta, authentication beyond TLS on the xDS port, SDS/RTDS/ECDS (requests
+// for other type.googleapis.com types end the stream), the REST and per-type
+// (non-ADS) xDS services.
 package xds

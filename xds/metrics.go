@@ -14,6 +14,7 @@ const (
 	metricStreamPushes = "meshbridge_xds_pushes_total"
 	metricPushBytes    = "meshbridge_xds_push_bytes_total"
 	metricStreams      = "meshbridge_xds_streams"
+	metricMCPPushes    = "meshbridge_mcp_pushes_total"
 	modeSotW           = "sotw"
 	modeDelta          = "delta"
 	pushTypeFull       = "full"
@@ -57,6 +58,13 @@ var (
 		Help: "Open ADS streams, by mode (sotw or delta).",
 	}, []string{"mode"})
 
+	// issue 5 ("Build").
+	mcpPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricMCPPushes,
+		Help: "MCP responses handed to ADS streams (istiod), by requested type URL, including the empty " +
+			"answers to types meshbridge does not produce. One per response per stream.",
+	}, []string{"type_url"})
+
 	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: metricEventToPush,
 		Help: "Seconds from the first event merged into a push request (registry event seen by the " +
@@ -69,5 +77,5 @@ var (
 // registers them once on its registry). The collectors are package-level, so
 // every DiscoveryServer in a process reports into them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams}
+	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal}
 }

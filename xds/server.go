@@ -48,6 +48,10 @@ type Options struct {
 	// client CA; the files are re-read when they change. Nil serves
 	// plaintext (the default, for loopback).
 	TLS *TLSConfig
+	// MCP, when set, also answers istiod's MCP type URLs on the ADS port
+	// from MCP.Source (mcp.go, issue 5). Nil serves no MCP: MCP type URLs
+	// end the stream like any other unserved type.
+	MCP *MCPOptions
 }
 
 // DiscoveryServer serves Clusters, ClusterLoadAssignments and, to proxyless
@@ -80,13 +84,17 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.DebounceAfter = cmp.Or(opts.DebounceAfter, 100*time.Millisecond)
 	opts.DebounceMax = cmp.Or(opts.DebounceMax, 10*time.Second)
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
+	var mcp *mcpCache
+	if opts.MCP != nil {
+		mcp = newMCPCache(opts.MCP.Source, logger)
+	}
 	return &DiscoveryServer{
 		src:     src,
 		opts:    opts,
 		log:     logger,
 		shards:  newEndpointShards(),
 		queue:   newRequestQueue(),
-		caches:  newCaches(gcpLogger(logger)),
+		caches:  newCaches(gcpLogger(logger), mcp),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
 	}
@@ -122,6 +130,10 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		return nil
 	}
 	s.initialPush()
+	if mcp := s.caches.mcp; mcp != nil {
+		mcp.rebuildAll()
+		loop.Go(func() { mcp.run(ctx, s.opts.DebounceAfter, s.opts.DebounceMax) })
+	}
 
 	var creds []grpc.ServerOption
 	if s.opts.TLS != nil {

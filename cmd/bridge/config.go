@@ -24,6 +24,15 @@ type Config struct {
 	HTTP       AddressConfig    `json:"http"`
 	Debounce   DebounceConfig   `json:"debounce"`
 	Sync       SyncConfig       `json:"sync"`
+	MCP        MCPConfig        `json:"mcp"`
+}
+
+// MCPConfig turns on MCP-over-xDS for istiod on the xDS port (issue 5).
+type MCPConfig struct {
+	// Enabled serves the aggregate registry's ServiceEntries and
+	// WorkloadEntries to istiod (MeshConfig configSources "xds://"); default
+	// false.
+	Enabled bool `json:"enabled"`
 }
 
 // RegistryConfig is one registry.

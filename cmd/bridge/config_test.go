@@ -26,6 +26,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		"resolution is STATIC":              r.Resolution == "STATIC",
 		"consul.healthyOnly is true":        *r.Consul.HealthyOnly,
 		"consul.maxWatches is 100":          r.Consul.MaxWatches == 100,
+		"mcp.enabled is false":              !cfg.MCP.Enabled,
 	}
 	for what, ok := range checks {
 		if !ok {

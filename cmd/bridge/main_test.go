@@ -14,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 func freeAddr(t *testing.T) string {
@@ -185,5 +189,73 @@ func TestRunServesHTTP(t *testing.T) {
 	}
 	if code, _ := get("/debug/pprof/"); code != http.StatusOK {
 		t.Errorf("/debug/pprof/ = %d", code)
+	}
+}
+
+// TestRunServesMCP checks the wiring of issue 5: with mcp.enabled the xDS
+// port answers istiod's MCP types, and a registry change reaches the stream
+// through the store handler.
+func TestRunServesMCP(t *testing.T) {
+	xdsAddr := freeAddr(t)
+	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\nmcp: {enabled: true}\ndebounce: {after: 1ms}\n", xdsAddr, freeAddr(t)))
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBridge(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+
+	conn, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// The port opens after the first full push; retry until it does.
+		stream, err = discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+		if err == nil {
+			err = stream.Send(&discovery.DiscoveryRequest{TypeUrl: "networking.istio.io/v1/WorkloadEntry", ResponseNonce: "x"})
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(resp.GetResources()); resp.GetTypeUrl() != "networking.istio.io/v1/WorkloadEntry" || got != 1 {
+		t.Fatalf("got %d resources of %s, want 1 WorkloadEntry", got, resp.GetTypeUrl())
+	}
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
+		t.Fatal(err)
+	}
+
+	svcs := filepath.Join(filepath.Dir(cfgPath), "services.yaml")
+	if err := os.WriteFile(svcs, []byte("services:\n- host: web.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.0.0.1}, {address: 10.0.0.2}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(resp.GetResources()); got != 2 {
+		t.Fatalf("after adding an instance: %d WorkloadEntries, want 2", got)
 	}
 }

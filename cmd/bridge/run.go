@@ -60,10 +60,27 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 		EnableEDSDebounce: *cfg.Debounce.EDS,
 		Logger:            log,
 		TLS:               xdsTLS(cfg.XDS.TLS),
+		MCP:               b.mcpOptions(),
 	})
 	b.controller = serviceentry.NewController(b.store, b.xds, log)
+	if cfg.MCP.Enabled {
+		// TODO(issue 4): when kubernetes.enabled is set too, warn that an
+		// istiod reading both would see every ServiceEntry twice
+		// (istio#37981) unless they target different istiods.
+		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
+			b.store.RegisterEventHandler(kind, func(_, _ *model.Config, _ model.Event) { b.xds.MCPConfigChanged(kind) })
+		}
+	}
 	b.metrics = newMetricsRegistry()
 	return b, nil
+}
+
+// mcpOptions serves the aggregate store to istiod when mcp.enabled.
+func (b *bridge) mcpOptions() *xds.MCPOptions {
+	if !b.cfg.MCP.Enabled {
+		return nil
+	}
+	return &xds.MCPOptions{Source: b.store}
 }
 
 func xdsTLS(t *XDSTLSConfig) *xds.TLSConfig {
@@ -107,7 +124,7 @@ func (b *bridge) run(ctx context.Context) error {
 		return nil
 	})
 	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
-		"registries", len(b.regs))
+		"registries", len(b.regs), "mcp", b.cfg.MCP.Enabled)
 
 	<-ctx.Done()
 	b.log.Info("Stopping meshbridge", "reason", context.Cause(ctx))
