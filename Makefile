@@ -32,6 +32,9 @@ demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC clien
 test: ## Build the test servers, then run unit, integration and e2e tests with -race
 	@consul_bin="$(CONSUL_BIN)"; test -x "$$consul_bin" || { echo "make test: no Consul binary (tools/build.sh consul failed)"; exit 1; }; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" $(GO) test -race -count=1 -timeout 25m ./...
+	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
+	# istio.io/istio stays out of go.mod; the first, cold build takes minutes.
+	cd test/istio && $(GO) test -race -count=1 -timeout 15m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
@@ -42,8 +45,10 @@ test-e2e: ## Run the end-to-end tests only (real Consul, meshbridge binary, grpc
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$(CONSUL_BIN)" $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
-bench: ## Run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/...
+bench: ## Run the micro benchmarks and the suite in bench/ (issue 3); regenerates docs/benchmarks.md
+	@mkdir -p $(BIN)
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/... | tee $(BIN)/micro-bench.txt
+	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
 
 .PHONY: refresh-golden
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml

@@ -19,12 +19,21 @@ func (nopUpdater) EDSCacheUpdate(string, string, string, []*model.Endpoint) {}
 func (nopUpdater) SvcUpdate(string, string, string, model.Event)            {}
 func (nopUpdater) ConfigUpdate(*model.PushRequest)                          {}
 
+// changed moves instance 0 by 100 on odd generations: a generation changes
+// one instance of the service, as BenchmarkSyncInstanceChange says.
+func changed(k, gen int) int {
+	if k == 0 {
+		return gen % 2 * 100
+	}
+	return 0
+}
+
 func benchService(i, instances, gen int) registries.Snapshot {
 	svc := registries.Service{Name: fmt.Sprintf("svc-%05d", i)}
 	for k := range instances {
 		svc.Instances = append(svc.Instances, registries.Instance{
 			ID:      fmt.Sprintf("node-%d/svc-%05d-%d", k, i, k),
-			Address: fmt.Sprintf("10.%d.%d.%d", i/256%256, i%256, k+gen%2*100),
+			Address: fmt.Sprintf("10.%d.%d.%d", i/256%256, i%256, k+changed(k, gen)),
 			Port:    8080, Protocol: "grpc", Weight: 1, Locality: "dc1/zone-a",
 			Labels: map[string]string{"version": "v1", "zone": "zone-a"},
 		})

@@ -50,6 +50,11 @@ type SyncerConfig struct {
 //     push for a new service already carries its endpoints and a removed
 //     service causes no EDS pushes on its way out.
 //
+// Cost: a Snapshot is translated against the service's last Result
+// (translate.TranslateReusing), so unchanged instances keep their objects and
+// hashes, and only changed objects reach the store: a single-instance change
+// costs one WorkloadEntry's hash and write (BenchmarkSyncInstanceChange).
+//
 // Concurrency: Snapshot and Synced may be called from any goroutine.
 type Syncer struct {
 	store   *Store
@@ -60,9 +65,9 @@ type Syncer struct {
 	mu       sync.Mutex
 	regs     map[string]*registryState
 	services map[serviceID]*serviceState
-	claims   map[string][]serviceID              // host → claimants, winner first
-	written  map[string]map[model.ConfigKey]bool // host → keys we stored for it
-	pending  int                                 // registries not yet synced
+	claims   map[string][]serviceID       // host → claimants, winner first
+	written  map[string][]model.ConfigKey // host → keys we stored for it (a slice: a map per host cost ~300 B/instance)
+	pending  int                          // registries not yet synced
 }
 
 type serviceID struct {
@@ -103,7 +108,7 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 		regs:     make(map[string]*registryState, len(cfg.Registries)),
 		services: make(map[serviceID]*serviceState),
 		claims:   make(map[string][]serviceID),
-		written:  make(map[string]map[model.ConfigKey]bool),
+		written:  make(map[string][]model.ConfigKey),
 		pending:  len(cfg.Registries),
 	}
 	for i, r := range cfg.Registries {
@@ -230,7 +235,8 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	r.status.Instances += len(svc.Instances) - st.instances
 	st.instances = len(svc.Instances)
 	s.services[id] = st
-	res, err := r.cfg.Translator.Translate(svc, st.sticky)
+	// Reusing the last Result re-hashes only the instances that changed.
+	res, err := r.cfg.Translator.TranslateReusing(svc, st.sticky, st.result)
 	if err != nil {
 		// The service cannot be represented (e.g. its name makes no valid
 		// host): count it like its instances and keep what we had.

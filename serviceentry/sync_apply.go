@@ -26,23 +26,21 @@ func (s *Syncer) apply(host string) {
 	}
 	// Deletes first, ServiceEntry before WorkloadEntries.
 	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-		for key := range written {
+		for _, key := range written {
 			if key.Kind == kind && !want[key] {
 				s.write(key, nil)
-				delete(written, key)
 			}
 		}
 	}
-	if len(desired) > 0 && written == nil {
-		written = make(map[model.ConfigKey]bool, len(desired))
-		s.written[host] = written
-	}
+	keys := make([]model.ConfigKey, 0, len(desired))
 	for _, cfg := range desired {
 		s.write(cfg.Key(), cfg)
-		written[cfg.Key()] = true
+		keys = append(keys, cfg.Key())
 	}
-	if len(written) == 0 {
+	if len(keys) == 0 {
 		delete(s.written, host)
+	} else {
+		s.written[host] = keys
 	}
 }
 

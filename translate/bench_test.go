@@ -36,3 +36,19 @@ func BenchmarkTranslate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTranslateReusing is BenchmarkTranslate for the Syncer's path: one
+// instance of the 100 changed since the Result passed in.
+func BenchmarkTranslateReusing(b *testing.B) {
+	tr := mustNew(b, Options{})
+	svc := benchService(100)
+	last := mustTranslate(b, tr, svc, Sticky{})
+	changed := benchService(100)
+	changed.Instances[0].Address = "10.9.9.9"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tr.TranslateReusing(changed, last.Sticky, last); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -58,6 +59,30 @@ type Result struct {
 // first choice of port and protocol. Translate is pure and safe for
 // concurrent use; the returned objects are new and owned by the caller.
 func (t *Translator) Translate(svc registries.Service, prev Sticky) (Result, error) {
+	return t.translate(svc, prev, nil, nil)
+}
+
+// TranslateReusing is Translate for a service translated before: last is
+// the Result of the previous call for this service (its Sticky is still
+// passed as prev). The ServiceEntry of last, and in workloadentry mode every
+// WorkloadEntry of last, whose name and spec equal the new one is returned as
+// is, the same *model.Config with its content hash, instead of being
+// validated and hashed again; so a
+// change of one instance costs one instance's hash, not the service's
+// (issue 3, BenchmarkSyncInstanceChange). The output equals Translate's.
+// last is read, never modified; a zero last reuses nothing.
+func (t *Translator) TranslateReusing(svc registries.Service, prev Sticky, last Result) (Result, error) {
+	var reuse []*model.Config
+	if t.opts.Endpoints == EndpointsWorkloadEntry {
+		reuse = last.WorkloadEntries
+	}
+	return t.translate(svc, prev, reuse, last.ServiceEntry)
+}
+
+// translate is Translate; reuse, sorted by name, are WorkloadEntries and
+// lastSE a ServiceEntry that are returned again when their spec is
+// unchanged (validation and the content hash depend on the spec alone).
+func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
 	host, err := t.Host(svc)
 	if err != nil {
 		return Result{}, err
@@ -72,12 +97,16 @@ func (t *Translator) Translate(svc registries.Service, prev Sticky) (Result, err
 		return res, nil
 	}
 	res.Sticky = plan.sticky
-	entries := t.buildEntries(host, plan, insts, &res)
+	entries := t.buildEntries(host, plan, insts, reuse, &res)
 	se := t.serviceEntrySpec(host, plan, entries)
-	if err := ValidateServiceEntry(se); err != nil {
-		return Result{}, fmt.Errorf("service %q: generated ServiceEntry for host %q is invalid: %w", svc.Name, host, err)
+	if lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se) {
+		res.ServiceEntry = lastSE
+	} else {
+		if err := ValidateServiceEntry(se); err != nil {
+			return Result{}, fmt.Errorf("service %q: generated ServiceEntry for host %q is invalid: %w", svc.Name, host, err)
+		}
+		res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), se)
 	}
-	res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), se)
 	if t.opts.Endpoints == EndpointsWorkloadEntry {
 		res.WorkloadEntries = t.workloadEntries(host, entries)
 	}
@@ -93,23 +122,38 @@ type entry struct {
 	id   string
 	port uint32
 	spec *networking.WorkloadEntry
+	name string        // the WorkloadEntry name, workloadentry mode only
+	cfg  *model.Config // a reused WorkloadEntry with this spec, or nil
 }
 
 // buildEntries builds and validates one WorkloadEntry spec per candidate. In
 // workloadentry mode the specs carry the meshbridge.io/service selection label.
 // A spec failing validation rejects its instance (RejectInvalidEntry).
-func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate, res *Result) []entry {
+//
+// A candidate whose WorkloadEntry is in reuse (sorted by name) with an equal
+// spec keeps that object: validation and hashing depend on the spec alone.
+func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate, reuse []*model.Config, res *Result) []entry {
 	names := plan.names()
 	selection := ServiceLabelValue(host)
+	weMode := t.opts.Endpoints == EndpointsWorkloadEntry
 	out := make([]entry, 0, len(insts))
+	// Instances of one service mostly carry equal labels; equal label maps
+	// are shared (objects are read-only once returned), which saves a map
+	// per instance in every stage that keeps the spec (P1 memory, issue 3).
+	var shared map[string]string
 	for _, c := range insts {
 		labels, drops := sanitizeLabels(c.inst.ID, c.inst.Labels)
 		res.DroppedLabels = append(res.DroppedLabels, drops...)
-		if t.opts.Endpoints == EndpointsWorkloadEntry {
+		if weMode {
 			if labels == nil {
 				labels = make(map[string]string, 1)
 			}
 			labels[model.LabelService] = selection
+		}
+		if len(labels) > 0 && len(shared) > 0 && maps.Equal(labels, shared) {
+			labels = shared
+		} else {
+			shared = labels
 		}
 		spec := &networking.WorkloadEntry{
 			Address:  c.address,
@@ -118,11 +162,21 @@ func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate
 			Weight:   max(c.inst.Weight, 1),
 			Locality: c.locality,
 		}
+		e := entry{id: c.inst.ID, port: c.inst.Port, spec: spec}
+		if weMode {
+			e.name = WorkloadEntryName(host, t.opts.Registry, c.inst.ID)
+			if old := findConfig(reuse, e.name); old != nil && equalEntrySpec(old.WorkloadEntry(), spec) {
+				e.spec, e.cfg = old.WorkloadEntry(), old
+				shared = e.spec.Labels
+				out = append(out, e)
+				continue
+			}
+		}
 		if err := t.validateEntry(spec, names); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{InstanceID: c.inst.ID, Reason: RejectInvalidEntry, Detail: err.Error()})
 			continue
 		}
-		out = append(out, entry{id: c.inst.ID, port: c.inst.Port, spec: spec})
+		out = append(out, e)
 	}
 	return out
 }
@@ -171,11 +225,19 @@ func (t *Translator) serviceEntrySpec(host string, plan *portPlan, entries []ent
 // Their metadata labels are the ownership labels plus the selection label.
 func (t *Translator) workloadEntries(host string, entries []entry) []*model.Config {
 	out := make([]*model.Config, 0, len(entries))
+	// Every WorkloadEntry of the host carries the same metadata labels: one
+	// read-only map serves them all.
+	var labels map[string]string
 	for _, e := range entries {
-		labels := t.ownershipLabels()
-		labels[model.LabelService] = ServiceLabelValue(host)
-		name := WorkloadEntryName(host, t.opts.Registry, e.id)
-		out = append(out, t.newConfig(model.KindWorkloadEntry, name, labels, e.spec))
+		if e.cfg != nil {
+			out = append(out, e.cfg)
+			continue
+		}
+		if labels == nil {
+			labels = t.ownershipLabels()
+			labels[model.LabelService] = ServiceLabelValue(host)
+		}
+		out = append(out, t.newConfig(model.KindWorkloadEntry, e.name, labels, e.spec))
 	}
 	slices.SortFunc(out, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -192,4 +254,25 @@ func (t *Translator) newConfig(kind model.Kind, name string, labels map[string]s
 		},
 		Spec: spec,
 	}
+}
+
+// findConfig returns the config named name in configs (sorted by name), or nil.
+func findConfig(configs []*model.Config, name string) *model.Config {
+	i, found := slices.BinarySearchFunc(configs, name, func(c *model.Config, name string) int {
+		return strings.Compare(c.Name, name)
+	})
+	if !found {
+		return nil
+	}
+	return configs[i]
+}
+
+// equalEntrySpec reports whether two WorkloadEntry specs built by
+// buildEntries are equal. It compares every field buildEntries sets; the
+// others are zero in both. Cheaper than proto.Equal, which reflects.
+func equalEntrySpec(a, b *networking.WorkloadEntry) bool {
+	return a != nil && b != nil &&
+		a.Address == b.Address && a.Weight == b.Weight && a.Locality == b.Locality &&
+		a.Network == b.Network && a.ServiceAccount == b.ServiceAccount &&
+		maps.Equal(a.Ports, b.Ports) && maps.Equal(a.Labels, b.Labels)
 }

@@ -1,0 +1,31 @@
+// Bench runs meshbridge's benchmark suite (issue 3) and prints one markdown
+// table row per figure: scenario, parameters, figure, unit. `make bench` runs
+// it after the `go test -bench` micro benchmarks and regenerates
+// docs/benchmarks.md:
+//
+//	go run ./bench -micro micro.txt -out docs/benchmarks.md
+//
+// Method: every scenario builds cmd/bridge's pipeline in this process (an
+// in-process generator registry → serviceentry.Syncer → Store → Controller →
+// xds.DiscoveryServer on 127.0.0.1:0, ready once the Syncer is ready and the
+// Store flushed) and talks to it over real grpc-go ADS streams (SotW,
+// go-control-plane protos) that ACK every response.
+//
+//  1. P1 cold sync: 10,000 services × 10 instances; time until HasSynced and
+//     until one client holds every ClusterLoadAssignment; live heap
+//     (runtime/metrics /gc/heap/live:bytes after GC) before any client
+//     connects, minus an empty bridge's, per instance; workloadentry and
+//     inline endpoint modes.
+//  2. P2 churn fan-out: one instance of one service changes per round; 1,000
+//     streams watch its ClusterLoadAssignment, 100 watch others; event-to-
+//     receive latency, bytes per change, streams woken; EDS debounce on
+//     (debounce.after=100ms) and off.
+//  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
+//     change pushed incrementally vs the same change forced to a full push,
+//     100 streams connected, rounds interleaved in one run.
+//  4. P6 EDS generation: read from BenchmarkEDSGeneration's output (-micro).
+//
+// Figures are measurements, never assertions: nothing here runs under
+// `go test`, which keeps CI fast. The machine's core count and load are
+// written with the results.
+package main

@@ -1,0 +1,39 @@
+package main
+
+// methodText is the method section of docs/benchmarks.md.
+const methodText = `## Method
+
+Everything runs in one process (` + "`go run ./bench`" + `): the pipeline of cmd/bridge/run.go built the same way
+(registry → serviceentry.Syncer → Store → Controller → xds.DiscoveryServer on 127.0.0.1:0, ready gate = Syncer
+ready + Store flushed; cmd/bridge's defaults: plaintext, MCP off, debounce.max 10 s), fed by an in-process
+generator behind registries.Registry (services svc-00000…, 10 instances each on distinct IPs, port 8080,
+protocol grpc, 2 labels, 3 zones; Consul host template). Clients are
+real grpc-go ADS streams (SotW, go-control-plane protos) that ACK every response; many streams share a
+ClientConn, each with its own node ID.
+
+- **P1 cold sync.** Time from the bridge's start to HasSynced (Syncer ready, Store flushed), and to one client
+  (CDS by wildcard, then EDS for every cluster it got, like Envoy) holding every ClusterLoadAssignment. Memory:
+  runtime/metrics ` + "`/gc/heap/live:bytes`" + ` after two runtime.GC calls, read once the first full push is done and
+  before any client connects (so no client state and no per-stream response is counted), minus the same figure
+  for a serving bridge with no services, divided by services × instances. The generator's listing is built
+  before the start and released once delivered; what the bridge keeps of it is counted.
+- **P2 churn fan-out.** Per round instance 0 of service 0 moves to another address (the generator stamps the
+  event time as it calls Sink.Snapshot); event→receive is per watching stream (first response after the
+  event), over every stream and round; event→last receive is the latest of them per round. Before the rounds the
+  cold sync's garbage is collected once and 2 warm-up rounds run uncounted. After each round a 300 ms quiet
+  period catches duplicate or stray sends. With 1,000 streams per round, p99 is decided by the slowest round.
+  Bytes are the encoded DiscoveryResponse sizes summed over the streams that received one (wire framing
+  excluded). "Streams woken" counts streams with at least one
+  response in the round; "other CLAs sent" counts resources other than the stream's own.
+- **P3 incremental vs full.** Process CPU time (getrusage user+system) from the change until the push is done
+  (DiscoveryServer.Sequence) and the watching stream received its ClusterLoadAssignment, minus the idle CPU
+  rate measured for 1 s beforehand times the round's wall time. The full round makes the same change and adds
+  ConfigUpdate{Full, ConfigsUpdated: that service}, what a changed ServiceEntry causes; the two merge in one
+  debounced full push. Rounds alternate after a warm-up; before each round, outside the measured window, a
+  debug.FreeOSMemory and a 50 ms pause keep one round's garbage collection, sweeping and scavenging from being
+  charged to the next (this leaves most of the full push's GC cost out, which makes the ratio conservative).
+  Medians are reported.
+- **P6 EDS generation.** ` + "`go test ./xds -bench EDSGeneration -benchmem`" + `: build one ClusterLoadAssignment
+  from 1,000 endpoints (sorted, as the endpoint shards hand them over) and proto.Marshal it, as an EDS push does
+  per changed cluster.
+`

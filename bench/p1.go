@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// p1 is the cold sync: services × instances listed once → time until
+// HasSynced (Syncer ready and Store flushed, cmd/bridge's gate) and until
+// one ADS client holds every ClusterLoadAssignment, both from the start of
+// the bridge; and the bridge's live heap per instance.
+func p1(opts options, mode translate.EndpointMode) ([]row, error) {
+	params := fmt.Sprintf("%d services × %d instances, endpoints=%s", opts.services, opts.instances, mode)
+	empty, err := emptyBridgeHeap(mode)
+	if err != nil {
+		return nil, err
+	}
+	gen := newGenerator(opts.services, opts.instances)
+	b, err := startBridge(gen, bridgeConfig{endpoints: mode, debounceAfter: 100 * time.Millisecond, edsDebounce: true})
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop()
+	if err := b.waitServing(2 * time.Minute); err != nil {
+		return nil, err
+	}
+	serving := time.Since(b.started)
+	synced := b.synced.Sub(b.started)
+	// The heap is read before any client connects, so no client state and
+	// no per-stream response is counted.
+	heap := liveHeap()
+	if opts.memProfile != "" {
+		if err := writeHeapProfile(opts.memProfile + "." + string(mode)); err != nil {
+			return nil, err
+		}
+	}
+	perInstance := (float64(heap) - float64(empty)) / float64(opts.services*opts.instances)
+
+	all, err := fetchAll(b, opts.services)
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		{"P1 cold sync: HasSynced", params, seconds(synced), "s (target ≤ 3)"},
+		{"P1 cold sync: client holds every CLA", params + fmt.Sprintf(" (first full push done, serving, at %s s)", seconds(serving)),
+			seconds(all), "s (target ≤ 3)"},
+		{"P1 bridge memory", params + fmt.Sprintf(", live heap %.1f MiB − empty %.1f MiB", mib(heap), mib(empty)),
+			fmt.Sprintf("%.0f", perInstance), "B/instance (target ≤ 1024)"},
+	}, nil
+}
+
+// emptyBridgeHeap is the live heap with a serving bridge that has no
+// services.
+func emptyBridgeHeap(mode translate.EndpointMode) (uint64, error) {
+	b, err := startBridge(newGenerator(0, 0), bridgeConfig{endpoints: mode, debounceAfter: 100 * time.Millisecond, edsDebounce: true})
+	if err != nil {
+		return 0, err
+	}
+	defer b.stop()
+	if err := b.waitServing(time.Minute); err != nil {
+		return 0, err
+	}
+	return liveHeap(), nil
+}
+
+// fetchAll connects one client as Envoy does (CDS by wildcard, then EDS for
+// every cluster it got) and returns the time from the bridge's start until
+// it holds a ClusterLoadAssignment for each of the want clusters.
+func fetchAll(b *bridge, want int) (time.Duration, error) {
+	conn, err := dial(b.address())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan time.Time, 1)
+	held := make(map[string]bool, want)
+	var s *adsStream
+	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r receipt) {
+		switch r.resp.TypeUrl {
+		case resourcev3.ClusterType:
+			names := make([]string, 0, len(r.resp.Resources))
+			for _, res := range r.resp.Resources {
+				names = append(names, resourceName(res.GetValue()))
+			}
+			// Sent before this response is ACKed, like Envoy's CDS→EDS.
+			_ = s.subscribe(resourcev3.EndpointType, names)
+		case resourcev3.EndpointType:
+			for _, res := range r.resp.Resources {
+				held[resourceName(res.GetValue())] = true
+			}
+			if len(held) == want {
+				select {
+				case done <- r.at:
+				default:
+				}
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	if err := s.subscribe(resourcev3.ClusterType, nil); err != nil {
+		return 0, err
+	}
+	select {
+	case at := <-done:
+		return at.Sub(b.started), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("client holds %d of %d ClusterLoadAssignments after 2m", len(held), want)
+	}
+}
