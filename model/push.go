@@ -89,3 +89,43 @@ func (pr *PushRequest) Merge(other *PushRequest) *PushRequest {
 func ServiceKey(namespace, host string) ConfigKey {
 	return ConfigKey{Kind: KindServiceEntry, Namespace: namespace, Name: host}
 }
+
+// Clone returns a copy of pr whose maps are its own.
+func (pr *PushRequest) Clone() *PushRequest {
+	if pr == nil {
+		return nil
+	}
+	out := *pr
+	out.ConfigsUpdated = maps.Clone(pr.ConfigsUpdated)
+	out.Reason = maps.Clone(pr.Reason)
+	return &out
+}
+
+// Absorb merges other into pr in place, by Merge's rules. pr must belong to
+// the caller (a Clone, or a request built for the purpose), never a request
+// handed in by someone else. It costs O(len(other)), so accumulating n
+// requests is linear where repeated Merge, which copies both sides, is
+// quadratic (10,000 services in a cold sync).
+func (pr *PushRequest) Absorb(other *PushRequest) {
+	if other == nil {
+		return
+	}
+	pr.Full = pr.Full || other.Full
+	if pr.Start.IsZero() || (!other.Start.IsZero() && other.Start.Before(pr.Start)) {
+		pr.Start = other.Start
+	}
+	if len(other.Reason) > 0 {
+		if pr.Reason == nil {
+			pr.Reason = make(ReasonStats, len(other.Reason))
+		}
+		for k, v := range other.Reason {
+			pr.Reason[k] += v
+		}
+	}
+	if len(other.ConfigsUpdated) > 0 {
+		if pr.ConfigsUpdated == nil {
+			pr.ConfigsUpdated = make(map[ConfigKey]struct{}, len(other.ConfigsUpdated))
+		}
+		maps.Copy(pr.ConfigsUpdated, other.ConfigsUpdated)
+	}
+}

@@ -83,7 +83,11 @@ func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now fu
 				start = last
 				timer = time.After(opts.after)
 			}
-			batch = batch.Merge(req)
+			if batch == nil {
+				batch = req // take() hands over ownership
+			} else {
+				batch.Absorb(req)
+			}
 		case <-timer:
 			timer = nil
 			if free {

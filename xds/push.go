@@ -13,6 +13,9 @@ import (
 func (s *DiscoveryServer) initialPush() {
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
+	// Set before this push reads the shards and services: an update that
+	// saw live false wrote them earlier and is in this push (queueing).
+	s.live.Store(true)
 	s.synced = true
 	s.pushLocked(&model.PushRequest{Full: true, Reason: model.NewReason(model.GlobalUpdate), Start: time.Now()})
 }
@@ -65,6 +68,10 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 // resources changed.
 func (s *DiscoveryServer) fullPush(req *model.PushRequest) int {
 	services := s.src.Services()
+	s.services = make(map[model.ConfigKey]*model.Service, len(services))
+	for _, svc := range services {
+		s.services[model.ServiceKey(svc.Namespace, svc.Hostname)] = svc
+	}
 	clusters := asResources(buildClusters(services))
 	changed := s.apply("clusters", func() (int, error) { return s.caches.clusters.replace(clusters) })
 	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(asResources(buildListeners(services))) })
@@ -88,12 +95,20 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) int {
 
 // edsPush regenerates the ClusterLoadAssignments of the services in
 // ConfigsUpdated (all when empty) and hands only the changed ones to the
-// cache, which wakes only the streams watching them. A service the source no
-// longer lists is skipped: the full push that removes it follows.
+// cache, which wakes only the streams watching them. Services are looked up
+// in the index of the last full push, so the cost follows the change, not the
+// mesh: services only come, go or change through a full push, and a service
+// that push has not seen yet gets its assignments from the full push that
+// follows it.
 func (s *DiscoveryServer) edsPush(req *model.PushRequest) int {
 	cla := make(map[string]types.Resource)
-	for _, svc := range s.src.Services() {
-		if _, listed := req.ConfigsUpdated[model.ServiceKey(svc.Namespace, svc.Hostname)]; listed || len(req.ConfigsUpdated) == 0 {
+	if len(req.ConfigsUpdated) == 0 {
+		for _, svc := range s.services {
+			s.addLoadAssignments(cla, svc)
+		}
+	}
+	for key := range req.ConfigsUpdated {
+		if svc := s.services[key]; svc != nil {
 			s.addLoadAssignments(cla, svc)
 		}
 	}

@@ -20,11 +20,16 @@ func newRequestQueue() *requestQueue {
 	return &requestQueue{ready: make(chan struct{}, 1)}
 }
 
-// add merges req into the pending request (PushRequest.Merge) and wakes the
-// loop.
+// add merges req into the pending request (PushRequest.Merge's rules) and
+// wakes the loop. The pending request is the queue's own copy, so merging is
+// in place and a burst of n requests costs O(n), not O(n²).
 func (q *requestQueue) add(req *model.PushRequest) {
 	q.mu.Lock()
-	q.pending = q.pending.Merge(req)
+	if q.pending == nil {
+		q.pending = req.Clone()
+	} else {
+		q.pending.Absorb(req)
+	}
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -32,7 +37,8 @@ func (q *requestQueue) add(req *model.PushRequest) {
 	}
 }
 
-// take returns the pending request, or nil, and empties the queue.
+// take returns the pending request, or nil, and empties the queue. The
+// request now belongs to the caller.
 func (q *requestQueue) take() *model.PushRequest {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -69,11 +69,17 @@ type DiscoveryServer struct {
 
 	pushMu sync.Mutex // serialises pushes; guards synced and the caches' content
 	synced bool       // the first full push is done
+	// live turns true as the first full push starts; before that, XDSUpdater
+	// calls update the endpoint shards but queue no push (see queueing).
+	live atomic.Bool
 
-	seq     chan int // capacity 1, holds the latest push count
-	pushes  int      // guarded by pushMu
-	addr    atomic.Pointer[net.Addr]
-	serving chan struct{}
+	seq    chan int // capacity 1, holds the latest push count
+	pushes int      // guarded by pushMu
+	// services indexes the last full push's services by ConfigKey; guarded
+	// by pushMu.
+	services map[model.ConfigKey]*model.Service
+	addr     atomic.Pointer[net.Addr]
+	serving  chan struct{}
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts

@@ -18,7 +18,7 @@ func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*
 	start := time.Now()
 	kind := s.shards.update(shard, host, namespace, endpoints)
 	s.log.Debug("Updated endpoints", "host", host, "namespace", namespace, "shard", shard, "count", len(endpoints), "push", kind)
-	if kind == noPush {
+	if kind == noPush || !s.queueing() {
 		return
 	}
 	// Istio keeps reason EndpointUpdate also when it escalates to a full push.
@@ -57,7 +57,7 @@ func (s *DiscoveryServer) SvcUpdate(_, host, namespace string, event model.Event
 // now, so the event-to-push latency is always measured. req is not modified.
 // Never blocks.
 func (s *DiscoveryServer) ConfigUpdate(req *model.PushRequest) {
-	if req == nil {
+	if req == nil || !s.queueing() {
 		return
 	}
 	if req.Start.IsZero() {
@@ -67,3 +67,11 @@ func (s *DiscoveryServer) ConfigUpdate(req *model.PushRequest) {
 	}
 	s.queue.add(req)
 }
+
+// queueing reports whether push requests are queued. Before the first full
+// push they are not: that push reads every shard and service, so a request
+// queued earlier would only push the whole mesh a second time right after
+// it. The order makes this safe: callers update the shards (or the
+// ServiceSource) before asking, and initialPush sets live before it reads
+// them, so an update that finds live false is read by the first push.
+func (s *DiscoveryServer) queueing() bool { return s.live.Load() }
