@@ -140,3 +140,19 @@ func (b *bridge) stop() {
 	b.cancel()
 	b.wg.Wait()
 }
+
+// startServingBridge starts a workloadentry-mode bridge with debounce.after
+// 100ms (EDS debounced when edsDebounce) on gen and waits until it serves:
+// the setup of the churn scenarios (P2, P3). The caller stops it.
+func startServingBridge(gen *generator, edsDebounce bool) (*bridge, error) {
+	b, err := startBridge(gen, bridgeConfig{endpoints: translate.EndpointsWorkloadEntry,
+		debounceAfter: 100 * time.Millisecond, edsDebounce: edsDebounce})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.waitServing(2 * time.Minute); err != nil {
+		b.stop()
+		return nil, err
+	}
+	return b, nil
+}

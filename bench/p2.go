@@ -8,8 +8,6 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-
-	"github.com/meshbridge/meshbridge/translate"
 )
 
 // streamsPerConn is how many ADS streams share one client connection.
@@ -36,15 +34,11 @@ func p2(opts options, edsDebounce bool) ([]row, error) {
 		opts.services, opts.instances, opts.watchers, opts.others, opts.rounds, debounce)
 	params += " (after 2 warm-up rounds)"
 	gen := newGenerator(opts.services, opts.instances)
-	b, err := startBridge(gen, bridgeConfig{endpoints: translate.EndpointsWorkloadEntry,
-		debounceAfter: 100 * time.Millisecond, edsDebounce: edsDebounce})
+	b, err := startServingBridge(gen, edsDebounce)
 	if err != nil {
 		return nil, err
 	}
 	defer b.stop()
-	if err := b.waitServing(2 * time.Minute); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f, err := connectFanout(ctx, b, opts)

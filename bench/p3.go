@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshbridge/meshbridge/model"
-	"github.com/meshbridge/meshbridge/translate"
 )
 
 // p3 compares the process CPU time of one single-instance change pushed
@@ -24,15 +23,11 @@ func p3(opts options) ([]row, error) {
 	params := fmt.Sprintf("%d services × %d instances, %d streams (CDS wildcard + 1 CLA each), %d rounds each, debounce.after=100ms",
 		opts.services, opts.instances, opts.p3Streams, opts.rounds)
 	gen := newGenerator(opts.services, opts.instances)
-	b, err := startBridge(gen, bridgeConfig{endpoints: translate.EndpointsWorkloadEntry,
-		debounceAfter: 100 * time.Millisecond, edsDebounce: true})
+	b, err := startServingBridge(gen, true)
 	if err != nil {
 		return nil, err
 	}
 	defer b.stop()
-	if err := b.waitServing(2 * time.Minute); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	streams, conns, err := connectP3(ctx, b, opts)

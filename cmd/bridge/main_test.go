@@ -49,6 +49,30 @@ func fileConfig(t *testing.T, extra string) string {
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// runBridge runs the real bridge in-process on the configuration at cfgPath
+// until the test ends; run's error fails the test.
+func runBridge(t *testing.T, cfgPath string) *bridge {
+	t.Helper()
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBridge(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return b
+}
+
 func run(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = realMain(args, &out, &errb)
@@ -120,23 +144,7 @@ func TestRunServesHTTP(t *testing.T) {
 	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBridge(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	runBridge(t, cfgPath)
 
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + httpAddr + path)
@@ -198,23 +206,7 @@ func TestRunServesHTTP(t *testing.T) {
 func TestRunServesMCP(t *testing.T) {
 	xdsAddr := freeAddr(t)
 	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\nmcp: {enabled: true}\ndebounce: {after: 1ms}\n", xdsAddr, freeAddr(t)))
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBridge(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	runBridge(t, cfgPath)
 
 	conn, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -225,7 +217,7 @@ func TestRunServesMCP(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		// The port opens after the first full push; retry until it does.
-		stream, err = discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+		stream, err = discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(t.Context(), grpc.WaitForReady(true))
 		if err == nil {
 			err = stream.Send(&discovery.DiscoveryRequest{TypeUrl: "networking.istio.io/v1/WorkloadEntry", ResponseNonce: "x"})
 		}
