@@ -1,9 +1,6 @@
 package xds
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -83,21 +80,10 @@ func workloadEntry(name, addr, hash string) *model.Config {
 // startMCPServer serves src over ADS with MCP on a free port.
 func startMCPServer(t *testing.T, src ConfigSource) *testServer {
 	t.Helper()
-	srv := NewDiscoveryServer(sourceOf(), Options{
+	ts := runServer(t, sourceOf(), Options{
 		Address:       "127.0.0.1:0",
 		DebounceAfter: time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MCP:           &MCPOptions{Source: src},
-	})
-	ts := &testServer{DiscoveryServer: srv, ready: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ts.ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
 	})
 	close(ts.ready)
 	<-ts.Serving()

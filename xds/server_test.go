@@ -48,12 +48,15 @@ type testServer struct {
 // ends; ready is left open for the test to close (or use startReadyServer).
 func startServer(t *testing.T, src ServiceSource, address string) *testServer {
 	t.Helper()
-	srv := NewDiscoveryServer(src, Options{
-		Address:           address,
-		DebounceAfter:     time.Millisecond,
-		EnableEDSDebounce: true,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	return runServer(t, src, Options{Address: address, DebounceAfter: time.Millisecond, EnableEDSDebounce: true})
+}
+
+// runServer runs a DiscoveryServer with opts (logs discarded) until the test
+// ends; ready is left open for the test to close.
+func runServer(t *testing.T, src ServiceSource, opts Options) *testServer {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := NewDiscoveryServer(src, opts)
 	ts := &testServer{DiscoveryServer: srv, ready: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

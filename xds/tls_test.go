@@ -208,21 +208,8 @@ func TestDiscoveryServerOverMTLS(t *testing.T) {
 
 	src := &staticSource{}
 	src.set(grpcService("a.example", 8080))
-	srv := NewDiscoveryServer(src, Options{
-		Address: "127.0.0.1:0", TLS: opts, DebounceAfter: time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	ready := make(chan struct{})
-	close(ready)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	srv := runServer(t, src, Options{Address: "127.0.0.1:0", TLS: opts, DebounceAfter: time.Millisecond})
+	close(srv.ready)
 	<-srv.Serving()
 
 	dial := func(cert *tls.Certificate) *grpc.ClientConn {
