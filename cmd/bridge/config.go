@@ -25,6 +25,39 @@ type Config struct {
 	Debounce   DebounceConfig   `json:"debounce"`
 	Sync       SyncConfig       `json:"sync"`
 	MCP        MCPConfig        `json:"mcp"`
+	Kubernetes KubernetesConfig `json:"kubernetes"`
+}
+
+// KubernetesConfig turns on the Kubernetes output (issue 4): the aggregate
+// registry's objects written as networking.istio.io/v1 CRDs into
+// output.namespace.
+type KubernetesConfig struct {
+	// Enabled writes the objects; default false.
+	Enabled bool `json:"enabled"`
+	// Kubeconfig is a kubeconfig file; "" uses the in-cluster config
+	// (the pod's service account).
+	Kubeconfig string `json:"kubeconfig"`
+	// QPS and Burst are the client's rate limit (default 50 and 100).
+	QPS   float32 `json:"qps"`
+	Burst int     `json:"burst"`
+	// ResyncPeriod is how often the writer lists its objects to
+	// garbage-collect and correct drift; default 5m. (Not in issue 4's key
+	// list; added because operators tune it.)
+	ResyncPeriod   Duration             `json:"resyncPeriod"`
+	LeaderElection LeaderElectionConfig `json:"leaderElection"`
+}
+
+// LeaderElectionConfig is the writer's Lease (client-go leaderelection).
+type LeaderElectionConfig struct {
+	// Enabled defaults to true; with it off every replica writes.
+	Enabled *bool `json:"enabled,omitempty"`
+	// LeaseName defaults to "meshbridge"; LeaseNamespace to output.namespace.
+	LeaseName      string `json:"leaseName"`
+	LeaseNamespace string `json:"leaseNamespace"`
+	// LeaseDuration (15s), RenewDeadline (10s), RetryPeriod (2s).
+	LeaseDuration Duration `json:"leaseDuration"`
+	RenewDeadline Duration `json:"renewDeadline"`
+	RetryPeriod   Duration `json:"retryPeriod"`
 }
 
 // MCPConfig turns on MCP-over-xDS for istiod on the xDS port (issue 5).
@@ -155,6 +188,7 @@ func (c *Config) resolvePaths(dir string) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
+	abs(&c.Kubernetes.Kubeconfig)
 	if t := c.XDS.TLS; t != nil {
 		abs(&t.CertFile)
 		abs(&t.KeyFile)
@@ -199,6 +233,23 @@ func (c *Config) setDefaults() {
 	if c.Debounce.EDS == nil {
 		c.Debounce.EDS = ptr(true)
 	}
+	k := &c.Kubernetes
+	if k.QPS == 0 {
+		k.QPS = 50
+	}
+	if k.Burst == 0 {
+		k.Burst = 100
+	}
+	durIf(&k.ResyncPeriod, 5*time.Minute)
+	le := &k.LeaderElection
+	if le.Enabled == nil {
+		le.Enabled = ptr(true)
+	}
+	setIf(&le.LeaseName, "meshbridge")
+	setIf(&le.LeaseNamespace, c.Output.Namespace)
+	durIf(&le.LeaseDuration, 15*time.Second)
+	durIf(&le.RenewDeadline, 10*time.Second)
+	durIf(&le.RetryPeriod, 2*time.Second)
 	for i := range c.Registries {
 		r := &c.Registries[i]
 		setIf(&r.Resolution, "STATIC")
@@ -268,7 +319,38 @@ func (c *Config) validate() error {
 	if c.Sync.Timeout.Duration < 0 {
 		add("sync.timeout", "must not be negative")
 	}
+	validateKubernetes(&c.Kubernetes, add)
 	return errors.Join(errs...)
+}
+
+func validateKubernetes(k *KubernetesConfig, add func(path, format string, args ...any)) {
+	if k.QPS < 0 {
+		add("kubernetes.qps", "must not be negative")
+	}
+	if k.Burst < 0 {
+		add("kubernetes.burst", "must not be negative")
+	}
+	if k.ResyncPeriod.Duration < 0 {
+		add("kubernetes.resyncPeriod", "must not be negative")
+	}
+	le := k.LeaderElection
+	if !dns1123Label.MatchString(le.LeaseName) {
+		add("kubernetes.leaderElection.leaseName", "%q is not a DNS-1123 label", le.LeaseName)
+	}
+	if !dns1123Label.MatchString(le.LeaseNamespace) {
+		add("kubernetes.leaderElection.leaseNamespace", "%q is not a DNS-1123 label", le.LeaseNamespace)
+	}
+	// client-go's own rules (leaderelection.NewLeaderElector), checked here
+	// so the error names the keys.
+	if le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
+		add("kubernetes.leaderElection.leaseDuration", "%s must be longer than renewDeadline (%s)", le.LeaseDuration, le.RenewDeadline)
+	}
+	if float64(le.RenewDeadline.Duration) <= 1.2*float64(le.RetryPeriod.Duration) {
+		add("kubernetes.leaderElection.renewDeadline", "%s must be longer than 1.2 × retryPeriod (%s)", le.RenewDeadline, le.RetryPeriod)
+	}
+	if le.RetryPeriod.Duration <= 0 {
+		add("kubernetes.leaderElection.retryPeriod", "must be positive")
+	}
 }
 
 func validateRegistry(p string, r RegistryConfig, add func(path, format string, args ...any)) {

@@ -27,6 +27,16 @@ func TestParseConfigDefaults(t *testing.T) {
 		"consul.healthyOnly is true":        *r.Consul.HealthyOnly,
 		"consul.maxWatches is 100":          r.Consul.MaxWatches == 100,
 		"mcp.enabled is false":              !cfg.MCP.Enabled,
+		"kubernetes.enabled is false":       !cfg.Kubernetes.Enabled,
+		"kubernetes.qps is 50":              cfg.Kubernetes.QPS == 50,
+		"kubernetes.burst is 100":           cfg.Kubernetes.Burst == 100,
+		"kubernetes.resyncPeriod is 5m":     cfg.Kubernetes.ResyncPeriod.Duration == 5*time.Minute,
+		"leaderElection.enabled is true":    *cfg.Kubernetes.LeaderElection.Enabled,
+		"leaseName is meshbridge":           cfg.Kubernetes.LeaderElection.LeaseName == "meshbridge",
+		"leaseNamespace is output's":        cfg.Kubernetes.LeaderElection.LeaseNamespace == "meshbridge",
+		"leaseDuration is 15s":              cfg.Kubernetes.LeaderElection.LeaseDuration.Duration == 15*time.Second,
+		"renewDeadline is 10s":              cfg.Kubernetes.LeaderElection.RenewDeadline.Duration == 10*time.Second,
+		"retryPeriod is 2s":                 cfg.Kubernetes.LeaderElection.RetryPeriod.Duration == 2*time.Second,
 	}
 	for what, ok := range checks {
 		if !ok {
@@ -63,6 +73,11 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"xds tls without a key":           {consul + "xds: {tls: {certFile: c.pem}}\n", "xds.tls: certFile and keyFile are both required"},
 		"duration invalid":                {consul + "debounce: {after: soon}\n", "debounce.after"},
 		"debounce max below after":        {consul + "debounce: {after: 2s, max: 1s}\n", "debounce.max: 1s is shorter than debounce.after (2s)"},
+		"kubernetes unknown key":          {consul + "kubernetes: {enabled: true, kubeConfig: x}\n", "kubernetes.kubeConfig: unknown field"},
+		"kubernetes qps negative":         {consul + "kubernetes: {qps: -1}\n", "kubernetes.qps: must not be negative"},
+		"lease name not a label":          {consul + "kubernetes: {leaderElection: {leaseName: Mesh_Bridge}}\n", `kubernetes.leaderElection.leaseName: "Mesh_Bridge" is not a DNS-1123 label`},
+		"lease shorter than renew":        {consul + "kubernetes: {leaderElection: {leaseDuration: 5s}}\n", "kubernetes.leaderElection.leaseDuration: 5s must be longer than renewDeadline (10s)"},
+		"renew too close to retry":        {consul + "kubernetes: {leaderElection: {retryPeriod: 9s}}\n", "kubernetes.leaderElection.renewDeadline: 10s must be longer than 1.2 × retryPeriod (9s)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshbridge/meshbridge/kube"
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
@@ -29,7 +30,7 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo)
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, group := range [][]prometheus.Collector{
-		registries.Collectors(), serviceentry.Collectors(), xds.Collectors(),
+		registries.Collectors(), serviceentry.Collectors(), xds.Collectors(), kube.Collectors(),
 	} {
 		reg.MustRegister(group...)
 	}

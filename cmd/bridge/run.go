@@ -32,6 +32,7 @@ type bridge struct {
 	syncer     *serviceentry.Syncer
 	controller *serviceentry.Controller
 	xds        *xds.DiscoveryServer
+	kube       *kubeOutput // nil unless kubernetes.enabled
 	metrics    *prometheus.Registry
 	ready      chan struct{} // closed once the store holds every registry's first listing
 }
@@ -63,10 +64,20 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 		MCP:               b.mcpOptions(),
 	})
 	b.controller = serviceentry.NewController(b.store, b.xds, log)
+	if cfg.Kubernetes.Enabled {
+		names := make([]string, len(syncRegs))
+		for i, r := range syncRegs {
+			names[i] = r.Name
+		}
+		if b.kube, err = b.newKubeOutput(names); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MCP.Enabled && cfg.Kubernetes.Enabled {
+		log.Warn("mcp.enabled and kubernetes.enabled are both set: an istiod that reads this bridge over MCP and the " +
+			"cluster's CRDs sees every ServiceEntry and WorkloadEntry twice (istio#37981); point the two outputs at different istiods")
+	}
 	if cfg.MCP.Enabled {
-		// TODO(issue 4): when kubernetes.enabled is set too, warn that an
-		// istiod reading both would see every ServiceEntry twice
-		// (istio#37981) unless they target different istiods.
 		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
 			b.store.RegisterEventHandler(kind, func(_, _ *model.Config, _ model.Event) { b.xds.MCPConfigChanged(kind) })
 		}
@@ -117,6 +128,9 @@ func (b *bridge) run(ctx context.Context) error {
 	}
 	goFn("ready", func() error { return b.waitReady(ctx) })
 	goFn("xds", func() error { return b.xds.Run(ctx, b.ready) })
+	if b.kube != nil {
+		goFn("kubernetes", func() error { return b.runKube(ctx) })
+	}
 	goFn("http", func() error {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -124,7 +138,7 @@ func (b *bridge) run(ctx context.Context) error {
 		return nil
 	})
 	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
-		"registries", len(b.regs), "mcp", b.cfg.MCP.Enabled)
+		"registries", len(b.regs), "mcp", b.cfg.MCP.Enabled, "kubernetes", b.cfg.Kubernetes.Enabled)
 
 	<-ctx.Done()
 	b.log.Info("Stopping meshbridge", "reason", context.Cause(ctx))

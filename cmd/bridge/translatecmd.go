@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	versioned "istio.io/client-go/pkg/clientset/versioned"
+
+	"github.com/meshbridge/meshbridge/kube"
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
@@ -25,6 +28,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	var cf commonFlags
 	cf.register(fs)
 	output := fs.String("o", "yaml", "output format: yaml or json")
+	diff := fs.Bool("diff", false, "compare with the cluster (kubernetes.kubeconfig, output.namespace) and print what would be created, updated and deleted")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -52,6 +56,13 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfgs := append(store.List(model.KindServiceEntry, ""), store.List(model.KindWorkloadEntry, "")...)
+	if *diff {
+		names := make([]string, len(syncRegs))
+		for i, r := range syncRegs {
+			names[i] = r.Name
+		}
+		return printDiff(cfg, names, cfgs, stdout, stderr)
+	}
 	render := translate.ToYAML
 	if *output == "json" {
 		render = translate.ToJSON
@@ -62,6 +73,37 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	_, _ = stdout.Write(out)
+	return 0
+}
+
+// printDiff prints kube.Diff of cfgs against the cluster, one change per
+// line ("create ServiceEntry/ns/name"), then a summary line. It writes
+// nothing to the cluster.
+func printDiff(cfg *Config, registryNames []string, cfgs []*model.Config, stdout, stderr io.Writer) int {
+	rc, err := restConfig(cfg.Kubernetes)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
+		return 1
+	}
+	client, err := versioned.NewForConfig(rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshbridge: kubernetes: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	changes, err := kube.Diff(ctx, client, cfg.Output.Namespace, registryNames, cfgs)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshbridge: diff: %v\n", err)
+		return 1
+	}
+	count := map[string]int{}
+	for _, c := range changes {
+		count[c.Op]++
+		fmt.Fprintln(stdout, c.String())
+	}
+	fmt.Fprintf(stdout, "# %d to create, %d to update, %d to delete, %d conflicts (names held by objects meshbridge does not own) in namespace %s\n",
+		count[kube.OpCreate], count[kube.OpUpdate], count[kube.OpDelete], count[kube.OpConflict], cfg.Output.Namespace)
 	return 0
 }
 

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	versioned "istio.io/client-go/pkg/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/meshbridge/meshbridge/kube"
+)
+
+// kubeOutput is the Kubernetes output when kubernetes.enabled: the writer
+// and the client its leader election uses.
+type kubeOutput struct {
+	writer *kube.Writer
+	client kubernetes.Interface
+}
+
+// restConfig loads kubernetes.kubeconfig, or the in-cluster config when it
+// is "", with the configured client rate limit.
+func restConfig(k KubernetesConfig) (*rest.Config, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if k.Kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: no kubeconfig set and not running in a cluster: %w", err)
+		}
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.kubeconfig: %w", err)
+		}
+	}
+	rc.QPS, rc.Burst = k.QPS, k.Burst
+	rc.UserAgent = "meshbridge/" + version
+	return rc, nil
+}
+
+// newKubeOutput builds the writer on the bridge's store. It contacts no
+// server; an unreachable apiserver shows up as retried writes.
+func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
+	k := b.cfg.Kubernetes
+	rc, err := restConfig(k)
+	if err != nil {
+		return nil, err
+	}
+	istio, err := versioned.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	w, err := kube.NewWriter(b.store, kube.Options{
+		Namespace:      b.cfg.Output.Namespace,
+		Registries:     registryNames,
+		Client:         istio,
+		RegistrySynced: b.syncer.RegistrySynced,
+		ResyncPeriod:   k.ResyncPeriod.Duration,
+		Logger:         b.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kubeOutput{writer: w, client: client}, nil
+}
+
+// runKube runs the writer's workers and, once the aggregate registry has
+// synced (so garbage collection sees every registry's objects), leads: at
+// once without leader election, else while holding the Lease.
+func (b *bridge) runKube(ctx context.Context) error {
+	go b.kube.writer.Run(ctx)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-b.ready:
+	}
+	le := b.cfg.Kubernetes.LeaderElection
+	if !*le.Enabled {
+		b.kube.writer.Lead(ctx)
+		return nil
+	}
+	return kube.RunLeaderElection(ctx, b.kube.client, kube.LeaderElection{
+		LeaseName:      le.LeaseName,
+		LeaseNamespace: le.LeaseNamespace,
+		LeaseDuration:  le.LeaseDuration.Duration,
+		RenewDeadline:  le.RenewDeadline.Duration,
+		RetryPeriod:    le.RetryPeriod.Duration,
+	}, b.log, b.kube.writer.Lead)
+}
