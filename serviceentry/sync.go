@@ -246,6 +246,14 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	if st.host != "" && st.host != res.Host {
 		s.release(id, st.host)
 	}
+	// Log changes of form only: an inline service past the CRD's endpoint
+	// or etcd's size limit is written as WorkloadEntries (translate, issue 4).
+	if was := st.result.Fallback != ""; res.Fallback != "" && !was {
+		s.log.Warn("Service written in WorkloadEntry form", "registry", r.cfg.Name, "service", svc.Name,
+			"reason", res.Fallback)
+	} else if res.Fallback == "" && was {
+		s.log.Info("Service written inline again", "registry", r.cfg.Name, "service", svc.Name)
+	}
 	st.host, st.sticky, st.result = res.Host, res.Sticky, res
 	s.logRejections(r.cfg.Name, svc.Name, st, res)
 	s.claim(id, res.Host)

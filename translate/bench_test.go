@@ -52,3 +52,22 @@ func BenchmarkTranslateReusing(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTranslateInline is BenchmarkTranslate in inline mode, where every
+// new ServiceEntry's JSON size is checked against MaxObjectBytes (issue 4),
+// for a common service and one near the CRD's 4096 endpoints.
+func BenchmarkTranslateInline(b *testing.B) {
+	for _, n := range []int{100, 4000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			tr := mustNew(b, Options{Endpoints: EndpointsInline})
+			svc := benchService(n)
+			prev := mustTranslate(b, tr, svc, Sticky{}).Sticky
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tr.Translate(svc, prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,8 +1,9 @@
 // Package translate turns one registry service (registries.Service with its
 // instances) into Istio networking.istio.io/v1 objects: one ServiceEntry for
-// its host and, by default, one WorkloadEntry per usable instance, as
-// *model.Config ready for the aggregate store, the Kubernetes writer and
-// `meshbridge translate` (ToYAML, ToJSON).
+// its host and, by default or when inline endpoints would not fit (rule 10),
+// one WorkloadEntry per usable instance, as *model.Config ready for the
+// aggregate store, the Kubernetes writer and `meshbridge translate` (ToYAML,
+// ToJSON).
 //
 // Rules (DESIGN.md §3 and issue 2 unless noted):
 //  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host, or
@@ -37,6 +38,17 @@
 //     other rejected (duplicate-endpoint): grpc-go NACKs duplicate addresses.
 //  9. Output is sorted (WorkloadEntries by name, inline endpoints by address
 //     and port, rejections by instance ID) so that hashes and goldens are stable.
+//  10. Inline mode never writes a ServiceEntry the API server or etcd would
+//     refuse (issue 4): a service with more than MaxInlineEndpoints (4096)
+//     admitted instances, the ServiceEntry CRD's spec.endpoints maxItems
+//     (istio.io/api service_entry.proto), or whose inline ServiceEntry's
+//     JSON would be over MaxObjectBytes less 8 KiB (etcd's default
+//     --max-request-bytes, 1.5 MiB; custom resources are stored as JSON), is
+//     emitted in WorkloadEntry form exactly as workloadentry mode emits it,
+//     and Result.Fallback gives the reason. The form is decided on every
+//     call, so a service that shrinks goes back inline. A host too long to
+//     name WorkloadEntries (over 242 characters) that must fall back is an
+//     error.
 //
 // Concurrency: a Translator is immutable after New and safe for concurrent
 // use; the per-service state (Sticky) is kept by the caller.

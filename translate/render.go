@@ -99,25 +99,34 @@ func toObjects(cfgs []*model.Config) ([]object, error) {
 	})
 	objs := make([]object, 0, len(sorted))
 	for _, c := range sorted {
-		if c.Spec == nil {
-			return nil, fmt.Errorf("encode %s: no spec", c.Key())
-		}
-		spec, err := protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: false}.Marshal(c.Spec)
+		o, err := toObject(c)
 		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", c.Key(), err)
+			return nil, err
 		}
-		// protojson randomizes whitespace on purpose; compact it so that
-		// output is byte-stable.
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, spec); err != nil {
-			return nil, fmt.Errorf("encode %s: %w", c.Key(), err)
-		}
-		objs = append(objs, object{
-			APIVersion: model.APIVersion,
-			Kind:       string(c.Kind),
-			Metadata:   objectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations},
-			Spec:       compact.Bytes(),
-		})
+		objs = append(objs, o)
 	}
 	return objs, nil
+}
+
+// toObject is c as kubectl sees it, its spec compact protojson.
+func toObject(c *model.Config) (object, error) {
+	if c.Spec == nil {
+		return object{}, fmt.Errorf("encode %s: no spec", c.Key())
+	}
+	spec, err := protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: false}.Marshal(c.Spec)
+	if err != nil {
+		return object{}, fmt.Errorf("encode %s: %w", c.Key(), err)
+	}
+	// protojson randomizes whitespace on purpose; compact it so that
+	// output is byte-stable.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, spec); err != nil {
+		return object{}, fmt.Errorf("encode %s: %w", c.Key(), err)
+	}
+	return object{
+		APIVersion: model.APIVersion,
+		Kind:       string(c.Kind),
+		Metadata:   objectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations},
+		Spec:       compact.Bytes(),
+	}, nil
 }

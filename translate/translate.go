@@ -37,7 +37,8 @@ type Result struct {
 	// ServiceEntry is nil only when no port is known yet: no servicePort,
 	// no declared port, nothing kept in Sticky and no usable instance.
 	ServiceEntry *model.Config
-	// WorkloadEntries are sorted by name; empty in inline mode.
+	// WorkloadEntries are sorted by name; empty in inline mode unless
+	// Fallback is set.
 	WorkloadEntries []*model.Config
 	// Rejected lists skipped instances, sorted by instance ID.
 	Rejected []Rejection
@@ -45,43 +46,59 @@ type Result struct {
 	DroppedLabels []LabelDrop
 	// Sticky is the state to pass to the next Translate of this service.
 	Sticky Sticky
+	// Fallback is empty unless inline mode could not list the service's
+	// endpoints inline (issue 4): more than MaxInlineEndpoints admitted
+	// instances, or an inline ServiceEntry over MaxObjectBytes. The service
+	// is then emitted in WorkloadEntry form, exactly as workloadentry mode
+	// emits it (a ServiceEntry with the meshbridge.io/service
+	// workloadSelector and one WorkloadEntry per instance), and Fallback is
+	// the human reason, for a warning, e.g. "4,200 endpoints exceed the
+	// ServiceEntry CRD's limit of 4096 inline endpoints". It is decided
+	// anew on every call: a service that shrinks goes back inline.
+	// Workloadentry mode never sets it.
+	Fallback string
 }
 
 // Translate converts one registry service into a ServiceEntry and, in
-// workloadentry mode, one WorkloadEntry per usable instance (DESIGN.md §3,
-// issue 2). prev is the Sticky returned by the previous call for this service
+// workloadentry mode or when inline endpoints would not fit (Result.Fallback,
+// issue 4), one WorkloadEntry per usable instance (DESIGN.md §3, issue 2).
+// prev is the Sticky returned by the previous call for this service
 // (zero on the first). Instance problems become Rejections and LabelDrops,
 // never an error: the error is for service-level failures only (an invalid
-// host, an invalid declared port, or a generated ServiceEntry failing
-// ValidateServiceEntry); on error the Result is zero and the caller keeps its
-// previous state. Output is deterministic for equal inputs; in
-// workloadentry mode the ServiceEntry depends on instances only through the
-// first choice of port and protocol. Translate is pure and safe for
-// concurrent use; the returned objects are new and owned by the caller.
+// host, an invalid declared port, a generated ServiceEntry failing
+// ValidateServiceEntry, or a service that must fall back to WorkloadEntries
+// whose host is too long to name them); on error the Result is zero and
+// the caller keeps its previous state. Output is deterministic for equal
+// inputs; in workloadentry mode the ServiceEntry depends on instances only
+// through the first choice of port and protocol. Translate is pure and safe
+// for concurrent use; the returned objects are new and owned by the caller.
 func (t *Translator) Translate(svc registries.Service, prev Sticky) (Result, error) {
 	return t.translate(svc, prev, nil, nil)
 }
 
 // TranslateReusing is Translate for a service translated before: last is
 // the Result of the previous call for this service (its Sticky is still
-// passed as prev). The ServiceEntry of last, and in workloadentry mode every
-// WorkloadEntry of last, whose name and spec equal the new one is returned as
-// is, the same *model.Config with its content hash, instead of being
-// validated and hashed again; so a
+// passed as prev). The ServiceEntry of last, and when the service is emitted
+// in WorkloadEntry form every WorkloadEntry of last, whose name and spec
+// equal the new one is returned as is, the same *model.Config with its
+// content hash, instead of being validated and hashed again; so a
 // change of one instance costs one instance's hash, not the service's
-// (issue 3, BenchmarkSyncInstanceChange). The output equals Translate's.
+// (issue 3, BenchmarkSyncInstanceChange). The output equals Translate's,
+// also when the service switches between inline and WorkloadEntry form
+// (Result.Fallback): an object of the other form never has an equal spec.
 // last is read, never modified; a zero last reuses nothing.
 func (t *Translator) TranslateReusing(svc registries.Service, prev Sticky, last Result) (Result, error) {
-	var reuse []*model.Config
-	if t.opts.Endpoints == EndpointsWorkloadEntry {
-		reuse = last.WorkloadEntries
-	}
-	return t.translate(svc, prev, reuse, last.ServiceEntry)
+	return t.translate(svc, prev, last.WorkloadEntries, last.ServiceEntry)
 }
 
 // translate is Translate; reuse, sorted by name, are WorkloadEntries and
 // lastSE a ServiceEntry that are returned again when their spec is
 // unchanged (validation and the content hash depend on the spec alone).
+//
+// The form is decided per call: the configured mode, except that an inline
+// service with more than MaxInlineEndpoints admitted instances is built in
+// WorkloadEntry form, and one whose inline ServiceEntry is over
+// MaxObjectBytes is built again in that form (Result.Fallback).
 func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
 	host, err := t.Host(svc)
 	if err != nil {
@@ -97,9 +114,33 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 		return res, nil
 	}
 	res.Sticky = plan.sticky
-	entries := t.buildEntries(host, plan, insts, reuse, &res)
-	se := t.serviceEntrySpec(host, plan, entries)
-	if lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se) {
+	mode := t.opts.Endpoints
+	if mode == EndpointsInline && len(insts) > MaxInlineEndpoints {
+		mode, res.Fallback = EndpointsWorkloadEntry, endpointCountFallback(len(insts))
+		if err := checkFallbackHost(svc, host, res.Fallback); err != nil {
+			return Result{}, err
+		}
+	}
+	// buildEntries appends to these; a rebuild in the other form starts over.
+	rejected, dropped := len(res.Rejected), len(res.DroppedLabels)
+	entries := t.buildEntries(mode, host, plan, insts, reuse, &res)
+	se := t.serviceEntrySpec(mode, host, plan, entries)
+	reused := lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
+	// A reused inline ServiceEntry passed this check when it was built: the
+	// size depends on the spec and this Translator's metadata alone.
+	if mode == EndpointsInline && !reused {
+		if reason := t.inlineSizeFallback(host, se); reason != "" {
+			mode, res.Fallback = EndpointsWorkloadEntry, reason
+			if err := checkFallbackHost(svc, host, reason); err != nil {
+				return Result{}, err
+			}
+			res.Rejected, res.DroppedLabels = res.Rejected[:rejected], res.DroppedLabels[:dropped]
+			entries = t.buildEntries(mode, host, plan, insts, reuse, &res)
+			se = t.serviceEntrySpec(mode, host, plan, entries)
+			reused = lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
+		}
+	}
+	if reused {
 		res.ServiceEntry = lastSE
 	} else {
 		if err := ValidateServiceEntry(se); err != nil {
@@ -107,7 +148,7 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 		}
 		res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), se)
 	}
-	if t.opts.Endpoints == EndpointsWorkloadEntry {
+	if mode == EndpointsWorkloadEntry {
 		res.WorkloadEntries = t.workloadEntries(host, entries)
 	}
 	slices.SortStableFunc(res.Rejected, func(a, b Rejection) int { return strings.Compare(a.InstanceID, b.InstanceID) })
@@ -115,6 +156,17 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 		return cmp.Or(strings.Compare(a.InstanceID, b.InstanceID), strings.Compare(a.Key, b.Key))
 	})
 	return res, nil
+}
+
+// checkFallbackHost fails a service that must fall back to WorkloadEntry
+// form when its host, valid inline, is too long to name WorkloadEntries
+// (maxHostLength): neither form can then be written.
+func checkFallbackHost(svc registries.Service, host, reason string) error {
+	if len(host) <= maxHostLength {
+		return nil
+	}
+	return fmt.Errorf("service %q: host %q: cannot be written inline (%s) nor as WorkloadEntries (host longer than %d characters)",
+		svc.Name, host, reason, maxHostLength)
 }
 
 // entry is a validated WorkloadEntry spec for one instance.
@@ -126,16 +178,19 @@ type entry struct {
 	cfg  *model.Config // a reused WorkloadEntry with this spec, or nil
 }
 
-// buildEntries builds and validates one WorkloadEntry spec per candidate. In
-// workloadentry mode the specs carry the meshbridge.io/service selection label.
-// A spec failing validation rejects its instance (RejectInvalidEntry).
+// buildEntries builds and validates one WorkloadEntry spec per candidate for
+// the form mode. In WorkloadEntry form the specs carry the
+// meshbridge.io/service selection label and are validated as WorkloadEntries;
+// inline, as endpoints of the ServiceEntry. A spec failing validation rejects
+// its instance (RejectInvalidEntry).
 //
-// A candidate whose WorkloadEntry is in reuse (sorted by name) with an equal
-// spec keeps that object: validation and hashing depend on the spec alone.
-func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate, reuse []*model.Config, res *Result) []entry {
+// In WorkloadEntry form, a candidate whose WorkloadEntry is in reuse (sorted
+// by name) with an equal spec keeps that object: validation and hashing
+// depend on the spec alone. Inline, reuse is ignored.
+func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan, insts []candidate, reuse []*model.Config, res *Result) []entry {
 	names := plan.names()
 	selection := ServiceLabelValue(host)
-	weMode := t.opts.Endpoints == EndpointsWorkloadEntry
+	weMode := mode == EndpointsWorkloadEntry
 	out := make([]entry, 0, len(insts))
 	// Instances of one service mostly carry equal labels; equal label maps
 	// are shared (objects are read-only once returned), which saves a map
@@ -172,7 +227,7 @@ func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate
 				continue
 			}
 		}
-		if err := t.validateEntry(spec, names); err != nil {
+		if err := t.validateEntry(mode, spec, names); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{InstanceID: c.inst.ID, Reason: RejectInvalidEntry, Detail: err.Error()})
 			continue
 		}
@@ -181,10 +236,11 @@ func (t *Translator) buildEntries(host string, plan *portPlan, insts []candidate
 	return out
 }
 
-// validateEntry applies the checks istiod applies to a WorkloadEntry, or to
-// an inline endpoint of a ServiceEntry with this resolution and these ports.
-func (t *Translator) validateEntry(we *networking.WorkloadEntry, portNames map[string]bool) error {
-	if t.opts.Endpoints == EndpointsInline {
+// validateEntry applies the checks istiod applies to a WorkloadEntry, or, in
+// inline form, to an endpoint of a ServiceEntry with this resolution and
+// these ports.
+func (t *Translator) validateEntry(mode EndpointMode, we *networking.WorkloadEntry, portNames map[string]bool) error {
+	if mode == EndpointsInline {
 		return validateEndpoint(we, portNames, t.resolution())
 	}
 	return ValidateWorkloadEntry(we)
@@ -198,16 +254,16 @@ func (t *Translator) resolution() networking.ServiceEntry_Resolution {
 }
 
 // serviceEntrySpec builds the ServiceEntry: one host, MESH_INTERNAL, the
-// planned ports, and either a workloadSelector on meshbridge.io/service or the
-// entries inline, sorted by address then port.
-func (t *Translator) serviceEntrySpec(host string, plan *portPlan, entries []entry) *networking.ServiceEntry {
+// planned ports, and per form mode either a workloadSelector on
+// meshbridge.io/service or the entries inline, sorted by address then port.
+func (t *Translator) serviceEntrySpec(mode EndpointMode, host string, plan *portPlan, entries []entry) *networking.ServiceEntry {
 	se := &networking.ServiceEntry{
 		Hosts:      []string{host},
 		Ports:      plan.ports,
 		Location:   networking.ServiceEntry_MESH_INTERNAL,
 		Resolution: t.resolution(),
 	}
-	if t.opts.Endpoints == EndpointsWorkloadEntry {
+	if mode == EndpointsWorkloadEntry {
 		se.WorkloadSelector = &networking.WorkloadSelector{Labels: map[string]string{model.LabelService: ServiceLabelValue(host)}}
 		return se
 	}

@@ -20,7 +20,7 @@ const (
 	maxAddresses      = 256
 	maxAddressLength  = 64
 	maxPorts          = 256
-	maxEndpoints      = 4096
+	maxEndpoints      = MaxInlineEndpoints
 	maxPortFieldLen   = 256 // ServicePort name and protocol
 	maxEntryAddress   = 256
 	maxEntryPorts     = 128
