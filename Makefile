@@ -8,6 +8,8 @@ BIN := bin
 export MESHBRIDGE_CACHE ?= $(HOME)/.cache/meshbridge
 # Consul binary path, resolved (and built when missing) on first use.
 CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
+# Every test server, built in parallel: NAME=PATH lines from tools/build.sh.
+SERVERS = tools/build.sh consul kube
 
 .PHONY: help
 help: ## Show this help
@@ -21,8 +23,8 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul
-	tools/build.sh consul
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd
+	$(SERVERS)
 
 .PHONY: demo
 demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC client
@@ -30,25 +32,36 @@ demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC clien
 
 .PHONY: test
 test: ## Build the test servers, then run unit, integration and e2e tests with -race
-	@consul_bin="$(CONSUL_BIN)"; test -x "$$consul_bin" || { echo "make test: no Consul binary (tools/build.sh consul failed)"; exit 1; }; \
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" $(GO) test -race -count=1 -timeout 25m ./...
+	@servers=$$($(SERVERS)) || { echo "make test: building the test servers failed"; exit 1; }; \
+	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
+	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
+		$(GO) test -race -count=1 -timeout 25m ./...
 	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
 	# istio.io/istio stays out of go.mod; the first, cold build takes minutes.
 	cd test/istio && $(GO) test -race -count=1 -timeout 15m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
-	$(GO) test -race -count=1 ./model/... ./translate/... ./serviceentry/... ./internal/... ./registries/file/... ./xds/...
+	$(GO) test -race -count=1 ./model/... ./translate/... ./serviceentry/... ./internal/... ./registries/file/... ./xds/... ./kube/...
 
 .PHONY: test-e2e
-test-e2e: ## Run the end-to-end tests only (real Consul, meshbridge binary, grpc-go xDS client)
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$(CONSUL_BIN)" $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
+test-e2e: ## Run the end-to-end tests only (real Consul and kube-apiserver, meshbridge binary, grpc-go xDS client)
+	@servers=$$($(SERVERS)) || exit 1; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
+		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
 bench: ## Run the micro benchmarks and the suite in bench/ (issue 3); regenerates docs/benchmarks.md
 	@mkdir -p $(BIN)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/... | tee $(BIN)/micro-bench.txt
 	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
+
+.PHONY: bench-kube
+bench-kube: ## P5 (issue 4): 1,000 ServiceEntries written to a real kube-apiserver, and a no-change resync
+	@servers=$$(tools/build.sh kube) || exit 1; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
+		$(GO) test -run '^$$' -bench P5 -benchtime 3x ./kube/
 
 .PHONY: refresh-golden
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,7 +98,9 @@ type Writer struct {
 	ours  string // the label selector of our objects
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
 
-	leaders atomic.Int32 // active Lead calls
+	leaders    atomic.Int32 // active Lead calls
+	inflight   atomic.Int32 // keys being synced
+	lastResync atomic.Pointer[time.Time]
 
 	mu sync.Mutex
 	// live is what the apiserver holds under our names: from the last
@@ -153,6 +156,20 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		src.RegisterEventHandler(kind, w.onEvent)
 	}
 	return w, nil
+}
+
+// Pending is the number of objects queued or being written; retries still
+// waiting out their backoff are not counted.
+func (w *Writer) Pending() int { return w.queue.Len() + int(w.inflight.Load()) }
+
+// LastResync is when the last successful list of the apiserver's objects
+// finished (zero before the first); every object it queued is then either
+// pending or done.
+func (w *Writer) LastResync() time.Time {
+	if t := w.lastResync.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
 
 // Selector is the label selector of the objects this writer owns.
@@ -250,11 +267,12 @@ func (w *Writer) resync(ctx context.Context) error {
 			live[model.ConfigKey{Kind: kind, Namespace: w.opts.Namespace, Name: o.Name}] = stateOf(o)
 		}
 	}
+	listed := slices.Collect(maps.Keys(live))
 	w.mu.Lock()
-	w.live = live
+	w.live = live // the workers' from now on
 	clear(w.rejected)
 	w.mu.Unlock()
-	for key := range live {
+	for _, key := range listed {
 		w.queue.Add(key)
 	}
 	desired := 0
@@ -265,7 +283,9 @@ func (w *Writer) resync(ctx context.Context) error {
 		}
 	}
 	queueDepth.Set(float64(w.queue.Len()))
-	w.log.Debug("Resynced with the apiserver", "live", len(live), "desired", desired)
+	now := time.Now()
+	w.lastResync.Store(&now)
+	w.log.Debug("Resynced with the apiserver", "live", len(listed), "desired", desired)
 	return nil
 }
 
@@ -278,7 +298,11 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	if shutdown {
 		return false
 	}
-	defer w.queue.Done(key)
+	w.inflight.Add(1)
+	defer func() {
+		w.queue.Done(key)
+		w.inflight.Add(-1)
+	}()
 	queueDepth.Set(float64(w.queue.Len()))
 	if err := w.sync(ctx, key); err != nil {
 		if ctx.Err() != nil {

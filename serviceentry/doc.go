@@ -5,8 +5,8 @@
 // Registry snapshots come in through the Syncer (a registries.Sink), are
 // translated (package translate) and written to the Store; the Store's
 // handlers, in registration order on one worker queue, drive the Controller,
-// which calls an XDSUpdater (implemented by package xds) and any other sink
-// handler (the Kubernetes writer, later).
+// which calls an XDSUpdater (implemented by package xds), and any other
+// handler (the Kubernetes writer, package kube; MCP change notices).
 //
 // Rules:
 //  1. Store: a key (kind, namespace, name) is unique; Create/Update/Delete with

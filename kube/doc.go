@@ -1,0 +1,46 @@
+// Package kube writes the aggregate registry's ServiceEntries and
+// WorkloadEntries to Kubernetes as networking.istio.io/v1 custom resources,
+// so operators can audit them with kubectl and istiod reads them with no
+// extra configuration (issue 4).
+//
+// A Writer registers a handler on the store (package serviceentry): desired
+// state is the store's objects in output.namespace; the handler queues keys
+// on a rate-limited client-go workqueue and workers converge the apiserver on
+// the store.
+//
+// Rules:
+//  1. Server-side apply, field manager "meshbridge", force: meshbridge owns
+//     the labels, annotations and spec it sends (DESIGN.md §6; the Kubernetes
+//     server-side apply contract).
+//  2. An object is written only when its meshbridge.io/content-hash differs
+//     from the apiserver's copy; the copy is known from a list at the start
+//     of leadership and from every write's response. An unchanged mesh costs
+//     zero writes, also after a restart.
+//  3. Ownership: an object is ours only with app.kubernetes.io/managed-by=
+//     meshbridge and meshbridge.io/registry naming a configured registry.
+//     Others are never written nor deleted, even under a name we want
+//     (meshbridge_kube_conflicts_total). This is what peers get wrong:
+//     objects rewritten on every sync, never deleted, or orphaned by a
+//     restart.
+//  4. Garbage collection at the start of leadership and every resync period:
+//     objects of ours that the store does not hold are deleted, with a UID
+//     precondition, except those of a registry that has not synced yet
+//     (not known is not gone: DESIGN.md §8).
+//  5. One writer: with leader election, only the holder of a
+//     coordination.k8s.io Lease writes (client-go leaderelection); every
+//     replica serves xDS. Losing the lease stops new writes at once;
+//     requests in flight finish. A graceful stop releases the lease.
+//  6. Errors: transport errors, 5xx, 429, 403 and 404 are retried per object
+//     with exponential backoff (200 ms doubling to 30 s); a 4xx the
+//     apiserver would repeat (422 Invalid, 400, 413) is logged with the
+//     object and not retried until the object changes or the next resync. An
+//     object whose request exceeds translate.MaxObjectBytes is never sent
+//     (translate already emits large inline services in WorkloadEntry form).
+//  7. An apiserver outage never affects xDS: the writer is a store handler
+//     that only queues keys, so its backlog is bounded by the number of
+//     objects, holding keys, not copies.
+//
+// Concurrency: Writer methods are safe for concurrent use. Not here: the
+// translation and the aggregate store (packages translate, serviceentry),
+// xDS and MCP serving (package xds).
+package kube
