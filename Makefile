@@ -67,6 +67,21 @@ bench-kube: ## P5 (issue 4): 1,000 ServiceEntries written to a real kube-apiserv
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
 	REFRESH_GOLDEN=true $(GO) test ./translate/...
 
+.PHONY: refresh-crds
+refresh-crds: ## Copy the ServiceEntry and WorkloadEntry CRDs of go.mod's istio.io/api into kube/testdata/crds/
+	@$(GO) mod download istio.io/api
+	@v=$$($(GO) list -m -f '{{.Version}}' istio.io/api) && d=$$($(GO) list -m -f '{{.Dir}}' istio.io/api) && \
+	out=kube/testdata/crds/istio-networking.yaml && \
+	{ echo "# ServiceEntry and WorkloadEntry CRDs, verbatim from istio.io/api $$v kubernetes/customresourcedefinitions.gen.yaml."; \
+	  echo "# Do not edit: after changing istio.io/api in go.mod run make refresh-crds (kube/crds_test.go checks this copy)."; \
+	  awk '/^---$$/ { if (keep) printf "---\n%s", doc; doc = ""; keep = 0; next } \
+	       { doc = doc $$0 "\n" } \
+	       /^  name: (serviceentries|workloadentries)\.networking\.istio\.io$$/ { keep = 1 } \
+	       END { if (keep) printf "---\n%s", doc }' "$$d/kubernetes/customresourcedefinitions.gen.yaml"; \
+	} >"$$out.tmp" && \
+	test "$$(grep -cE '^  name: (serviceentries|workloadentries)\.networking\.istio\.io$$' "$$out.tmp")" = 2 && \
+	mv "$$out.tmp" "$$out" && echo "refresh-crds: $$out from istio.io/api $$v" || { rm -f "$$out.tmp"; exit 1; }
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...
