@@ -281,7 +281,7 @@ func ConsulBinary(t testing.TB) string {
 		if isExecutable(p) {
 			return p
 		}
-		missing(t, fmt.Sprintf("MESHBRIDGE_CONSUL_BIN=%s is not an executable file", p))
+		missing(t, "consul", fmt.Sprintf("MESHBRIDGE_CONSUL_BIN=%s is not an executable file", p))
 	}
 	if p := newestCached("consul"); p != "" {
 		return p
@@ -289,15 +289,15 @@ func ConsulBinary(t testing.TB) string {
 	if p, err := exec.LookPath("consul"); err == nil {
 		return p
 	}
-	missing(t, "no consul binary: set MESHBRIDGE_CONSUL_BIN, or build it with tools/build.sh consul (cached under "+
+	missing(t, "consul", "no consul binary: set MESHBRIDGE_CONSUL_BIN, or build it with tools/build.sh consul (cached under "+
 		cacheDir()+")")
 	return ""
 }
 
-func missing(t testing.TB, why string) {
+func missing(t testing.TB, server, why string) {
 	t.Helper()
 	if os.Getenv("MESHBRIDGE_REQUIRE_SERVERS") == "1" {
-		t.Fatalf("%s; MESHBRIDGE_REQUIRE_SERVERS=1 forbids skipping (run tools/build.sh consul)", why)
+		t.Fatalf("%s; MESHBRIDGE_REQUIRE_SERVERS=1 forbids skipping (run tools/build.sh %s)", why, server)
 	}
 	t.Skipf("%s; skipping", why)
 }

@@ -2,7 +2,9 @@
 // tests: a Consul agent in dev mode (StartConsul) or a single persistent
 // server that can be restarted (StartConsulServer), each on free 127.0.0.1
 // ports, with its log in the test's temp dir and stopped by the test's
-// cleanup.
+// cleanup; and a Kubernetes control plane, etcd and kube-apiserver through
+// controller-runtime's envtest (StartKube, or SharedKube once per test binary
+// with KubeMain), with the Istio CRDs installed and a fresh namespace per test.
 //
 // Rules:
 //  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no

@@ -71,7 +71,7 @@ func KubeAssets(t testing.TB) string {
 	t.Helper()
 	dir, why := findKubeAssets()
 	if why != "" {
-		missingKube(t, why)
+		missing(t, "kube", why)
 	}
 	return dir
 }
@@ -105,16 +105,6 @@ func checkKubeAssets(dir string) error {
 		}
 	}
 	return nil
-}
-
-// missingKube skips the test saying why, or fails it under
-// MESHBRIDGE_REQUIRE_SERVERS=1 (rule 3 of the package documentation).
-func missingKube(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("MESHBRIDGE_REQUIRE_SERVERS") == "1" {
-		t.Fatalf("%s; MESHBRIDGE_REQUIRE_SERVERS=1 forbids skipping (run tools/build.sh kube)", why)
-	}
-	t.Skipf("%s; skipping", why)
 }
 
 // Kube is a running etcd and kube-apiserver started by this package, both on
