@@ -158,6 +158,10 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 	return w, nil
 }
 
+// Leading reports whether this writer currently writes (holds the Lease,
+// or leader election is off and Lead runs).
+func (w *Writer) Leading() bool { return w.leading() }
+
 // Pending is the number of objects queued or being written; retries still
 // waiting out their backoff are not counted.
 func (w *Writer) Pending() int { return w.queue.Len() + int(w.inflight.Load()) }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -55,6 +56,9 @@ func (b *bridge) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/configz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, configzOf(b.store))
 	})
+	mux.HandleFunc("GET /debug/kubez", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, b.kubez())
+	})
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, b.registryz())
 	})
@@ -64,6 +68,23 @@ func (b *bridge) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// kubez is /debug/kubez: the Kubernetes writer's state.
+type kubez struct {
+	Enabled    bool      `json:"enabled"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Leading    bool      `json:"leading"`
+	Pending    int       `json:"pending"`
+	LastResync time.Time `json:"lastResync,omitzero"`
+}
+
+func (b *bridge) kubez() kubez {
+	if b.kube == nil {
+		return kubez{}
+	}
+	w := b.kube.writer
+	return kubez{Enabled: true, Namespace: b.cfg.Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
 }
 
 // registryzEntry is one registry on /debug/registryz: the sync step's view

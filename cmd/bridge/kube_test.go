@@ -91,7 +91,11 @@ func TestKubernetesOutput(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for b.kube.writer.Pending() > 0 || b.kube.writer.LastResync().IsZero() {
+	for {
+		st := b.kubez()
+		if st.Leading && st.Pending == 0 && !st.LastResync.IsZero() {
+			break
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	code, out, errOut = run("translate", "--config", cfgPath, "--diff")
