@@ -99,7 +99,6 @@ type Writer struct {
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
 
 	leaders    atomic.Int32 // active Lead calls
-	inflight   atomic.Int32 // keys being synced
 	lastResync atomic.Pointer[time.Time]
 
 	mu sync.Mutex
@@ -109,6 +108,11 @@ type Writer struct {
 	// rejected maps a key to the content hash the apiserver refused with a
 	// permanent error; that content is not sent again.
 	rejected map[model.ConfigKey]string
+	// outstanding are the keys queued or waiting out a retry's backoff;
+	// inflight counts the keys being synced. Together they are the queue
+	// depth (the workqueue's Len misses keys in backoff).
+	outstanding map[model.ConfigKey]struct{}
+	inflight    int
 }
 
 // liveState is the apiserver's copy of an object under one of our names.
@@ -149,8 +153,9 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ConfigKey](baseRetryDelay, MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[model.ConfigKey]{Name: "meshbridge-kube"}),
-		live:     map[model.ConfigKey]liveState{},
-		rejected: map[model.ConfigKey]string{},
+		live:        map[model.ConfigKey]liveState{},
+		rejected:    map[model.ConfigKey]string{},
+		outstanding: map[model.ConfigKey]struct{}{},
 	}
 	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
 		src.RegisterEventHandler(kind, w.onEvent)
@@ -162,9 +167,26 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 // or leader election is off and Lead runs).
 func (w *Writer) Leading() bool { return w.leading() }
 
-// Pending is the number of objects queued or being written; retries still
-// waiting out their backoff are not counted.
-func (w *Writer) Pending() int { return w.queue.Len() + int(w.inflight.Load()) }
+// Pending is the number of objects queued, being written, or waiting to be
+// retried: 0 when the writer is idle. It is meshbridge_kube_queue_depth.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.outstanding) + w.inflight
+}
+
+// enqueue queues key; retry does so after key's backoff.
+func (w *Writer) enqueue(key model.ConfigKey, retry bool) {
+	w.mu.Lock()
+	w.outstanding[key] = struct{}{}
+	queueDepth.Set(float64(len(w.outstanding) + w.inflight))
+	w.mu.Unlock()
+	if retry {
+		w.queue.AddRateLimited(key)
+	} else {
+		w.queue.Add(key)
+	}
+}
 
 // LastResync is when the last successful list of the apiserver's objects
 // finished (zero before the first); every object it queued is then either
@@ -190,8 +212,7 @@ func (w *Writer) onEvent(old, cur *model.Config, _ model.Event) {
 	if c.Namespace != w.opts.Namespace {
 		return
 	}
-	w.queue.Add(c.Key())
-	queueDepth.Set(float64(w.queue.Len()))
+	w.enqueue(c.Key(), false)
 }
 
 func (w *Writer) leading() bool { return w.leaders.Load() > 0 }
@@ -277,16 +298,15 @@ func (w *Writer) resync(ctx context.Context) error {
 	clear(w.rejected)
 	w.mu.Unlock()
 	for _, key := range listed {
-		w.queue.Add(key)
+		w.enqueue(key, false)
 	}
 	desired := 0
 	for kind := range w.kinds {
 		for _, c := range w.src.List(kind, w.opts.Namespace) {
-			w.queue.Add(c.Key())
+			w.enqueue(c.Key(), false)
 			desired++
 		}
 	}
-	queueDepth.Set(float64(w.queue.Len()))
 	now := time.Now()
 	w.lastResync.Store(&now)
 	w.log.Debug("Resynced with the apiserver", "live", len(listed), "desired", desired)
@@ -302,19 +322,24 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	if shutdown {
 		return false
 	}
-	w.inflight.Add(1)
+	w.mu.Lock()
+	delete(w.outstanding, key)
+	w.inflight++
+	w.mu.Unlock()
 	defer func() {
 		w.queue.Done(key)
-		w.inflight.Add(-1)
+		w.mu.Lock()
+		w.inflight--
+		queueDepth.Set(float64(len(w.outstanding) + w.inflight))
+		w.mu.Unlock()
 	}()
-	queueDepth.Set(float64(w.queue.Len()))
 	if err := w.sync(ctx, key); err != nil {
 		if ctx.Err() != nil {
 			return true
 		}
 		w.log.Warn("Kubernetes write failed; retrying", "object", key.String(), "err", err,
 			"attempt", w.queue.NumRequeues(key)+1)
-		w.queue.AddRateLimited(key)
+		w.enqueue(key, true)
 		return true
 	}
 	w.queue.Forget(key)
@@ -367,7 +392,8 @@ func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return fmt.Errorf("get: %w", err)
+			writes.WithLabelValues("create", "error").Inc()
+			return fmt.Errorf("get before create: %w", err)
 		case !w.isOurs(lo.Labels):
 			conflicts.Inc()
 			w.log.Warn("Not writing: an object without meshbridge's ownership labels has this name",

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // bins holds the binaries built once for every test of this package.
@@ -33,7 +35,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
+	// KubeMain runs the tests and stops the shared Kubernetes control plane
+	// if a test started one (harness.SharedKube starts it lazily, so tests
+	// that use only Consul never pay for it).
+	code := harness.KubeMain(m, istioCRDs)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
