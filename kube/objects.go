@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	networkingv1 "istio.io/api/networking/v1"
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	applynetworking "istio.io/client-go/pkg/applyconfiguration/networking/v1"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +28,10 @@ type liveObject struct {
 	Hash            string
 }
 
-func liveFrom(m *metav1.ObjectMeta) *liveObject {
+func liveFrom(m metav1.Object) *liveObject {
 	return &liveObject{
-		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels: m.Labels, Hash: m.Annotations[model.AnnotationHash],
+		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Labels: m.GetLabels(), Hash: m.GetAnnotations()[model.AnnotationHash],
 	}
 }
 
@@ -45,91 +46,81 @@ type kindClient interface {
 	delete(ctx context.Context, ns, name string, uid types.UID) error
 }
 
-func kindClients(c versioned.Interface) map[model.Kind]kindClient {
-	return map[model.Kind]kindClient{
-		model.KindServiceEntry:  serviceEntries{c},
-		model.KindWorkloadEntry: workloadEntries{c},
+// typedClient is the part of a generated istio.io/client-go client (e.g.
+// ServiceEntryInterface) the writer uses: O is the object, L its list, A
+// its apply configuration.
+type typedClient[O metav1.Object, L any, A any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (O, error)
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Apply(ctx context.Context, a A, opts metav1.ApplyOptions) (O, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// typedKind adapts one generated client to kindClient.
+type typedKind[O metav1.Object, L any, A any] struct {
+	client func(ns string) typedClient[O, L, A]
+	items  func(L) []O
+	body   func(*model.Config) A
+}
+
+func (k typedKind[O, L, A]) get(ctx context.Context, ns, name string) (*liveObject, error) {
+	o, err := k.client(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
+	return liveFrom(o), nil
 }
 
-func deleteOptions(uid types.UID) metav1.DeleteOptions {
-	// The UID precondition makes the delete miss an object recreated under
-	// the same name since it was listed (perhaps by someone else).
-	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+func (k typedKind[O, L, A]) list(ctx context.Context, ns, selector string) ([]*liveObject, error) {
+	l, err := k.client(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	items := k.items(l)
+	out := make([]*liveObject, 0, len(items))
+	for _, o := range items {
+		out = append(out, liveFrom(o))
+	}
+	return out, nil
 }
 
-func applyOptions() metav1.ApplyOptions {
+func (k typedKind[O, L, A]) apply(ctx context.Context, cfg *model.Config) (*liveObject, error) {
 	// Force: meshbridge is the only intended owner of these fields; a
 	// kubectl edit of an object of ours is drift, and drift is corrected.
-	return metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-}
-
-type serviceEntries struct{ c versioned.Interface }
-
-func (s serviceEntries) get(ctx context.Context, ns, name string) (*liveObject, error) {
-	o, err := s.c.NetworkingV1().ServiceEntries(ns).Get(ctx, name, metav1.GetOptions{})
+	o, err := k.client(cfg.Namespace).Apply(ctx, k.body(cfg), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return nil, err
 	}
-	return liveFrom(&o.ObjectMeta), nil
+	return liveFrom(o), nil
 }
 
-func (s serviceEntries) list(ctx context.Context, ns, selector string) ([]*liveObject, error) {
-	l, err := s.c.NetworkingV1().ServiceEntries(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*liveObject, 0, len(l.Items))
-	for _, o := range l.Items {
-		out = append(out, liveFrom(&o.ObjectMeta))
-	}
-	return out, nil
+func (k typedKind[O, L, A]) delete(ctx context.Context, ns, name string, uid types.UID) error {
+	// The UID precondition makes the delete miss an object recreated under
+	// the same name since it was listed (perhaps by someone else).
+	return k.client(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
-func (s serviceEntries) apply(ctx context.Context, cfg *model.Config) (*liveObject, error) {
-	o, err := s.c.NetworkingV1().ServiceEntries(cfg.Namespace).Apply(ctx, ServiceEntryApply(cfg), applyOptions())
-	if err != nil {
-		return nil, err
+func kindClients(c versioned.Interface) map[model.Kind]kindClient {
+	type (
+		se  = *clientnetworking.ServiceEntry
+		sel = *clientnetworking.ServiceEntryList
+		sea = *applynetworking.ServiceEntryApplyConfiguration
+		we  = *clientnetworking.WorkloadEntry
+		wel = *clientnetworking.WorkloadEntryList
+		wea = *applynetworking.WorkloadEntryApplyConfiguration
+	)
+	return map[model.Kind]kindClient{
+		model.KindServiceEntry: typedKind[se, sel, sea]{
+			client: func(ns string) typedClient[se, sel, sea] { return c.NetworkingV1().ServiceEntries(ns) },
+			items:  func(l sel) []se { return l.Items },
+			body:   ServiceEntryApply,
+		},
+		model.KindWorkloadEntry: typedKind[we, wel, wea]{
+			client: func(ns string) typedClient[we, wel, wea] { return c.NetworkingV1().WorkloadEntries(ns) },
+			items:  func(l wel) []we { return l.Items },
+			body:   WorkloadEntryApply,
+		},
 	}
-	return liveFrom(&o.ObjectMeta), nil
-}
-
-func (s serviceEntries) delete(ctx context.Context, ns, name string, uid types.UID) error {
-	return s.c.NetworkingV1().ServiceEntries(ns).Delete(ctx, name, deleteOptions(uid))
-}
-
-type workloadEntries struct{ c versioned.Interface }
-
-func (w workloadEntries) get(ctx context.Context, ns, name string) (*liveObject, error) {
-	o, err := w.c.NetworkingV1().WorkloadEntries(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return liveFrom(&o.ObjectMeta), nil
-}
-
-func (w workloadEntries) list(ctx context.Context, ns, selector string) ([]*liveObject, error) {
-	l, err := w.c.NetworkingV1().WorkloadEntries(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*liveObject, 0, len(l.Items))
-	for _, o := range l.Items {
-		out = append(out, liveFrom(&o.ObjectMeta))
-	}
-	return out, nil
-}
-
-func (w workloadEntries) apply(ctx context.Context, cfg *model.Config) (*liveObject, error) {
-	o, err := w.c.NetworkingV1().WorkloadEntries(cfg.Namespace).Apply(ctx, WorkloadEntryApply(cfg), applyOptions())
-	if err != nil {
-		return nil, err
-	}
-	return liveFrom(&o.ObjectMeta), nil
-}
-
-func (w workloadEntries) delete(ctx context.Context, ns, name string, uid types.UID) error {
-	return w.c.NetworkingV1().WorkloadEntries(ns).Delete(ctx, name, deleteOptions(uid))
 }
 
 // ServiceEntryApply is the server-side apply request for a ServiceEntry of

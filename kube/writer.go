@@ -103,11 +103,16 @@ type Writer struct {
 
 	mu sync.Mutex
 	// live is what the apiserver holds under our names: from the last
-	// resync's list, then from every write's response. Valid while leading.
+	// resync's list, then from every lookup and write response since. A
+	// deleted object stays as a tombstone (gone) until the next resync.
+	// Valid while leading.
 	live map[model.ConfigKey]liveState
-	// rejected maps a key to the content hash the apiserver refused with a
+	// rejected maps a key to the content the apiserver refused with a
 	// permanent error; that content is not sent again.
-	rejected map[model.ConfigKey]string
+	rejected map[model.ConfigKey]rejection
+	// seq orders what workers learn against resync lists: every entry of
+	// live and rejected records the seq of when it was learnt.
+	seq uint64
 	// outstanding are the keys queued or waiting out a retry's backoff;
 	// inflight counts the keys being synced. Together they are the queue
 	// depth (the workqueue's Len misses keys in backoff).
@@ -118,9 +123,17 @@ type Writer struct {
 // liveState is the apiserver's copy of an object under one of our names.
 type liveState struct {
 	foreign  bool // the object lacks our ownership labels
+	gone     bool // deleted by this writer
 	hash     string
 	uid      types.UID
 	registry string
+	seq      uint64
+}
+
+// rejection is content of an object the apiserver refused.
+type rejection struct {
+	hash string
+	seq  uint64
 }
 
 // NewWriter validates opts and registers the writer's handlers on src.
@@ -154,7 +167,7 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ConfigKey](baseRetryDelay, MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[model.ConfigKey]{Name: "meshbridge-kube"}),
 		live:        map[model.ConfigKey]liveState{},
-		rejected:    map[model.ConfigKey]string{},
+		rejected:    map[model.ConfigKey]rejection{},
 		outstanding: map[model.ConfigKey]struct{}{},
 	}
 	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
@@ -280,8 +293,14 @@ func (w *Writer) Lead(ctx context.Context) {
 }
 
 // resync replaces the view of the apiserver with a fresh list of our
-// objects and queues every listed and every desired key.
+// objects and queues every listed and every desired key. What workers learnt
+// while the list was in flight is newer than the list and is kept; older
+// rejections are forgotten, so refused content is tried once more per
+// resync.
 func (w *Writer) resync(ctx context.Context) error {
+	w.mu.Lock()
+	listSeq := w.seq
+	w.mu.Unlock()
 	live := map[model.ConfigKey]liveState{}
 	for kind, kc := range w.kinds {
 		objs, err := kc.list(ctx, w.opts.Namespace, w.ours)
@@ -294,8 +313,18 @@ func (w *Writer) resync(ctx context.Context) error {
 	}
 	listed := slices.Collect(maps.Keys(live))
 	w.mu.Lock()
+	for key, st := range w.live {
+		if st.seq > listSeq {
+			live[key] = st
+		}
+	}
+	for key, st := range live {
+		if st.gone {
+			delete(live, key)
+		}
+	}
 	w.live = live // the workers' from now on
-	clear(w.rejected)
+	maps.DeleteFunc(w.rejected, func(_ model.ConfigKey, r rejection) bool { return r.seq <= listSeq })
 	w.mu.Unlock()
 	for _, key := range listed {
 		w.enqueue(key, false)
@@ -352,21 +381,25 @@ func (w *Writer) isOurs(labels map[string]string) bool {
 		slices.Contains(w.opts.Registries, labels[model.LabelRegistry])
 }
 
+// state returns what the apiserver holds under key, if known.
 func (w *Writer) state(key model.ConfigKey) (liveState, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st, ok := w.live[key]
-	return st, ok
+	return st, ok && !st.gone
 }
 
+// setState records what the apiserver holds under key: st, or nothing when
+// ok is false.
 func (w *Writer) setState(key model.ConfigKey, st liveState, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ok {
-		w.live[key] = st
-	} else {
-		delete(w.live, key)
+	w.seq++
+	st.seq = w.seq
+	if !ok {
+		st = liveState{gone: true, seq: w.seq}
 	}
+	w.live[key] = st
 }
 
 // sync makes the apiserver's object under key match the store's. A non-nil
@@ -413,7 +446,7 @@ func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 		return nil
 	}
 	w.mu.Lock()
-	refused := w.rejected[key] == hash
+	refused := w.rejected[key].hash == hash
 	w.mu.Unlock()
 	if refused {
 		return nil
@@ -470,7 +503,8 @@ func (w *Writer) delete(ctx context.Context, kc kindClient, key model.ConfigKey,
 // reject records that the apiserver will not take this content of key.
 func (w *Writer) reject(key model.ConfigKey, hash string, err error) {
 	w.mu.Lock()
-	w.rejected[key] = hash
+	w.seq++
+	w.rejected[key] = rejection{hash: hash, seq: w.seq}
 	w.mu.Unlock()
 	w.log.Error("Kubernetes refused object; not retrying until it changes", "object", key.String(), "err", err)
 }
