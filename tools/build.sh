@@ -21,8 +21,17 @@ servers=("$@")
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
+# lock serialises builds of one server directory across concurrent runs of
+# this script (CI starts one in the background, make test another): the
+# second waits, then finds the cache filled.
+lock() {
+	exec {fd}>"$1.lock"
+	flock "$fd"
+}
+
 build_consul() {
 	local dir="$cache/consul-$(key consul)"
+	[ -x "$dir/consul" ] || lock "$dir"
 	if [ ! -x "$dir/consul" ]; then
 		echo "tools/build.sh: building Consul $(grep -m1 'hashicorp/consul v' "$here/consul/go.mod" | awk '{print $2}') into $dir (first run only: ~450 CPU-seconds)" >&2
 		mkdir -p "$dir.tmp"
@@ -37,6 +46,7 @@ build_consul() {
 
 build_kube() {
 	local dir="$cache/kube-$(key kube)"
+	{ [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; } || lock "$dir"
 	if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/etcd" ]; then
 		local k8s etcd
 		k8s=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$here/kube/go.mod")
