@@ -211,9 +211,6 @@ func (w *Writer) LastResync() time.Time {
 	return time.Time{}
 }
 
-// Selector is the label selector of the objects this writer owns.
-func (w *Writer) Selector() string { return w.ours }
-
 func (w *Writer) onEvent(old, cur *model.Config, _ model.Event) {
 	if !w.leading() {
 		return // leadership starts with a resync that queues everything
