@@ -31,7 +31,8 @@
 //     replica serves xDS. Losing the lease stops new writes at once;
 //     requests in flight finish. A graceful stop releases the lease.
 //  6. Errors: transport errors, 5xx, 429, 403 and 404 are retried per object
-//     with exponential backoff (200 ms doubling to 30 s); a 4xx the
+//     with exponential backoff (200 ms doubling to 30 s), and all at once as
+//     soon as one retry succeeds (the apiserver is back); a 4xx the
 //     apiserver would repeat (422 Invalid, 400, 413) is logged with the
 //     object and not retried until the object changes or the next resync. An
 //     object whose request exceeds translate.MaxObjectBytes is never sent

@@ -99,6 +99,7 @@ type Writer struct {
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
 
 	leaders    atomic.Int32 // active Lead calls
+	answered   atomic.Int64 // requests the apiserver answered (any status)
 	lastResync atomic.Pointer[time.Time]
 
 	mu sync.Mutex
@@ -118,6 +119,8 @@ type Writer struct {
 	// depth (the workqueue's Len misses keys in backoff).
 	outstanding map[model.ConfigKey]struct{}
 	inflight    int
+	// backingOff are the outstanding keys waiting out a retry's backoff.
+	backingOff map[model.ConfigKey]struct{}
 }
 
 // liveState is the apiserver's copy of an object under one of our names.
@@ -169,6 +172,7 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		live:        map[model.ConfigKey]liveState{},
 		rejected:    map[model.ConfigKey]rejection{},
 		outstanding: map[model.ConfigKey]struct{}{},
+		backingOff:  map[model.ConfigKey]struct{}{},
 	}
 	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
 		src.RegisterEventHandler(kind, w.onEvent)
@@ -192,6 +196,9 @@ func (w *Writer) Pending() int {
 func (w *Writer) enqueue(key model.ConfigKey, retry bool) {
 	w.mu.Lock()
 	w.outstanding[key] = struct{}{}
+	if retry {
+		w.backingOff[key] = struct{}{}
+	}
 	queueDepth.Set(float64(len(w.outstanding) + w.inflight))
 	w.mu.Unlock()
 	if retry {
@@ -350,6 +357,7 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	}
 	w.mu.Lock()
 	delete(w.outstanding, key)
+	delete(w.backingOff, key)
 	w.inflight++
 	w.mu.Unlock()
 	defer func() {
@@ -359,6 +367,7 @@ func (w *Writer) processNext(ctx context.Context) bool {
 		queueDepth.Set(float64(len(w.outstanding) + w.inflight))
 		w.mu.Unlock()
 	}()
+	answered := w.answered.Load()
 	if err := w.sync(ctx, key); err != nil {
 		if ctx.Err() != nil {
 			return true
@@ -368,8 +377,37 @@ func (w *Writer) processNext(ctx context.Context) bool {
 		w.enqueue(key, true)
 		return true
 	}
+	if w.queue.NumRequeues(key) > 0 && w.answered.Load() > answered {
+		// A retry went through: the apiserver is back. Retry the others
+		// now instead of when their backoff (up to MaxRetryDelay) ends.
+		w.retryNow()
+	}
 	w.queue.Forget(key)
 	return true
+}
+
+// retryNow queues every key waiting out a backoff at once. Their backoff
+// is kept (a key that fails again waits longer, so a false alarm cannot
+// start a storm) and is reset when the key succeeds; the delayed add still
+// pending for each becomes a no-op sync.
+func (w *Writer) retryNow() {
+	w.mu.Lock()
+	keys := slices.Collect(maps.Keys(w.backingOff))
+	clear(w.backingOff)
+	w.mu.Unlock()
+	for _, key := range keys {
+		w.queue.Add(key)
+	}
+}
+
+// observe counts err as an answer from the apiserver unless it is a
+// transport failure (no HTTP status), and returns it.
+func (w *Writer) observe(err error) error {
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) {
+		w.answered.Add(1)
+	}
+	return err
 }
 
 // isOurs reports whether labels mark an object as written by this bridge.
@@ -419,6 +457,7 @@ func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 	}
 	if !known {
 		lo, err := kc.get(ctx, key.Namespace, key.Name)
+		w.observe(err)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -461,7 +500,7 @@ func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 		return nil
 	}
 	lo, err := kc.apply(ctx, desired)
-	if err != nil {
+	if w.observe(err) != nil {
 		if permanent(err) {
 			writes.WithLabelValues(op, "invalid").Inc()
 			w.reject(key, hash, err)
@@ -479,7 +518,7 @@ func (w *Writer) delete(ctx context.Context, kc kindClient, key model.ConfigKey,
 	if !w.leading() {
 		return nil
 	}
-	err := kc.delete(ctx, key.Namespace, key.Name, st.uid)
+	err := w.observe(kc.delete(ctx, key.Namespace, key.Name, st.uid))
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		writes.WithLabelValues("delete", "ok").Inc()
