@@ -1,10 +1,8 @@
 package consul
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +22,7 @@ func TestConsulRestart(t *testing.T) {
 	registerPassing(t, c, "web", "web-2", "10.0.0.2", 80)
 	registerPassing(t, c, "api", "api-1", "10.0.0.3", 8080)
 	const token = "s3cr3t-token-value"
-	var logs lockedBuffer
+	var logs harness.LockedBuffer
 	reg, rec := runRegistry(t, Config{
 		Address: c.Address(), Token: token, MaxWatches: 1, // web watched, api polled
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -104,20 +102,3 @@ func TestForbiddenIsCounted(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
