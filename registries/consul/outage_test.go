@@ -101,4 +101,3 @@ func TestForbiddenIsCounted(t *testing.T) {
 		t.Errorf("LastError shows the token: %q", reg.Status().LastError)
 	}
 }
-
