@@ -2,13 +2,20 @@ package registries
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// RegistryErrors counts failed registry reads; every watcher increments it.
-// The reason label is low-cardinality (e.g. "catalog", "health", "parse",
-// "read", "unavailable", "forbidden"). The name is a contract (issue #2).
+// RegistryErrors counts failed registry reads; every watcher increments it,
+// through Health.Fail. The reason label is low-cardinality (e.g. "catalog",
+// "health", "parse", "read", "unavailable", "forbidden"). The name is part
+// of the README's metrics contract.
 var RegistryErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "meshbridge_registry_errors_total",
 	Help: "Failed registry reads, by registry and reason. The registry's last-known-good state is kept.",
 }, []string{"registry", "reason"})
 
+// registryUp is Health's up/down state per registry.
+var registryUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "meshbridge_registry_up",
+	Help: "1 while the registry's last read succeeded, 0 from a failed read (or before the first read) until one succeeds.",
+}, []string{"registry"})
+
 // Collectors returns the metrics shared by every registry watcher.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{RegistryErrors} }
+func Collectors() []prometheus.Collector { return []prometheus.Collector{RegistryErrors, registryUp} }

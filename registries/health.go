@@ -1,0 +1,169 @@
+package registries
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// DefaultReminder is how often Health repeats, at warn level, that a registry
+// is still down.
+const DefaultReminder = time.Minute
+
+// Health tracks whether one registry's reads succeed, and makes an outage
+// visible without flooding the log (DESIGN.md §8, "one log line down and one
+// up"):
+//
+//  1. The first failed read after a success (or before any) logs one warning
+//     and sets meshbridge_registry_up to 0. While the registry stays down,
+//     further failures log at debug, with one warning reminder per Reminder
+//     that counts them.
+//  2. The first successful read after a failure logs one info line with the
+//     outage's duration and failure count and sets meshbridge_registry_up to
+//     1.
+//  3. Every failure is counted in meshbridge_registry_errors_total under its
+//     reason, whatever is logged.
+//
+// A registry calls OK after every successful read and Fail after every
+// failed one, from any goroutine. Health does not decide what is served: the
+// consumer keeps last-known-good state on a Snapshot with Err.
+type Health struct {
+	registry string
+	log      *slog.Logger
+	// Reminder is the interval of the "still down" warning; DefaultReminder
+	// when 0. Set it before the first call.
+	Reminder time.Duration
+	// now is time.Now; tests replace it.
+	now func() time.Time
+
+	mu           sync.Mutex
+	st           HealthStatus
+	down         bool // a failure was logged and no success followed
+	downSince    time.Time
+	failures     int // failed reads since downSince
+	lastReminder time.Time
+}
+
+// HealthStatus is a registry's read health as /debug/registryz shows it.
+type HealthStatus struct {
+	// Up is true once a read succeeded and no read failed since.
+	Up bool `json:"up"`
+	// Since is when the registry last went up or down; zero before the first
+	// read finished.
+	Since time.Time `json:"since,omitzero"`
+	// LastSuccess is the time of the last successful read; zero if none.
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	// Errors counts failed reads since the registry started.
+	Errors uint64 `json:"errors"`
+	// LastError is the error of the last failed read while the registry is
+	// down; it clears when a read succeeds. LastErrorTime stays, so the last
+	// failure's time is kept.
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
+}
+
+// HealthReporter is implemented by registries that track their read health;
+// /debug/registryz and /readyz show it.
+type HealthReporter interface {
+	Health() HealthStatus
+}
+
+// NewHealth returns the Health of the named registry, logging to log (with a
+// "registry" attribute already set or not: NewHealth adds none).
+func NewHealth(registry string, log *slog.Logger) *Health {
+	if log == nil {
+		log = slog.Default()
+	}
+	registryUp.WithLabelValues(registry).Set(0)
+	return &Health{registry: registry, log: log, now: time.Now}
+}
+
+// OK records a successful read.
+func (h *Health) OK() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	h.st.LastSuccess = now
+	if h.st.Up {
+		return
+	}
+	h.st.Up, h.st.Since, h.st.LastError = true, now, ""
+	registryUp.WithLabelValues(h.registry).Set(1)
+	if h.down {
+		h.log.Info("Registry is reachable again", "downFor", now.Sub(h.downSince).Round(time.Millisecond),
+			"failedReads", h.failures)
+	}
+	h.down, h.failures = false, 0
+}
+
+// Fail records a failed read: reason is a low-cardinality label for
+// meshbridge_registry_errors_total ("catalog", "health", "read", "parse",
+// "forbidden", ...), err the cause. A registry whose errors may echo a secret
+// redacts err before passing it.
+func (h *Health) Fail(reason string, err error) {
+	RegistryErrors.WithLabelValues(h.registry, reason).Inc()
+	msg := err.Error()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	h.st.Errors++
+	h.st.LastError, h.st.LastErrorTime = msg, now
+	h.failures++
+	if !h.down {
+		h.down, h.downSince, h.lastReminder = true, now, now
+		h.st.Up, h.st.Since = false, now
+		registryUp.WithLabelValues(h.registry).Set(0)
+		if h.st.LastSuccess.IsZero() {
+			h.log.Warn("Cannot read the registry; nothing from it is served until a read succeeds",
+				"reason", reason, "err", msg, "permanent", IsPermanent(err))
+		} else {
+			h.log.Warn("Registry is unreachable; serving its last-known-good state until it answers",
+				"reason", reason, "err", msg, "lastSuccess", h.st.LastSuccess)
+		}
+		return
+	}
+	reminder := h.Reminder
+	if reminder <= 0 {
+		reminder = DefaultReminder
+	}
+	if now.Sub(h.lastReminder) >= reminder {
+		h.lastReminder = now
+		h.log.Warn("Registry is still unreachable", "downFor", now.Sub(h.downSince).Round(time.Second),
+			"failedReads", h.failures, "reason", reason, "err", msg)
+		return
+	}
+	h.log.Debug("Registry read failed", "reason", reason, "err", msg)
+}
+
+// Status returns a copy of the current status.
+func (h *Health) Status() HealthStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st
+}
+
+// permanentError marks an error that retrying will not fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as a failure that retrying will not fix without an
+// operator: a 403 from the registry, a registry file that does not exist or
+// is a directory, a certificate the server refuses. A running bridge keeps
+// retrying it (the operator may fix it); a one-shot read (meshbridge
+// translate) stops at once and reports it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}

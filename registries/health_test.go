@@ -1,0 +1,123 @@
+package registries
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestHealthLogsOneLineDownOneUp: a burst of failures logs one warning, a
+// reminder per Reminder interval, and one line when the registry recovers.
+func TestHealthLogsOneLineDownOneUp(t *testing.T) {
+	type step struct {
+		at   time.Duration // since the start
+		fail bool
+	}
+	cases := map[string]struct {
+		steps []step
+		// want is the sequence of log messages at info or above.
+		want   []string
+		wantUp bool
+	}{
+		"never read": {
+			steps: []step{{0, true}, {time.Second, true}},
+			want:  []string{"Cannot read the registry; nothing from it is served until a read succeeds"},
+		},
+		"outage with a reminder": {
+			steps: func() []step {
+				s := []step{{0, false}}
+				for i := range 1000 { // 1,000 failures over 100 s
+					s = append(s, step{time.Second + time.Duration(i)*100*time.Millisecond, true})
+				}
+				return append(s, step{200 * time.Second, false})
+			}(),
+			want: []string{
+				"Registry is unreachable; serving its last-known-good state until it answers",
+				"Registry is still unreachable",
+				"Registry is reachable again",
+			},
+			wantUp: true,
+		},
+		"steady": {
+			steps:  []step{{0, false}, {time.Second, false}, {2 * time.Second, false}},
+			wantUp: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			reg := "health-" + strings.ReplaceAll(name, " ", "-")
+			h := NewHealth(reg, log)
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var now time.Time
+			h.now = func() time.Time { return now }
+			fails := 0
+			for _, s := range tc.steps {
+				now = start.Add(s.at)
+				if s.fail {
+					fails++
+					h.Fail("read", errors.New("connection refused"))
+				} else {
+					h.OK()
+				}
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				if _, rest, ok := strings.Cut(line, "msg=\""); ok {
+					msg, _, _ := strings.Cut(rest, "\"")
+					got = append(got, msg)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("log messages:\n got %q\nwant %q\nlog:\n%s", got, tc.want, buf.String())
+			}
+			st := h.Status()
+			if st.Up != tc.wantUp || st.Errors != uint64(fails) {
+				t.Errorf("status = %+v, want up=%v errors=%d", st, tc.wantUp, fails)
+			}
+			if st.Up && st.LastError != "" {
+				t.Errorf("lastError %q kept after recovery", st.LastError)
+			}
+			if up := testutil.ToFloat64(registryUp.WithLabelValues(reg)); (up == 1) != tc.wantUp {
+				t.Errorf("meshbridge_registry_up = %v, want up=%v", up, tc.wantUp)
+			}
+			if n := testutil.ToFloat64(RegistryErrors.WithLabelValues(reg, "read")); n != float64(fails) {
+				t.Errorf("meshbridge_registry_errors_total = %v, want %d", n, fails)
+			}
+		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	base := fmt.Errorf("open services.yaml: %w", fs.ErrNotExist)
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"nil":              {nil, false},
+		"plain":            {base, false},
+		"marked":           {Permanent(base), true},
+		"wrapped marked":   {fmt.Errorf("registry %q: %w", "static", Permanent(base)), true},
+		"marked twice":     {Permanent(Permanent(base)), true},
+		"joined with mark": {errors.Join(base, Permanent(errors.New("403"))), true},
+	}
+	for name, tc := range cases {
+		if got := IsPermanent(tc.err); got != tc.want {
+			t.Errorf("%s: IsPermanent = %v, want %v", name, got, tc.want)
+		}
+	}
+	if Permanent(nil) != nil {
+		t.Error("Permanent(nil) != nil")
+	}
+	if !errors.Is(Permanent(base), fs.ErrNotExist) {
+		t.Error("Permanent hides the cause from errors.Is")
+	}
+}
