@@ -5,16 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
-// Unmarshal decodes YAML data into v (a pointer to a struct).
+// Unmarshal decodes YAML data into v (a pointer to a struct). A key given
+// twice in one mapping and a second YAML document are errors naming the line
+// (YAML itself would let the last key win and a reader take the first
+// document only).
 func Unmarshal(data []byte, v any) error {
-	js, err := yaml.YAMLToJSON(data)
+	if err := singleDocument(data); err != nil {
+		return err
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return fmt.Errorf("invalid YAML: %w", err)
 	}
@@ -34,6 +42,36 @@ func Unmarshal(data []byte, v any) error {
 		return err
 	}
 	return nil
+}
+
+// singleDocument fails when data holds more than one non-empty YAML
+// document.
+func singleDocument(data []byte) error {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("invalid YAML: %w", err)
+		}
+		if i > 0 && !emptyDocument(&doc) {
+			return fmt.Errorf("line %d: a second YAML document; a configuration is one document (remove the \"---\" and what follows, or merge it)", doc.Line)
+		}
+	}
+}
+
+// emptyDocument reports whether doc holds nothing but an empty or null value
+// (a trailing "---" makes one).
+func emptyDocument(doc *yamlv3.Node) bool {
+	for _, n := range doc.Content {
+		if n.Kind != yamlv3.ScalarNode || (n.Tag != "!!null" && n.Value != "") {
+			return false
+		}
+	}
+	return true
 }
 
 var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()

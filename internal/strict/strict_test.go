@@ -38,6 +38,11 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		"a fraction is not a whole number":                   {in: "items: [{inner: {port: 1.5}}]", wantErr: "items[0].inner.port: must be a whole number, not the number 1.5"},
 		"a custom decoder's error gets the path":             {in: "wait: soon", wantErr: `wait: time: invalid duration "soon"`},
 		"an empty document is valid":                         {in: "", wantErr: ""},
+		"a key given twice names its line":                   {in: "wait: 1s\nlabels:\n  a: b\n  a: c\n", wantErr: "invalid YAML: yaml: unmarshal errors:\n  line 4: key \"a\" already set in map"},
+		"a top-level key given twice":                        {in: "wait: 1s\nwait: 2s\n", wantErr: "invalid YAML: yaml: unmarshal errors:\n  line 2: key \"wait\" already set in map"},
+		"a second document names its line":                   {in: "wait: 1s\n---\nwait: 2s\n", wantErr: `line 2: a second YAML document; a configuration is one document (remove the "---" and what follows, or merge it)`},
+		"a trailing document separator is harmless":          {in: "wait: 1s\n---\n", wantErr: ""},
+		"a leading document separator is harmless":           {in: "---\nwait: 1s\n", wantErr: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
