@@ -1,15 +1,18 @@
 // Package echo is the example gRPC service of meshbridge's demo and e2e tests:
 // one method, meshbridge.example.Echo/Whoami, that answers with the serving
 // backend's name. It uses well-known wrapper messages, so it needs no
-// generated code.
+// generated code; echo.proto declares the same service for clients in other
+// languages.
 package echo
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshbridge/meshbridge/xds/bootstrap"
 )
 
 // Method is the full method name clients call.
@@ -43,18 +46,10 @@ func Whoami(ctx context.Context, cc grpc.ClientConnInterface) (string, error) {
 }
 
 // Bootstrap returns a gRPC xDS bootstrap (the file GRPC_XDS_BOOTSTRAP names)
-// for a client of the xDS server at address. The node's GENERATOR "grpc"
-// metadata makes meshbridge, like istiod, serve it Listeners and Routes.
+// for a client of the xDS server at address, plaintext, with no locality:
+// the document `meshbridge bootstrap --node-id nodeID --xds-address address`
+// prints (package xds/bootstrap), less its final newline.
 func Bootstrap(address, nodeID string) ([]byte, error) {
-	return json.MarshalIndent(map[string]any{
-		"xds_servers": []any{map[string]any{
-			"server_uri":      address,
-			"channel_creds":   []any{map[string]any{"type": "insecure"}},
-			"server_features": []string{"xds_v3"},
-		}},
-		"node": map[string]any{
-			"id":       nodeID,
-			"metadata": map[string]any{"GENERATOR": "grpc"},
-		},
-	}, "", "  ")
+	b, err := bootstrap.Render(bootstrap.Config{ServerURI: address, NodeID: nodeID})
+	return bytes.TrimSuffix(b, []byte("\n")), err
 }
