@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/meshbridge/meshbridge/xds/bootstrap"
+)
+
+const bootstrapUsage = `Usage: meshbridge bootstrap --node-id ID [flags]
+
+Prints the xDS bootstrap of a proxyless gRPC client (grpc-go, grpc-js with
+@grpc/grpc-js-xds, gRPC C-core) of this bridge. Write it to a file and point
+the client at it with GRPC_XDS_BOOTSTRAP=FILE, then dial xds:///<host>:<port>.
+
+The xDS address is --xds-address, else xds.address of --config (which must
+then name a host clients can dial, not 0.0.0.0), else 127.0.0.1:15010. The
+connection is plaintext unless a TLS flag is given or --config serves TLS
+(xds.tls); gRFC A65 "tls" credentials need grpc-go >= 1.61 or C-core >= 1.65,
+grpc-js-xds has none, and a client without them rejects the bootstrap.
+
+Flags:
+`
+
+// bootstrapFlags are the flags of `meshbridge bootstrap`.
+type bootstrapFlags struct {
+	nodeID, cluster, locality string
+	config, xdsAddress        string
+	tls                       bool
+	caFile, certFile, keyFile string
+}
+
+func (f *bootstrapFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.nodeID, "node-id", "", "node.id: names the client in the bridge's logs (required)")
+	fs.StringVar(&f.cluster, "cluster", "", "node.cluster: the client's service cluster (optional)")
+	fs.StringVar(&f.locality, "locality", "", "node.locality where the client runs, as region/zone/subzone (trailing parts optional)")
+	fs.StringVar(&f.config, "config", "", "the bridge's configuration: default xDS address and TLS from its xds block")
+	fs.StringVar(&f.xdsAddress, "xds-address", "", "the bridge's xDS address as clients dial it: host:port or a gRPC target URI (default: --config's xds.address, else 127.0.0.1:15010)")
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the bridge's certificate against the system roots unless --ca-file is given")
+	fs.StringVar(&f.caFile, "ca-file", "", "CA certificates (PEM) that verify the bridge's certificate; implies --tls")
+	fs.StringVar(&f.certFile, "cert-file", "", "client certificate chain (PEM) for an mTLS xDS port (xds.tls.clientCAFile); with --key-file; implies --tls")
+	fs.StringVar(&f.keyFile, "key-file", "", "client private key (PEM) for --cert-file")
+}
+
+// cmdBootstrap prints the xDS bootstrap (package xds/bootstrap) of a
+// proxyless gRPC client. It returns 0 on success and for -h/--help (usage on
+// stdout), 2 for a usage error, 1 when --config cannot be loaded.
+func cmdBootstrap(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f bootstrapFlags
+	f.register(fs)
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, bootstrapUsage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "meshbridge bootstrap: %v\n", err)
+		printUsage(stderr)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "meshbridge bootstrap: unexpected argument %q\n", fs.Arg(0))
+		printUsage(stderr)
+		return 2
+	}
+	cfg, code := f.bootstrapConfig(stderr)
+	if cfg == nil {
+		return code
+	}
+	out, err := bootstrap.Render(*cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshbridge bootstrap: %v\n", err)
+		return 2
+	}
+	if cfg.TLS == nil && !isLoopback(cfg.ServerURI) {
+		fmt.Fprintf(stderr, "meshbridge bootstrap: warning: the xDS connection to %s is plaintext; give --tls or --ca-file if the bridge serves xds.tls\n", cfg.ServerURI)
+	}
+	_, _ = stdout.Write(out)
+	return 0
+}
+
+// bootstrapConfig turns the flags into a bootstrap.Config, taking the xDS
+// address and TLS mode from --config when the flags leave them unset. On
+// failure it prints the error and returns nil and the exit code.
+func (f *bootstrapFlags) bootstrapConfig(stderr io.Writer) (*bootstrap.Config, int) {
+	fail := func(code int, format string, args ...any) (*bootstrap.Config, int) {
+		fmt.Fprintf(stderr, "meshbridge bootstrap: "+format+"\n", args...)
+		return nil, code
+	}
+	if f.nodeID == "" {
+		return fail(2, "--node-id is required: it names the client in the bridge's logs")
+	}
+	loc, err := bootstrap.ParseLocality(f.locality)
+	if err != nil {
+		return fail(2, "--locality: %v", err)
+	}
+	cfg := &bootstrap.Config{NodeID: f.nodeID, Cluster: f.cluster, Locality: loc, ServerURI: f.xdsAddress}
+	if f.keyFile != "" && f.certFile == "" || f.certFile != "" && f.keyFile == "" {
+		return fail(2, "--cert-file and --key-file go together")
+	}
+	if f.tls || f.caFile != "" || f.certFile != "" {
+		cfg.TLS = &bootstrap.TLS{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}
+	}
+	if f.config == "" {
+		if cfg.ServerURI == "" {
+			cfg.ServerURI = "127.0.0.1:15010"
+		}
+		return cfg, 0
+	}
+	c, err := LoadConfig(f.config)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	serverTLS := c.XDS.TLS
+	if cfg.ServerURI == "" {
+		host, _, err := net.SplitHostPort(c.XDS.Address)
+		if err != nil {
+			return fail(1, "xds.address of %s: %v", f.config, err)
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return fail(2, "xds.address %s of %s listens on every interface; give --xds-address with the address clients dial", c.XDS.Address, f.config)
+		}
+		cfg.ServerURI = c.XDS.Address
+		if cfg.TLS != nil && serverTLS == nil {
+			return fail(2, "--tls, --ca-file or --cert-file given, but xds.address %s of %s serves plaintext (no xds.tls)", c.XDS.Address, f.config)
+		}
+	}
+	if serverTLS != nil && cfg.TLS == nil {
+		cfg.TLS = &bootstrap.TLS{}
+	}
+	if serverTLS != nil && serverTLS.ClientCAFile != "" && cfg.TLS.CertFile == "" {
+		return fail(2, "%s requires client certificates (xds.tls.clientCAFile): give --cert-file and --key-file", f.config)
+	}
+	return cfg, 0
+}
+
+// isLoopback reports whether a server URI stays on this machine: a Unix
+// socket, localhost or a loopback address.
+func isLoopback(serverURI string) bool {
+	if strings.HasPrefix(serverURI, "unix:") || strings.HasPrefix(serverURI, "unix-abstract:") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(serverURI)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
