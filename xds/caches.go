@@ -1,14 +1,18 @@
 package xds
 
 import (
+	"log/slog"
+	"maps"
+
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/log"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
-// caches holds one go-control-plane LinearCache per resource type and the
-// MuxCache that routes each request to one of them.
+// caches holds one go-control-plane LinearCache per resource type, shared
+// by every listener; forListener builds the MuxCache a listener's ADS server
+// watches.
 //
 // Every type uses a LinearCache rather than a snapshot cache: a snapshot cache
 // versions a node's whole snapshot, so a change of one ClusterLoadAssignment
@@ -21,9 +25,8 @@ type caches struct {
 	listeners *resourceSet // LDS, proxyless gRPC only
 	routes    *resourceSet // RDS, proxyless gRPC only
 	mcp       *mcpCache    // MCP types for istiod (mcp.go); nil unless Options.MCP
-	// mux routes each request to one of the caches (MuxCache), behind
-	// nackGuard; it is what the ADS server watches.
-	mux cachev3.Cache
+	// xds maps the cache key of each served xDS type (keyFor) to its cache.
+	xds map[string]cachev3.Cache
 }
 
 func newCaches(logger log.Logger, mcp *mcpCache) *caches {
@@ -37,34 +40,68 @@ func newCaches(logger log.Logger, mcp *mcpCache) *caches {
 		routes:    newResourceSet(linear(resourcev3.RouteType)),
 		mcp:       mcp,
 	}
-	mux := &cachev3.MuxCache{
-		Classify: func(r *cachev3.Request) string {
-			return cacheKey(r.GetTypeUrl(), r.GetNode())
-		},
-		ClassifyDelta: func(r *cachev3.DeltaRequest) string {
-			return cacheKey(r.GetTypeUrl(), r.GetNode())
-		},
-		// A type not listed here fails the stream (MuxCache's "no cache
-		// defined"): meshbridge serves no SDS, RTDS or ECDS.
-		Caches: map[string]cachev3.Cache{
-			resourcev3.ClusterType:                          c.clusters.cache,
-			resourcev3.EndpointType:                         c.endpoints.cache,
-			keyFor(resourcev3.ListenerType, GeneratorGRPC):  c.listeners.cache,
-			keyFor(resourcev3.RouteType, GeneratorGRPC):     c.routes.cache,
-			keyFor(resourcev3.ListenerType, GeneratorEnvoy): linear(resourcev3.ListenerType),
-			keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
-		},
+	c.xds = map[string]cachev3.Cache{
+		resourcev3.ClusterType:                          c.clusters.cache,
+		resourcev3.EndpointType:                         c.endpoints.cache,
+		keyFor(resourcev3.ListenerType, GeneratorGRPC):  c.listeners.cache,
+		keyFor(resourcev3.RouteType, GeneratorGRPC):     c.routes.cache,
+		keyFor(resourcev3.ListenerType, GeneratorEnvoy): linear(resourcev3.ListenerType),
+		keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
 	}
-	if mcp != nil {
-		// Only SotW reaches it: istiod's MCP client does not use Delta.
-		mux.Caches[mcpCacheKey] = mcp
-	}
-	c.mux = nackGuard{mux}
 	return c
 }
 
-// mcpCacheKey classifies every MCP type (isMCPType): meshbridge's own and the
-// ones it answers with an empty list.
+// listenerRole is what a listener serves.
+type listenerRole int
+
+const (
+	// serveXDSAndMCP: the xDS types, and the MCP types when MCP is on (the
+	// ADS port without a separate MCP listener).
+	serveXDSAndMCP listenerRole = iota
+	// serveXDSOnly: the xDS types; MCP types are refused, as MCP has its own
+	// listener.
+	serveXDSOnly
+	// serveMCPOnly: the MCP types; every other type is refused.
+	serveMCPOnly
+)
+
+// forListener returns the cache a listener's ADS server watches: a MuxCache
+// over the shared caches that routes each type URL as the listener's role
+// says (types.go), behind nackGuard.
+func (c *caches) forListener(role listenerRole, log *slog.Logger) cachev3.Cache {
+	routes := map[string]cachev3.Cache{invalidTypeKey: invalidType(log)}
+	if role == serveMCPOnly {
+		routes[mcpCacheKey] = c.mcp
+		routes[refusedTypeKey] = xdsElsewhere(log)
+	} else {
+		maps.Copy(routes, c.xds)
+		routes[unknownTypeKey] = emptyCache{}
+		switch {
+		case c.mcp == nil:
+			routes[mcpCacheKey] = mcpDisabled(log)
+		case role == serveXDSOnly:
+			routes[mcpCacheKey] = mcpElsewhere(log)
+		default:
+			// Only SotW reaches it: istiod's MCP client does not use Delta.
+			routes[mcpCacheKey] = c.mcp
+		}
+	}
+	classify := func(typeURL string, node *core.Node) string {
+		key := cacheKey(typeURL, node)
+		if role == serveMCPOnly && key != mcpCacheKey && key != invalidTypeKey {
+			return refusedTypeKey
+		}
+		return key
+	}
+	return nackGuard{&cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return classify(r.GetTypeUrl(), r.GetNode()) },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return classify(r.GetTypeUrl(), r.GetNode()) },
+		Caches:        routes,
+	}}
+}
+
+// mcpCacheKey classifies every Istio config type (isMCPType): meshbridge's
+// own and the ones it answers with an empty list.
 const mcpCacheKey = "mcp"
 
 // cacheKey classifies a request. Only LDS and RDS differ per generator: an
@@ -79,12 +116,17 @@ func cacheKey(typeURL string, node *core.Node) string {
 	return keyFor(typeURL, generatorOf(node))
 }
 
+// keyFor classifies a type URL for a generator (types.go): a served xDS
+// type, mcpCacheKey, unknownTypeKey or invalidTypeKey.
 func keyFor(typeURL string, gen Generator) string {
-	if isMCPType(typeURL) {
+	switch {
+	case isMCPType(typeURL):
 		return mcpCacheKey
-	}
-	switch typeURL {
-	case resourcev3.ListenerType, resourcev3.RouteType:
+	case !isProtoType(typeURL):
+		return invalidTypeKey
+	case !servedXDSTypes[typeURL]:
+		return unknownTypeKey
+	case typeURL == resourcev3.ListenerType, typeURL == resourcev3.RouteType:
 		return string(gen) + " " + typeURL
 	}
 	return typeURL

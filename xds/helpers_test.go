@@ -2,12 +2,14 @@ package xds
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // assertEqual fails the test with a diff when got differs from want; protos
@@ -36,4 +38,15 @@ func portName(port uint32) string {
 // ep is an endpoint of port grpc-<port> with weight 1.
 func ep(addr string, port uint32, locality string) *model.Endpoint {
 	return &model.Endpoint{Address: addr, ServicePortName: portName(port), EndpointPort: port, Weight: 1, Locality: locality}
+}
+
+// logLines returns the lines of a slog text log whose message is msg.
+func logLines(logs *harness.LockedBuffer, msg string) []string {
+	var out []string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, " msg="+strconv.Quote(msg)+" ") || strings.Contains(line, " msg="+msg+" ") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	mcp "istio.io/api/mcp/v1alpha1"
@@ -27,7 +28,8 @@ type ConfigSource interface {
 	List(kind model.Kind, namespace string) []*model.Config
 }
 
-// MCPOptions turns on MCP-over-xDS for istiod (issue 5) on the ADS port.
+// MCPOptions turns on MCP-over-xDS for istiod: on the ADS port, or on a
+// listener of its own with Options.MCPAddress.
 type MCPOptions struct {
 	// Source is the aggregate store whose ServiceEntries and WorkloadEntries
 	// are served; required. Tell the server of changes with
@@ -53,13 +55,6 @@ const mcpResourceType = "type.googleapis.com/istio.mcp.v1alpha1.Resource"
 // stream and type and leaves to the cache to interpret), the version it
 // sent. Resource names are "<namespace>/<name>", never empty.
 const mcpSentKey = ""
-
-// isMCPType reports whether typeURL is an MCP type: istiod's MCP client asks
-// by GVK ("networking.istio.io/v1/ServiceEntry", "core/v1alpha1/MeshConfig"),
-// Envoy and gRPC by proto type ("type.googleapis.com/...").
-func isMCPType(typeURL string) bool {
-	return !strings.HasPrefix(typeURL, "type.googleapis.com/")
-}
 
 // mcpEntry is one object as served: its version and its marshalled
 // mcp.Resource, nil when the object failed validation.
@@ -139,7 +134,7 @@ func (c *mcpCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, o
 	set := c.set(req.GetTypeUrl())
 	if sent, ok := sub.ReturnedResources()[mcpSentKey]; !ok || sent != set.version {
 		c.respond(w, set)
-		return func() {}, nil
+		return sync.OnceFunc(func() { close(w.done) }), nil
 	}
 	c.watches[w] = struct{}{}
 	return sync.OnceFunc(func() {
@@ -165,7 +160,7 @@ func (c *mcpCache) respond(w *mcpWatch, set *mcpSet) {
 		},
 		ReturnedResources: map[string]string{mcpSentKey: set.version},
 	}
-	mcpPushesTotal.WithLabelValues(typeURL).Inc()
+	mcpPushesTotal.WithLabelValues(typeLabel(typeURL)).Inc()
 	select {
 	case w.out <- resp:
 	default:
@@ -179,9 +174,10 @@ func (c *mcpCache) respond(w *mcpWatch, set *mcpSet) {
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher. istiod's MCP client
-// uses SotW only; a Delta request for an MCP type ends the stream.
+// uses SotW only; a Delta request for an MCP type ends the stream with
+// Unimplemented.
 func (c *mcpCache) CreateDeltaWatch(req *cachev3.DeltaRequest, _ cachev3.Subscription, _ chan cachev3.DeltaResponse) (func(), error) {
-	return nil, fmt.Errorf("MCP type %s is served over SotW ADS only", req.GetTypeUrl())
+	return nil, status.Errorf(codes.Unimplemented, "Istio config type %q is served over SotW ADS only", req.GetTypeUrl())
 }
 
 // Fetch implements cachev3.ConfigFetcher; MCP is served over ADS only.

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metric names are a contract (issue 2 and issue 3, "Metrics"); dashboards
+// Metric names are a contract (README.md "Metrics"); dashboards
 // depend on them.
 const (
 	metricPushes       = "meshbridge_pushes_total"
@@ -15,6 +15,7 @@ const (
 	metricPushBytes    = "meshbridge_xds_push_bytes_total"
 	metricStreams      = "meshbridge_xds_streams"
 	metricMCPPushes    = "meshbridge_mcp_pushes_total"
+	metricTLSErrors    = "meshbridge_xds_tls_handshake_errors_total"
 	modeSotW           = "sotw"
 	modeDelta          = "delta"
 	pushTypeFull       = "full"
@@ -36,15 +37,16 @@ var (
 
 	nacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricNACKs,
-		Help: "xDS requests that rejected the previous response (carried error_detail), by type URL.",
+		Help: "xDS requests that rejected the previous response (carried error_detail), by type URL " +
+			"(\"other\" for types meshbridge does not produce).",
 	}, []string{"type_url"})
 
-	// The three below are issue 3's ("Serving", "Metrics"); they count what
-	// reaches the streams, where meshbridge_pushes_total counts what reaches
-	// the caches.
+	// The three below count what reaches the streams, where
+	// meshbridge_pushes_total counts what reaches the caches.
 	streamPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricStreamPushes,
-		Help: "xDS responses sent on ADS streams (SotW and Delta), by type URL. One per response per stream.",
+		Help: "xDS responses sent on ADS streams (SotW and Delta), by type URL (\"other\" for the empty " +
+			"answers to types meshbridge does not produce). One per response per stream.",
 	}, []string{"type_url"})
 
 	pushBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -58,12 +60,18 @@ var (
 		Help: "Open ADS streams, by mode (sotw or delta).",
 	}, []string{"mode"})
 
-	// issue 5 ("Build").
 	mcpPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricMCPPushes,
-		Help: "MCP responses handed to ADS streams (istiod), by requested type URL, including the empty " +
-			"answers to types meshbridge does not produce. One per response per stream.",
+		Help: "MCP responses handed to ADS streams (istiod), by requested type URL (\"other\" for the " +
+			"empty answers to the Istio config types meshbridge does not produce). One per response per stream.",
 	}, []string{"type_url"})
+
+	tlsHandshakeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricTLSErrors,
+		Help: "TLS handshakes a listener refused (wrong CA, no client certificate under mTLS, plaintext to " +
+			"a TLS port, ...), by listener (xds or mcp). A connection closed before it sent a TLS record " +
+			"(a TCP probe) is not counted.",
+	}, []string{"listener"})
 
 	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: metricEventToPush,
@@ -77,5 +85,5 @@ var (
 // registers them once on its registry). The collectors are package-level, so
 // every DiscoveryServer in a process reports into them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal}
+	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal, tlsHandshakeErrors}
 }

@@ -34,13 +34,13 @@ func (s *DiscoveryServer) push(req *model.PushRequest) {
 
 func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 	began := time.Now()
-	var changed int
+	var services, changed int
 	pushType := pushTypeEDS
 	if req.Full {
 		pushType = pushTypeFull
-		changed = s.fullPush(req)
+		services, changed = s.fullPush(req)
 	} else {
-		changed = s.edsPush(req)
+		services, changed = s.edsPush(req)
 	}
 	reason := dominantReason(req.Reason)
 	pushesTotal.WithLabelValues(pushType, reason).Inc()
@@ -51,7 +51,12 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 	if req.Full {
 		level = s.log.Info
 	}
-	level("Pushed "+pushType, "reason", reason, "services", len(req.ConfigsUpdated), "count", changed, "duration", time.Since(began))
+	// services: those the push generated from (every one for a full push,
+	// those whose assignments were regenerated for EDS); changedResources:
+	// Clusters, Listeners, Routes and ClusterLoadAssignments handed to the
+	// caches; configsUpdated: the request's ConfigKeys, 0 for "everything".
+	level("Pushed "+pushType, "reason", reason, "services", services, "changedResources", changed,
+		"configsUpdated", len(req.ConfigsUpdated), "duration", time.Since(began))
 
 	s.pushes++
 	select {
@@ -64,21 +69,21 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 // fullPush regenerates Clusters, Listeners and Routes from every service and
 // removes vanished ones; it regenerates the ClusterLoadAssignments of the
 // services in ConfigsUpdated (all when empty) and of clusters new to the
-// caches, and removes those of vanished clusters. It returns how many
-// resources changed.
-func (s *DiscoveryServer) fullPush(req *model.PushRequest) int {
-	services := s.src.Services()
-	s.services = make(map[model.ConfigKey]*model.Service, len(services))
-	for _, svc := range services {
+// caches, and removes those of vanished clusters. It returns the number of
+// services and how many resources changed.
+func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed int) {
+	all := s.src.Services()
+	s.services = make(map[model.ConfigKey]*model.Service, len(all))
+	for _, svc := range all {
 		s.services[model.ServiceKey(svc.Namespace, svc.Hostname)] = svc
 	}
-	clusters := asResources(buildClusters(services))
-	changed := s.apply("clusters", func() (int, error) { return s.caches.clusters.replace(clusters) })
-	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(asResources(buildListeners(services))) })
-	changed += s.apply("routes", func() (int, error) { return s.caches.routes.replace(asResources(buildRoutes(services))) })
+	clusters := asResources(buildClusters(all))
+	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.replace(clusters) })
+	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(asResources(buildListeners(all))) })
+	changed += s.apply("routes", func() (int, error) { return s.caches.routes.replace(asResources(buildRoutes(all))) })
 
 	cla := make(map[string]types.Resource)
-	for _, svc := range services {
+	for _, svc := range all {
 		_, listed := req.ConfigsUpdated[model.ServiceKey(svc.Namespace, svc.Hostname)]
 		if len(req.ConfigsUpdated) == 0 || listed || s.lacksLoadAssignment(svc) {
 			s.addLoadAssignments(cla, svc)
@@ -90,7 +95,7 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) int {
 			vanished = append(vanished, name)
 		}
 	}
-	return changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, vanished) })
+	return len(all), changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, vanished) })
 }
 
 // edsPush regenerates the ClusterLoadAssignments of the services in
@@ -99,20 +104,23 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) int {
 // in the index of the last full push, so the cost follows the change, not the
 // mesh: services only come, go or change through a full push, and a service
 // that push has not seen yet gets its assignments from the full push that
-// follows it.
-func (s *DiscoveryServer) edsPush(req *model.PushRequest) int {
+// follows it. It returns the number of services regenerated and how many
+// assignments changed.
+func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int) {
 	cla := make(map[string]types.Resource)
 	if len(req.ConfigsUpdated) == 0 {
 		for _, svc := range s.services {
 			s.addLoadAssignments(cla, svc)
 		}
+		services = len(s.services)
 	}
 	for key := range req.ConfigsUpdated {
 		if svc := s.services[key]; svc != nil {
 			s.addLoadAssignments(cla, svc)
+			services++
 		}
 	}
-	return s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, nil) })
+	return services, s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, nil) })
 }
 
 func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc *model.Service) {

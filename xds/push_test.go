@@ -1,11 +1,15 @@
 package xds
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 func TestPushHandsOnlyChangedResources(t *testing.T) {
@@ -16,35 +20,50 @@ func TestPushHandsOnlyChangedResources(t *testing.T) {
 		endpoints []*model.Endpoint
 		req       *model.PushRequest
 		want      int // resources handed to the caches
+		// wantServices is the number of services the push generated from.
+		wantServices int
 	}{
 		"full push with nothing changed hands nothing": {
-			services: []*model.Service{a, b},
-			req:      &model.PushRequest{Full: true},
+			services:     []*model.Service{a, b},
+			req:          &model.PushRequest{Full: true},
+			wantServices: 2,
 		},
 		"EDS push with unchanged endpoints hands nothing": {
-			services: []*model.Service{a, b},
-			req:      &model.PushRequest{ConfigsUpdated: keyA},
+			services:     []*model.Service{a, b},
+			req:          &model.PushRequest{ConfigsUpdated: keyA},
+			wantServices: 1,
 		},
 		"EDS push hands only the changed assignment": {
-			services:  []*model.Service{a, b},
-			endpoints: []*model.Endpoint{ep("10.0.0.1", 80, "")},
-			req:       &model.PushRequest{ConfigsUpdated: keyA},
-			want:      1,
+			services:     []*model.Service{a, b},
+			endpoints:    []*model.Endpoint{ep("10.0.0.1", 80, "")},
+			req:          &model.PushRequest{ConfigsUpdated: keyA},
+			want:         1,
+			wantServices: 1,
+		},
+		"EDS push for everything regenerates every service": {
+			services:     []*model.Service{a, b},
+			endpoints:    []*model.Endpoint{ep("10.0.0.1", 80, "")},
+			req:          &model.PushRequest{},
+			want:         1,
+			wantServices: 2,
 		},
 		"full push removes a vanished service's cluster, listener, route and assignment": {
-			services: []*model.Service{b},
-			req:      &model.PushRequest{Full: true},
-			want:     4,
+			services:     []*model.Service{b},
+			req:          &model.PushRequest{Full: true},
+			want:         4,
+			wantServices: 1,
 		},
 		"full push adds a new service's cluster, listener, route and assignment": {
-			services: []*model.Service{a, b, grpcService("c.local", 80)},
-			req:      &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "c.local"): {}}},
-			want:     4,
+			services:     []*model.Service{a, b, grpcService("c.local", 80)},
+			req:          &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "c.local"): {}}},
+			want:         4,
+			wantServices: 3,
 		},
 		"full push for listed services leaves other assignments alone": {
-			services:  []*model.Service{a, b},
-			endpoints: []*model.Endpoint{ep("10.0.0.1", 80, "")},
-			req:       &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "b.local"): {}}},
+			services:     []*model.Service{a, b},
+			endpoints:    []*model.Endpoint{ep("10.0.0.1", 80, "")},
+			req:          &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey("mesh", "b.local"): {}}},
+			wantServices: 2,
 		},
 	}
 	for name, tc := range tests {
@@ -55,14 +74,17 @@ func TestPushHandsOnlyChangedResources(t *testing.T) {
 			s.initialPush()
 			src.set(tc.services...)
 			s.EDSCacheUpdate("test", "a.local", "mesh", tc.endpoints)
-			var got int
+			var services, got int
 			if tc.req.Full {
-				got = s.fullPush(tc.req)
+				services, got = s.fullPush(tc.req)
 			} else {
-				got = s.edsPush(tc.req)
+				services, got = s.edsPush(tc.req)
 			}
 			if got != tc.want {
 				t.Errorf("changed resources = %d, want %d", got, tc.want)
+			}
+			if services != tc.wantServices {
+				t.Errorf("services = %d, want %d", services, tc.wantServices)
 			}
 		})
 	}
@@ -115,5 +137,32 @@ func TestUpdatesBeforeTheFirstPushQueueNothing(t *testing.T) {
 	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.2", 80, "")})
 	if req := s.queue.take(); req == nil || req.Full {
 		t.Fatalf("after the first push an endpoint change queued %+v, want an EDS request", req)
+	}
+}
+
+// TestPushLogSaysWhatWasPushed: the push log line counts the services the
+// push generated from and the resources it changed, apart from the
+// request's ConfigsUpdated, which a global full push leaves empty.
+func TestPushLogSaysWhatWasPushed(t *testing.T) {
+	src := &staticSource{}
+	var services []*model.Service
+	for i := range 9 {
+		services = append(services, grpcService(fmt.Sprintf("s%d.local", i), 80))
+	}
+	src.set(services...)
+	var logs harness.LockedBuffer
+	ts := runServer(t, src, Options{
+		Address: "127.0.0.1:0", DebounceAfter: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	close(ts.ready)
+	ts.waitPushes(t, 1)
+
+	// 9 services, each a Cluster, a Listener, a Route and a
+	// ClusterLoadAssignment.
+	lines := logLines(&logs, "Pushed full")
+	want := " reason=global services=9 changedResources=36 configsUpdated=0 "
+	if len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Fatalf("want one \"Pushed full\" line containing %q; log:\n%s", want, logs.String())
 	}
 }

@@ -3,6 +3,7 @@ package xds
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,14 +45,45 @@ type Options struct {
 	EnableEDSDebounce bool
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
-	// TLS, when set, serves the port over TLS, with mTLS when it names a
+	// TLS, when set, serves Address over TLS, with mTLS when it names a
 	// client CA; the files are re-read when they change. Nil serves
 	// plaintext (the default, for loopback).
 	TLS *TLSConfig
-	// MCP, when set, also answers istiod's MCP type URLs on the ADS port
-	// from MCP.Source (mcp.go, issue 5). Nil serves no MCP: MCP type URLs
-	// end the stream like any other unserved type.
+	// MCP, when set, serves istiod's MCP client (Istio config type URLs)
+	// from MCP.Source: on Address, or only on MCPAddress when that is set.
+	// Nil serves no MCP: an Istio config type URL ends the stream with
+	// FailedPrecondition naming mcp.enabled.
 	MCP *MCPOptions
+	// MCPAddress, when set, serves MCP on a listener of its own (its own
+	// gRPC server over the same caches, opened with Address once the first
+	// full push is done); port 0 picks a free port (see MCPAddr). Address
+	// then refuses Istio config types, and MCPAddress every other type,
+	// with FailedPrecondition naming the key of the other listener
+	// (mcp.address, xds.address). Requires MCP. Empty serves MCP on Address.
+	MCPAddress string
+	// MCPTLS, when set, serves MCPAddress over TLS; the files are re-read
+	// when they change. Server TLS only: istiod's xds:// config source
+	// client verifies the server but presents no client certificate
+	// (istio pilot/pkg/bootstrap/configcontroller.go), so a ClientCAFile is
+	// an error. Requires MCPAddress. Nil serves MCPAddress in plaintext.
+	MCPTLS *TLSConfig
+}
+
+// Validate reports the first inconsistency of o, naming the configuration
+// key of the field at fault. Run calls it before anything else.
+func (o Options) Validate() error {
+	if o.MCPAddress != "" && o.MCP == nil {
+		return errors.New("mcp.address is set but MCP is not enabled (mcp.enabled)")
+	}
+	if o.MCPTLS != nil && o.MCPAddress == "" {
+		return errors.New("mcp.tls is set without mcp.address: MCP on the xDS port uses xds.tls")
+	}
+	if o.MCPTLS != nil && o.MCPTLS.ClientCAFile != "" {
+		return errors.New("mcp.tls.clientCAFile is set, but istiod's xds:// config source client cannot present " +
+			"a client certificate (it supports server-verified TLS only); leave it empty and authenticate " +
+			"istiod by network policy")
+	}
+	return nil
 }
 
 // DiscoveryServer serves Clusters, ClusterLoadAssignments and, to proxyless
@@ -66,6 +98,7 @@ type DiscoveryServer struct {
 	shards *endpointShards
 	queue  *requestQueue
 	caches *caches
+	sends  *sendLimiter // shared by the listeners: it bounds the CPU spent on sends
 
 	pushMu sync.Mutex // serialises pushes; guards synced and the caches' content
 	synced bool       // the first full push is done
@@ -78,7 +111,8 @@ type DiscoveryServer struct {
 	// services indexes the last full push's services by ConfigKey; guarded
 	// by pushMu.
 	services map[model.ConfigKey]*model.Service
-	addr     atomic.Pointer[net.Addr]
+	addr     atomic.Pointer[net.Addr] // the ADS listener's
+	mcpAddr  atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
 	serving  chan struct{}
 }
 
@@ -101,6 +135,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		shards:  newEndpointShards(),
 		queue:   newRequestQueue(),
 		caches:  newCaches(gcpLogger(logger), mcp),
+		sends:   newSendLimiter(defaultMaxSends(), slowSendAfter),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
 	}
@@ -108,17 +143,30 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 
 // Run runs the debounce loop at once; when ready is closed (the aggregate
 // registry HasSynced, or its sync timeout passed) it pushes everything into
-// the caches, then listens on Options.Address and serves ADS until ctx is
-// done. Listening only after that first full push is the gate of issue 2: a
-// grpc-go client treats a listener or cluster missing from a SotW response as
-// deleted, so a restarting bridge must never answer with a partial mesh.
+// the caches, then listens on Options.Address (and Options.MCPAddress) and
+// serves ADS until ctx is done. Listening only after that first full push is
+// the gate of DESIGN.md §6: a grpc-go client treats a listener or cluster
+// missing from a SotW response as deleted, and an istiod that got an empty
+// list reports ready, so a restarting bridge must never answer with a
+// partial mesh.
 //
-// Run must be called once. It returns nil when ctx ends, or an error when it cannot listen or serving
-// fails. On return the gRPC server is stopped with Stop, not GracefulStop:
-// ADS streams never end on their own, so GracefulStop would wait for every
-// client to hang up (Contour cmd/contour/serve.go makes the same call); the
-// clients reconnect and get the full state from the next bridge.
+// Run must be called once. It returns an error at once for invalid Options
+// (Validate) or TLS files that do not load; later, when it cannot listen or
+// serving fails, after stopping every listener. It returns nil when ctx
+// ends: the ADS streams end with it (go-control-plane serves them under
+// ctx), so each listener is stopped gracefully, sending GOAWAY and letting
+// responses in flight finish, and hard after gracefulStopTimeout when a send
+// is stuck on a client that stopped reading. Clients reconnect and get the
+// full state from the next bridge.
 func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error {
+	if err := s.opts.Validate(); err != nil {
+		return err
+	}
+	ports, err := s.ports()
+	if err != nil {
+		return err
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	var loop sync.WaitGroup
 	defer func() {
@@ -141,61 +189,147 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		loop.Go(func() { mcp.run(ctx, s.opts.DebounceAfter, s.opts.DebounceMax) })
 	}
 
-	var creds []grpc.ServerOption
-	if s.opts.TLS != nil {
-		reloader, err := newTLSReloader(*s.opts.TLS, s.log)
+	for i, p := range ports {
+		lis, err := net.Listen("tcp", p.address)
 		if err != nil {
-			return err
+			for _, q := range ports[:i] {
+				_ = q.lis.Close()
+			}
+			return fmt.Errorf("listen for %s on %s: %w", p.what, p.address, err)
 		}
-		creds = append(creds, grpc.Creds(credentials.NewTLS(reloader.ServerConfig())))
+		p.lis = lis
+		p.srv = s.newGRPCServer(ctx, p)
+		addr := lis.Addr()
+		p.published.Store(&addr)
+		s.log.Info("Serving "+p.what, "listener", p.name, "address", addr.String(), "tls", p.tls, "mtls", p.mtls)
 	}
-	lis, err := net.Listen("tcp", s.opts.Address)
-	if err != nil {
-		return fmt.Errorf("listen for xDS on %s: %w", s.opts.Address, err)
-	}
-	srv := s.newGRPCServer(ctx, creds...)
-	addr := lis.Addr()
-	s.addr.Store(&addr)
 	close(s.serving)
-	s.log.Info("Serving xDS", "address", addr.String())
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
+	served := make(chan error, len(ports))
+	for _, p := range ports {
+		go func() {
+			if err := p.srv.Serve(p.lis); err != nil {
+				served <- fmt.Errorf("serve %s on %s: %w", p.what, p.lis.Addr(), err)
+				return
+			}
+			served <- nil
+		}()
+	}
+	pending := len(ports)
+	var failed error
 	select {
 	case <-ctx.Done():
-		srv.Stop()
-		<-served
-		return nil
-	case err := <-served:
-		return fmt.Errorf("serve xDS on %s: %w", addr, err)
+	case failed = <-served:
+		pending--
 	}
+	cancel() // ends the ADS streams, so that a graceful stop returns
+	var stopping sync.WaitGroup
+	for _, p := range ports {
+		stopping.Go(func() { stopGracefully(p.srv, gracefulStopTimeout) })
+	}
+	stopping.Wait()
+	for range pending {
+		if err := <-served; failed == nil {
+			failed = err
+		}
+	}
+	return failed
 }
 
-// newGRPCServer registers go-control-plane's ADS server on a new gRPC server.
-// Only ADS is offered: proxyless gRPC and meshbridge's Envoy bootstrap both use
-// it, and one stream keeps CDS and EDS ordered.
-func (s *DiscoveryServer) newGRPCServer(ctx context.Context, extra ...grpc.ServerOption) *grpc.Server {
-	xdsServer := serverv3.NewServer(ctx, s.caches.mux, newCallbacks(s.log).funcs(),
-		sotw.WithLogger(gcpLogger(s.log)),
+// gracefulStopTimeout bounds a listener's graceful stop: a response stuck
+// on a client that stopped reading would otherwise hold it until keepalive
+// closes that connection (40s).
+const gracefulStopTimeout = 5 * time.Second
+
+// stopGracefully stops srv with GracefulStop, and with Stop once timeout
+// passed.
+func stopGracefully(srv *grpc.Server, timeout time.Duration) {
+	timer := time.AfterFunc(timeout, srv.Stop)
+	defer timer.Stop()
+	srv.GracefulStop()
+}
+
+// port is one listener of the server: the ADS port, and the MCP port with
+// Options.MCPAddress.
+type port struct {
+	name      string // "xds" or "mcp": metric label and log field
+	what      string // what it serves, for logs and errors
+	address   string
+	role      listenerRole
+	creds     credentials.TransportCredentials // nil: plaintext
+	tls, mtls bool
+	published *atomic.Pointer[net.Addr] // where Addr or MCPAddr read the bound address
+
+	lis net.Listener
+	srv *grpc.Server
+}
+
+// ports returns the listeners Options ask for, their TLS files loaded.
+func (s *DiscoveryServer) ports() ([]*port, error) {
+	xdsPort := &port{name: listenerXDS, what: "xDS", address: s.opts.Address, role: serveXDSAndMCP, published: &s.addr}
+	ports := []*port{xdsPort}
+	if s.opts.MCPAddress != "" {
+		xdsPort.role = serveXDSOnly
+		ports = append(ports, &port{name: listenerMCP, what: "MCP", address: s.opts.MCPAddress, role: serveMCPOnly, published: &s.mcpAddr})
+	}
+	for _, p := range ports {
+		cfg, key := s.opts.TLS, "xds.tls"
+		if p.name == listenerMCP {
+			cfg, key = s.opts.MCPTLS, "mcp.tls"
+		}
+		if cfg == nil {
+			continue
+		}
+		log := s.log.With("listener", p.name)
+		reloader, err := newTLSReloader(*cfg, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		p.creds = watchHandshakes(credentials.NewTLS(reloader.ServerConfig()), p.name, s.log)
+		p.tls, p.mtls = true, cfg.ClientCAFile != ""
+	}
+	return ports, nil
+}
+
+// Listener names: the listener label of
+// meshbridge_xds_tls_handshake_errors_total and the listener log field.
+const (
+	listenerXDS = "xds"
+	listenerMCP = "mcp"
+)
+
+// newGRPCServer registers go-control-plane's ADS server, watching the
+// caches as p's role routes them, on a new gRPC server. Only ADS is offered:
+// proxyless gRPC, meshbridge's Envoy bootstrap and istiod all use it, and
+// one stream keeps CDS and EDS ordered.
+func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Server {
+	log := s.log.With("listener", p.name)
+	xdsServer := serverv3.NewServer(ctx, s.caches.forListener(p.role, log), newCallbacks(s.log, p.name).funcs(),
+		sotw.WithLogger(gcpLogger(log)),
 		// grpc-go unsubscribes with an empty request, which legacy wildcard
 		// would read as "everything"; Envoy names what it wants for these
 		// types and asks CDS by wildcard, which therefore keeps legacy mode.
 		sotw.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}),
 	)
-	srv := grpc.NewServer(append([]grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		// Bound concurrent stream sends; a slow client holds a slot for at
 		// most slowSendAfter (sends.go).
-		grpc.ChainStreamInterceptor(newSendLimiter(defaultMaxSends(), slowSendAfter).intercept),
+		grpc.ChainStreamInterceptor(s.sends.intercept),
 		// Find dead clients whose TCP connection did not close (Istio's
 		// default keepalive for istiod's xDS port).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
-	}, extra...)...)
+	}
+	if p.creds != nil {
+		opts = append(opts, grpc.Creds(p.creds))
+	}
+	srv := grpc.NewServer(opts...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xdsServer)
 	return srv
 }
 
-// Addr returns the address the server listens on, or nil before it listens.
+// Addr returns the address the ADS listener (Options.Address) is bound to,
+// or nil before it listens.
 func (s *DiscoveryServer) Addr() net.Addr {
 	if a := s.addr.Load(); a != nil {
 		return *a
@@ -203,8 +337,17 @@ func (s *DiscoveryServer) Addr() net.Addr {
 	return nil
 }
 
-// Serving returns a channel closed once the server listens, i.e. after the
-// first full push.
+// MCPAddr returns the address the MCP listener (Options.MCPAddress) is bound
+// to, or nil before it listens and without Options.MCPAddress.
+func (s *DiscoveryServer) MCPAddr() net.Addr {
+	if a := s.mcpAddr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// Serving returns a channel closed once the server listens on every
+// address, i.e. after the first full push.
 func (s *DiscoveryServer) Serving() <-chan struct{} {
 	return s.serving
 }

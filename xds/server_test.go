@@ -51,11 +51,14 @@ func startServer(t *testing.T, src ServiceSource, address string) *testServer {
 	return runServer(t, src, Options{Address: address, DebounceAfter: time.Millisecond, EnableEDSDebounce: true})
 }
 
-// runServer runs a DiscoveryServer with opts (logs discarded) until the test
-// ends; ready is left open for the test to close.
+// runServer runs a DiscoveryServer with opts (logs discarded unless
+// opts.Logger is set) until the test ends; ready is left open for the test
+// to close.
 func runServer(t *testing.T, src ServiceSource, opts Options) *testServer {
 	t.Helper()
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	srv := NewDiscoveryServer(src, opts)
 	ts := &testServer{DiscoveryServer: srv, ready: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -122,10 +122,10 @@ func TestSendLimiter(t *testing.T) {
 }
 
 func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
-	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS)
 	key := streamKey{id: 1_000_000, delta: true}
 	streamsBefore := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta))
-	c.opened(key)
+	c.opened(t.Context(), key)
 	if got := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta)) - streamsBefore; got != 1 {
 		t.Errorf("delta streams rose by %v, want 1", got)
 	}

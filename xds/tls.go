@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// TLSConfig names the PEM files that secure the xDS port. CertFile and KeyFile
-// make it a TLS server; ClientCAFile also requires every client to present a
-// certificate signed by one of its CAs (mTLS). The files are re-read when they
+// TLSConfig names the PEM files that secure a listener (the xDS port, the MCP
+// port). CertFile and KeyFile make it a TLS server; ClientCAFile also requires
+// every client to present a certificate signed by one of its CAs (mTLS). The files are re-read when they
 // change (see tlsReloader), so a rotated Kubernetes Secret takes effect for new
 // connections without a restart.
 type TLSConfig struct {
@@ -63,7 +63,7 @@ type tlsReloader struct {
 // key not matching the certificate) is a configuration error.
 func newTLSReloader(cfg TLSConfig, log *slog.Logger) (*tlsReloader, error) {
 	if cfg.CertFile == "" || cfg.KeyFile == "" {
-		return nil, errors.New("xds tls: certFile and keyFile are required")
+		return nil, errors.New("tls: certFile and keyFile are required")
 	}
 	r := &tlsReloader{cfg: cfg, log: log, recheck: tlsRecheck}
 	stamps, config, err := r.load()
@@ -74,7 +74,7 @@ func newTLSReloader(cfg TLSConfig, log *slog.Logger) (*tlsReloader, error) {
 	return r, nil
 }
 
-// ServerConfig is the tls.Config for the xDS listener.
+// ServerConfig is the tls.Config for a listener.
 func (r *tlsReloader) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -95,17 +95,17 @@ func (r *tlsReloader) current() *tls.Config {
 	stamps, err := r.stampAll()
 	if err != nil || stamps == r.stamps {
 		if err != nil {
-			r.log.Warn("Kept the current xDS TLS files; a file could not be read", "err", err)
+			r.log.Warn("Kept the current TLS files; a file could not be read", "err", err)
 		}
 		return r.config
 	}
 	stamps, config, err := r.load()
 	if err != nil {
-		r.log.Warn("Kept the current xDS TLS files; the new ones do not load", "err", err)
+		r.log.Warn("Kept the current TLS files; the new ones do not load", "err", err)
 		return r.config
 	}
 	r.stamps, r.config = stamps, config
-	r.log.Info("Reloaded xDS TLS files", "mtls", r.cfg.ClientCAFile != "")
+	r.log.Info("Reloaded TLS files", "mtls", r.cfg.ClientCAFile != "")
 	return r.config
 }
 
@@ -128,11 +128,11 @@ func (r *tlsReloader) stampAll() ([3]fileStamp, error) {
 func (r *tlsReloader) load() ([3]fileStamp, *tls.Config, error) {
 	stamps, err := r.stampAll()
 	if err != nil {
-		return stamps, nil, fmt.Errorf("xds tls: %w", err)
+		return stamps, nil, fmt.Errorf("tls: %w", err)
 	}
 	pair, err := tls.LoadX509KeyPair(r.cfg.CertFile, r.cfg.KeyFile)
 	if err != nil {
-		return stamps, nil, fmt.Errorf("xds tls: load %s and %s: %w", r.cfg.CertFile, r.cfg.KeyFile, err)
+		return stamps, nil, fmt.Errorf("tls: load %s and %s: %w", r.cfg.CertFile, r.cfg.KeyFile, err)
 	}
 	config := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
@@ -142,11 +142,11 @@ func (r *tlsReloader) load() ([3]fileStamp, *tls.Config, error) {
 	if r.cfg.ClientCAFile != "" {
 		pem, err := os.ReadFile(r.cfg.ClientCAFile)
 		if err != nil {
-			return stamps, nil, fmt.Errorf("xds tls: %w", err)
+			return stamps, nil, fmt.Errorf("tls: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return stamps, nil, fmt.Errorf("xds tls: %s holds no PEM certificate", r.cfg.ClientCAFile)
+			return stamps, nil, fmt.Errorf("tls: %s holds no PEM certificate", r.cfg.ClientCAFile)
 		}
 		config.ClientCAs = pool
 		config.ClientAuth = tls.RequireAndVerifyClientCert
