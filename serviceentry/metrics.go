@@ -8,6 +8,16 @@ var (
 		Name: "meshbridge_translate_rejected_instances_total",
 		Help: "Registry instances that were not translated, by registry and reason (invalid-address, hostname-address, invalid-port, duplicate-endpoint, host-collision, invalid-host).",
 	}, []string{"registry", "reason"})
+	// labelsChanged counts, per instance, each registry label translate
+	// changed or dropped (translate.LabelChange, by Reason), once: when the
+	// instance is first translated with the change, and again only after its
+	// label or the outcome changed (translate.LabelChange.Repeated). A
+	// snapshot that leaves an instance's labels alone counts nothing for it,
+	// in either endpoint mode; a new instance counts its own changes.
+	labelsChanged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshbridge_translate_labels_changed_total",
+		Help: "Registry labels translate changed or dropped, counted once per instance until its label or the outcome changes, by registry and reason (key-changed, value-changed, truncated, invalid-key, invalid-value, reserved-prefix, collision, volatile, too-many-labels).",
+	}, []string{"registry", "reason"})
 	registryServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "meshbridge_registry_services",
 		Help: "Services the registry currently lists (last-known-good while it is unreachable).",
@@ -20,5 +30,5 @@ var (
 
 // Collectors returns the package's metrics for registration.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{rejectedInstances, registryServices, registryInstances}
+	return []prometheus.Collector{rejectedInstances, labelsChanged, registryServices, registryInstances}
 }

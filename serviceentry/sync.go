@@ -310,8 +310,39 @@ func (s *Syncer) logRejections(registry, service string, st *serviceState, res t
 		}
 	}
 	st.rejected = seen
-	for _, d := range res.DroppedLabels {
-		s.log.Debug("Dropped label", "registry", registry, "service", service, "instance", d.InstanceID,
-			"key", d.Key, "reason", d.Reason)
+	// Label changes: each counted once per instance (translate.LabelChange.Repeated),
+	// logged once per service when its set of (raw key, reason) changes.
+	perReason := make(map[string]int)
+	for _, c := range res.LabelChanges {
+		if !c.Repeated {
+			perReason[c.Reason]++
+		}
 	}
+	for reason, n := range perReason {
+		labelsChanged.WithLabelValues(registry, reason).Add(float64(n))
+	}
+	if !res.LabelSetChanged {
+		return
+	}
+	if len(res.LabelChanges) == 0 {
+		s.log.Info("Registry labels all kept as written", "registry", registry, "service", service)
+		return
+	}
+	// Per reason: the distinct raw keys, and one example each.
+	keys := make(map[string]int)
+	var examples []string
+	instances, seenKey := 0, make(map[[2]string]bool)
+	for i, c := range res.LabelChanges {
+		if i == 0 || c.InstanceID != res.LabelChanges[i-1].InstanceID {
+			instances++
+		}
+		if k := [2]string{c.Reason, c.Key}; !seenKey[k] {
+			seenKey[k] = true
+			if keys[c.Reason]++; keys[c.Reason] == 1 && len(examples) < 5 {
+				examples = append(examples, c.String())
+			}
+		}
+	}
+	s.log.Info("Registry labels changed or dropped", "registry", registry, "service", service,
+		"instances", instances, "keys", keys, "examples", examples)
 }

@@ -26,10 +26,9 @@
 //  5. Every object carries app.kubernetes.io/managed-by=meshbridge,
 //     meshbridge.io/registry=<name>, istio.io/rev when configured, and the
 //     annotation meshbridge.io/content-hash = ContentHash(labels, spec).
-//  6. Registry labels are sanitized to Kubernetes label syntax; what stays
-//     invalid, the reserved prefixes meshbridge.io/ and app.kubernetes.io/ (no
-//     forged ownership) and volatile Dubbo parameters (pid, timestamp) are
-//     dropped with a reason (LabelDrop).
+//  6. Registry labels become Kubernetes labels, sanitized or dropped by the
+//     rules of "Registry labels" below; every label not carried exactly as
+//     written is reported in Result.LabelChanges with a reason.
 //  7. Everything emitted passes ValidateServiceEntry / ValidateWorkloadEntry,
 //     which mirror istio pkg/config/validation (validation.go
 //     ValidateServiceEntry, validateWorkloadEntry) and the CRD schema limits.
@@ -50,10 +49,55 @@
 //     name WorkloadEntries (over 242 characters) that must fall back is an
 //     error.
 //
+// # Registry labels
+//
+// Registry labels are Consul tags and meta (later Nacos metadata and Dubbo
+// parameters). Each label is kept as written, changed or dropped; a changed
+// or dropped one is reported (LabelChange) with one reason, the first that
+// applies in this order:
+//   - volatile: a Dubbo pid, timestamp, …; dropped: it changes on every
+//     restart and would rewrite the object for no routing reason.
+//   - reserved-prefix: the sanitized key is under meshbridge.io/, istio.io/,
+//     kubernetes.io/, k8s.io/ or a subdomain of one (ReservedLabel; istiod
+//     derives endpoint mTLS from security.istio.io/tlsMode and the network
+//     from topology.istio.io/network, app.kubernetes.io/managed-by marks our
+//     ownership); dropped, unless Options.AllowLabels lists it. The
+//     meshbridge.io domain and app.kubernetes.io/managed-by can never be
+//     listed.
+//   - invalid-key: the key holds a character outside printable ASCII, or is
+//     not a label key after sanitizing (nothing alphanumeric left, a name
+//     over 63 or a prefix over 253 characters); dropped.
+//   - invalid-value: the value holds a character outside printable ASCII,
+//     or sanitizing would mislead: a non-empty value would become empty, or
+//     the trim would drop a '-' or '.' before a digit ("-1" is not "1");
+//     dropped.
+//   - key-changed: kept under the sanitized key: prefix lower-cased,
+//     characters outside [-A-Za-z0-9_.] (and a second '/') replaced by '-',
+//     non-alphanumeric ends trimmed. The value may have changed too.
+//   - truncated: kept; the sanitized value is over 63 characters and
+//     becomes its first 52, '-' and 10 hex of its sha256 (ServiceLabelValue),
+//     so that distinct values stay distinct.
+//   - value-changed: kept; the value is sanitized like a key's name.
+//
+// Sanitizing never depends on map order. When several raw keys give one key
+// (a collision), the key as written wins if one is, else the lexically
+// smallest raw key (byte order); the others are dropped as collision. Then
+// an instance keeps at most MaxInstanceLabels labels (255: the WorkloadEntry
+// CRD allows 256 and meshbridge.io/service takes one), the first in key
+// order; the rest are dropped as too-many-labels and the instance keeps its
+// endpoint.
+//
+// Sticky carries the reported changes to the service's next translation,
+// which marks those it repeats for the same instance (LabelChange.Repeated)
+// and reports whether the service's set of (raw key, reason) changed
+// (Result.LabelSetChanged), so that callers count each change once and log
+// a service's changes only when they change.
+//
 // Concurrency: a Translator is immutable after New and safe for concurrent
 // use; the per-service state (Sticky) is kept by the caller.
 //
 // Not here: choosing between two services that map to one host
 // (host-collision, decided by the caller that sees every service), metrics
-// (callers count Rejections by Reason), the store diff, and any I/O.
+// (callers count Rejections and LabelChanges by Reason), the store diff, and
+// any I/O.
 package translate

@@ -22,14 +22,15 @@ import (
 // goldenInput is the shape of testdata/<case>.input.yaml.
 type goldenInput struct {
 	Options struct {
-		Registry     string `json:"registry"`
-		Type         string `json:"type"`
-		Namespace    string `json:"namespace"`
-		HostTemplate string `json:"hostTemplate"`
-		ServicePort  uint32 `json:"servicePort"`
-		Resolution   string `json:"resolution"`
-		Endpoints    string `json:"endpoints"`
-		Revision     string `json:"revision"`
+		Registry     string   `json:"registry"`
+		Type         string   `json:"type"`
+		Namespace    string   `json:"namespace"`
+		HostTemplate string   `json:"hostTemplate"`
+		ServicePort  uint32   `json:"servicePort"`
+		Resolution   string   `json:"resolution"`
+		Endpoints    string   `json:"endpoints"`
+		Revision     string   `json:"revision"`
+		AllowLabels  []string `json:"allowLabels"`
 	} `json:"options"`
 	Prev struct {
 		Port     uint32 `json:"port"`
@@ -62,7 +63,7 @@ func (in goldenInput) options() Options {
 	return Options{
 		Registry: o.Registry, Type: o.Type, Namespace: o.Namespace, HostTemplate: o.HostTemplate,
 		ServicePort: o.ServicePort, Resolution: model.Resolution(o.Resolution),
-		Endpoints: EndpointMode(o.Endpoints), Revision: o.Revision,
+		Endpoints: EndpointMode(o.Endpoints), Revision: o.Revision, AllowLabels: o.AllowLabels,
 	}
 }
 
@@ -149,9 +150,9 @@ func renderGolden(t *testing.T, input string) []byte {
 	for _, r := range res.Rejected {
 		fmt.Fprintf(&out, "#   %s %s: %s\n", r.InstanceID, r.Reason, r.Detail)
 	}
-	fmt.Fprintf(&out, "# dropped labels: %d\n", len(res.DroppedLabels))
-	for _, d := range res.DroppedLabels {
-		fmt.Fprintf(&out, "#   %s %q %s\n", d.InstanceID, d.Key, d.Reason)
+	fmt.Fprintf(&out, "# label changes: %d\n", len(res.LabelChanges))
+	for _, c := range res.LabelChanges {
+		fmt.Fprintf(&out, "#   %s %s: %s\n", c.InstanceID, c.Reason, c)
 	}
 	out.Write(docs)
 	return out.Bytes()

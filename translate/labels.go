@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,14 +12,146 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// Reasons a registry label is dropped (LabelDrop.Reason).
+// Reasons a registry label is changed or dropped (LabelChange.Reason); they
+// are the values of the reason label of
+// meshbridge_translate_labels_changed_total. A label gets one reason: the
+// first that applies in the order of sanitizeLabel (package doc, "Registry
+// labels").
 const (
-	DropReservedPrefix = "reserved-prefix" // meshbridge.io/ or app.kubernetes.io/: no forged ownership (issue 2)
-	DropVolatile       = "volatile"        // Dubbo pid, timestamp, …: would rewrite the object on every restart
-	DropInvalidKey     = "invalid-key"     // still not a qualified name after sanitizing, or too long
-	DropInvalidValue   = "invalid-value"   // still not a label value after sanitizing, or too long
-	DropDuplicateKey   = "duplicate-key"   // two registry keys sanitize to one key; the first wins
+	// ChangeKey: the key is rewritten (prefix lower-cased, invalid characters
+	// → '-', ends trimmed); the value may have changed too.
+	ChangeKey = "key-changed"
+	// ChangeValue: the key is as written, the value rewritten (invalid
+	// characters → '-', ends trimmed).
+	ChangeValue = "value-changed"
+	// ChangeTruncated: the key is as written, the value over 63 characters:
+	// its first 52, '-' and 10 hex of its sha256.
+	ChangeTruncated = "truncated"
+
+	// DropVolatile: Dubbo pid, timestamp, …, which would rewrite the object
+	// on every restart.
+	DropVolatile = "volatile"
+	// DropReservedPrefix: a prefix meshbridge, Istio or Kubernetes
+	// interprets (ReservedLabel), not in Options.AllowLabels.
+	DropReservedPrefix = "reserved-prefix"
+	// DropInvalidKey: a character outside printable ASCII, or no label key
+	// after sanitizing (nothing left, a name over 63 or a prefix over 253
+	// characters).
+	DropInvalidKey = "invalid-key"
+	// DropInvalidValue: a character outside printable ASCII, or sanitizing
+	// would empty the value or drop a '-' or '.' before a digit.
+	DropInvalidValue = "invalid-value"
+	// DropCollision: another registry key gives the same key and wins (the
+	// key as written, else the lexically smallest raw key).
+	DropCollision = "collision"
+	// DropTooMany: past MaxInstanceLabels, in key order.
+	DropTooMany = "too-many-labels"
 )
+
+// MaxInstanceLabels is the most registry labels one instance keeps: the
+// WorkloadEntry CRD allows 256 labels (istio.io/api workload_entry.proto,
+// labels +kubebuilder:validation:MaxProperties=256) and meshbridge.io/service
+// takes one. The same bound applies to inline endpoints (the same message),
+// so an instance carries the same labels in either endpoint mode.
+const MaxInstanceLabels = maxEntryLabels - 1
+
+// reservedDomains are the label prefixes, each with its subdomains, whose
+// labels mean something to meshbridge, Istio or Kubernetes: meshbridge.io
+// (ownership and selection), istio.io (istiod derives endpoint mTLS from
+// security.istio.io/tlsMode and the network from topology.istio.io/network;
+// istio.io/rev selects the control plane), and kubernetes.io and k8s.io,
+// which Kubernetes reserves for its own components (app.kubernetes.io/managed-by
+// marks ownership, topology.kubernetes.io/* the locality).
+var reservedDomains = []string{ownDomain, "istio.io", "kubernetes.io", "k8s.io"}
+
+// ownDomain is meshbridge's label domain: no registry label may be under it.
+const ownDomain = "meshbridge.io"
+
+// ReservedLabel reports whether key, a label key with a lower-case prefix,
+// is under a reserved prefix: meshbridge.io/, istio.io/, kubernetes.io/,
+// k8s.io/ or a subdomain of one (security.istio.io/, topology.kubernetes.io/,
+// app.kubernetes.io/, …). A registry label under one is dropped
+// (DropReservedPrefix) unless Options.AllowLabels lets it through.
+func ReservedLabel(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	return ok && underDomains(prefix, reservedDomains)
+}
+
+// ownedLabel reports whether key is one no allow-list may let through:
+// meshbridge.io/ and its subdomains, and app.kubernetes.io/managed-by. They
+// decide ownership (garbage collection) and selection.
+func ownedLabel(key string) bool {
+	prefix, _, _ := strings.Cut(key, "/")
+	return key == model.LabelManagedBy || underDomains(prefix, []string{ownDomain})
+}
+
+func underDomains(prefix string, domains []string) bool {
+	for _, d := range domains {
+		if prefix == d || len(prefix) > len(d) && prefix[len(prefix)-len(d)-1] == '.' && strings.HasSuffix(prefix, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowList is Options.AllowLabels, compiled: exact keys and prefixes
+// (without their '/').
+type allowList struct {
+	keys, prefixes map[string]bool
+}
+
+// newAllowList validates Options.AllowLabels. Each entry is a label key or a
+// DNS-1123 subdomain followed by '/', under a reserved prefix, and neither
+// an owned key nor a prefix covering one (app.kubernetes.io/ covers
+// app.kubernetes.io/managed-by).
+func newAllowList(entries []string) (allowList, error) {
+	var a allowList
+	for i, e := range entries {
+		fail := func(format string, args ...any) (allowList, error) {
+			return allowList{}, fmt.Errorf("allowLabels[%d]: %q "+format, append([]any{i, e}, args...)...)
+		}
+		if prefix, ok := strings.CutSuffix(e, "/"); ok {
+			switch {
+			case !isDNS1123Subdomain(prefix):
+				return fail("is not a label prefix: want a lower-case DNS-1123 subdomain followed by '/'")
+			case !ReservedLabel(e + "x"):
+				return fail("is not a reserved prefix; labels under it need no allow-listing")
+			case ownedLabel(e+"x") || strings.HasPrefix(model.LabelManagedBy, e):
+				return fail("would let registries set meshbridge's ownership and selection labels (meshbridge.io/*, %s); "+
+					"list the other keys one by one", model.LabelManagedBy)
+			}
+			if a.prefixes == nil {
+				a.prefixes = make(map[string]bool)
+			}
+			a.prefixes[prefix] = true
+			continue
+		}
+		if err := ValidateLabelKey(e); err != nil {
+			return fail("is neither a label key nor a prefix ending in '/': %v", err)
+		}
+		switch {
+		case !ReservedLabel(e):
+			return fail("is not under a reserved prefix; it needs no allow-listing")
+		case ownedLabel(e):
+			return fail("is one of meshbridge's ownership and selection labels (meshbridge.io/*, %s), which registries may never set",
+				model.LabelManagedBy)
+		}
+		if a.keys == nil {
+			a.keys = make(map[string]bool)
+		}
+		a.keys[e] = true
+	}
+	return a, nil
+}
+
+// allows reports whether the reserved key is allow-listed.
+func (a allowList) allows(key string) bool {
+	if a.keys[key] {
+		return true
+	}
+	prefix, _, _ := strings.Cut(key, "/")
+	return a.prefixes[prefix]
+}
 
 // volatileKeys are registry parameters that change on every process restart
 // or re-registration (Dubbo URL parameters). As labels they would change the
@@ -120,64 +253,166 @@ func ServiceLabelValue(host string) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
-// sanitizeLabels turns raw registry labels into valid Kubernetes labels. Keys
-// that are already valid are placed first, so that a valid key is never
-// displaced by another key that sanitizes to it. Drops are returned sorted by key.
-func sanitizeLabels(instanceID string, raw map[string]string) (map[string]string, []LabelDrop) {
+// sanitizeLabels turns an instance's raw registry labels into valid
+// Kubernetes labels (package doc, "Registry labels") and reports every label
+// it changed or dropped, sorted by raw key. The result does not depend on
+// map iteration order. The returned map is new, with room for
+// meshbridge.io/service.
+func sanitizeLabels(instanceID string, raw map[string]string, allow allowList) (map[string]string, []LabelChange) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		if isLabelKey(k) {
-			keys = append(keys, k)
+	if len(raw) <= MaxInstanceLabels && labelsAsWritten(raw) {
+		out := make(map[string]string, len(raw)+1)
+		maps.Copy(out, raw)
+		return out, nil
+	}
+	var buf [8]labelCandidate // most instances: on the stack
+	cands := buf[:0]
+	for k, v := range raw {
+		cands = append(cands, sanitizeLabel(k, v, allow))
+	}
+	// Kept labels ordered by key; among those with one key, the key as
+	// written first, then by raw key: the first of each key wins, the rest
+	// collide. Dropped ones (key "") come first and are skipped.
+	slices.SortFunc(cands, func(a, b labelCandidate) int {
+		return cmp.Or(strings.Compare(a.key, b.key), -cmp.Compare(a.exact(), b.exact()), strings.Compare(a.rawKey, b.rawKey))
+	})
+	kept, last := 0, ""
+	for i := range cands {
+		c := &cands[i]
+		switch {
+		case c.dropped:
+		case c.key == last:
+			c.reason, c.dropped = DropCollision, true
+		case kept == MaxInstanceLabels:
+			last = c.key
+			c.reason, c.dropped = DropTooMany, true
+		default:
+			last = c.key
+			kept++
 		}
 	}
-	slices.Sort(keys)
-	valid := len(keys)
-	for k := range raw {
-		if !isLabelKey(k) {
-			keys = append(keys, k)
+	out := make(map[string]string, kept+1)
+	var changes []LabelChange
+	for _, c := range cands {
+		if !c.dropped {
+			out[c.key] = c.value
 		}
-	}
-	slices.Sort(keys[valid:])
-	out := make(map[string]string, len(raw))
-	var drops []LabelDrop
-	for _, rawKey := range keys {
-		key, value, reason := sanitizeLabel(rawKey, raw[rawKey])
-		if reason == "" {
-			if _, dup := out[key]; dup {
-				reason = DropDuplicateKey
-			}
-		}
-		if reason != "" {
-			drops = append(drops, LabelDrop{InstanceID: instanceID, Key: rawKey, Reason: reason})
+		if c.reason == "" {
 			continue
 		}
-		out[key] = value
+		ch := LabelChange{InstanceID: instanceID, Key: c.rawKey, Value: c.rawValue, Reason: c.reason}
+		if !c.dropped {
+			ch.NewKey, ch.NewValue = c.key, c.value
+		}
+		changes = append(changes, ch)
 	}
-	slices.SortFunc(drops, func(a, b LabelDrop) int { return strings.Compare(a.Key, b.Key) })
-	return out, drops
+	slices.SortFunc(changes, func(a, b LabelChange) int { return strings.Compare(a.Key, b.Key) })
+	return out, changes
 }
 
-// sanitizeLabel returns the sanitized key and value, or a drop reason.
-func sanitizeLabel(rawKey, rawValue string) (key, value, reason string) {
+// labelsAsWritten reports whether every label of raw is kept unchanged.
+func labelsAsWritten(raw map[string]string) bool {
+	for k, v := range raw {
+		if !isLabelKey(k) || !isLabelValue(v) || ReservedLabel(k) || volatileKeys[strings.ToLower(k)] {
+			return false
+		}
+	}
+	return true
+}
+
+// labelCandidate is one raw label after sanitizeLabel.
+type labelCandidate struct {
+	rawKey, rawValue string
+	key, value       string // the sanitized label; "" when dropped
+	reason           string // a Change* or Drop* reason, "" when unchanged
+	dropped          bool
+}
+
+// exact reports whether the candidate keeps its key as written.
+func (c labelCandidate) exact() int {
+	if c.key == c.rawKey {
+		return 1
+	}
+	return 0
+}
+
+// sanitizeLabel sanitizes one label, or drops it. The checks run in this
+// order, the first that applies giving the reason: volatile key; reserved
+// prefix (on the sanitized key, so Security.Istio.IO/x is caught) unless
+// allow-listed; invalid key; invalid value; then, for a kept label, key
+// changed, value truncated, value changed.
+func sanitizeLabel(rawKey, rawValue string, allow allowList) labelCandidate {
+	c := labelCandidate{rawKey: rawKey, rawValue: rawValue}
+	drop := func(reason string) labelCandidate {
+		c.reason, c.dropped = reason, true
+		return c
+	}
 	if volatileKeys[strings.ToLower(rawKey)] {
-		return "", "", DropVolatile
+		return drop(DropVolatile)
 	}
-	key = sanitizeKey(rawKey)
-	lower := strings.ToLower(key)
-	if strings.HasPrefix(lower, model.ReservedPrefixMB) || strings.HasPrefix(lower, model.ReservedPrefixApp) {
-		return "", "", DropReservedPrefix
-	}
+	key := rawKey
 	if !isLabelKey(key) {
-		return "", "", DropInvalidKey
+		key = sanitizeKey(rawKey)
 	}
-	value = sanitizeName(rawValue)
-	if !isLabelValue(value) {
-		return "", "", DropInvalidValue
+	if ReservedLabel(key) && !allow.allows(key) {
+		return drop(DropReservedPrefix)
 	}
-	return key, value, ""
+	if !isPrintableASCII(rawKey) || !isLabelKey(key) {
+		return drop(DropInvalidKey)
+	}
+	value, reason := sanitizeValue(rawValue)
+	if reason == DropInvalidValue {
+		return drop(reason)
+	}
+	if key != rawKey {
+		reason = ChangeKey
+	}
+	c.key, c.value, c.reason = key, value, reason
+	return c
+}
+
+// sanitizeValue returns the label value for raw and ChangeValue or
+// ChangeTruncated when it differs, or DropInvalidValue. Characters outside
+// [-A-Za-z0-9_.] become '-' and non-alphanumeric ends are trimmed, unless
+// that would mislead: raw holds a character outside printable ASCII (UTF-8
+// bytes would each become '-'), nothing alphanumeric is left (a non-empty
+// value would read as a bare flag), or the trim would drop a '-' or '.' right
+// before a digit ("-1" is not "1", ".5" is not "5"). A value still over 63
+// characters is shortened the way ServiceLabelValue shortens a host, so that
+// values distinct after sanitizing stay distinct.
+func sanitizeValue(raw string) (string, string) {
+	if isLabelValue(raw) {
+		return raw, ""
+	}
+	if !isPrintableASCII(raw) {
+		return "", DropInvalidValue
+	}
+	value := sanitizeName(raw)
+	if value == "" {
+		return "", DropInvalidValue
+	}
+	if i := strings.IndexFunc(raw, func(r rune) bool { return r < 128 && isAlnum(byte(r)) }); i > 0 &&
+		isDigit(raw[i]) && (raw[i-1] == '-' || raw[i-1] == '.') {
+		return "", DropInvalidValue
+	}
+	if len(value) > maxLabelLength {
+		return ServiceLabelValue(value), ChangeTruncated
+	}
+	return value, ChangeValue
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// isPrintableASCII reports whether s holds only U+0020-U+007E.
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // sanitizeKey lower-cases the prefix (DNS names are case-insensitive) and

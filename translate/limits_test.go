@@ -64,7 +64,7 @@ func diffResults(want, got Result) string {
 	}
 	equal := want.Host == got.Host && want.Fallback == got.Fallback && same(want.ServiceEntry, got.ServiceEntry) &&
 		slices.EqualFunc(want.WorkloadEntries, got.WorkloadEntries, same) &&
-		cmp.Equal(want.Rejected, got.Rejected) && cmp.Equal(want.DroppedLabels, got.DroppedLabels) &&
+		cmp.Equal(want.Rejected, got.Rejected) && cmp.Equal(want.LabelChanges, got.LabelChanges) && want.LabelSetChanged == got.LabelSetChanged &&
 		cmp.Equal(want.Sticky, got.Sticky, protocmp.Transform())
 	if equal {
 		return ""

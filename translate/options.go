@@ -48,6 +48,16 @@ type Options struct {
 	Endpoints EndpointMode
 	// Revision, when set, is the value of label istio.io/rev on every object.
 	Revision string
+	// AllowLabels lets registry labels under a reserved prefix (ReservedLabel:
+	// meshbridge.io/, istio.io/, kubernetes.io/, k8s.io/ and their
+	// subdomains) through. Each entry is an exact label key
+	// ("topology.istio.io/network") or a prefix ending in '/'
+	// ("topology.kubernetes.io/") that matches the keys with exactly that
+	// prefix; both are compared with the sanitized key. An entry must be
+	// under a reserved prefix; meshbridge.io/ and its subdomains and
+	// app.kubernetes.io/managed-by (ownership and selection) cannot be
+	// listed, nor a prefix covering them. Config key output.allowLabels.
+	AllowLabels []string
 }
 
 // Default host templates (DESIGN.md §3): Consul's own DNS names; the file
@@ -67,10 +77,15 @@ type Translator struct {
 	host *template.Template
 	// defaults are the per-type templates, chosen per service.
 	local, remote *template.Template
+	// allow is opts.AllowLabels, compiled.
+	allow allowList
 }
 
-// New validates opts and compiles the host template. Its errors name the
-// option at fault, e.g. `hostTemplate: template: host:1: unexpected "}"`.
+// New validates opts and compiles the host template and the label
+// allow-list. Its errors name the option at fault, e.g.
+// `hostTemplate: template: host:1: unexpected "}"` or
+// `allowLabels[0]: "meshbridge.io/service" is one of meshbridge's ownership
+// and selection labels ...`.
 func New(opts Options) (*Translator, error) {
 	if opts.Resolution == "" {
 		opts.Resolution = model.ResolutionStatic
@@ -81,8 +96,11 @@ func New(opts Options) (*Translator, error) {
 	if err := validateOptions(opts); err != nil {
 		return nil, err
 	}
-	t := &Translator{opts: opts}
-	var err error
+	allow, err := newAllowList(opts.AllowLabels)
+	if err != nil {
+		return nil, err
+	}
+	t := &Translator{opts: opts, allow: allow}
 	switch opts.Type {
 	case TypeConsul:
 		t.local, err = compileHostTemplate(consulHostTemplate)

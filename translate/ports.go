@@ -20,13 +20,19 @@ import (
 const ProtocolDubbo model.Protocol = "DUBBO"
 
 // Sticky is the per-service state that keeps ports stable over the life of
-// the process (issue 2, "Ports are stable"). The caller stores it per service
-// and passes it back on the next Translate call. The zero value means nothing
-// was chosen yet. Protocol holds an Istio protocol (HTTP, HTTP2, GRPC, TCP)
-// or ProtocolDubbo.
+// the process (issue 2, "Ports are stable") and tells a translation which
+// label changes are new. The caller stores it per service and passes it back
+// on the next Translate call. The zero value means nothing was chosen or
+// reported yet.
 type Sticky struct {
-	Port     uint32
+	Port uint32
+	// Protocol holds an Istio protocol (HTTP, HTTP2, GRPC, TCP) or
+	// ProtocolDubbo.
 	Protocol model.Protocol
+	// LabelChanges are the label changes the translation reported
+	// (Result.LabelChanges, the same read-only slice): the next one marks
+	// those it repeats (LabelChange.Repeated) and sets Result.LabelSetChanged.
+	LabelChanges []LabelChange
 }
 
 // ParseProtocol maps a registry protocol name (case-insensitive) to the

@@ -29,76 +29,76 @@ func TestPortsStick(t *testing.T) {
 		"ports stick to the lowest port seen after that instance leaves": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http"), inst("b", "10.0.0.2", 8080, "grpc")},
-					8080, "grpc-8080", model.ProtocolGRPC, Sticky{8080, model.ProtocolGRPC}},
+					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http")},
-					8080, "grpc-8080", model.ProtocolGRPC, Sticky{8080, model.ProtocolGRPC}},
+					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
 			},
 		},
 		"a lower port appearing later does not move the port": {
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http")}, 9090, "http-9090", model.ProtocolHTTP, Sticky{9090, model.ProtocolHTTP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http")}, 9090, "http-9090", model.ProtocolHTTP, Sticky{Port: 9090, Protocol: model.ProtocolHTTP}},
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http"), inst("b", "10.0.0.2", 80, "grpc")},
-					9090, "http-9090", model.ProtocolHTTP, Sticky{9090, model.ProtocolHTTP}},
+					9090, "http-9090", model.ProtocolHTTP, Sticky{Port: 9090, Protocol: model.ProtocolHTTP}},
 			},
 		},
 		"zero instances keep the service entry and its port": {
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "http")}, 8080, "http-8080", model.ProtocolHTTP, Sticky{8080, model.ProtocolHTTP}},
-				{nil, 8080, "http-8080", model.ProtocolHTTP, Sticky{8080, model.ProtocolHTTP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "http")}, 8080, "http-8080", model.ProtocolHTTP, Sticky{Port: 8080, Protocol: model.ProtocolHTTP}},
+				{nil, 8080, "http-8080", model.ProtocolHTTP, Sticky{Port: 8080, Protocol: model.ProtocolHTTP}},
 			},
 		},
 		"no service entry before any port is known": {
 			steps: []step{
 				{nil, 0, "", "", Sticky{}},
-				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{8080, model.ProtocolTCP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
 			},
 		},
 		"protocol sticks once chosen": {
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{8080, model.ProtocolTCP}},
-				{[]registries.Instance{inst("b", "10.0.0.2", 8080, "grpc")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{8080, model.ProtocolTCP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
+				{[]registries.Instance{inst("b", "10.0.0.2", 8080, "grpc")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
 			},
 		},
 		"servicePort wins over instance ports": {
 			opts: Options{ServicePort: 80},
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "http")}, 80, "http-80", model.ProtocolHTTP, Sticky{80, model.ProtocolHTTP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "http")}, 80, "http-80", model.ProtocolHTTP, Sticky{Port: 80, Protocol: model.ProtocolHTTP}},
 			},
 		},
 		"servicePort with no instance is a provisional tcp port decided by the first instance": {
 			opts: Options{ServicePort: 80},
 			steps: []step{
-				{nil, 80, "tcp-80", model.ProtocolTCP, Sticky{80, ""}},
-				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "grpc")}, 80, "grpc-80", model.ProtocolGRPC, Sticky{80, model.ProtocolGRPC}},
+				{nil, 80, "tcp-80", model.ProtocolTCP, Sticky{Port: 80, Protocol: ""}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "grpc")}, 80, "grpc-80", model.ProtocolGRPC, Sticky{Port: 80, Protocol: model.ProtocolGRPC}},
 			},
 		},
 		"protocol comes from the instance that owns the port": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http"), inst("b", "10.0.0.2", 8080, "http2")},
-					8080, "http2-8080", model.ProtocolHTTP2, Sticky{8080, model.ProtocolHTTP2}},
+					8080, "http2-8080", model.ProtocolHTTP2, Sticky{Port: 8080, Protocol: model.ProtocolHTTP2}},
 			},
 		},
 		"dubbo names a tcp-dubbo port and keeps the name": {
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 20880, "dubbo")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{20880, ProtocolDubbo}},
-				{[]registries.Instance{inst("b", "10.0.0.2", 20880, "")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{20880, ProtocolDubbo}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 20880, "dubbo")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: ProtocolDubbo}},
+				{[]registries.Instance{inst("b", "10.0.0.2", 20880, "")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: ProtocolDubbo}},
 			},
 		},
 		"unknown protocol names a tcp port": {
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 6379, "redis")}, 6379, "tcp-6379", model.ProtocolTCP, Sticky{6379, model.ProtocolTCP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 6379, "redis")}, 6379, "tcp-6379", model.ProtocolTCP, Sticky{Port: 6379, Protocol: model.ProtocolTCP}},
 			},
 		},
 		"declared ports win over instances": {
 			ports: []registries.Port{{Number: 9000, Protocol: "grpc"}, {Number: 8000, Protocol: "HTTP"}},
 			steps: []step{
-				{[]registries.Instance{inst("a", "10.0.0.1", 7000, "tcp")}, 8000, "http-8000", model.ProtocolHTTP, Sticky{8000, model.ProtocolHTTP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 7000, "tcp")}, 8000, "http-8000", model.ProtocolHTTP, Sticky{Port: 8000, Protocol: model.ProtocolHTTP}},
 			},
 		},
 		"invalid instances do not choose the port": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "db.example.com", 80, "http"), inst("b", "10.0.0.2", 8080, "grpc")},
-					8080, "grpc-8080", model.ProtocolGRPC, Sticky{8080, model.ProtocolGRPC}},
+					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
 			},
 		},
 	}
@@ -109,7 +109,7 @@ func TestPortsStick(t *testing.T) {
 			for i, s := range tc.steps {
 				res := mustTranslate(t, tr, registries.Service{Name: "svc", Ports: tc.ports, Instances: s.instances}, kept)
 				kept = res.Sticky
-				if res.Sticky != s.wantKept {
+				if res.Sticky.Port != s.wantKept.Port || res.Sticky.Protocol != s.wantKept.Protocol {
 					t.Errorf("step %d: Sticky = %+v, want %+v", i, res.Sticky, s.wantKept)
 				}
 				if s.wantPort == 0 {

@@ -22,12 +22,48 @@ type Rejection struct {
 	Detail     string
 }
 
-// LabelDrop is a registry label Translate left off an instance's labels.
-// Key is the raw registry key; Reason is one of the Drop* constants.
-type LabelDrop struct {
+// LabelChange is a registry label that an instance does not carry as the
+// registry wrote it: changed (NewKey set) or dropped (NewKey "").
+type LabelChange struct {
 	InstanceID string
-	Key        string
-	Reason     string
+	// Key and Value are the label as the registry wrote it.
+	Key, Value string
+	// NewKey and NewValue are the label the instance carries instead; both
+	// "" when it is dropped.
+	NewKey, NewValue string
+	// Reason is one of the Change* and Drop* constants.
+	Reason string
+	// Repeated is set when the previous translation of the service (the
+	// Sticky passed as prev) reported the same change (Key, Value, NewKey,
+	// NewValue and Reason) for the same instance. A caller counting changes
+	// skips repeated ones, so each is counted once per instance until the
+	// instance's label or its outcome changes.
+	Repeated bool
+}
+
+// Dropped reports whether the label was left off the instance.
+func (c LabelChange) Dropped() bool { return c.NewKey == "" }
+
+// String renders the change for logs: `key=value→newKey=newValue`, or
+// `key=value→dropped` when dropped; keys and values are quoted (%q) when
+// they hold a character outside printable ASCII and clipped to 40 bytes.
+func (c LabelChange) String() string {
+	from := clipLabel(c.Key) + "=" + clipLabel(c.Value)
+	if c.Dropped() {
+		return from + "→dropped"
+	}
+	return from + "→" + clipLabel(c.NewKey) + "=" + clipLabel(c.NewValue)
+}
+
+func clipLabel(s string) string {
+	const maxLen = 40
+	if len(s) > maxLen {
+		s = strings.ToValidUTF8(s[:maxLen], "") + "…"
+	}
+	if !isPrintableASCII(strings.TrimSuffix(s, "…")) {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
 }
 
 // Result is what Translate produces for one service.
@@ -42,8 +78,17 @@ type Result struct {
 	WorkloadEntries []*model.Config
 	// Rejected lists skipped instances, sorted by instance ID.
 	Rejected []Rejection
-	// DroppedLabels lists labels left off, sorted by instance ID then key.
-	DroppedLabels []LabelDrop
+	// LabelChanges lists every registry label an instance does not carry as
+	// written (package doc, "Registry labels"), sorted by instance ID then
+	// raw key. Read-only: Sticky holds the same slice.
+	LabelChanges []LabelChange
+	// LabelSetChanged reports whether the service's label changes, as a set
+	// of (raw key, reason) pairs over all its instances, differ from those
+	// of the previous translation (prev's). A caller logs a service's label
+	// changes when it is set: once per change of which labels are changed or
+	// dropped and why, not per snapshot nor per instance (a new instance
+	// with the same labels changes nothing).
+	LabelSetChanged bool
 	// Sticky is the state to pass to the next Translate of this service.
 	Sticky Sticky
 	// Fallback is empty unless inline mode could not list the service's
@@ -63,7 +108,7 @@ type Result struct {
 // workloadentry mode or when inline endpoints would not fit (Result.Fallback,
 // issue 4), one WorkloadEntry per usable instance (DESIGN.md §3, issue 2).
 // prev is the Sticky returned by the previous call for this service
-// (zero on the first). Instance problems become Rejections and LabelDrops,
+// (zero on the first). Instance problems become Rejections and LabelChanges,
 // never an error: the error is for service-level failures only (an invalid
 // host, an invalid declared port, a generated ServiceEntry failing
 // ValidateServiceEntry, or a service that must fall back to WorkloadEntries
@@ -100,6 +145,20 @@ func (t *Translator) TranslateReusing(svc registries.Service, prev Sticky, last 
 // WorkloadEntry form, and one whose inline ServiceEntry is over
 // MaxObjectBytes is built again in that form (Result.Fallback).
 func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
+	res, err := t.build(svc, prev, reuse, lastSE)
+	if err != nil {
+		return Result{}, err
+	}
+	slices.SortStableFunc(res.Rejected, func(a, b Rejection) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(res.LabelChanges, compareLabelChanges)
+	res.LabelSetChanged = markRepeated(res.LabelChanges, prev.LabelChanges)
+	res.Sticky.LabelChanges = res.LabelChanges
+	return res, nil
+}
+
+// build is translate without the final sorting and the comparison of label
+// changes with prev.
+func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
 	host, err := t.Host(svc)
 	if err != nil {
 		return Result{}, err
@@ -122,7 +181,7 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 		}
 	}
 	// buildEntries appends to these; a rebuild in the other form starts over.
-	rejected, dropped := len(res.Rejected), len(res.DroppedLabels)
+	rejected, changed := len(res.Rejected), len(res.LabelChanges)
 	entries := t.buildEntries(mode, host, plan, insts, reuse, &res)
 	se := t.serviceEntrySpec(mode, host, plan, entries)
 	reused := lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
@@ -134,7 +193,7 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 			if err := checkFallbackHost(svc, host, reason); err != nil {
 				return Result{}, err
 			}
-			res.Rejected, res.DroppedLabels = res.Rejected[:rejected], res.DroppedLabels[:dropped]
+			res.Rejected, res.LabelChanges = res.Rejected[:rejected], res.LabelChanges[:changed]
 			entries = t.buildEntries(mode, host, plan, insts, reuse, &res)
 			se = t.serviceEntrySpec(mode, host, plan, entries)
 			reused = lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
@@ -151,11 +210,45 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 	if mode == EndpointsWorkloadEntry {
 		res.WorkloadEntries = t.workloadEntries(host, entries)
 	}
-	slices.SortStableFunc(res.Rejected, func(a, b Rejection) int { return strings.Compare(a.InstanceID, b.InstanceID) })
-	slices.SortStableFunc(res.DroppedLabels, func(a, b LabelDrop) int {
-		return cmp.Or(strings.Compare(a.InstanceID, b.InstanceID), strings.Compare(a.Key, b.Key))
-	})
 	return res, nil
+}
+
+// compareLabelChanges orders label changes by instance ID, then raw key: a
+// total order, instance IDs being unique after admit.
+func compareLabelChanges(a, b LabelChange) int {
+	return cmp.Or(strings.Compare(a.InstanceID, b.InstanceID), strings.Compare(a.Key, b.Key))
+}
+
+// markRepeated sets Repeated on each change of cur that prev (both sorted by
+// compareLabelChanges) holds for the same instance and raw key with the same
+// outcome, and reports whether the two differ as sets of (raw key, reason).
+func markRepeated(cur, prev []LabelChange) (setChanged bool) {
+	if len(cur) == 0 && len(prev) == 0 {
+		return false
+	}
+	j := 0
+	for i := range cur {
+		c := &cur[i]
+		for j < len(prev) && compareLabelChanges(prev[j], *c) < 0 {
+			j++
+		}
+		if j < len(prev) && compareLabelChanges(prev[j], *c) == 0 {
+			p := prev[j]
+			c.Repeated = p.Value == c.Value && p.NewKey == c.NewKey && p.NewValue == c.NewValue && p.Reason == c.Reason
+		}
+	}
+	if len(cur) == len(prev) && !slices.ContainsFunc(cur, func(c LabelChange) bool { return !c.Repeated }) {
+		return false // the same changes for the same instances: the steady case
+	}
+	type keyReason struct{ key, reason string }
+	set := func(changes []LabelChange) map[keyReason]bool {
+		m := make(map[keyReason]bool)
+		for _, c := range changes {
+			m[keyReason{c.Key, c.Reason}] = true
+		}
+		return m
+	}
+	return !maps.Equal(set(cur), set(prev))
 }
 
 // checkFallbackHost fails a service that must fall back to WorkloadEntry
@@ -197,8 +290,8 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 	// per instance in every stage that keeps the spec (P1 memory, issue 3).
 	var shared map[string]string
 	for _, c := range insts {
-		labels, drops := sanitizeLabels(c.inst.ID, c.inst.Labels)
-		res.DroppedLabels = append(res.DroppedLabels, drops...)
+		labels, changes := sanitizeLabels(c.inst.ID, c.inst.Labels, t.allow)
+		res.LabelChanges = append(res.LabelChanges, changes...)
 		if weMode {
 			if labels == nil {
 				labels = make(map[string]string, 1)

@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,29 +35,56 @@ const (
 	rereadWorkers = 8
 )
 
-// TLSConfig configures HTTPS to the Consul agent. Paths are read when the
-// client is built.
+// TLSConfig configures HTTPS to the Consul agent. Any field set (here or
+// through its environment fallback, see Config) makes the connection HTTPS.
+// New reads the files once; a changed file takes effect when the registry is
+// created again.
 type TLSConfig struct {
-	CAFile             string
-	CertFile           string
-	KeyFile            string
-	ServerName         string
+	// CAFile is a PEM bundle of the CAs that verify the agent's certificate;
+	// empty means the system roots.
+	CAFile string
+	// CertFile and KeyFile are the PEM client certificate and its key, sent
+	// to an agent with tls.https.verify_incoming; set both or neither.
+	CertFile string
+	KeyFile  string
+	// ServerName is the name verified in the agent's certificate (and sent
+	// as SNI); empty means the address's host.
+	ServerName string
+	// InsecureSkipVerify accepts any agent certificate. For tests only: the
+	// ACL token is then exposed to whoever answers.
 	InsecureSkipVerify bool
 }
 
 // Config configures one Consul registry. Zero values take the defaults above.
+//
+// Connection settings follow Consul's own CLI: each empty field falls back to
+// the environment variable the consul command reads, and a set field wins:
+//
+//	Address                  CONSUL_HTTP_ADDR, else DefaultAddress
+//	Token / TokenFile        CONSUL_HTTP_TOKEN / CONSUL_HTTP_TOKEN_FILE (when both are empty)
+//	TLS.CAFile               CONSUL_CACERT
+//	TLS.CertFile, KeyFile    CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY (as a pair, when both are empty)
+//	TLS.ServerName           CONSUL_TLS_SERVER_NAME
+//	TLS.InsecureSkipVerify   CONSUL_HTTP_SSL_VERIFY=false
+//
+// CONSUL_CAPATH is not read. The scheme is, in order: the address's own
+// ("http://" or "https://"); else CONSUL_HTTP_SSL when set; else https when
+// any TLS setting is set, from a field or the environment; else http. Plain
+// HTTP together with a TLS setting is an error naming both, so the token
+// never travels in cleartext by mistake; so is an "http://" address with
+// CONSUL_HTTP_SSL=true. Boolean variables take strconv.ParseBool's values.
 type Config struct {
 	// Name is the registry name, a DNS-1123 label.
 	Name string
-	// Address is host:port or an http(s) URL; "" means $CONSUL_HTTP_ADDR,
-	// else DefaultAddress.
+	// Address is host:port or an http(s) URL (see the precedence above).
 	Address string
 	// Datacenter is the datacenter to read; "" is the agent's. A datacenter
 	// other than the agent's own is set as Service.Datacenter on every
 	// snapshot, so hosts become <svc>.service.<dc>.consul.
 	Datacenter string
 	// Token or TokenFile is the ACL token (service:read, node:read,
-	// agent:read); when both are empty, $CONSUL_HTTP_TOKEN. Never logged.
+	// agent:read); when both are empty, $CONSUL_HTTP_TOKEN(_FILE). Never
+	// logged.
 	Token     string
 	TokenFile string
 	TLS       TLSConfig
@@ -83,9 +112,9 @@ type Config struct {
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // withDefaults returns c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
+func (c Config) withDefaults(getenv func(string) string) Config {
 	if c.Address == "" {
-		c.Address = os.Getenv(api.HTTPAddrEnvName)
+		c.Address = getenv(api.HTTPAddrEnvName)
 	}
 	if c.Address == "" {
 		c.Address = DefaultAddress
@@ -108,20 +137,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate reports the first invalid field by name.
+// validate reports every invalid field by name; the address and TLS settings
+// are resolveEndpoint's.
 func (c Config) validate() error {
 	var errs []error
 	if !labelRE.MatchString(c.Name) || len(c.Name) > 63 {
 		errs = append(errs, fmt.Errorf("name %q: must be a DNS-1123 label", c.Name))
 	}
-	if _, _, err := splitAddress(c.Address); err != nil {
-		errs = append(errs, fmt.Errorf("address %q: %w", c.Address, err))
-	}
 	if c.Token != "" && c.TokenFile != "" {
 		errs = append(errs, errors.New("token and tokenFile: set at most one"))
-	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		errs = append(errs, errors.New("tls.certFile and tls.keyFile: set both or neither"))
 	}
 	for i, g := range c.Services {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
@@ -143,14 +167,14 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// splitAddress returns the scheme ("http" or "https") and host:port of a
-// host:port or URL address.
+// splitAddress returns the scheme ("http", "https", or "" when addr has
+// none) and host:port of a host:port or URL address.
 func splitAddress(addr string) (scheme, hostport string, err error) {
 	if !strings.Contains(addr, "://") {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return "", "", err
 		}
-		return "http", addr, nil
+		return "", addr, nil
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
@@ -165,6 +189,185 @@ func splitAddress(addr string) (scheme, hostport string, err error) {
 	return u.Scheme, u.Host, nil
 }
 
+// setting is one resolved connection setting and where it came from: the
+// config field ("tls.caFile") or the environment variable
+// ("CONSUL_CACERT"). Errors name it by source.
+type setting struct {
+	value  string
+	source string
+}
+
+func (s setting) set() bool { return s.value != "" }
+
+// endpoint is how to reach the agent: Config.Address and Config.TLS with the
+// environment fallbacks applied (see Config).
+type endpoint struct {
+	scheme   string // "http" or "https"
+	hostport string
+	// schemeFrom names what decided the scheme, for messages.
+	schemeFrom string
+	ca         setting
+	cert, key  setting
+	serverName setting
+	insecure   setting // value "true" when verification is off
+}
+
+// tlsSettings returns the TLS settings that are set, in field order.
+func (e endpoint) tlsSettings() []setting {
+	var out []setting
+	for _, s := range []setting{e.ca, e.cert, e.key, e.serverName, e.insecure} {
+		if s.set() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// resolveEndpoint applies the precedence documented on Config. c has its
+// defaults (Address set); getenv is os.Getenv outside tests. It reads no
+// file.
+func resolveEndpoint(c Config, getenv func(string) string) (endpoint, error) {
+	scheme, hostport, err := splitAddress(c.Address)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("address %q: %w", c.Address, err)
+	}
+	e := endpoint{hostport: hostport}
+	pick := func(field, fieldName, env string) setting {
+		if field != "" {
+			return setting{field, fieldName}
+		}
+		if v := getenv(env); v != "" {
+			return setting{v, env}
+		}
+		return setting{}
+	}
+	e.ca = pick(c.TLS.CAFile, "tls.caFile", api.HTTPCAFile)
+	e.serverName = pick(c.TLS.ServerName, "tls.serverName", api.HTTPTLSServerName)
+	if c.TLS.CertFile != "" || c.TLS.KeyFile != "" {
+		e.cert = setting{c.TLS.CertFile, "tls.certFile"}
+		e.key = setting{c.TLS.KeyFile, "tls.keyFile"}
+	} else {
+		e.cert = pick("", "", api.HTTPClientCert)
+		e.key = pick("", "", api.HTTPClientKey)
+	}
+	var errs []error
+	if e.cert.set() != e.key.set() {
+		c, k := certNames(e.cert, e.key)
+		errs = append(errs, fmt.Errorf("%s and %s: set both or neither", c, k))
+	}
+	if c.TLS.InsecureSkipVerify {
+		e.insecure = setting{"true", "tls.insecureSkipVerify"}
+	} else if v := getenv(api.HTTPSSLVerifyEnvName); v != "" {
+		verify, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s %q: not a boolean", api.HTTPSSLVerifyEnvName, v))
+		case !verify:
+			e.insecure = setting{"true", api.HTTPSSLVerifyEnvName + "=" + v}
+		}
+	}
+
+	tlsSet := e.tlsSettings()
+	ssl := getenv(api.HTTPSSLEnvName)
+	var sslOn *bool
+	if ssl != "" {
+		on, err := strconv.ParseBool(ssl)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: not a boolean", api.HTTPSSLEnvName, ssl))
+		} else {
+			sslOn = &on
+		}
+	}
+	switch {
+	case scheme != "":
+		e.scheme, e.schemeFrom = scheme, fmt.Sprintf("address %q", c.Address)
+		if scheme == "http" && sslOn != nil && *sslOn {
+			errs = append(errs, fmt.Errorf("address %q and %s=%s: the address asks for plain HTTP, the environment for HTTPS; write https://%s",
+				c.Address, api.HTTPSSLEnvName, ssl, hostport))
+		}
+	case sslOn != nil:
+		e.scheme, e.schemeFrom = "http", api.HTTPSSLEnvName+"="+ssl
+		if *sslOn {
+			e.scheme = "https"
+		}
+	case len(tlsSet) > 0:
+		e.scheme, e.schemeFrom = "https", tlsSet[0].source+" (a TLS setting implies https)"
+	default:
+		e.scheme, e.schemeFrom = "http", "the address has no scheme and no TLS setting is set"
+	}
+	if e.scheme == "http" && len(tlsSet) > 0 {
+		names := make([]string, len(tlsSet))
+		for i, s := range tlsSet {
+			names[i] = s.source
+		}
+		errs = append(errs, fmt.Errorf("%s and %s: plain HTTP with TLS settings would send the ACL token in cleartext; use https (write the address as https://%s or without a scheme)",
+			e.schemeFrom, strings.Join(names, ", "), hostport))
+	}
+	return e, errors.Join(errs...)
+}
+
+// certNames names the client certificate and key settings for an error.
+func certNames(cert, key setting) (string, string) {
+	c, k := cert.source, key.source
+	if c == "" {
+		c = api.HTTPClientCert
+	}
+	if k == "" {
+		k = api.HTTPClientKey
+	}
+	return c, k
+}
+
+// clientTLS builds the client's TLS configuration with Consul's own
+// api.SetupTLSConfig (the rules of the consul CLI's -ca-file, -client-cert,
+// -client-key, -tls-server-name), reading every file now so that a missing
+// or unreadable one is an error naming its setting ("tls.caFile: open
+// /etc/consul/ca.pem: no such file or directory"). It returns nil for http.
+func clientTLS(e endpoint) (*tls.Config, error) {
+	if e.scheme != "https" {
+		return nil, nil
+	}
+	read := func(s setting) ([]byte, error) {
+		if !s.set() {
+			return nil, nil
+		}
+		b, err := os.ReadFile(s.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.source, err)
+		}
+		return b, nil
+	}
+	var errs []error
+	ca, err := read(e.ca)
+	errs = append(errs, err)
+	cert, err := read(e.cert)
+	errs = append(errs, err)
+	key, err := read(e.key)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	cfg, err := api.SetupTLSConfig(&api.TLSConfig{Address: e.serverName.value, InsecureSkipVerify: e.insecure.set()})
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", e.serverName.source, e.serverName.value, err)
+	}
+	if ca != nil {
+		roots, err := api.SetupTLSConfig(&api.TLSConfig{CAPem: ca})
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", e.ca.source, e.ca.value, err)
+		}
+		cfg.RootCAs = roots.RootCAs
+	}
+	if cert != nil {
+		pair, err := api.SetupTLSConfig(&api.TLSConfig{CertPEM: cert, KeyPEM: key})
+		if err != nil {
+			return nil, fmt.Errorf("%s %s and %s %s: %w", e.cert.source, e.cert.value, e.key.source, e.key.value, err)
+		}
+		cfg.Certificates = pair.Certificates
+	}
+	return cfg, nil
+}
+
 // newClient builds the API client. Its transport keeps enough idle
 // connections for every concurrent query (MaxWatches blocking health queries,
 // the catalog and state/any queries and the re-read workers), so connections
@@ -176,11 +379,11 @@ func splitAddress(addr string) (scheme, hostport string, err error) {
 // limits.http_max_conns_per_client (200), and without the cap a burst of
 // queries returning together (a node-level check flapping wakes every watch)
 // dials new connections before the old ones are back in the idle pool.
-func newClient(c Config) (*api.Client, error) {
-	scheme, hostport, err := splitAddress(c.Address)
-	if err != nil {
-		return nil, err
-	}
+//
+// The client is built from the transport directly: api.NewHttpClient applies
+// a TLSConfig only to a transport whose TLSClientConfig is nil, which a clone
+// of http.DefaultTransport is not.
+func newClient(c Config, e endpoint, tlsCfg *tls.Config) (*api.Client, error) {
 	conns := c.MaxWatches + rereadWorkers + 4
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns
@@ -188,19 +391,16 @@ func newClient(c Config) (*api.Client, error) {
 	tr.MaxConnsPerHost = conns
 	tr.IdleConnTimeout = 90 * time.Second
 	tr.ResponseHeaderTimeout = c.WaitTime + c.WaitTime/16 + 30*time.Second
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg.Clone()
+	}
 	return api.NewClient(&api.Config{
-		Address:    hostport,
-		Scheme:     scheme,
+		Address:    e.hostport,
+		Scheme:     e.scheme,
 		Datacenter: c.Datacenter,
 		Token:      c.Token,
 		TokenFile:  c.TokenFile,
 		Transport:  tr,
-		TLSConfig: api.TLSConfig{
-			Address:            c.TLS.ServerName,
-			CAFile:             c.TLS.CAFile,
-			CertFile:           c.TLS.CertFile,
-			KeyFile:            c.TLS.KeyFile,
-			InsecureSkipVerify: c.TLS.InsecureSkipVerify,
-		},
+		HttpClient: &http.Client{Transport: tr},
 	})
 }

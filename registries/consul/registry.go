@@ -2,11 +2,15 @@ package consul
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/hashicorp/consul/api"
 
 	"github.com/meshbridge/meshbridge/registries"
 )
@@ -15,39 +19,71 @@ import (
 type Registry struct {
 	cfg    Config
 	logger *slog.Logger
+	ep     endpoint
+	tls    *tls.Config // nil for plain HTTP
+	health *registries.Health
+	// anonymous is true when no token is configured anywhere (fields or
+	// environment): the agent applies its anonymous token.
+	anonymous bool
 
 	mu     sync.Mutex // guards status
 	status Status
 }
 
-var _ registries.Registry = (*Registry)(nil)
+var (
+	_ registries.Registry       = (*Registry)(nil)
+	_ registries.HealthReporter = (*Registry)(nil)
+)
 
-// Status is what /debug/registryz shows for a Consul registry. It never holds
-// the ACL token.
+// Status is what /debug/registryz shows for a Consul registry: the Consul
+// view and the read health (registries.HealthStatus: up, lastSuccess,
+// errors, lastError, lastErrorTime; zero times omitted). It never holds the
+// ACL token.
 type Status struct {
-	Registry      string    `json:"registry"`
-	Address       string    `json:"address"`
-	Datacenter    string    `json:"datacenter,omitempty"`
-	Synced        bool      `json:"synced"`
-	LastSync      time.Time `json:"lastSync"` // last successful read of any kind
-	Services      int       `json:"services"`
-	Instances     int       `json:"instances"`
-	Errors        uint64    `json:"errors"`
-	LastError     string    `json:"lastError,omitempty"`
-	LastErrorTime time.Time `json:"lastErrorTime"`
+	Registry string `json:"registry"`
+	// Address is the agent's address as used: scheme://host:port.
+	Address    string `json:"address"`
+	Datacenter string `json:"datacenter,omitempty"`
+	Synced     bool   `json:"synced"`
+	Services   int    `json:"services"`
+	Instances  int    `json:"instances"`
+	// Watched and Polled count the followed services with their own
+	// blocking query and those followed through /v1/health/state/any.
+	Watched int `json:"watched"`
+	Polled  int `json:"polled"`
+	// ACLFiltered is true while the last catalog listing was cut by ACLs:
+	// the agent said it filtered results (X-Consul-Results-Filtered-By-ACLs),
+	// or it listed nothing to a registry without a token under a deny
+	// default policy (X-Consul-Default-ACL-Policy).
+	ACLFiltered bool `json:"aclFiltered"`
+	registries.HealthStatus
 }
 
-// New validates cfg, applies defaults and returns a Registry. Errors name the
-// invalid fields.
+// New validates cfg, applies defaults and the environment fallbacks (see
+// Config), reads the TLS files and returns a Registry. Errors name the
+// invalid fields or variables, e.g. `tls.caFile: open ca.pem: no such file
+// or directory`; the token never appears in them.
 func New(cfg Config) (*Registry, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg = cfg.withDefaults(os.Getenv)
+	ep, epErr := resolveEndpoint(cfg, os.Getenv)
+	if err := errors.Join(cfg.validate(), epErr); err != nil {
 		return nil, fmt.Errorf("consul registry %q: %w", cfg.Name, err)
 	}
+	tlsCfg, err := clientTLS(ep)
+	if err != nil {
+		return nil, fmt.Errorf("consul registry %q: %w", cfg.Name, err)
+	}
+	logger := cfg.Logger.With("component", "consul", "registry", cfg.Name)
+	address := ep.scheme + "://" + ep.hostport
 	return &Registry{
 		cfg:    cfg,
-		logger: cfg.Logger.With("component", "consul", "registry", cfg.Name),
-		status: Status{Registry: cfg.Name, Address: cfg.Address, Datacenter: cfg.Datacenter},
+		logger: logger,
+		ep:     ep,
+		tls:    tlsCfg,
+		health: registries.NewHealth(cfg.Name, logger),
+		anonymous: cfg.Token == "" && cfg.TokenFile == "" &&
+			os.Getenv(api.HTTPTokenEnvName) == "" && os.Getenv(api.HTTPTokenFileEnvName) == "",
+		status: Status{Registry: cfg.Name, Address: address, Datacenter: cfg.Datacenter},
 	}, nil
 }
 
@@ -57,13 +93,13 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // Run implements registries.Registry: it watches Consul until ctx is done and
 // returns nil then, after every goroutine it started has stopped. It returns
 // an error only when the API client cannot be built (e.g. an unreadable token
-// file or CA file).
+// file).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	client, err := newClient(r.cfg)
+	client, err := newClient(r.cfg, r.ep, r.tls)
 	if err != nil {
 		return fmt.Errorf("consul registry %q: build API client: %w", r.cfg.Name, err)
 	}
-	r.logger.Info("Started watching Consul", "address", r.cfg.Address, "maxWatches", r.cfg.MaxWatches)
+	r.logger.Info("Started watching Consul", "address", r.status.Address, "maxWatches", r.cfg.MaxWatches)
 	w := newWatcher(r, client, sink)
 	w.run(ctx)
 	r.logger.Info("Stopped watching Consul")
@@ -73,29 +109,31 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 // Status returns a copy of the registry's current status.
 func (r *Registry) Status() Status {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
+	st := r.status
+	r.mu.Unlock()
+	st.HealthStatus = r.health.Status()
+	return st
 }
 
-// noteRead records a successful read.
-func (r *Registry) noteRead(at time.Time) {
-	r.mu.Lock()
-	r.status.LastSync = at
-	r.mu.Unlock()
+// Health implements registries.HealthReporter.
+func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
+
+// noteFailure records a failed read by loop (of service, "" for a
+// registry-wide read) with Health, and returns err marked permanent when
+// retrying cannot fix it and with the token redacted: the error to put in a
+// Snapshot.
+func (r *Registry) noteFailure(loop, service string, err error) error {
+	err = r.redact(classify(err))
+	logged := err
+	if service != "" {
+		logged = fmt.Errorf("read Consul service %q: %w", service, err)
+	}
+	r.health.Fail(errorReason(loop, err), logged)
+	return err
 }
 
-// noteError counts a failed read under its reason and logs it.
-func (r *Registry) noteError(loop, service string, err error) {
-	reason := errorReason(loop, err)
-	errorsTotal.WithLabelValues(r.cfg.Name, reason).Inc()
-	msg := r.redact(err.Error())
-	r.mu.Lock()
-	r.status.Errors++
-	r.status.LastError = msg
-	r.status.LastErrorTime = time.Now()
-	r.mu.Unlock()
-	r.logger.Warn("Failed to read Consul", "reason", reason, "service", service, "err", msg)
-}
+// noteOK records a successful read.
+func (r *Registry) noteOK() { r.health.OK() }
 
 // noteCounts moves the service and instance counts by the given deltas.
 func (r *Registry) noteCounts(services, instances int) {
@@ -108,6 +146,13 @@ func (r *Registry) noteCounts(services, instances int) {
 	r.mu.Unlock()
 }
 
+// noteReaders records how many services are watched and polled.
+func (r *Registry) noteReaders(watched, polled int) {
+	r.mu.Lock()
+	r.status.Watched, r.status.Polled = watched, polled
+	r.mu.Unlock()
+}
+
 func (r *Registry) noteSynced() {
 	r.mu.Lock()
 	r.status.Synced = true
@@ -115,11 +160,54 @@ func (r *Registry) noteSynced() {
 	r.logger.Info("Synced Consul services")
 }
 
-// redact removes the configured token from text that may echo a request,
-// as a second line of defence: the API client sends the token in a header.
-func (r *Registry) redact(s string) string {
-	if r.cfg.Token != "" {
-		s = strings.ReplaceAll(s, r.cfg.Token, "<redacted>")
+// aclPolicy is the README's policy for the registry's token ("Consul ACL
+// policy"), quoted in the ACL warning.
+const aclPolicy = `service_prefix "" { policy = "read" } node_prefix "" { policy = "read" } agent_prefix "" { policy = "read" }`
+
+// noteACL records whether a catalog listing of listed services (after the
+// kind filter, before the allow-list) was cut by ACLs, and logs when that
+// starts and when it ends, never per read. With an allow-list the token is
+// expected to be narrowed to it (README), so a filtered listing is logged at
+// info; without one, or when the anonymous token sees nothing, at warn.
+func (r *Registry) noteACL(meta *api.QueryMeta, listed int) {
+	anonymousDenied := r.anonymous && listed == 0 && meta.DefaultACLPolicy == "deny"
+	hidden := anonymousDenied || meta.ResultsFilteredByACLs
+	r.mu.Lock()
+	was := r.status.ACLFiltered
+	r.status.ACLFiltered = hidden
+	r.mu.Unlock()
+	switch {
+	case hidden == was:
+	case !hidden:
+		r.logger.Info("Consul ACLs no longer hide services from this registry")
+	case anonymousDenied:
+		r.logger.Warn("Consul lists no service: no ACL token is configured and the agent's default ACL policy is deny; "+
+			"set consul.token or consul.tokenFile to a token with the README's Consul ACL policy",
+			"policy", aclPolicy)
+	case len(r.cfg.Services) > 0:
+		r.logger.Info("Consul ACLs hide some services from this registry's token; expected when the token is narrowed to consul.services",
+			"policy", aclPolicy)
+	default:
+		r.logger.Warn("Consul ACLs hide some services from this registry's token; they are not served. "+
+			"Give the token the README's Consul ACL policy",
+			"policy", aclPolicy)
 	}
-	return s
 }
+
+// redact removes the configured token from an error's text, as a second
+// line of defence: the API client sends the token in a header, never in a
+// URL. The result still unwraps to err (its status code, its permanence).
+func (r *Registry) redact(err error) error {
+	if r.cfg.Token == "" || !strings.Contains(err.Error(), r.cfg.Token) {
+		return err
+	}
+	return redactedError{msg: strings.ReplaceAll(err.Error(), r.cfg.Token, "<redacted>"), err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }

@@ -64,8 +64,8 @@ func TestFollowsInstances(t *testing.T) {
 			t.Errorf("unexpected error snapshot: %v", s.Err)
 		}
 	}
-	if st := reg.Status(); !st.Synced || st.Services != 0 || st.Instances != 0 || st.LastSync.IsZero() {
-		t.Errorf("Status = %+v, want synced, no services, no instances, a last sync", st)
+	if st := reg.Status(); !st.Synced || st.Services != 0 || st.Instances != 0 || st.LastSuccess.IsZero() {
+		t.Errorf("Status = %+v, want synced, no services, no instances, a last success", st)
 	}
 }
 

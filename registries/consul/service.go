@@ -70,7 +70,6 @@ func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, o
 		w.logger.Debug("Emitted Consul service", "service", s.name, "count", len(instances))
 	}
 	s.mu.Unlock()
-	w.reg.noteRead(observed)
 	w.markRead(s.name)
 }
 

@@ -175,7 +175,7 @@ func (w *watcher) runState(ctx context.Context) {
 			if woken {
 				continue // cancelled by a membership change
 			}
-			w.reg.noteError(reasonState, "", err)
+			err = w.reg.noteFailure(reasonState, "", err)
 			for _, m := range members {
 				w.fail(m.svc, m.owner, err, now)
 			}
@@ -186,7 +186,7 @@ func (w *watcher) runState(ctx context.Context) {
 			continue
 		}
 		retry.reset()
-		w.reg.noteRead(now)
+		w.reg.noteOK()
 		next, changed := nextIndex(waitOn, meta.LastIndex)
 		index = next
 		if !changed {
@@ -241,11 +241,11 @@ func (w *watcher) reread(ctx context.Context, lim *rate.Limiter, members map[str
 			now := time.Now()
 			if err != nil {
 				if ctx.Err() == nil {
-					w.reg.noteError(reasonHealth, name, err)
-					w.fail(m.svc, m.owner, err, now)
+					w.fail(m.svc, m.owner, w.reg.noteFailure(reasonHealth, name, err), now)
 				}
 				return
 			}
+			w.reg.noteOK()
 			w.apply(m.svc, m.owner, entries, now)
 			mu.Lock()
 			ok[name] = true

@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,6 +29,11 @@ type watcher struct {
 	polled  *pollSet
 	watches map[string]*watch   // catalog loop only
 	listed  map[string]*service // catalog loop only
+
+	// listFailing is true while registry-wide reads (the catalog listing,
+	// the datacenter lookup) fail and their error snapshot was sent; catalog
+	// loop only.
+	listFailing bool
 
 	mu      sync.Mutex      // guards pending
 	pending map[string]bool // services whose first read Synced waits for; nil once synced
@@ -76,16 +82,18 @@ func (w *watcher) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		now := time.Now()
 		if err != nil {
-			w.reg.noteError(reasonCatalog, "", err)
+			w.failListing(w.reg.noteFailure(reasonCatalog, "", err), now)
 			if !retry.wait(ctx) {
 				return
 			}
 			continue
 		}
 		retry.reset()
-		now := time.Now()
-		w.reg.noteRead(now)
+		w.reg.noteOK()
+		w.listFailing = false
+		w.reg.noteACL(meta, len(names))
 		next, changed := nextIndex(index, meta.LastIndex)
 		if next == 0 {
 			w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", index)
@@ -116,17 +124,38 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 	retry := newRetry()
 	for {
 		self, err := w.client.Agent().Self()
+		if ctx.Err() != nil {
+			return false
+		}
 		if err == nil {
+			w.reg.noteOK()
+			w.listFailing = false
 			if dc, _ := self["Config"]["Datacenter"].(string); dc != w.cfg.Datacenter {
 				w.remoteDC = w.cfg.Datacenter
 			}
 			return true
 		}
-		w.reg.noteError(reasonCatalog, "", err)
+		w.failListing(w.reg.noteFailure(reasonCatalog, "", err), time.Now())
 		if !retry.wait(ctx) {
 			return false
 		}
 	}
+}
+
+// failListing emits the registry-wide error snapshot (an empty
+// Service.Name, registries.Snapshot), once per run of failures: the
+// services' last-known-good state stays, and a one-shot reader learns that
+// nothing can be listed (permanently so for a refused token or certificate).
+func (w *watcher) failListing(err error, observed time.Time) {
+	if w.listFailing {
+		return
+	}
+	w.listFailing = true
+	w.sink.Snapshot(registries.Snapshot{
+		Registry: w.cfg.Name,
+		Err:      fmt.Errorf("list Consul services: %w", err),
+		Observed: observed,
+	})
 }
 
 // reconcile brings readers in line with the wanted services (sorted by name):
@@ -161,6 +190,7 @@ func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time)
 			w.polled.add(s, s.takeOwnership())
 		}
 	}
+	w.reg.noteReaders(len(w.watches), len(wanted)-len(w.watches))
 	w.logger.Debug("Listed Consul services", "count", len(wanted),
 		"watched", len(w.watches), "polled", len(wanted)-len(w.watches))
 }
@@ -201,8 +231,7 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 		}
 		now := time.Now()
 		if err != nil {
-			w.reg.noteError(reasonHealth, s.name, err)
-			w.fail(s, owner, err, now)
+			w.fail(s, owner, w.reg.noteFailure(reasonHealth, s.name, err), now)
 			failing = true
 			if !retry.wait(ctx) {
 				return
@@ -210,6 +239,7 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 			continue
 		}
 		retry.reset()
+		w.reg.noteOK()
 		next, changed := nextIndex(index, meta.LastIndex)
 		index = next
 		if changed || failing {

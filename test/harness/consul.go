@@ -24,6 +24,8 @@ const (
 
 // ConsulPorts are the ports a Consul agent listens on, all on 127.0.0.1.
 type ConsulPorts struct {
+	// HTTP is the HTTP API's port: plain HTTP, or HTTPS only when the agent
+	// was started WithConsulTLS.
 	HTTP    int
 	SerfLAN int
 	SerfWAN int
@@ -39,7 +41,14 @@ func FreeConsulPorts(t testing.TB) ConsulPorts {
 type ConsulOption func(*consulOptions)
 
 type consulOptions struct {
-	hcl []string
+	hcl   []string
+	tls   *consulTLS
+	token string
+}
+
+type consulTLS struct {
+	ca             *CA
+	verifyIncoming bool
 }
 
 // WithConsulHCL adds an HCL configuration fragment (consul agent -hcl), e.g.
@@ -48,14 +57,45 @@ func WithConsulHCL(hcl string) ConsulOption {
 	return func(o *consulOptions) { o.hcl = append(o.hcl, hcl) }
 }
 
+// WithConsulTLS serves the agent's HTTP API over HTTPS only, on
+// Ports().HTTP (plain HTTP is off: ports { http = -1 }), with a server
+// certificate for 127.0.0.1 and "localhost" issued by ca. With
+// verifyIncoming the agent requires a client certificate signed by ca
+// (tls.https.verify_incoming); the harness's own client presents one issued
+// by ca to itself (common name "harness"). Consul 1.12+ configuration:
+// tls { defaults { ca_file cert_file key_file } https { verify_incoming } }.
+func WithConsulTLS(ca *CA, verifyIncoming bool) ConsulOption {
+	return func(o *consulOptions) { o.tls = &consulTLS{ca: ca, verifyIncoming: verifyIncoming} }
+}
+
+// WithConsulACL enables ACLs with the given default policy ("allow" or
+// "deny") and managementToken as the initial management token and the
+// agent's own token (so that the agent can register its node under "deny").
+// The harness's client (Client, Register, the readiness check) uses
+// managementToken.
+func WithConsulACL(defaultPolicy, managementToken string) ConsulOption {
+	return func(o *consulOptions) {
+		o.hcl = append(o.hcl, fmt.Sprintf(`acl {
+  enabled = true
+  default_policy = %q
+  tokens {
+    initial_management = %q
+    agent = %q
+  }
+}`, defaultPolicy, managementToken, managementToken))
+		o.token = managementToken
+	}
+}
+
 // Consul is a running Consul agent started by this package.
 type Consul struct {
-	bin   string
-	args  []string
-	ports ConsulPorts
-	node  string
-	log   string // log file path
-	c     *api.Client
+	bin    string
+	args   []string
+	ports  ConsulPorts
+	node   string
+	log    string // log file path
+	scheme string // "http" or "https"
+	c      *api.Client
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -75,7 +115,7 @@ func StartConsul(t testing.TB, opts ...ConsulOption) *Consul {
 	for _, h := range o.hcl {
 		args = append(args, "-hcl", h)
 	}
-	return startConsul(t, args, FreeConsulPorts(t))
+	return startConsul(t, args, FreeConsulPorts(t), o)
 }
 
 // StartConsulServer starts a single non-dev Consul server keeping its state
@@ -87,30 +127,50 @@ func StartConsulServer(t testing.TB, dataDir string, ports ConsulPorts) *Consul 
 	args := []string{"agent", "-server", "-bootstrap-expect", "1", "-data-dir", dataDir,
 		// Dev-mode raft timings: elections in about a second, not five.
 		"-hcl", "performance { raft_multiplier = 1 }"}
-	return startConsul(t, args, ports)
+	return startConsul(t, args, ports, consulOptions{})
 }
 
-func startConsul(t testing.TB, args []string, ports ConsulPorts) *Consul {
+func startConsul(t testing.TB, args []string, ports ConsulPorts, o consulOptions) *Consul {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Consul{
-		bin:   ConsulBinary(t),
-		ports: ports,
-		node:  "harness-" + strconv.Itoa(ports.HTTP),
-		log:   filepath.Join(dir, "consul.log"),
+		bin:    ConsulBinary(t),
+		ports:  ports,
+		node:   "harness-" + strconv.Itoa(ports.HTTP),
+		log:    filepath.Join(dir, "consul.log"),
+		scheme: "http",
 	}
+	httpPort, httpsPort := strconv.Itoa(ports.HTTP), "-1"
+	clientCfg := &api.Config{Address: c.Address(), Token: o.token}
+	if o.tls != nil {
+		c.scheme, httpPort, httpsPort = "https", "-1", strconv.Itoa(ports.HTTP)
+		server := o.tls.ca.ServerCert(t, "127.0.0.1", "localhost")
+		self := o.tls.ca.ClientCert(t, "harness")
+		args = append(args, "-hcl", fmt.Sprintf(`tls {
+  defaults {
+    ca_file = %q
+    cert_file = %q
+    key_file = %q
+  }
+  https {
+    verify_incoming = %t
+  }
+}`, o.tls.ca.CertFile, server.CertFile, server.KeyFile, o.tls.verifyIncoming))
+		clientCfg.TLSConfig = api.TLSConfig{CAFile: o.tls.ca.CertFile, CertFile: self.CertFile, KeyFile: self.KeyFile}
+	}
+	clientCfg.Scheme = c.scheme
 	c.args = append(args,
 		"-node", c.node,
 		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
-		"-http-port", strconv.Itoa(ports.HTTP),
+		"-http-port", httpPort, "-https-port", httpsPort,
 		"-serf-lan-port", strconv.Itoa(ports.SerfLAN),
 		"-serf-wan-port", strconv.Itoa(ports.SerfWAN),
 		"-server-port", strconv.Itoa(ports.Server),
-		"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1", "-https-port", "-1",
+		"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
 		"-hcl", "disable_update_check = true",
 		"-log-level", "info",
 	)
-	client, err := api.NewClient(&api.Config{Address: c.Address(), Scheme: "http"})
+	client, err := api.NewClient(clientCfg)
 	if err != nil {
 		t.Fatalf("consul client: %v", err)
 	}
@@ -125,10 +185,18 @@ func startConsul(t testing.TB, args []string, ports ConsulPorts) *Consul {
 	return c
 }
 
-// Address is the agent's HTTP address, "127.0.0.1:port".
+// Address is the agent's HTTP API address, "127.0.0.1:port", without a
+// scheme: the API speaks HTTPS there when the agent was started
+// WithConsulTLS (see URL).
 func (c *Consul) Address() string { return "127.0.0.1:" + strconv.Itoa(c.ports.HTTP) }
 
-// Client is an API client for the agent, without a token.
+// URL is the agent's HTTP API address with its scheme:
+// "http://127.0.0.1:port" or, WithConsulTLS, "https://127.0.0.1:port".
+func (c *Consul) URL() string { return c.scheme + "://" + c.Address() }
+
+// Client is an API client for the agent: without a token, or with the
+// management token of WithConsulACL; over HTTPS with the harness's client
+// certificate WithConsulTLS.
 func (c *Consul) Client() *api.Client { return c.c }
 
 // Ports are the agent's ports.
