@@ -52,6 +52,21 @@ func (r *receiver[T]) next(t *testing.T) T {
 	return zero
 }
 
+// end waits for the stream to end and returns its error; a message
+// received first, or a stream still open after wait, fails the test.
+func (r *receiver[T]) end(t *testing.T) error {
+	t.Helper()
+	select {
+	case m := <-r.msgs:
+		t.Fatalf("received %v, want the stream to end", m)
+	case err := <-r.err:
+		return err
+	case <-time.After(wait):
+		t.Fatalf("stream still open after %v", wait)
+	}
+	return nil
+}
+
 // sotwClient is a raw SotW ADS stream.
 type sotwClient struct {
 	t      *testing.T

@@ -1,12 +1,17 @@
 package xds
 
 import (
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 	mcp "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1"
@@ -244,4 +249,32 @@ func TestClassifyMCPTypes(t *testing.T) {
 func apiNode() *core.Node {
 	md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "api", "ISTIO_VERSION": "1.29.0"})
 	return &core.Node{Id: "sidecar~10.0.0.9~istiod-1.istio-system~istio-system.svc.cluster.local", Metadata: md}
+}
+
+// TestMCPAnswerPendingOnAFullChannelEndsWithItsWatch: an answer that waits
+// for room in the stream's response channel is given up when the stream
+// cancels the watch, leaving no goroutine behind (synctest fails a test
+// that does).
+func TestMCPAnswerPendingOnAFullChannelEndsWithItsWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &fakeConfigs{objs: map[model.ConfigKey]*model.Config{}}
+		src.put(serviceEntry("a", "h-a"))
+		c := newMCPCache(src, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c.rebuildAll()
+		out := make(chan cachev3.Response, 1)
+		out <- nil // the stream has not drained its previous response
+		req := &discovery.DiscoveryRequest{TypeUrl: seV1}
+		cancel, err := c.CreateWatch(req, stream.NewSotwSubscription(nil, true), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		synctest.Wait()
+		<-out
+		select {
+		case resp := <-out:
+			t.Fatalf("answer %v delivered after its watch was cancelled", resp)
+		default:
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,17 +55,44 @@ func newTestCA(t *testing.T, name string) *testCA {
 // certificates are valid for 127.0.0.1.
 func (ca *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
+		Subject:     pkix.Name{CommonName: name},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	}
+	return ca.sign(t, tmpl)
+}
+
+// issueWorkload returns a client certificate shaped like an Istio workload
+// certificate: an empty subject, the identity in a URI SAN, plus dnsNames.
+func (ca *testCA) issueWorkload(t *testing.T, spiffeID string, dnsNames ...string) tls.Certificate {
+	t.Helper()
+	id, err := url.Parse(spiffeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key := ca.sign(t, &x509.Certificate{
+		URIs: []*url.URL{id}, DNSNames: dnsNames,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+// sign completes tmpl (serial, validity, key usage), signs it with a new
+// key and returns PEM certificate and key.
+func (ca *testCA) sign(t *testing.T, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
