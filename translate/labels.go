@@ -144,6 +144,15 @@ func newAllowList(entries []string) (allowList, error) {
 	return a, nil
 }
 
+// ValidateAllowLabels checks entries as New checks Options.AllowLabels, for
+// a caller validating its configuration before building Translators. The
+// error names the entry: `allowLabels[1]: "meshbridge.io/service" is one of
+// meshbridge's ownership and selection labels ...`.
+func ValidateAllowLabels(entries []string) error {
+	_, err := newAllowList(entries)
+	return err
+}
+
 // allows reports whether the reserved key is allow-listed.
 func (a allowList) allows(key string) bool {
 	if a.keys[key] {

@@ -304,6 +304,9 @@ func TestNewAllowLabels(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := New(Options{Registry: "dc1", Type: TypeConsul, Namespace: "mesh", AllowLabels: tc.allow})
+			if verr := ValidateAllowLabels(tc.allow); fmt.Sprint(verr) != fmt.Sprint(err) {
+				t.Errorf("ValidateAllowLabels = %v, New = %v", verr, err)
+			}
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("New: %v", err)
