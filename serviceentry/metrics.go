@@ -26,9 +26,13 @@ var (
 		Name: "meshbridge_registry_instances",
 		Help: "Usable instances the registry currently lists, before translation rejects any.",
 	}, []string{"registry"})
+	registryServedInstances = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meshbridge_registry_served_instances",
+		Help: "Instances of the registry that the aggregate registry serves: listed instances less those translation rejected and those of services that lost their host to another.",
+	}, []string{"registry"})
 )
 
 // Collectors returns the package's metrics for registration.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{rejectedInstances, labelsChanged, registryServices, registryInstances}
+	return []prometheus.Collector{rejectedInstances, labelsChanged, registryServices, registryInstances, registryServedInstances}
 }

@@ -6,16 +6,27 @@ import (
 	"time"
 )
 
-// RegistryStatus is one registry's state as shown on /debug/registryz.
+// RegistryStatus is one registry's state as the sync step sees it, shown on
+// /debug/registryz.
 type RegistryStatus struct {
-	Name      string    `json:"name"`
-	Type      string    `json:"type"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Synced: the registry delivered its first complete listing.
 	Synced    bool      `json:"synced"`
 	LastEvent time.Time `json:"lastEvent,omitzero"`
-	Services  int       `json:"services"`
-	Instances int       `json:"instances"`
-	Errors    int       `json:"errors"`
-	LastError string    `json:"lastError,omitempty"`
+	// Services and Instances are what the registry lists (instances before
+	// translation rejects any); ServedInstances what the store holds of them.
+	Services        int `json:"services"`
+	Instances       int `json:"instances"`
+	ServedInstances int `json:"servedInstances"`
+	// StaleServices are services whose last read failed: they are served
+	// from their last-known-good state.
+	StaleServices int `json:"staleServices"`
+	// Errors counts snapshots that carried a read error; LastError is the
+	// last one's and LastErrorTime when it was observed.
+	Errors        int       `json:"errors"`
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
 }
 
 // Status returns every registry's status, in configuration order.

@@ -67,7 +67,15 @@ type Syncer struct {
 	services map[serviceID]*serviceState
 	claims   map[string][]serviceID       // host → claimants, winner first
 	written  map[string][]model.ConfigKey // host → keys we stored for it (a slice: a map per host cost ~300 B/instance)
+	served   map[string]servedBy          // host → whose instances its objects hold
 	pending  int                          // registries not yet synced
+}
+
+// servedBy is the registry whose service won a host, and how many of its
+// instances survived translation.
+type servedBy struct {
+	registry  string
+	instances int
 }
 
 type serviceID struct {
@@ -92,6 +100,7 @@ type registryState struct {
 	order  int
 	cfg    SyncRegistry
 	status RegistryStatus
+	stale  map[string]bool // services whose last read failed: served from last-known-good
 }
 
 // NewSyncer returns a Syncer writing to store.
@@ -109,10 +118,12 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 		services: make(map[serviceID]*serviceState),
 		claims:   make(map[string][]serviceID),
 		written:  make(map[string][]model.ConfigKey),
+		served:   make(map[string]servedBy),
 		pending:  len(cfg.Registries),
 	}
 	for i, r := range cfg.Registries {
-		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type}}
+		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type},
+			stale: make(map[string]bool)}
 	}
 	if s.pending == 0 {
 		close(s.ready)
@@ -202,15 +213,26 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Name}
 	switch {
 	case snap.Err != nil:
+		// The registry logs its outage once (registries.Health); here each
+		// failed read is a debug line.
 		r.status.Errors++
-		r.status.LastError = snap.Err.Error()
-		s.log.Warn("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
-			"service", snap.Service.Name, "err", snap.Err)
+		r.status.LastError, r.status.LastErrorTime = snap.Err.Error(), snap.Observed
+		if snap.Service.Name != "" && s.services[id] != nil {
+			r.stale[snap.Service.Name] = true
+			s.log.Debug("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
+				"service", snap.Service.Name, "err", snap.Err)
+		} else {
+			s.log.Debug("Registry read failed; nothing known to keep", "registry", snap.Registry,
+				"service", snap.Service.Name, "err", snap.Err)
+		}
 	case snap.Removed:
+		delete(r.stale, snap.Service.Name)
 		s.remove(r, id)
 	default:
+		delete(r.stale, snap.Service.Name)
 		s.upsert(r, id, snap.Service)
 	}
+	r.status.StaleServices = len(r.stale)
 	registryServices.WithLabelValues(r.cfg.Name).Set(float64(r.status.Services))
 	registryInstances.WithLabelValues(r.cfg.Name).Set(float64(r.status.Instances))
 }

@@ -12,13 +12,17 @@ import (
 // order). s.mu must be held.
 func (s *Syncer) apply(host string) {
 	var desired []*model.Config
+	var served servedBy
 	if ids := s.claims[host]; len(ids) > 0 {
-		res := s.services[ids[0]].result
+		st := s.services[ids[0]]
+		res := st.result
 		desired = append(desired, res.WorkloadEntries...)
 		if res.ServiceEntry != nil {
 			desired = append(desired, res.ServiceEntry)
+			served = servedBy{registry: ids[0].registry, instances: st.instances - len(res.Rejected)}
 		}
 	}
+	s.noteServed(host, served)
 	written := s.written[host]
 	want := make(map[model.ConfigKey]bool, len(desired))
 	for _, cfg := range desired {
@@ -41,6 +45,30 @@ func (s *Syncer) apply(host string) {
 		delete(s.written, host)
 	} else {
 		s.written[host] = keys
+	}
+}
+
+// noteServed moves host's served instances to now, keeping each registry's
+// ServedInstances and meshbridge_registry_served_instances equal to the
+// instances its objects in the store hold. s.mu must be held.
+func (s *Syncer) noteServed(host string, now servedBy) {
+	was := s.served[host]
+	if was == now {
+		return
+	}
+	for _, d := range []struct {
+		registry string
+		delta    int
+	}{{was.registry, -was.instances}, {now.registry, now.instances}} {
+		if r := s.regs[d.registry]; r != nil {
+			r.status.ServedInstances += d.delta
+			registryServedInstances.WithLabelValues(d.registry).Set(float64(r.status.ServedInstances))
+		}
+	}
+	if now.registry == "" {
+		delete(s.served, host)
+	} else {
+		s.served[host] = now
 	}
 }
 
