@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,19 +19,19 @@ import (
 )
 
 // Config is the operator's YAML configuration. Its keys are a contract
-// (issue #2) documented in the README; keep them stable.
+// documented in the README ("Configuration"); keep them stable.
 type Config struct {
 	Registries []RegistryConfig `json:"registries"`
 	Output     OutputConfig     `json:"output"`
 	XDS        XDSConfig        `json:"xds"`
-	HTTP       AddressConfig    `json:"http"`
+	HTTP       HTTPConfig       `json:"http"`
 	Debounce   DebounceConfig   `json:"debounce"`
 	Sync       SyncConfig       `json:"sync"`
 	MCP        MCPConfig        `json:"mcp"`
 	Kubernetes KubernetesConfig `json:"kubernetes"`
 }
 
-// KubernetesConfig turns on the Kubernetes output (issue 4): the aggregate
+// KubernetesConfig turns on the Kubernetes output: the aggregate
 // registry's objects written as networking.istio.io/v1 CRDs into
 // output.namespace.
 type KubernetesConfig struct {
@@ -41,8 +44,7 @@ type KubernetesConfig struct {
 	QPS   float32 `json:"qps"`
 	Burst int     `json:"burst"`
 	// ResyncPeriod is how often the writer lists its objects to
-	// garbage-collect and correct drift; default 5m. (Not in issue 4's key
-	// list; added because operators tune it.)
+	// garbage-collect and correct drift; default 5m.
 	ResyncPeriod   Duration             `json:"resyncPeriod"`
 	LeaderElection LeaderElectionConfig `json:"leaderElection"`
 }
@@ -60,12 +62,29 @@ type LeaderElectionConfig struct {
 	RetryPeriod   Duration `json:"retryPeriod"`
 }
 
-// MCPConfig turns on MCP-over-xDS for istiod on the xDS port (issue 5).
+// MCPConfig turns on MCP-over-xDS for istiod (README "MCP for istiod").
 type MCPConfig struct {
 	// Enabled serves the aggregate registry's ServiceEntries and
 	// WorkloadEntries to istiod (MeshConfig configSources "xds://"); default
 	// false.
 	Enabled bool `json:"enabled"`
+	// Address, when set, serves MCP on its own listener instead of
+	// xds.address. istiod's xds:// client does server-verified TLS at most,
+	// never mTLS, so a bridge whose xDS port requires client certificates
+	// serves istiod here.
+	Address string `json:"address,omitempty"`
+	// TLS serves Address over server-only TLS (istiod's tlsSettings
+	// {mode: SIMPLE}); only with Address.
+	TLS *ServerTLSConfig `json:"tls,omitempty"`
+}
+
+// ServerTLSConfig is a listener's certificate and key (PEM files, re-read
+// when they change) and, where the listener supports mTLS, the CA that
+// client certificates must chain to.
+type ServerTLSConfig struct {
+	CertFile     string `json:"certFile"`
+	KeyFile      string `json:"keyFile"`
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
 // RegistryConfig is one registry.
@@ -81,7 +100,9 @@ type RegistryConfig struct {
 
 // ConsulConfig is the consul block of a registry.
 type ConsulConfig struct {
-	Address     string    `json:"address"`
+	// Address is host:port or an http(s) URL; "" means $CONSUL_HTTP_ADDR,
+	// else 127.0.0.1:8500, as Consul's own tools do.
+	Address     string    `json:"address,omitempty"`
 	Datacenter  string    `json:"datacenter,omitempty"`
 	Token       string    `json:"token,omitempty"`
 	TokenFile   string    `json:"tokenFile,omitempty"`
@@ -91,7 +112,7 @@ type ConsulConfig struct {
 	MaxWatches  int       `json:"maxWatches,omitempty"`
 }
 
-// TLSConfig is a client TLS configuration.
+// TLSConfig is a client TLS configuration. Any field set means https.
 type TLSConfig struct {
 	CAFile             string `json:"caFile,omitempty"`
 	CertFile           string `json:"certFile,omitempty"`
@@ -110,26 +131,29 @@ type OutputConfig struct {
 	Namespace string `json:"namespace"`
 	Endpoints string `json:"endpoints"`
 	Revision  string `json:"revision,omitempty"`
+	// AllowLabels lets registry labels under reserved prefixes (istio.io/,
+	// *.istio.io/, topology.kubernetes.io/) through: each entry an exact key
+	// or a prefix ending in "/".
+	AllowLabels []string `json:"allowLabels,omitempty"`
 }
 
 // XDSConfig is the xDS server's listener.
 type XDSConfig struct {
 	Address string `json:"address"`
-	// TLS, when set, serves the port over TLS (mTLS with clientCAFile);
-	// plaintext is the default for loopback.
-	TLS *XDSTLSConfig `json:"tls,omitempty"`
+	// TLS, when set, serves the port over TLS, and mTLS with clientCAFile
+	// (clients must present a certificate it signed); plaintext is the
+	// default, for loopback.
+	TLS *ServerTLSConfig `json:"tls,omitempty"`
 }
 
-// XDSTLSConfig names PEM files; they are re-read when they change.
-type XDSTLSConfig struct {
-	CertFile     string `json:"certFile"`
-	KeyFile      string `json:"keyFile"`
-	ClientCAFile string `json:"clientCAFile,omitempty"`
-}
-
-// AddressConfig is a listen address.
-type AddressConfig struct {
+// HTTPConfig is the operator HTTP listeners.
+type HTTPConfig struct {
+	// Address serves /metrics, /healthz and /readyz.
 	Address string `json:"address"`
+	// DebugAddress serves /debug/* and pprof; default 127.0.0.1:15015.
+	// They show every object served and the running configuration (secrets
+	// redacted) and can profile the process: keep this on loopback.
+	DebugAddress string `json:"debugAddress"`
 }
 
 // DebounceConfig is the push debounce (DESIGN.md §5).
@@ -145,7 +169,13 @@ type SyncConfig struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("100ms").
-type Duration struct{ time.Duration }
+// A key that is absent takes its default; a key that is present keeps its
+// value, zero included ("0s" turns the debounce off), and validation refuses
+// a zero where it means nothing.
+type Duration struct {
+	time.Duration
+	set bool
+}
 
 // UnmarshalJSON accepts "100ms"-style strings.
 func (d *Duration) UnmarshalJSON(b []byte) error {
@@ -157,12 +187,33 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("invalid duration %q", s)
 	}
-	d.Duration = v
+	d.Duration, d.set = v, true
 	return nil
 }
 
 // MarshalJSON writes the duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// redactedSecret replaces a secret's value in Redacted.
+const redactedSecret = "<redacted>"
+
+// Redacted returns a deep enough copy of c with every secret value (Consul
+// tokens) replaced by "<redacted>", for /debug/config. Paths of secret files
+// are kept: they are not secrets.
+func (c *Config) Redacted() *Config {
+	out := *c
+	out.Registries = slices.Clone(c.Registries)
+	for i := range out.Registries {
+		if cc := out.Registries[i].Consul; cc != nil {
+			cp := *cc
+			if cp.Token != "" {
+				cp.Token = redactedSecret
+			}
+			out.Registries[i].Consul = &cp
+		}
+	}
+	return &out
+}
 
 // LoadConfig reads, defaults and validates a configuration file. Relative
 // paths in it (file.path, consul.tokenFile, consul.tls files) are resolved
@@ -177,35 +228,119 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.resolvePaths(filepath.Dir(path))
+	dir := filepath.Dir(path)
+	var errs []error
+	for _, f := range c.files() {
+		if *f.path != "" && !filepath.IsAbs(*f.path) {
+			*f.path = filepath.Join(dir, *f.path)
+		}
+		if err := f.check(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.key, err))
+		}
+	}
+	if len(errs) == 0 {
+		errs = c.checkKeyPairs()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	return c, nil
 }
 
-// resolvePaths makes relative paths relative to dir.
-func (c *Config) resolvePaths(dir string) {
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(dir, *p)
+// checkKeyPairs loads every certificate and key pair the configuration
+// names, so that a key that does not match its certificate is an error at
+// load that names the keys, not a handshake failure later.
+func (c *Config) checkKeyPairs() []error {
+	var errs []error
+	pair := func(key, cert, keyFile string) {
+		if cert == "" || keyFile == "" {
+			return
+		}
+		if _, err := tls.LoadX509KeyPair(cert, keyFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s: certFile and keyFile: %w", key, err))
 		}
 	}
-	abs(&c.Kubernetes.Kubeconfig)
 	if t := c.XDS.TLS; t != nil {
-		abs(&t.CertFile)
-		abs(&t.KeyFile)
-		abs(&t.ClientCAFile)
+		pair("xds.tls", t.CertFile, t.KeyFile)
 	}
+	if t := c.MCP.TLS; t != nil {
+		pair("mcp.tls", t.CertFile, t.KeyFile)
+	}
+	for i, r := range c.Registries {
+		if r.Consul != nil {
+			pair("registries["+strconv.Itoa(i)+"].consul.tls", r.Consul.TLS.CertFile, r.Consul.TLS.KeyFile)
+		}
+	}
+	return errs
+}
+
+// configFile is a path in the configuration: its key, and whether it must be
+// readable when the configuration loads.
+type configFile struct {
+	key  string
+	path *string
+	// mustExist: a credential or certificate the bridge needs to start.
+	// A registry's data file may appear later (the file registry waits).
+	mustExist bool
+	// pem: the file must hold at least one PEM block.
+	pem bool
+}
+
+func (f configFile) check() error {
+	if *f.path == "" || !f.mustExist {
+		return nil
+	}
+	st, err := os.Stat(*f.path)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory", *f.path)
+	}
+	data, err := os.ReadFile(*f.path)
+	if err != nil {
+		return err
+	}
+	if f.pem {
+		if block, _ := pem.Decode(data); block == nil {
+			return fmt.Errorf("%s holds no PEM data", *f.path)
+		}
+	}
+	return nil
+}
+
+// files lists every path the configuration names, for resolving relative
+// paths (against the configuration's directory, as Prometheus does, so a
+// configuration and the files it names move together) and for checking at
+// load that credentials and certificates can be read.
+func (c *Config) files() []configFile {
+	fs := []configFile{{key: "kubernetes.kubeconfig", path: &c.Kubernetes.Kubeconfig, mustExist: c.Kubernetes.Enabled}}
+	server := func(key string, t *ServerTLSConfig) {
+		if t != nil {
+			fs = append(fs,
+				configFile{key: key + ".certFile", path: &t.CertFile, mustExist: true, pem: true},
+				configFile{key: key + ".keyFile", path: &t.KeyFile, mustExist: true, pem: true},
+				configFile{key: key + ".clientCAFile", path: &t.ClientCAFile, mustExist: true, pem: true})
+		}
+	}
+	server("xds.tls", c.XDS.TLS)
+	server("mcp.tls", c.MCP.TLS)
 	for i := range c.Registries {
 		r := &c.Registries[i]
+		p := "registries[" + strconv.Itoa(i) + "]"
 		if r.File != nil {
-			abs(&r.File.Path)
+			fs = append(fs, configFile{key: p + ".file.path", path: &r.File.Path})
 		}
 		if r.Consul != nil {
-			abs(&r.Consul.TokenFile)
-			abs(&r.Consul.TLS.CAFile)
-			abs(&r.Consul.TLS.CertFile)
-			abs(&r.Consul.TLS.KeyFile)
+			t := &r.Consul.TLS
+			fs = append(fs,
+				configFile{key: p + ".consul.tokenFile", path: &r.Consul.TokenFile, mustExist: true},
+				configFile{key: p + ".consul.tls.caFile", path: &t.CAFile, mustExist: true, pem: true},
+				configFile{key: p + ".consul.tls.certFile", path: &t.CertFile, mustExist: true, pem: true},
+				configFile{key: p + ".consul.tls.keyFile", path: &t.KeyFile, mustExist: true, pem: true})
 		}
 	}
+	return fs
 }
 
 // ParseConfig decodes, defaults and validates configuration YAML. Errors
@@ -227,6 +362,7 @@ func (c *Config) setDefaults() {
 	setIf(&c.Output.Endpoints, "workloadentry")
 	setIf(&c.XDS.Address, "127.0.0.1:15010")
 	setIf(&c.HTTP.Address, "127.0.0.1:15014")
+	setIf(&c.HTTP.DebugAddress, "127.0.0.1:15015")
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
@@ -271,8 +407,8 @@ func setIf(s *string, v string) {
 }
 
 func durIf(d *Duration, v time.Duration) {
-	if d.Duration == 0 {
-		d.Duration = v
+	if !d.set {
+		d.Duration, d.set = v, true
 	}
 }
 
@@ -309,18 +445,57 @@ func (c *Config) validate() error {
 	if t := c.XDS.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
 		add("xds.tls", "certFile and keyFile are both required (clientCAFile adds mTLS)")
 	}
+	validateMCP(c, add)
 	checkHostPort("http.address", c.HTTP.Address, add)
+	checkHostPort("http.debugAddress", c.HTTP.DebugAddress, add)
+	if c.HTTP.DebugAddress == c.HTTP.Address {
+		add("http.debugAddress", "%q is http.address too: the debug endpoints need their own listener (keep it on loopback)", c.HTTP.DebugAddress)
+	}
+	for _, l := range c.Output.AllowLabels {
+		if l == "" {
+			add("output.allowLabels", "an entry is empty (a label key, or a prefix ending in \"/\")")
+		}
+	}
+	// An explicit 0s turns the debounce off; negative durations mean nothing.
 	if c.Debounce.After.Duration < 0 {
-		add("debounce.after", "must not be negative")
+		add("debounce.after", "must not be negative (0s pushes without a quiet period)")
 	}
 	if c.Debounce.Max.Duration < c.Debounce.After.Duration {
 		add("debounce.max", "%s is shorter than debounce.after (%s)", c.Debounce.Max, c.Debounce.After)
 	}
-	if c.Sync.Timeout.Duration < 0 {
-		add("sync.timeout", "must not be negative")
+	if c.Sync.Timeout.Duration <= 0 {
+		add("sync.timeout", "must be positive: it bounds the wait for every registry's first listing before the xDS port opens")
 	}
 	validateKubernetes(&c.Kubernetes, add)
 	return errors.Join(errs...)
+}
+
+// validateMCP checks mcp.address and mcp.tls: istiod's xds:// config-source
+// client does server-verified TLS at most (Istio
+// pilot/pkg/bootstrap/configcontroller.go), so the MCP listener cannot ask
+// for client certificates.
+func validateMCP(c *Config, add func(path, format string, args ...any)) {
+	m := c.MCP
+	if m.Address != "" {
+		if !m.Enabled {
+			add("mcp.address", "set, but mcp.enabled is false")
+		}
+		checkHostPort("mcp.address", m.Address, add)
+		if m.Address == c.XDS.Address {
+			add("mcp.address", "%q is xds.address too: leave mcp.address empty to serve MCP on the xDS port", m.Address)
+		}
+	}
+	if t := m.TLS; t != nil {
+		if m.Address == "" {
+			add("mcp.tls", "needs mcp.address: without it MCP is served on xds.address, with xds.tls")
+		}
+		if t.CertFile == "" || t.KeyFile == "" {
+			add("mcp.tls", "certFile and keyFile are both required")
+		}
+		if t.ClientCAFile != "" {
+			add("mcp.tls.clientCAFile", "istiod's xds:// client cannot present a client certificate (it supports SIMPLE TLS only): protect the MCP port with a NetworkPolicy instead")
+		}
+	}
 }
 
 func validateKubernetes(k *KubernetesConfig, add func(path, format string, args ...any)) {
@@ -330,8 +505,8 @@ func validateKubernetes(k *KubernetesConfig, add func(path, format string, args 
 	if k.Burst < 0 {
 		add("kubernetes.burst", "must not be negative")
 	}
-	if k.ResyncPeriod.Duration < 0 {
-		add("kubernetes.resyncPeriod", "must not be negative")
+	if k.ResyncPeriod.Duration <= 0 {
+		add("kubernetes.resyncPeriod", "must be positive")
 	}
 	le := k.LeaderElection
 	if !dns1123Label.MatchString(le.LeaseName) {
@@ -369,13 +544,18 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 			add(p+".consul", "required for type consul")
 			return
 		}
-		if r.Consul.Address == "" {
-			add(p+".consul.address", "required")
-		} else if u, err := url.Parse(r.Consul.Address); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		tlsSet := r.Consul.TLS != (TLSConfig{})
+		switch u, err := url.Parse(r.Consul.Address); {
+		case r.Consul.Address == "":
+			// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (package consul).
+		case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
 			if u.Host == "" {
 				add(p+".consul.address", "%q has no host", r.Consul.Address)
 			}
-		} else {
+			if u.Scheme == "http" && tlsSet {
+				add(p+".consul.address", "%q is plain http, but consul.tls is set: use https:// or a host:port (any tls field means https)", r.Consul.Address)
+			}
+		default:
 			checkHostPort(p+".consul.address", r.Consul.Address, add)
 		}
 		if r.Consul.Token != "" && r.Consul.TokenFile != "" {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -15,28 +19,30 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	r := cfg.Registries[0]
 	checks := map[string]bool{
-		"output.namespace is meshbridge":    cfg.Output.Namespace == "meshbridge",
-		"output.endpoints is workloadentry": cfg.Output.Endpoints == "workloadentry",
-		"xds.address is 127.0.0.1:15010":    cfg.XDS.Address == "127.0.0.1:15010",
-		"http.address is 127.0.0.1:15014":   cfg.HTTP.Address == "127.0.0.1:15014",
-		"debounce.after is 100ms":           cfg.Debounce.After.Duration == 100*time.Millisecond,
-		"debounce.max is 10s":               cfg.Debounce.Max.Duration == 10*time.Second,
-		"debounce.eds is true":              *cfg.Debounce.EDS,
-		"sync.timeout is 30s":               cfg.Sync.Timeout.Duration == 30*time.Second,
-		"resolution is STATIC":              r.Resolution == "STATIC",
-		"consul.healthyOnly is true":        *r.Consul.HealthyOnly,
-		"consul.maxWatches is 100":          r.Consul.MaxWatches == 100,
-		"mcp.enabled is false":              !cfg.MCP.Enabled,
-		"kubernetes.enabled is false":       !cfg.Kubernetes.Enabled,
-		"kubernetes.qps is 50":              cfg.Kubernetes.QPS == 50,
-		"kubernetes.burst is 100":           cfg.Kubernetes.Burst == 100,
-		"kubernetes.resyncPeriod is 5m":     cfg.Kubernetes.ResyncPeriod.Duration == 5*time.Minute,
-		"leaderElection.enabled is true":    *cfg.Kubernetes.LeaderElection.Enabled,
-		"leaseName is meshbridge":           cfg.Kubernetes.LeaderElection.LeaseName == "meshbridge",
-		"leaseNamespace is output's":        cfg.Kubernetes.LeaderElection.LeaseNamespace == "meshbridge",
-		"leaseDuration is 15s":              cfg.Kubernetes.LeaderElection.LeaseDuration.Duration == 15*time.Second,
-		"renewDeadline is 10s":              cfg.Kubernetes.LeaderElection.RenewDeadline.Duration == 10*time.Second,
-		"retryPeriod is 2s":                 cfg.Kubernetes.LeaderElection.RetryPeriod.Duration == 2*time.Second,
+		"output.namespace is meshbridge":       cfg.Output.Namespace == "meshbridge",
+		"output.endpoints is workloadentry":    cfg.Output.Endpoints == "workloadentry",
+		"xds.address is 127.0.0.1:15010":       cfg.XDS.Address == "127.0.0.1:15010",
+		"http.address is 127.0.0.1:15014":      cfg.HTTP.Address == "127.0.0.1:15014",
+		"debounce.after is 100ms":              cfg.Debounce.After.Duration == 100*time.Millisecond,
+		"debounce.max is 10s":                  cfg.Debounce.Max.Duration == 10*time.Second,
+		"debounce.eds is true":                 *cfg.Debounce.EDS,
+		"sync.timeout is 30s":                  cfg.Sync.Timeout.Duration == 30*time.Second,
+		"resolution is STATIC":                 r.Resolution == "STATIC",
+		"consul.healthyOnly is true":           *r.Consul.HealthyOnly,
+		"consul.maxWatches is 100":             r.Consul.MaxWatches == 100,
+		"mcp.enabled is false":                 !cfg.MCP.Enabled,
+		"kubernetes.enabled is false":          !cfg.Kubernetes.Enabled,
+		"kubernetes.qps is 50":                 cfg.Kubernetes.QPS == 50,
+		"kubernetes.burst is 100":              cfg.Kubernetes.Burst == 100,
+		"kubernetes.resyncPeriod is 5m":        cfg.Kubernetes.ResyncPeriod.Duration == 5*time.Minute,
+		"leaderElection.enabled is true":       *cfg.Kubernetes.LeaderElection.Enabled,
+		"leaseName is meshbridge":              cfg.Kubernetes.LeaderElection.LeaseName == "meshbridge",
+		"leaseNamespace is output's":           cfg.Kubernetes.LeaderElection.LeaseNamespace == "meshbridge",
+		"leaseDuration is 15s":                 cfg.Kubernetes.LeaderElection.LeaseDuration.Duration == 15*time.Second,
+		"renewDeadline is 10s":                 cfg.Kubernetes.LeaderElection.RenewDeadline.Duration == 10*time.Second,
+		"retryPeriod is 2s":                    cfg.Kubernetes.LeaderElection.RetryPeriod.Duration == 2*time.Second,
+		"http.debugAddress is 127.0.0.1:15015": cfg.HTTP.DebugAddress == "127.0.0.1:15015",
+		"mcp.address is empty":                 cfg.MCP.Address == "",
 	}
 	for what, ok := range checks {
 		if !ok {
@@ -59,7 +65,6 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"duplicate registry name":         {"registries:\n- {name: a, type: file, file: {path: x}}\n- {name: a, type: file, file: {path: other}}\n", `registries[1].name: "a" is already used by registries[0]`},
 		"unknown registry type":           {"registries:\n- {name: a, type: eureka}\n", `registries[0].type: "eureka" is not one of consul, file`},
 		"consul block missing":            {"registries:\n- {name: a, type: consul}\n", "registries[0].consul: required for type consul"},
-		"consul address missing":          {"registries:\n- {name: a, type: consul, consul: {}}\n", "registries[0].consul.address: required"},
 		"consul address not host:port":    {"registries:\n- {name: a, type: consul, consul: {address: nowhere}}\n", `registries[0].consul.address: "nowhere" is not host:port`},
 		"token and tokenFile":             {"registries:\n- {name: a, type: consul, consul: {address: a:1, token: x, tokenFile: f}}\n", "registries[0].consul.tokenFile: set either token or tokenFile"},
 		"maxWatches over the agent limit": {"registries:\n- {name: a, type: consul, consul: {address: a:1, maxWatches: 500}}\n", "registries[0].consul.maxWatches: 500 is outside 1-190"},
@@ -78,6 +83,20 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"lease name not a label":          {consul + "kubernetes: {leaderElection: {leaseName: Mesh_Bridge}}\n", `kubernetes.leaderElection.leaseName: "Mesh_Bridge" is not a DNS-1123 label`},
 		"lease shorter than renew":        {consul + "kubernetes: {leaderElection: {leaseDuration: 5s}}\n", "kubernetes.leaderElection.leaseDuration: 5s must be longer than renewDeadline (10s)"},
 		"renew too close to retry":        {consul + "kubernetes: {leaderElection: {retryPeriod: 9s}}\n", "kubernetes.leaderElection.renewDeadline: 10s must be longer than 1.2 × retryPeriod (9s)"},
+		"duplicate key names its line":    {consul + "output: {namespace: a}\noutput: {namespace: b}\n", `line 6: key "output" already set in map`},
+		"second document names its line":  {consul + "---\noutput: {namespace: b}\n", "line 5: a second YAML document"},
+		"http scheme with tls":            {"registries:\n- {name: a, type: consul, consul: {address: \"http://c:8500\", tls: {caFile: ca.pem}}}\n", `registries[0].consul.address: "http://c:8500" is plain http, but consul.tls is set`},
+		"sync timeout zero":               {consul + "sync: {timeout: 0s}\n", "sync.timeout: must be positive"},
+		"resync period zero":              {consul + "kubernetes: {resyncPeriod: 0s}\n", "kubernetes.resyncPeriod: must be positive"},
+		"debounce after negative":         {consul + "debounce: {after: -1s}\n", "debounce.after: must not be negative"},
+		"debounce max zero with after":    {consul + "debounce: {max: 0s}\n", "debounce.max: 0s is shorter than debounce.after (100ms)"},
+		"debug address same as http":      {consul + "http: {address: 127.0.0.1:9000, debugAddress: 127.0.0.1:9000}\n", `http.debugAddress: "127.0.0.1:9000" is http.address too`},
+		"debug address invalid":           {consul + "http: {debugAddress: nowhere}\n", `http.debugAddress: "nowhere" is not host:port`},
+		"mcp address without mcp":         {consul + "mcp: {address: 127.0.0.1:9001}\n", "mcp.address: set, but mcp.enabled is false"},
+		"mcp address is the xds port":     {consul + "mcp: {enabled: true, address: 127.0.0.1:15010}\n", "mcp.address: \"127.0.0.1:15010\" is xds.address too"},
+		"mcp tls without address":         {consul + "mcp: {enabled: true, tls: {certFile: c, keyFile: k}}\n", "mcp.tls: needs mcp.address"},
+		"mcp tls asks client certs":       {consul + "mcp: {enabled: true, address: 127.0.0.1:9001, tls: {certFile: c, keyFile: k, clientCAFile: ca}}\n", "mcp.tls.clientCAFile: istiod's xds:// client cannot present a client certificate"},
+		"allowLabels empty entry":         {consul + "output: {allowLabels: [\"\"]}\n", "output.allowLabels: an entry is empty"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -89,7 +108,13 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 	}
 }
 
-// TestExampleConfigsLoad keeps the shipped examples valid.
+// inCluster lists the examples written for a pod: their paths are where the
+// Deployment mounts Secrets, so they are parsed, not loaded, here.
+var inCluster = map[string]bool{"kubernetes": true, "istiod": true}
+
+// TestExampleConfigsLoad keeps the shipped examples valid: the local ones
+// load on this machine as they are (every file they name exists), the
+// in-cluster ones parse and name absolute paths.
 func TestExampleConfigsLoad(t *testing.T) {
 	paths, err := filepath.Glob("../../examples/*/meshbridge.yaml")
 	if err != nil || len(paths) == 0 {
@@ -97,9 +122,14 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 	for _, p := range paths {
 		t.Run(p, func(t *testing.T) {
-			cfg, err := LoadConfig(p)
-			if err != nil {
-				t.Fatal(err)
+			cfg := loadExample(t, p)
+			if inCluster[filepath.Base(filepath.Dir(p))] {
+				for _, f := range cfg.files() {
+					if *f.path != "" && !filepath.IsAbs(*f.path) {
+						t.Errorf("%s: %q is relative; an in-cluster example names where the pod mounts it", f.key, *f.path)
+					}
+				}
+				return
 			}
 			for _, r := range cfg.Registries {
 				if r.File != nil {
@@ -112,13 +142,64 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 }
 
-func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "c.yaml")
-	body := "registries:\n- {name: f, type: file, file: {path: svc.yaml}}\n- {name: c, type: consul, consul: {address: a:1, tokenFile: /abs/token, tls: {caFile: ca.pem}}}\n"
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+func loadExample(t *testing.T, p string) *Config {
+	t.Helper()
+	if !inCluster[filepath.Base(filepath.Dir(p))] {
+		cfg, err := LoadConfig(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
 		t.Fatal(err)
 	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestExamplesAreSafeAsShipped: a listener of a shipped example that is not
+// on loopback authenticates its clients (xDS: mTLS) or is the MCP port with
+// TLS that networkpolicy.yaml restricts; debug endpoints are on loopback.
+func TestExamplesAreSafeAsShipped(t *testing.T) {
+	paths, _ := filepath.Glob("../../examples/*/meshbridge.yaml")
+	loopback := func(addr string) bool {
+		host, _, _ := net.SplitHostPort(addr)
+		ip := net.ParseIP(host)
+		return host == "localhost" || ip != nil && ip.IsLoopback()
+	}
+	for _, p := range paths {
+		t.Run(p, func(t *testing.T) {
+			cfg := loadExample(t, p)
+			if !loopback(cfg.XDS.Address) && (cfg.XDS.TLS == nil || cfg.XDS.TLS.ClientCAFile == "") {
+				t.Errorf("xds.address %s is not loopback and does not require mTLS", cfg.XDS.Address)
+			}
+			if a := cfg.MCP.Address; a != "" && !loopback(a) && cfg.MCP.TLS == nil {
+				t.Errorf("mcp.address %s is not loopback and has no TLS", a)
+			}
+			if !loopback(cfg.HTTP.DebugAddress) {
+				t.Errorf("http.debugAddress %s is not loopback", cfg.HTTP.DebugAddress)
+			}
+		})
+	}
+	np, err := os.ReadFile("../../examples/istiod/networkpolicy.yaml")
+	if err != nil || !strings.Contains(string(np), "port: 15016") {
+		t.Errorf("examples/istiod/networkpolicy.yaml does not restrict the MCP port 15016: %v", err)
+	}
+}
+
+func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, _ := testPEM(t)
+	token := filepath.Join(t.TempDir(), "token") // an absolute path elsewhere
+	writeFile(t, token, "t0ken")
+	writeFile(t, filepath.Join(dir, "ca.pem"), caPEM)
+	p := filepath.Join(dir, "c.yaml")
+	writeFile(t, p, fmt.Sprintf("registries:\n- {name: f, type: file, file: {path: svc.yaml}}\n- {name: c, type: consul, consul: {address: a:1, tokenFile: %q, tls: {caFile: ca.pem}}}\n", token))
 	cfg, err := LoadConfig(p)
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +207,98 @@ func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
 	if got := cfg.Registries[0].File.Path; got != filepath.Join(dir, "svc.yaml") {
 		t.Errorf("file.path = %q", got)
 	}
-	if got := cfg.Registries[1].Consul.TokenFile; got != "/abs/token" {
+	if got := cfg.Registries[1].Consul.TokenFile; got != token {
 		t.Errorf("absolute tokenFile changed to %q", got)
 	}
 	if got := cfg.Registries[1].Consul.TLS.CAFile; got != filepath.Join(dir, "ca.pem") {
 		t.Errorf("tls.caFile = %q", got)
 	}
+}
+
+// TestDurationsKeepAnExplicitZero: a key that is present keeps its value,
+// zero included; an absent key takes its default.
+func TestDurationsKeepAnExplicitZero(t *testing.T) {
+	const consul = "registries:\n- name: dc1\n  type: consul\n  consul: {}\n"
+	cases := map[string]struct {
+		yaml       string
+		after, max time.Duration
+	}{
+		"absent keys take the defaults":   {consul, 100 * time.Millisecond, 10 * time.Second},
+		"0s turns the quiet period off":   {consul + "debounce: {after: 0s, max: 50ms}\n", 0, 50 * time.Millisecond},
+		"0s for both turns debounce off":  {consul + "debounce: {after: 0s, max: 0s}\n", 0, 0},
+		"an explicit value is kept as is": {consul + "debounce: {after: 5ms}\n", 5 * time.Millisecond, 10 * time.Second},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Debounce.After.Duration != tc.after || cfg.Debounce.Max.Duration != tc.max {
+				t.Fatalf("debounce = {after: %s, max: %s}, want {%s, %s}", cfg.Debounce.After, cfg.Debounce.Max, tc.after, tc.max)
+			}
+		})
+	}
+	// The consul address is optional: $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
+	if _, err := ParseConfig([]byte(consul)); err != nil {
+		t.Errorf("consul without an address: %v", err)
+	}
+}
+
+// TestConfigFilesAreCheckedAtLoad: every credential and certificate the
+// configuration names must be readable (and PEM where it is a certificate)
+// when it loads, and the error names the key.
+func TestConfigFilesAreCheckedAtLoad(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := testPEM(t)
+	_, otherKey := testPEM(t)
+	writeFile(t, filepath.Join(dir, "cert.pem"), certPEM)
+	writeFile(t, filepath.Join(dir, "key.pem"), keyPEM)
+	writeFile(t, filepath.Join(dir, "other-key.pem"), otherKey)
+	writeFile(t, filepath.Join(dir, "text.pem"), "not a certificate\n")
+	const file = "registries:\n- {name: f, type: file, file: {path: services.yaml}}\n"
+	const consulTLS = "registries:\n- {name: c, type: consul, consul: {tls: %s}}\n"
+	cases := map[string]struct {
+		yaml, want string
+	}{
+		"xds cert missing":               {file + "xds: {tls: {certFile: nope.pem, keyFile: key.pem}}\n", "xds.tls.certFile: stat " + filepath.Join(dir, "nope.pem")},
+		"xds client CA not PEM":          {file + "xds: {tls: {certFile: cert.pem, keyFile: key.pem, clientCAFile: text.pem}}\n", "xds.tls.clientCAFile: " + filepath.Join(dir, "text.pem") + " holds no PEM data"},
+		"xds key is a directory":         {file + "xds: {tls: {certFile: cert.pem, keyFile: .}}\n", "xds.tls.keyFile: " + dir + " is a directory"},
+		"xds key does not match":         {file + "xds: {tls: {certFile: cert.pem, keyFile: other-key.pem}}\n", "xds.tls: certFile and keyFile: tls: private key does not match public key"},
+		"consul CA missing":              {fmt.Sprintf(consulTLS, "{caFile: ca.pem}"), "registries[0].consul.tls.caFile: stat " + filepath.Join(dir, "ca.pem")},
+		"consul client key gone":         {fmt.Sprintf(consulTLS, "{certFile: cert.pem, keyFile: gone.pem}"), "registries[0].consul.tls.keyFile: stat"},
+		"consul token file gone":         {"registries:\n- {name: c, type: consul, consul: {tokenFile: token}}\n", "registries[0].consul.tokenFile: stat " + filepath.Join(dir, "token")},
+		"mcp cert missing":               {file + "mcp: {enabled: true, address: 127.0.0.1:9001, tls: {certFile: gone.pem, keyFile: key.pem}}\n", "mcp.tls.certFile: stat"},
+		"kubeconfig when enabled":        {file + "kubernetes: {enabled: true, kubeconfig: kc}\n", "kubernetes.kubeconfig: stat " + filepath.Join(dir, "kc")},
+		"a registry file may come later": {file, ""},
+		"a matching pair loads":          {file + "xds: {tls: {certFile: cert.pem, keyFile: key.pem}}\n", ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, "c.yaml")
+			writeFile(t, p, tc.yaml)
+			_, err := LoadConfig(p)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tc.want == "" && err != nil || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testPEM returns a server certificate for 127.0.0.1 and its key, PEM.
+func testPEM(t *testing.T) (cert, key string) {
+	t.Helper()
+	kp := harness.NewCA(t, "config-test").ServerCert(t, "127.0.0.1")
+	return string(kp.CertPEM), string(kp.KeyPEM)
 }

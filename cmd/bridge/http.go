@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,20 +41,24 @@ func newMetricsRegistry() *prometheus.Registry {
 	return reg
 }
 
-// httpHandler serves the operator endpoints. /readyz is 200 only once the
-// aggregate registry has synced; secrets never appear on any page (the
-// configuration is not served, only the store's objects and registry state).
+// httpHandler serves http.address: what a kubelet and Prometheus need and
+// nothing that shows the mesh. /readyz is 200 only once the aggregate
+// registry has synced (see readyz for what its body says).
 func (b *bridge) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-b.ready:
-			_, _ = w.Write([]byte("ok\n"))
-		default:
-			http.Error(w, "waiting for every registry's first listing", http.StatusServiceUnavailable)
-		}
+	mux.HandleFunc("GET /readyz", b.readyz)
+	return mux
+}
+
+// debugHandler serves http.debugAddress (loopback by default): every object
+// served, registry and writer state, the running configuration with secrets
+// redacted, and pprof. Secrets never appear on any page.
+func (b *bridge) debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, b.cfg.Redacted())
 	})
 	mux.HandleFunc("GET /debug/configz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, configzOf(b.store))
@@ -87,28 +94,82 @@ func (b *bridge) kubez() kubez {
 	return kubez{Enabled: true, Namespace: b.cfg.Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
 }
 
-// registryzEntry is one registry on /debug/registryz: the sync step's view
-// and, for watchers that report one, the watcher's own status.
+// registryzEntry is one registry on /debug/registryz: the sync step's view,
+// the registry's read health and, for watchers that report one, the
+// watcher's own status.
 type registryzEntry struct {
 	serviceentry.RegistryStatus
-	Watcher any `json:"watcher,omitempty"`
+	// Up, Since and LastSuccess come from the registry's read health
+	// (registries.Health), as do errors, lastError and lastErrorTime when
+	// the registry tracks it.
+	Up          bool      `json:"up"`
+	Since       time.Time `json:"since,omitzero"`
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	// Stale is true while anything of the registry is served from
+	// last-known-good state: it is down, or some services' last read failed.
+	Stale   bool `json:"stale"`
+	Watcher any  `json:"watcher,omitempty"`
 }
 
 // consulStatus is what a Consul watcher reports about itself.
 type consulStatus interface{ Status() consul.Status }
 
 func (b *bridge) registryz() []registryzEntry {
-	watchers := make(map[string]any, len(b.regs))
+	regs := make(map[string]registries.Registry, len(b.regs))
 	for _, r := range b.regs {
-		if cs, ok := r.(consulStatus); ok {
-			watchers[r.Name()] = cs.Status()
-		}
+		regs[r.Name()] = r
 	}
 	var out []registryzEntry
 	for _, st := range b.syncer.Status() {
-		out = append(out, registryzEntry{RegistryStatus: st, Watcher: watchers[st.Name]})
+		e := registryzEntry{RegistryStatus: st}
+		r := regs[st.Name]
+		if hr, ok := r.(registries.HealthReporter); ok {
+			h := hr.Health()
+			e.Up, e.Since, e.LastSuccess = h.Up, h.Since, h.LastSuccess
+			e.Errors, e.LastError, e.LastErrorTime = int(h.Errors), h.LastError, h.LastErrorTime
+			e.Stale = st.Synced && !h.Up
+		} else {
+			e.Up = st.Synced && st.StaleServices == 0
+		}
+		e.Stale = e.Stale || st.StaleServices > 0
+		if cs, ok := r.(consulStatus); ok {
+			e.Watcher = cs.Status()
+		}
+		out = append(out, e)
 	}
 	return out
+}
+
+// readyz is /readyz. It answers 503 until the aggregate registry has synced
+// (every registry delivered its first listing, or sync.timeout passed), then
+// 200: serving last-known-good state is correct, so an outage does not take
+// the bridge out of its Service. The body says what is degraded, one line
+// per registry: not synced (nothing of it is served), or unreachable (served
+// from last-known-good).
+func (b *bridge) readyz(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-b.ready:
+	default:
+		http.Error(w, "waiting for every registry's first listing (sync.timeout "+b.cfg.Sync.Timeout.String()+")",
+			http.StatusServiceUnavailable)
+		return
+	}
+	var lines []string
+	for _, e := range b.registryz() {
+		switch {
+		case !e.Synced:
+			lines = append(lines, fmt.Sprintf("registry %s: no complete listing yet (sync.timeout passed): its services are not served; last error: %s",
+				e.Name, cmp.Or(e.LastError, "none")))
+		case e.Stale:
+			lines = append(lines, fmt.Sprintf("registry %s: serving last-known-good state (up: %v, since %s, %d stale services); last error: %s",
+				e.Name, e.Up, e.Since.Format(time.RFC3339), e.StaleServices, cmp.Or(e.LastError, "none")))
+		}
+	}
+	if len(lines) == 0 {
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	}
+	_, _ = fmt.Fprintf(w, "ok, degraded:\n%s\n", strings.Join(lines, "\n"))
 }
 
 // configzEntry is one store object on /debug/configz.

@@ -21,7 +21,7 @@ import (
 func TestKubernetesOutput(t *testing.T) {
 	k := harness.StartKube(t, "../../kube/testdata/crds/istio-networking.yaml")
 	ns := k.Namespace(t)
-	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\noutput: {namespace: %s}\nmcp: {enabled: true}\n"+
+	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q, debugAddress: 127.0.0.1:0}\noutput: {namespace: %s}\nmcp: {enabled: true}\n"+
 		"kubernetes: {enabled: true, kubeconfig: %q, leaderElection: {leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}}\n",
 		freeAddr(t), freeAddr(t), ns, k.Kubeconfig(t)))
 

@@ -18,6 +18,8 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 func freeAddr(t *testing.T) string {
@@ -132,11 +134,13 @@ func TestCommands(t *testing.T) {
 }
 
 // TestRunServesHTTP runs the real bridge in-process on a file registry and
-// checks its operator endpoints.
+// an unreachable Consul, and checks its operator endpoints: probes and
+// metrics on http.address, everything that shows the mesh or the process
+// only on http.debugAddress, and never a secret.
 func TestRunServesHTTP(t *testing.T) {
-	httpAddr := freeAddr(t)
+	httpAddr, debugAddr := freeAddr(t), freeAddr(t)
 	const secret = "s3cr3t-token-value"
-	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\n", freeAddr(t), httpAddr))
+	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\n", freeAddr(t), httpAddr, debugAddr))
 	// A Consul registry nobody listens on, with a token that must never show.
 	raw, _ := os.ReadFile(cfgPath)
 	raw = bytes.Replace(raw, []byte("registries:\n"), []byte(fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q, token: %q}}\n", freeAddr(t), secret)), 1)
@@ -146,8 +150,8 @@ func TestRunServesHTTP(t *testing.T) {
 	}
 	runBridge(t, cfgPath)
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + httpAddr + path)
+	get := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -155,57 +159,82 @@ func TestRunServesHTTP(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if code, _ := get("/readyz"); code == http.StatusOK {
-			break
+	var ready string
+	harness.Eventually(t, 20*time.Second, "/readyz answers 200 (the sync timeout is 1s)", func() error {
+		code, body := get(httpAddr, "/readyz")
+		if code != http.StatusOK {
+			return fmt.Errorf("/readyz = %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz never answered 200 (the sync timeout is 1s)")
-		}
-		time.Sleep(50 * time.Millisecond)
+		ready = body
+		return nil
+	})
+	// Ready, but saying what is degraded: the Consul registry never listed.
+	if !strings.Contains(ready, "degraded") || !strings.Contains(ready, "registry down: no complete listing yet") {
+		t.Errorf("/readyz body does not name the unsynced registry:\n%s", ready)
 	}
-	if code, _ := get("/healthz"); code != http.StatusOK {
+	if code, _ := get(httpAddr, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d", code)
 	}
-	_, metrics := get("/metrics")
+	_, metrics := get(httpAddr, "/metrics")
 	for _, name := range []string{
 		"meshbridge_build_info", "meshbridge_registry_services", "meshbridge_registry_instances",
+		"meshbridge_registry_served_instances", "meshbridge_registry_up",
 		"meshbridge_registry_errors_total", "meshbridge_pushes_total", "meshbridge_event_to_push_seconds",
 	} {
 		if !strings.Contains(metrics, name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	_, configz := get("/debug/configz")
+	// The debug endpoints are not on http.address.
+	for _, path := range []string{"/debug/configz", "/debug/config", "/debug/registryz", "/debug/kubez", "/debug/pprof/"} {
+		if code, _ := get(httpAddr, path); code != http.StatusNotFound {
+			t.Errorf("http.address serves %s: %d, want 404", path, code)
+		}
+	}
+	_, configz := get(debugAddr, "/debug/configz")
 	var objs []configzEntry
 	if err := json.Unmarshal([]byte(configz), &objs); err != nil || len(objs) != 2 {
 		t.Fatalf("/debug/configz = %d objects (%v): %s", len(objs), err, configz)
 	}
-	_, registryz := get("/debug/registryz")
+	_, registryz := get(debugAddr, "/debug/registryz")
 	var regs []registryzEntry
 	if err := json.Unmarshal([]byte(registryz), &regs); err != nil || len(regs) != 2 {
 		t.Fatalf("/debug/registryz: %v: %s", err, registryz)
 	}
-	if regs[0].Name != "down" || regs[0].Synced || regs[1].Name != "static" || !regs[1].Synced || regs[1].Instances != 1 {
-		t.Fatalf("/debug/registryz = %+v", regs)
+	down, static := regs[0], regs[1]
+	if down.Name != "down" || down.Synced || down.Up || down.LastError == "" ||
+		static.Name != "static" || !static.Synced || !static.Up || static.LastSuccess.IsZero() || static.Stale ||
+		static.Instances != 1 || static.ServedInstances != 1 {
+		t.Fatalf("/debug/registryz = %s", registryz)
 	}
-	for _, path := range []string{"/metrics", "/debug/configz", "/debug/registryz"} {
-		if _, body := get(path); strings.Contains(body, secret) {
+	if strings.Contains(registryz, "0001-01-01") {
+		t.Errorf("/debug/registryz shows a zero time:\n%s", registryz)
+	}
+	_, config := get(debugAddr, "/debug/config")
+	if !strings.Contains(config, `"token": "<redacted>"`) || !strings.Contains(config, `"debugAddress": "`+debugAddr+`"`) {
+		t.Errorf("/debug/config does not show the running configuration redacted:\n%s", config)
+	}
+	for _, path := range []string{"/metrics", "/readyz"} {
+		if _, body := get(httpAddr, path); strings.Contains(body, secret) {
 			t.Errorf("%s shows the Consul token", path)
 		}
 	}
-	if code, _ := get("/debug/pprof/"); code != http.StatusOK {
+	for _, path := range []string{"/debug/configz", "/debug/config", "/debug/registryz", "/debug/kubez"} {
+		if _, body := get(debugAddr, path); strings.Contains(body, secret) {
+			t.Errorf("%s shows the Consul token", path)
+		}
+	}
+	if code, _ := get(debugAddr, "/debug/pprof/"); code != http.StatusOK {
 		t.Errorf("/debug/pprof/ = %d", code)
 	}
 }
 
-// TestRunServesMCP checks the wiring of issue 5: with mcp.enabled the xDS
+// TestRunServesMCP checks the MCP wiring: with mcp.enabled the xDS
 // port answers istiod's MCP types, and a registry change reaches the stream
 // through the store handler.
 func TestRunServesMCP(t *testing.T) {
 	xdsAddr := freeAddr(t)
-	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q}\nmcp: {enabled: true}\ndebounce: {after: 1ms}\n", xdsAddr, freeAddr(t)))
+	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q, debugAddress: 127.0.0.1:0}\nmcp: {enabled: true}\ndebounce: {after: 1ms}\n", xdsAddr, freeAddr(t)))
 	runBridge(t, cfgPath)
 
 	conn, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -27,6 +27,7 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 			Resolution:   model.Resolution(rc.Resolution),
 			Endpoints:    translate.EndpointMode(cfg.Output.Endpoints),
 			Revision:     cfg.Output.Revision,
+			AllowLabels:  cfg.Output.AllowLabels,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)

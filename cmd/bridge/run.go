@@ -56,12 +56,14 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 	})
 	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{
 		Address:           cfg.XDS.Address,
-		DebounceAfter:     cfg.Debounce.After.Duration,
-		DebounceMax:       cfg.Debounce.Max.Duration,
+		DebounceAfter:     explicitZero(cfg.Debounce.After.Duration),
+		DebounceMax:       explicitZero(cfg.Debounce.Max.Duration),
 		EnableEDSDebounce: *cfg.Debounce.EDS,
 		Logger:            log,
 		TLS:               xdsTLS(cfg.XDS.TLS),
 		MCP:               b.mcpOptions(),
+		MCPAddress:        cfg.MCP.Address,
+		MCPTLS:            xdsTLS(cfg.MCP.TLS),
 	})
 	b.controller = serviceentry.NewController(b.store, b.xds, log)
 	if cfg.Kubernetes.Enabled {
@@ -94,7 +96,17 @@ func (b *bridge) mcpOptions() *xds.MCPOptions {
 	return &xds.MCPOptions{Source: b.store}
 }
 
-func xdsTLS(t *XDSTLSConfig) *xds.TLSConfig {
+// explicitZero passes a configured duration to xds.Options, whose zero
+// fields take defaults: a configured 0s (no quiet period, or no cap) becomes
+// 1ns, which the debounce treats the same as none.
+func explicitZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Nanosecond
+	}
+	return d
+}
+
+func xdsTLS(t *ServerTLSConfig) *xds.TLSConfig {
 	if t == nil {
 		return nil
 	}
@@ -111,7 +123,13 @@ func (b *bridge) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on http.address %s: %w", b.cfg.HTTP.Address, err)
 	}
+	debugLis, err := net.Listen("tcp", b.cfg.HTTP.DebugAddress)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("listen on http.debugAddress %s: %w", b.cfg.HTTP.DebugAddress, err)
+	}
 	srv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	debugSrv := &http.Server{Handler: b.debugHandler(), ReadHeaderTimeout: 10 * time.Second}
 
 	var wg sync.WaitGroup
 	goFn := func(name string, fn func() error) {
@@ -131,20 +149,27 @@ func (b *bridge) run(ctx context.Context) error {
 	if b.kube != nil {
 		goFn("kubernetes", func() error { return b.runKube(ctx) })
 	}
-	goFn("http", func() error {
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	for name, s := range map[string]struct {
+		srv *http.Server
+		lis net.Listener
+	}{"http": {srv, lis}, "http debug": {debugSrv, debugLis}} {
+		goFn(name, func() error {
+			if err := s.srv.Serve(s.lis); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
 	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
-		"registries", len(b.regs), "mcp", b.cfg.MCP.Enabled, "kubernetes", b.cfg.Kubernetes.Enabled)
+		"debug", debugLis.Addr().String(), "registries", len(b.regs), "mcp", b.cfg.MCP.Enabled,
+		"kubernetes", b.cfg.Kubernetes.Enabled)
 
 	<-ctx.Done()
 	b.log.Info("Stopping meshbridge", "reason", context.Cause(ctx))
 	shutdownCtx, done := context.WithTimeout(context.Background(), shutdownGrace)
 	defer done()
 	_ = srv.Shutdown(shutdownCtx)
+	_ = debugSrv.Shutdown(shutdownCtx)
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

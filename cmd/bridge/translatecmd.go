@@ -24,13 +24,13 @@ import (
 // the registries, when one could not be read within sync.timeout.
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("translate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cf commonFlags
 	cf.register(fs)
 	output := fs.String("o", "yaml", "output format: yaml or json")
 	diff := fs.Bool("diff", false, "compare with the cluster (kubernetes.kubeconfig, output.namespace) and print what would be created, updated and deleted")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	allowEmpty := fs.Bool("allow-empty", false, "exit 0 even when the registries hold no services (by default an empty result is an error: an ACL token that sees nothing looks the same)")
+	if done, code := parseFlags(fs, args, "translate --config FILE [flags]", stdout, stderr); done {
+		return code
 	}
 	if *output != "yaml" && *output != "json" {
 		fmt.Fprintf(stderr, "meshbridge: -o: %q is not one of yaml, json\n", *output)
@@ -56,6 +56,11 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfgs := append(store.List(model.KindServiceEntry, ""), store.List(model.KindWorkloadEntry, "")...)
+	if len(cfgs) == 0 && !*allowEmpty {
+		fmt.Fprintln(stderr, "meshbridge: the registries listed no services, so there is nothing to print; "+
+			"if that is expected, pass --allow-empty (a registry ACL token that sees nothing looks the same: see the warnings above)")
+		return 1
+	}
 	if *diff {
 		names := make([]string, len(syncRegs))
 		for i, r := range syncRegs {
@@ -107,20 +112,32 @@ func printDiff(cfg *Config, registryNames []string, cfgs []*model.Config, stdout
 	return 0
 }
 
-// readOnce runs every registry until all have synced or timeout passed, and
-// returns a description of each registry that did not sync.
+// readOnce runs every registry until all have synced, one fails
+// permanently (registries.IsPermanent, or Run returned an error), or timeout
+// passes, and returns a description of each registry that did not sync,
+// with the last error it reported.
 func readOnce(regs []registries.Registry, syncer *serviceentry.Syncer, timeout time.Duration) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
 	lastErr := map[string]string{}
+	stopped := map[string]bool{} // failed permanently
 	synced := map[string]bool{}
+	permanent := make(chan struct{})
+	var stopOnce sync.Once
+	fail := func(registry string, err error, final bool) {
+		mu.Lock()
+		lastErr[registry] = err.Error()
+		stopped[registry] = stopped[registry] || final
+		mu.Unlock()
+		if final {
+			stopOnce.Do(func() { close(permanent) })
+		}
+	}
 	sink := registries.SinkFuncs{
 		SnapshotFunc: func(s registries.Snapshot) {
 			if s.Err != nil {
-				mu.Lock()
-				lastErr[s.Registry] = s.Err.Error()
-				mu.Unlock()
+				fail(s.Registry, s.Err, registries.IsPermanent(s.Err))
 			}
 			syncer.Snapshot(s)
 		},
@@ -135,15 +152,16 @@ func readOnce(regs []registries.Registry, syncer *serviceentry.Syncer, timeout t
 	for _, r := range regs {
 		wg.Go(func() {
 			if err := r.Run(ctx, sink); err != nil {
-				mu.Lock()
-				lastErr[r.Name()] = err.Error()
-				mu.Unlock()
+				fail(r.Name(), err, true)
 			}
 		})
 	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
 	case <-syncer.Ready():
-	case <-time.After(timeout):
+	case <-permanent:
+	case <-timer.C:
 	}
 	cancel()
 	wg.Wait()
@@ -151,13 +169,21 @@ func readOnce(regs []registries.Registry, syncer *serviceentry.Syncer, timeout t
 	defer mu.Unlock()
 	var failures []string
 	for _, r := range regs {
-		if !synced[r.Name()] {
-			why := lastErr[r.Name()]
-			if why == "" {
-				why = "no complete listing before sync.timeout"
-			}
-			failures = append(failures, fmt.Sprintf("registry %q: %s", r.Name(), why))
+		if synced[r.Name()] {
+			continue
 		}
+		why := lastErr[r.Name()]
+		if hr, ok := r.(registries.HealthReporter); ok && why == "" {
+			why = hr.Health().LastError
+		}
+		switch {
+		case why == "":
+			why = fmt.Sprintf("no complete listing within sync.timeout (%s), and no error reported", timeout)
+		case stopped[r.Name()]:
+		default:
+			why = fmt.Sprintf("no complete listing within sync.timeout (%s); last error: %s", timeout, why)
+		}
+		failures = append(failures, fmt.Sprintf("registry %q: %s", r.Name(), why))
 	}
 	slices.Sort(failures)
 	return failures

@@ -245,14 +245,18 @@ func (d *demo) startBridge(consulAddr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	debugPort, err := freePort()
+	if err != nil {
+		return "", err
+	}
 	cfg := fmt.Sprintf(`registries:
 - name: consul-demo
   type: consul
   consul:
     address: %s
 xds: {address: 127.0.0.1:%d}
-http: {address: 127.0.0.1:%d}
-`, consulAddr, xdsPort, httpPort)
+http: {address: 127.0.0.1:%d, debugAddress: 127.0.0.1:%d}
+`, consulAddr, xdsPort, httpPort, debugPort)
 	path := filepath.Join(d.dir, "meshbridge.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return "", err

@@ -115,7 +115,7 @@ func readKube(ctx context.Context, ic versioned.Interface, ns string) (kubeState
 
 // servedState is the bridge's aggregate store as /debug/configz shows it.
 func servedState(b *bridge) (kubeState, error) {
-	resp, err := http.Get("http://" + b.httpAddr + "/debug/configz")
+	resp, err := http.Get("http://" + b.debugAddr + "/debug/configz")
 	if err != nil {
 		return kubeState{}, err
 	}

@@ -90,11 +90,12 @@ func lastLines(s string, n int) string {
 // bridge is a meshbridge process on fixed ports, so a restart keeps its
 // xDS address.
 type bridge struct {
-	t        testing.TB
-	cfgPath  string
-	xdsAddr  string
-	httpAddr string
-	proc     *process
+	t         testing.TB
+	cfgPath   string
+	xdsAddr   string
+	httpAddr  string
+	debugAddr string
+	proc      *process
 }
 
 // startBridge writes a config with the given registries block (and any
@@ -103,12 +104,14 @@ type bridge struct {
 func startBridge(t testing.TB, registriesYAML string) *bridge {
 	t.Helper()
 	b := &bridge{
-		t:        t,
-		cfgPath:  filepath.Join(t.TempDir(), "meshbridge.yaml"),
-		xdsAddr:  "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
-		httpAddr: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
+		t:         t,
+		cfgPath:   filepath.Join(t.TempDir(), "meshbridge.yaml"),
+		xdsAddr:   "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
+		httpAddr:  "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
+		debugAddr: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
 	}
-	cfg := fmt.Sprintf("%s\nxds: {address: %q}\nhttp: {address: %q}\nsync: {timeout: 20s}\n", registriesYAML, b.xdsAddr, b.httpAddr)
+	cfg := fmt.Sprintf("%s\nxds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\nsync: {timeout: 20s}\n",
+		registriesYAML, b.xdsAddr, b.httpAddr, b.debugAddr)
 	if err := os.WriteFile(b.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +141,15 @@ func (b *bridge) restart() {
 	b.start()
 }
 
-// get returns an HTTP endpoint's body.
+// get returns an HTTP endpoint's body, from http.debugAddress for /debug/
+// paths and http.address for the rest.
 func (b *bridge) get(path string) string {
 	b.t.Helper()
-	resp, err := http.Get("http://" + b.httpAddr + path)
+	addr := b.httpAddr
+	if strings.HasPrefix(path, "/debug/") {
+		addr = b.debugAddr
+	}
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -337,18 +345,10 @@ func (c *client) errorsSince(mark int) []callResult {
 	return out
 }
 
-// eventually retries fn until it succeeds or timeout passes.
+// eventually is harness.Eventually.
 func eventually(t testing.TB, timeout time.Duration, what string, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+	harness.Eventually(t, timeout, what, fn)
 }
 
 func consulRegistry(c *harness.Consul) string {

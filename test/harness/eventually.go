@@ -1,0 +1,27 @@
+package harness
+
+import (
+	"testing"
+	"time"
+)
+
+// pollInterval is how often Eventually re-checks its condition.
+const pollInterval = 20 * time.Millisecond
+
+// Eventually checks cond every 20 ms until it returns nil, and fails the test
+// with cond's last error when timeout passes first. It is the one way tests
+// here wait for something: never a sleep that hopes the system caught up.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
