@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/internal/strict"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 // Config is the operator's YAML configuration. Its keys are a contract
@@ -451,10 +452,8 @@ func (c *Config) validate() error {
 	if c.HTTP.DebugAddress == c.HTTP.Address {
 		add("http.debugAddress", "%q is http.address too: the debug endpoints need their own listener (keep it on loopback)", c.HTTP.DebugAddress)
 	}
-	for _, l := range c.Output.AllowLabels {
-		if l == "" {
-			add("output.allowLabels", "an entry is empty (a label key, or a prefix ending in \"/\")")
-		}
+	if err := translate.ValidateAllowLabels(c.Output.AllowLabels); err != nil {
+		add("output.allowLabels", "%v", err)
 	}
 	// An explicit 0s turns the debounce off; negative durations mean nothing.
 	if c.Debounce.After.Duration < 0 {

@@ -96,7 +96,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"mcp address is the xds port":     {consul + "mcp: {enabled: true, address: 127.0.0.1:15010}\n", "mcp.address: \"127.0.0.1:15010\" is xds.address too"},
 		"mcp tls without address":         {consul + "mcp: {enabled: true, tls: {certFile: c, keyFile: k}}\n", "mcp.tls: needs mcp.address"},
 		"mcp tls asks client certs":       {consul + "mcp: {enabled: true, address: 127.0.0.1:9001, tls: {certFile: c, keyFile: k, clientCAFile: ca}}\n", "mcp.tls.clientCAFile: istiod's xds:// client cannot present a client certificate"},
-		"allowLabels empty entry":         {consul + "output: {allowLabels: [\"\"]}\n", "output.allowLabels: an entry is empty"},
+		"allowLabels empty entry":         {consul + "output: {allowLabels: [\"\"]}\n", `output.allowLabels: allowLabels[0]: "" is neither a label key nor a prefix ending in '/'`},
+		"allowLabels ownership key":       {consul + "output: {allowLabels: [meshbridge.io/registry]}\n", "output.allowLabels: allowLabels[0]"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
