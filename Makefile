@@ -1,7 +1,9 @@
 # meshbridge — run `make help` for the targets.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# A semantic version on a tag (v1.2.0), else the tag and commits since it, else
+# the commit; -dirty marks uncommitted changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin
 # Test servers are built once per version into this cache (see tools/build.sh).
@@ -13,7 +15,7 @@ SERVERS = tools/build.sh consul kube
 
 .PHONY: help
 help: ## Show this help
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build bin/meshbridge and the example gRPC server and client
@@ -25,6 +27,15 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 .PHONY: servers
 servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd
 	$(SERVERS)
+
+.PHONY: deps
+deps: ## Install the e2e client runtimes: Debian's python3-grpcio (apt-get) and test/clients/node's npm modules (npm ci)
+	@# Debian's package installs into /usr/bin/python3, the interpreter the
+	@# C-core client uses; apt-get runs only when it is missing (root, or sudo).
+	@dpkg-query -W -f='$${Status}' python3-grpcio 2>/dev/null | grep -q 'install ok installed' || { \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-grpcio; }
+	cd test/clients/node && npm ci --no-audit --no-fund
 
 .PHONY: demo
 demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC client
@@ -59,16 +70,16 @@ test-e2e: ## Run the end-to-end tests only (real Consul and kube-apiserver, mesh
 		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
-bench: ## Run the micro benchmarks and the suite in bench/ (issue 3); regenerates docs/benchmarks.md
+bench: ## Run the micro benchmarks and the scale suite in bench/; regenerates docs/benchmarks.md
 	@mkdir -p $(BIN)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/... | tee $(BIN)/micro-bench.txt
 	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
 
 .PHONY: bench-kube
-bench-kube: ## P5 (issue 4): 1,000 ServiceEntries written to a real kube-apiserver, and a no-change resync
+bench-kube: ## Write 1,000 ServiceEntries to a real kube-apiserver, then resync with no change (writes/s, writes)
 	@servers=$$(tools/build.sh kube) || exit 1; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
-		$(GO) test -run '^$$' -bench P5 -benchtime 3x ./kube/
+		$(GO) test -run '^$$' -bench KubeWrites -benchtime 3x ./kube/
 
 .PHONY: refresh-golden
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
