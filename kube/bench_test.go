@@ -10,14 +10,14 @@ import (
 	"github.com/meshbridge/meshbridge/translate"
 )
 
-// BenchmarkP5 is issue 4's P5 against the real kube-apiserver: 1,000
+// BenchmarkKubeWrites measures the writer against the real kube-apiserver: 1,000
 // ServiceEntries (inline mode, one endpoint each) written from a cold start,
 // reported as writes/s, then a resync with nothing changed, reported as
 // resync-writes (goal 0). The harness's client limit (QPS 1000, burst 2000)
 // keeps client-go's limiter out of the measurement. Run with
 //
-//	MESHBRIDGE_REQUIRE_SERVERS=1 go test -run '^$' -bench P5 -benchtime 3x ./kube/
-func BenchmarkP5(b *testing.B) {
+//	MESHBRIDGE_REQUIRE_SERVERS=1 go test -run '^$' -bench KubeWrites -benchtime 3x ./kube/
+func BenchmarkKubeWrites(b *testing.B) {
 	const services = 1000
 	k := harness.SharedKube(b)
 	for b.Loop() {

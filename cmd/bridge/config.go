@@ -132,9 +132,10 @@ type OutputConfig struct {
 	Namespace string `json:"namespace"`
 	Endpoints string `json:"endpoints"`
 	Revision  string `json:"revision,omitempty"`
-	// AllowLabels lets registry labels under reserved prefixes (istio.io/,
-	// *.istio.io/, topology.kubernetes.io/) through: each entry an exact key
-	// or a prefix ending in "/".
+	// AllowLabels lets registry labels under reserved prefixes through
+	// (translate.ReservedLabel: meshbridge.io, istio.io, kubernetes.io,
+	// k8s.io and their subdomains): each entry an exact key or a prefix
+	// ending in "/". Ownership and selection keys can never be allowed.
 	AllowLabels []string `json:"allowLabels,omitempty"`
 }
 
