@@ -2,17 +2,24 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/xds/bootstrap"
 )
 
 func TestCmdBootstrap(t *testing.T) {
 	plain := fileConfig(t, "xds: {address: 127.0.0.1:25010}\n")
 	anyIf := fileConfig(t, "xds: {address: 0.0.0.0:15010}\n")
-	tlsCfg := fileConfig(t, "xds: {address: 'meshbridge.example:15010', tls: {certFile: tls.crt, keyFile: tls.key}}\n")
-	mtlsCfg := fileConfig(t, "xds: {address: '127.0.0.1:15010', tls: {certFile: tls.crt, keyFile: tls.key, clientCAFile: ca.pem}}\n")
+	// The configuration loads only with readable PEM files.
+	ca := harness.NewCA(t, "bootstrap-test")
+	server := ca.ServerCert(t, "meshbridge.example", "127.0.0.1")
+	tlsCfg := fileConfig(t, fmt.Sprintf("xds: {address: 'meshbridge.example:15010', tls: {certFile: %q, keyFile: %q}}\n",
+		server.CertFile, server.KeyFile))
+	mtlsCfg := fileConfig(t, fmt.Sprintf("xds: {address: '127.0.0.1:15010', tls: {certFile: %q, keyFile: %q, clientCAFile: %q}}\n",
+		server.CertFile, server.KeyFile, ca.CertFile))
 	for _, tc := range []struct {
 		name       string
 		args       []string
