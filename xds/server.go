@@ -208,7 +208,8 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	served := make(chan error, len(ports))
 	for _, p := range ports {
 		go func() {
-			if err := p.srv.Serve(p.lis); err != nil {
+			// ErrServerStopped: stopped before Serve began.
+			if err := p.srv.Serve(p.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				served <- fmt.Errorf("serve %s on %s: %w", p.what, p.lis.Addr(), err)
 				return
 			}
