@@ -21,7 +21,7 @@
 //     (DESIGN.md §6). names.go.
 //  4. Clients are told apart by node metadata GENERATOR as istiod does: "grpc"
 //     gets LDS/RDS/CDS/EDS, any other node CDS/EDS and empty LDS/RDS, because
-//     Envoy accepts an api_listener only from its bootstrap (issue 2). caches.go.
+//     Envoy accepts an api_listener only from its bootstrap. caches.go.
 //  5. Clusters are type EDS, also for DNS resolution: grpc-go supports only EDS,
 //     LOGICAL_DNS and aggregate clusters (gRFC A27). cds.go.
 //  6. A ClusterLoadAssignment has one locality per distinct locality, weights
@@ -30,16 +30,19 @@
 //     changed ones are handed to the caches, so an EDS push sends only the
 //     changed ClusterLoadAssignments, only to their subscribers; a full push
 //     regenerates clusters, listeners and routes and removes vanished ones
-//     (DESIGN.md §6). resources.go, push.go.
+//     (DESIGN.md §6). The push log line counts the services pushed, the
+//     resources changed and the request's ConfigsUpdated (0 for a global
+//     push) apart. resources.go, push.go.
 //  8. Nothing is served before the first full push, which Run does once its
-//     ready channel closes; a grpc-go client treats a resource missing from a
-//     SotW response as deleted, so a partial mesh must never be served
-//     (issue 2). server.go.
-//  9. SotW and Delta ADS share the port and the caches for every type;
+//     ready channel closes; both listeners open after it. A grpc-go client
+//     treats a resource missing from a SotW response as deleted and istiod
+//     reports ready on an empty list, so a partial mesh must never be
+//     served. server.go.
+//  9. SotW and Delta ADS share each listener and the caches for every type;
 //     go-control-plane copies a stream's first Node into later requests
 //     (sotw process, delta processDelta), so caches.go's classification
 //     holds. Delta clients get changed resources with per-resource versions
-//     (hash of the marshalled bytes) and removed names (issue 3). caches.go.
+//     (hash of the marshalled bytes) and removed names. caches.go.
 //  10. Each resource version is marshalled once: a LinearCache keeps one
 //     cachedResource per version whose bytes are memoized (sync.OnceValues)
 //     and shared by every stream's response; only the envelope is per
@@ -52,26 +55,55 @@
 //     callbacks.go keeps the last ACKed version per stream and type. nack.go.
 //  12. A push never waits for a client: a LinearCache hands responses to
 //     per-stream buffered channels; each stream sends from its own
-//     goroutine; at most 2×GOMAXPROCS (≥ 4) sends run at once, and one
-//     blocked by flow control frees its slot after 50ms. sends.go.
-//  13. Options.TLS serves the port over TLS, mTLS when a client CA is named;
-//     every handshake gets the current files, re-read when their stamp
-//     (mtime, size, through symlinks) changes, and a rotation that does not
-//     load keeps the previous pair (issue 3). Plaintext is the default, for
-//     loopback. tls.go.
-//  14. With Options.MCP, the ADS port also serves istiod's MCP client
-//     (issue 5; DESIGN.md §6): every type URL not starting with
-//     "type.googleapis.com/" goes to one MCP cache that answers SotW with
-//     the complete set of its kind under exactly the requested type URL
-//     (networking.istio.io/v1 and v1alpha3 ServiceEntry, WorkloadEntry),
-//     and any other type with an empty list, as istiod syncs only after a
-//     response for every type it asked for. Each object is an
-//     istio.mcp.v1alpha1.Resource ("<namespace>/<name>", version = content
-//     hash), marshalled once per version; objects failing translate's
-//     validation are skipped. A stream is answered when it was not yet
-//     sent the current set, read from its subscription, not its request:
-//     istiod's first request carries a made-up nonce. Store changes
-//     (MCPConfigChanged) are debounced like pushes. mcp.go.
+//     goroutine; at most 2×GOMAXPROCS (≥ 4) sends run at once over both
+//     listeners, and one blocked by flow control frees its slot after 50ms.
+//     sends.go.
+//  13. Options.TLS serves the xDS port over TLS, mTLS when a client CA is
+//     named; Options.MCPTLS the MCP port over server TLS only, since
+//     istiod's xds:// config source client presents no client certificate
+//     (istio pilot/pkg/bootstrap/configcontroller.go): a client CA there is
+//     an error. Every handshake gets the current files, re-read when their
+//     stamp (mtime, size, through symlinks) changes, and a rotation that
+//     does not load keeps the previous pair. Plaintext is the default, for
+//     loopback. A refused handshake is counted per listener
+//     (meshbridge_xds_tls_handshake_errors_total) and logged with the peer
+//     and the error at most once per 10s per listener, with the number left
+//     out; a connection closed before its first TLS record (a TCP probe) is
+//     neither. tls.go, handshake.go.
+//  14. Type URLs (types.go): CDS, EDS, LDS and RDS are served; any other
+//     proto type ("type.googleapis.com/...") gets an empty response, SotW
+//     and Delta, once per subscribed name, as istiod answers a type it has
+//     no generator for, and the stream stays usable; an Istio config type
+//     (a GVK string "<group>/<version>/<Kind>", "core" for the core group)
+//     goes to MCP where MCP is served, and elsewhere ends the stream with
+//     FailedPrecondition naming the configuration key that serves it
+//     (mcp.enabled, mcp.address, xds.address), since an empty list would let
+//     istiod go ready without meshbridge's config; anything else ends it
+//     with InvalidArgument naming the type. type_url metric labels name only
+//     the types meshbridge produces ("other" for the rest): clients choose
+//     type URLs freely.
+//  15. With Options.MCP, istiod's MCP client is served on the ADS port, or
+//     with Options.MCPAddress only on a listener of its own (its own gRPC
+//     server over the same caches; the ADS port then refuses Istio config
+//     types, the MCP port everything else). One MCP cache answers SotW
+//     with the complete set of its kind under exactly the requested type
+//     URL (networking.istio.io/v1 and v1alpha3 ServiceEntry,
+//     WorkloadEntry), and any other Istio config type with an empty list,
+//     as istiod syncs only after a response for every type it asked for.
+//     Each object is an istio.mcp.v1alpha1.Resource ("<namespace>/<name>",
+//     version = content hash), marshalled once per version; objects failing
+//     translate's validation are skipped. A stream is answered when it was
+//     not yet sent the current set, read from its subscription, not its
+//     request: istiod's first request carries a made-up nonce. Store
+//     changes (MCPConfigChanged) are debounced like pushes. mcp.go.
+//  16. Each stream's first request is logged at info: listener, node ID,
+//     generator (grpc, envoy, or mcp for istiod), peer address and, when
+//     mTLS verified a client certificate, its URI and DNS SANs (an Istio
+//     workload certificate's identity; its subject is empty and logged only
+//     when set). The stream's end is logged at debug. callbacks.go.
+//  17. Run stops both listeners when its context ends: the ADS streams end
+//     with it, each gRPC server stops gracefully (GOAWAY, responses in
+//     flight finish), and hard after 5s. server.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One
@@ -80,7 +112,6 @@
 // own goroutines and reads the caches under their own locks.
 //
 // Not here: push decisions about ServiceEntries (serviceentry), MCP over
-// Delta, authentication beyond TLS on the xDS port, SDS/RTDS/ECDS (requests
-// for other type.googleapis.com types end the stream), the REST and per-type
-// (non-ADS) xDS services.
+// Delta (Unimplemented), authentication beyond TLS, SDS/RTDS/ECDS (answered
+// empty), the REST and per-type (non-ADS) xDS services.
 package xds

@@ -145,10 +145,10 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 // registry HasSynced, or its sync timeout passed) it pushes everything into
 // the caches, then listens on Options.Address (and Options.MCPAddress) and
 // serves ADS until ctx is done. Listening only after that first full push is
-// the gate of DESIGN.md §6: a grpc-go client treats a listener or cluster
-// missing from a SotW response as deleted, and an istiod that got an empty
-// list reports ready, so a restarting bridge must never answer with a
-// partial mesh.
+// the sync gate (README "No partial mesh"): a grpc-go client treats a
+// listener or cluster missing from a SotW response as deleted, and an istiod
+// that got an empty list reports ready, so a restarting bridge must never
+// answer with a partial mesh.
 //
 // Run must be called once. It returns an error at once for invalid Options
 // (Validate) or TLS files that do not load; later, when it cannot listen or
