@@ -120,14 +120,14 @@ func cacheKey(typeURL string, node *core.Node) string {
 // type, mcpCacheKey, unknownTypeKey or invalidTypeKey.
 func keyFor(typeURL string, gen Generator) string {
 	switch {
-	case isMCPType(typeURL):
-		return mcpCacheKey
-	case !isProtoType(typeURL):
-		return invalidTypeKey
-	case !servedXDSTypes[typeURL]:
-		return unknownTypeKey
 	case typeURL == resourcev3.ListenerType, typeURL == resourcev3.RouteType:
 		return string(gen) + " " + typeURL
+	case servedXDSTypes[typeURL]:
+		return typeURL
+	case isProtoType(typeURL):
+		return unknownTypeKey
+	case isMCPType(typeURL):
+		return mcpCacheKey
 	}
-	return typeURL
+	return invalidTypeKey
 }
