@@ -380,6 +380,13 @@ func clientTLS(e endpoint) (*tls.Config, error) {
 // queries returning together (a node-level check flapping wakes every watch)
 // dials new connections before the old ones are back in the idle pool.
 //
+// It speaks HTTP/1.1 only, over TLS too: each blocking query then holds a
+// connection of its own, which is what the agent's per-client limit counts
+// and MaxWatches is sized for, and a refused TLS handshake reaches every
+// query as its own alert (HTTP/2 would multiplex the queries onto one
+// connection and report later dials as "http2: client conn could not be
+// established").
+//
 // The client is built from the transport directly: api.NewHttpClient applies
 // a TLSConfig only to a transport whose TLSClientConfig is nil, which a clone
 // of http.DefaultTransport is not.
@@ -391,6 +398,8 @@ func newClient(c Config, e endpoint, tlsCfg *tls.Config) (*api.Client, error) {
 	tr.MaxConnsPerHost = conns
 	tr.IdleConnTimeout = 90 * time.Second
 	tr.ResponseHeaderTimeout = c.WaitTime + c.WaitTime/16 + 30*time.Second
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
 	if tlsCfg != nil {
 		tr.TLSClientConfig = tlsCfg.Clone()
 	}

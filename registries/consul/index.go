@@ -48,18 +48,18 @@ func newRetry() *retry {
 
 func (r *retry) reset() { r.b.Reset() }
 
-// wait sleeps for the next backoff interval; false when ctx ended first.
-func (r *retry) wait(ctx context.Context) bool {
-	return sleep(ctx, min(r.b.NextBackOff(), maxBackoff))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// wait sleeps for the next backoff interval, or until wake is closed
+// (another reader got through: the agent answers again); false when ctx
+// ended first.
+func (r *retry) wait(ctx context.Context, wake <-chan struct{}) bool {
+	t := time.NewTimer(min(r.b.NextBackOff(), maxBackoff))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
+	case <-wake:
 		return true
 	}
 }

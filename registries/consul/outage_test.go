@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -66,38 +67,119 @@ func TestConsulRestart(t *testing.T) {
 			t.Errorf("service %q removed during the outage", s.Service.Name)
 		}
 	}
+	waitFor(t, "the registry is up again", func() bool { return reg.Health().Up })
 	st := reg.Status()
-	if st.Errors == 0 || st.LastError == "" {
-		t.Errorf("Status = %+v, want counted errors and a last error", st)
+	if st.Errors == 0 || st.LastErrorTime.IsZero() || st.LastError != "" || !st.Up {
+		t.Errorf("Status = %+v, want counted errors, the last error's time, the error cleared by the recovery, up", st)
 	}
-	if strings.Contains(st.LastError, token) || strings.Contains(logs.String(), token) {
-		t.Errorf("the token leaked into Status or logs")
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the token leaked into the logs")
+	}
+	for _, s := range rec.snapshots() {
+		if s.Err != nil && strings.Contains(s.Err.Error(), token) {
+			t.Errorf("the token leaked into a snapshot error: %v", s.Err)
+		}
 	}
 }
 
-// TestForbiddenIsCounted: a 403 counts under reason "forbidden"; with the
-// catalog unreadable nothing is emitted and Synced is not called (an error is
-// never an empty listing).
+// TestForbiddenIsCounted: a 403 (a token Consul does not know) counts under
+// reason "forbidden"; with the catalog unreadable no service is emitted and
+// Synced is not called (an error is never an empty listing), and one
+// registry-wide error snapshot, marked permanent, tells a one-shot reader
+// that retrying will not help.
 func TestForbiddenIsCounted(t *testing.T) {
-	c := harness.StartConsul(t, harness.WithConsulHCL(`acl { enabled = true
-  default_policy = "allow"
-  tokens { initial_management = "root" }
-}`))
-	root, err := api.NewClient(&api.Config{Address: c.Address(), Token: "root"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "web", ID: "web-1", Port: 80}); err != nil {
-		t.Fatal(err)
-	}
+	c := harness.StartConsul(t, harness.WithConsulACL("allow", "root"))
+	c.Register(t, api.AgentServiceRegistration{Name: "web", ID: "web-1", Port: 80})
 	reg, rec := runRegistry(t, Config{Name: "denied", Address: c.Address(), Token: "not-a-token"})
 	waitFor(t, "a forbidden error is counted", func() bool {
 		return reg.Status().Errors > 0 && counted("denied", reasonForbidden) > 0
 	})
-	if got := rec.snapshots(); len(got) != 0 || rec.synced != 0 {
-		t.Errorf("got %d snapshots, Synced %d times; want none while the catalog is forbidden", len(got), rec.synced)
+	waitFor(t, "a second failed read", func() bool { return reg.Health().Errors >= 2 })
+	snaps := rec.snapshots()
+	if len(snaps) != 1 || snaps[0].Service.Name != "" || snaps[0].Err == nil {
+		t.Fatalf("snapshots = %+v; want one registry-wide error (empty Service.Name) while the catalog is forbidden", snaps)
 	}
-	if strings.Contains(reg.Status().LastError, "not-a-token") {
-		t.Errorf("LastError shows the token: %q", reg.Status().LastError)
+	if err := snaps[0].Err; !registries.IsPermanent(err) || !strings.Contains(err.Error(), "ACL not found") {
+		t.Errorf("Err = %v, want a permanent 403 ACL not found", err)
+	}
+	rec.mu.Lock()
+	synced := rec.synced
+	rec.mu.Unlock()
+	if synced != 0 {
+		t.Errorf("Synced called %d times; want none while the catalog is forbidden", synced)
+	}
+	st := reg.Status()
+	if st.Up || strings.Contains(st.LastError, "not-a-token") {
+		t.Errorf("Status = %+v, want down, the token not shown", st)
+	}
+}
+
+// TestOutageLogsOnceDownOnceUp: an outage of the agent while many services
+// are followed (watched and polled) logs one "unreachable" line and one
+// "reachable again" line, whatever the number of failed reads, and sends one
+// registry-wide error snapshot (DESIGN.md §8, "one log line down and one
+// up").
+func TestOutageLogsOnceDownOnceUp(t *testing.T) {
+	c := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
+	const n = 40
+	for i := range n {
+		registerPassing(t, c, fmt.Sprintf("svc-%02d", i), fmt.Sprintf("svc-%02d-1", i), "10.0.0.1", 80+i)
+	}
+	var logs harness.LockedBuffer
+	reg, rec := runRegistry(t, Config{
+		Address: c.Address(), MaxWatches: 30, // 30 watched, 10 polled
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("registry log:\n%s", logs.String())
+		}
+	})
+	rec.eventually(t, "Synced with every service", func() bool { return rec.synced == 1 && len(rec.good) == n })
+	if st := reg.Status(); st.Watched != 30 || st.Polled != 10 || st.Services != n {
+		t.Errorf("Status = %+v, want 30 watched, 10 polled, %d services", st, n)
+	}
+
+	c.Stop()
+	waitFor(t, "many failed reads", func() bool { return reg.Health().Errors >= 3*n })
+	rec.eventually(t, "every service has an error snapshot", func() bool {
+		for name := range rec.good {
+			if rec.last[name].Err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	c.Restart(t)
+	rec.eventually(t, "every service is read again", func() bool {
+		for name := range rec.good {
+			if rec.last[name].Err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "the registry is up", func() bool { return reg.Health().Up })
+
+	out := logs.String()
+	for _, line := range []string{"Registry is unreachable;", "Registry is reachable again"} {
+		if got := strings.Count(out, line); got != 1 {
+			t.Errorf("%d log lines %q after %d failed reads, want 1", got, line, reg.Health().Errors)
+		}
+	}
+	if strings.Contains(out, "Failed to read Consul") {
+		t.Errorf("a failed read was logged on its own")
+	}
+	wide := 0
+	for _, s := range rec.snapshots() {
+		if s.Err != nil && s.Service.Name == "" {
+			wide++
+			if registries.IsPermanent(s.Err) {
+				t.Errorf("an outage was marked permanent: %v", s.Err)
+			}
+		}
+	}
+	if wide != 1 {
+		t.Errorf("%d registry-wide error snapshots, want 1 for one outage", wide)
 	}
 }

@@ -26,9 +26,25 @@ type Registry struct {
 	// environment): the agent applies its anonymous token.
 	anonymous bool
 
-	mu     sync.Mutex // guards status
+	mu     sync.Mutex // guards status and failing
 	status Status
+	// failing holds the readers whose last read failed: readerCatalog,
+	// readerState, serviceReader(name).
+	failing map[string]bool
+	// recovered is closed, and replaced, when a failing reader gets through
+	// while others still fail: they stop waiting out their backoff.
+	recovered chan struct{}
 }
+
+// Readers, for Registry.failing: the catalog loop (with the datacenter
+// lookup), the state/any loop, and each service's reads (its watch or its
+// re-reads).
+const (
+	readerCatalog = reasonCatalog
+	readerState   = reasonState
+)
+
+func serviceReader(name string) string { return "service/" + name }
 
 var (
 	_ registries.Registry       = (*Registry)(nil)
@@ -76,11 +92,13 @@ func New(cfg Config) (*Registry, error) {
 	logger := cfg.Logger.With("component", "consul", "registry", cfg.Name)
 	address := ep.scheme + "://" + ep.hostport
 	return &Registry{
-		cfg:    cfg,
-		logger: logger,
-		ep:     ep,
-		tls:    tlsCfg,
-		health: registries.NewHealth(cfg.Name, logger),
+		cfg:       cfg,
+		logger:    logger,
+		ep:        ep,
+		tls:       tlsCfg,
+		health:    registries.NewHealth(cfg.Name, logger),
+		failing:   map[string]bool{},
+		recovered: make(chan struct{}),
 		anonymous: cfg.Token == "" && cfg.TokenFile == "" &&
 			os.Getenv(api.HTTPTokenEnvName) == "" && os.Getenv(api.HTTPTokenFileEnvName) == "",
 		status: Status{Registry: cfg.Name, Address: address, Datacenter: cfg.Datacenter},
@@ -118,11 +136,18 @@ func (r *Registry) Status() Status {
 // Health implements registries.HealthReporter.
 func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 
-// noteFailure records a failed read by loop (of service, "" for a
-// registry-wide read) with Health, and returns err marked permanent when
-// retrying cannot fix it and with the token redacted: the error to put in a
-// Snapshot.
+// noteFailure records a failed read by loop (reasonCatalog, reasonState,
+// or reasonHealth for a read of service) with Health, and returns err marked
+// permanent when retrying cannot fix it and with the token redacted: the
+// error to put in a Snapshot.
 func (r *Registry) noteFailure(loop, service string, err error) error {
+	reader := loop
+	if service != "" {
+		reader = serviceReader(service)
+	}
+	r.mu.Lock()
+	r.failing[reader] = true
+	r.mu.Unlock()
 	err = r.redact(classify(err))
 	logged := err
 	if service != "" {
@@ -132,8 +157,47 @@ func (r *Registry) noteFailure(loop, service string, err error) error {
 	return err
 }
 
-// noteOK records a successful read.
-func (r *Registry) noteOK() { r.health.OK() }
+// noteOK records a successful read by reader. The registry is up again
+// (registries.Health.OK) only when no reader's last read failed: a read that
+// succeeds says nothing about the others, and a stopping agent answers some
+// endpoints while it fails others (its streaming health queries first), so
+// reporting every success would log the registry up and down several times
+// in one outage.
+//
+// A reader that failed and now got through wakes the other failing readers
+// (see recovery), so that the registry catches up within one round trip of
+// the agent's return rather than after the longest backoff (10 s).
+func (r *Registry) noteOK(reader string) {
+	r.mu.Lock()
+	recovered := r.failing[reader]
+	delete(r.failing, reader)
+	up := len(r.failing) == 0
+	if recovered && !up {
+		close(r.recovered)
+		r.recovered = make(chan struct{})
+	}
+	r.mu.Unlock()
+	if up {
+		r.health.OK()
+	}
+}
+
+// recovery returns a channel closed when a failing reader next gets
+// through. A reader takes it before each read and waits on it with its
+// backoff after a failure.
+func (r *Registry) recovery() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recovered
+}
+
+// forgetReader drops a reader that stopped for good (its service left the
+// catalog or the allow-list) from the failing ones.
+func (r *Registry) forgetReader(reader string) {
+	r.mu.Lock()
+	delete(r.failing, reader)
+	r.mu.Unlock()
+}
 
 // noteCounts moves the service and instance counts by the given deltas.
 func (r *Registry) noteCounts(services, instances int) {

@@ -84,12 +84,33 @@ func hasServiceChecks(entries []*api.ServiceEntry) bool {
 	return false
 }
 
-// fail emits an error snapshot for s, once per run of failures: the consumer
-// keeps the last-known-good instances (a failed read is never an empty list).
+// failRead records a failed read of s by owner (registry health) and emits
+// its error snapshot; nothing when owner no longer owns s.
+func (w *watcher) failRead(s *service, owner uint64, err error, observed time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner != owner || s.removed {
+		return
+	}
+	w.failLocked(s, w.reg.noteFailure(reasonHealth, s.name, err), observed)
+}
+
+// fail emits an error snapshot for s after a failed registry-wide read
+// (already recorded); nothing when owner no longer owns s.
 func (w *watcher) fail(s *service, owner uint64, err error, observed time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owner != owner || s.removed || s.failing {
+	if s.owner != owner || s.removed {
+		return
+	}
+	w.failLocked(s, err, observed)
+}
+
+// failLocked emits an error snapshot for s, once per run of failures: the
+// consumer keeps the last-known-good instances (a failed read is never an
+// empty list). s.mu is held.
+func (w *watcher) failLocked(s *service, err error, observed time.Time) {
+	if s.failing {
 		return
 	}
 	s.failing, s.emitted = true, true
@@ -118,6 +139,7 @@ func (w *watcher) remove(s *service, observed time.Time) {
 	if s.hasLast {
 		w.reg.noteCounts(-1, -len(s.last))
 	}
+	w.reg.forgetReader(serviceReader(s.name))
 	s.mu.Unlock()
 	w.logger.Debug("Removed Consul service", "service", s.name)
 	w.markRead(s.name)

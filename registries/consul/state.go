@@ -163,6 +163,7 @@ func (w *watcher) runState(ctx context.Context) {
 			continue
 		}
 		q := &api.QueryOptions{WaitIndex: waitOn, WaitTime: w.cfg.WaitTime}
+		wake := w.reg.recovery()
 		checks, meta, err := w.client.Health().State(api.HealthAny, q.WithContext(qctx))
 		woken := qctx.Err() != nil
 		w.polled.disarm()
@@ -180,13 +181,13 @@ func (w *watcher) runState(ctx context.Context) {
 				w.fail(m.svc, m.owner, err, now)
 			}
 			clear(known) // re-read everyone once Consul answers again
-			if !retry.wait(ctx) {
+			if !retry.wait(ctx, wake) {
 				return
 			}
 			continue
 		}
 		retry.reset()
-		w.reg.noteOK()
+		w.reg.noteOK(readerState)
 		next, changed := nextIndex(waitOn, meta.LastIndex)
 		index = next
 		if !changed {
@@ -213,7 +214,7 @@ func (w *watcher) runState(ctx context.Context) {
 				failed = true
 			}
 		}
-		if failed && !retry.wait(ctx) {
+		if failed && !retry.wait(ctx, wake) {
 			return
 		}
 	}
@@ -241,11 +242,11 @@ func (w *watcher) reread(ctx context.Context, lim *rate.Limiter, members map[str
 			now := time.Now()
 			if err != nil {
 				if ctx.Err() == nil {
-					w.fail(m.svc, m.owner, w.reg.noteFailure(reasonHealth, name, err), now)
+					w.failRead(m.svc, m.owner, err, now)
 				}
 				return
 			}
-			w.reg.noteOK()
+			w.reg.noteOK(serviceReader(name))
 			w.apply(m.svc, m.owner, entries, now)
 			mu.Lock()
 			ok[name] = true

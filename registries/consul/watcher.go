@@ -78,6 +78,10 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		}
 		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime, Filter: typicalKindFilter}
+		if w.listFailing {
+			q.WaitIndex = 0 // confirm the recovery at once (see watchService)
+		}
+		wake := w.reg.recovery()
 		names, meta, err := w.client.Catalog().Services(q.WithContext(ctx))
 		if ctx.Err() != nil {
 			return
@@ -85,13 +89,13 @@ func (w *watcher) run(ctx context.Context) {
 		now := time.Now()
 		if err != nil {
 			w.failListing(w.reg.noteFailure(reasonCatalog, "", err), now)
-			if !retry.wait(ctx) {
+			if !retry.wait(ctx, wake) {
 				return
 			}
 			continue
 		}
 		retry.reset()
-		w.reg.noteOK()
+		w.reg.noteOK(readerCatalog)
 		w.listFailing = false
 		w.reg.noteACL(meta, len(names))
 		next, changed := nextIndex(index, meta.LastIndex)
@@ -123,12 +127,13 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 	}
 	retry := newRetry()
 	for {
+		wake := w.reg.recovery()
 		self, err := w.client.Agent().Self()
 		if ctx.Err() != nil {
 			return false
 		}
 		if err == nil {
-			w.reg.noteOK()
+			w.reg.noteOK(readerCatalog)
 			w.listFailing = false
 			if dc, _ := self["Config"]["Datacenter"].(string); dc != w.cfg.Datacenter {
 				w.remoteDC = w.cfg.Datacenter
@@ -136,7 +141,7 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 			return true
 		}
 		w.failListing(w.reg.noteFailure(reasonCatalog, "", err), time.Now())
-		if !retry.wait(ctx) {
+		if !retry.wait(ctx, wake) {
 			return false
 		}
 	}
@@ -210,8 +215,8 @@ func (w *watcher) stopWatch(name string) {
 }
 
 // watchService follows one service with blocking health queries until ctx
-// is done. After a failure it keeps the index but waits at most maxBackoff,
-// so a recovered Consul clears the error promptly.
+// is done. After a failure it keeps the index but reads without blocking,
+// so a recovered Consul clears the error at its first answer.
 func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 	lim, retry := w.limiter(), newRetry()
 	var index uint64
@@ -220,26 +225,30 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		wait := w.cfg.WaitTime
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime}
 		if failing {
-			wait = min(wait, maxBackoff)
+			// A blocking query on the old index would hold the first good
+			// answer back until the index moves or the wait ends: read
+			// the current state at once instead. The index is kept for
+			// nextIndex.
+			q.WaitIndex = 0
 		}
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: wait}
+		wake := w.reg.recovery()
 		entries, meta, err := w.client.Health().Service(s.name, "", false, q.WithContext(ctx))
 		if ctx.Err() != nil {
 			return
 		}
 		now := time.Now()
 		if err != nil {
-			w.fail(s, owner, w.reg.noteFailure(reasonHealth, s.name, err), now)
+			w.failRead(s, owner, err, now)
 			failing = true
-			if !retry.wait(ctx) {
+			if !retry.wait(ctx, wake) {
 				return
 			}
 			continue
 		}
 		retry.reset()
-		w.reg.noteOK()
+		w.reg.noteOK(serviceReader(s.name))
 		next, changed := nextIndex(index, meta.LastIndex)
 		index = next
 		if changed || failing {
