@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,13 +32,20 @@ type Config struct {
 
 // Registry is a registries.Registry backed by a YAML file.
 type Registry struct {
-	cfg  Config
-	log  *slog.Logger
-	last map[string]registries.Service // by name: what was emitted last
-	sum  [sha256.Size]byte
+	cfg    Config
+	log    *slog.Logger
+	health *registries.Health
+	last   map[string]registries.Service // by name: what was emitted last; nil before the first good read
+	sum    [sha256.Size]byte
+	// failed is the text of the error snapshot sent for the current run of
+	// failures; "" while reads succeed.
+	failed string
 }
 
-var _ registries.Registry = (*Registry)(nil)
+var (
+	_ registries.Registry       = (*Registry)(nil)
+	_ registries.HealthReporter = (*Registry)(nil)
+)
 
 // New returns a file registry. It fails when Name or Path is empty; the file
 // itself is first read by Run.
@@ -54,15 +62,23 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "file", "registry", cfg.Name)}, nil
+	log := cfg.Logger.With("component", "file", "registry", cfg.Name)
+	return &Registry{cfg: cfg, log: log, health: registries.NewHealth(cfg.Name, log)}, nil
 }
+
+// Health implements registries.HealthReporter: up while the last read of
+// the file succeeded; lastError is the last failure's, cleared by the next
+// good read.
+func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 
 // Name implements registries.Registry.
 func (r *Registry) Name() string { return r.cfg.Name }
 
 // Run implements registries.Registry. The registry counts as synced after
 // the first successful read; until then, read errors are retried at every
-// change notification and resync.
+// change notification and resync. A directory that cannot be watched (it
+// does not exist yet, say) is retried at every resync, the file read at
+// each. Run returns an error only when no watcher can be created at all.
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -70,9 +86,24 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	}
 	defer w.Close()
 	dir := filepath.Dir(r.cfg.Path)
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("file registry %q: watch directory %s: %w", r.cfg.Name, dir, err)
+	watching, warned := false, false
+	watch := func() {
+		if watching {
+			return
+		}
+		err := w.Add(dir)
+		switch {
+		case err == nil:
+			watching = true
+		case errors.Is(err, fs.ErrNotExist):
+			// The read reports the missing path; retried at each resync.
+		case !warned:
+			warned = true
+			r.log.Warn("Cannot watch the registry file's directory; relying on periodic re-reads",
+				"dir", dir, "resync", r.cfg.Resync, "err", err)
+		}
 	}
+	watch()
 	synced := false
 	reload := func() {
 		if r.reload(sink) && !synced {
@@ -101,6 +132,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 			}
 			r.log.Warn("File watch reported an error; relying on periodic re-reads", "err", err)
 		case <-tick.C:
+			watch()
 			reload()
 		}
 	}
@@ -109,13 +141,14 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 // reload reads the file and emits what changed. It reports whether the file
 // was read successfully.
 func (r *Registry) reload(sink registries.Sink) bool {
-	data, err := os.ReadFile(r.cfg.Path)
+	data, err := readFile(r.cfg.Path)
 	if err != nil {
 		r.fail(sink, "read", err)
 		return false
 	}
 	sum := sha256.Sum256(data)
 	if r.last != nil && bytes.Equal(sum[:], r.sum[:]) {
+		r.ok()
 		return true
 	}
 	services, err := Parse(data)
@@ -139,12 +172,41 @@ func (r *Registry) reload(sink registries.Sink) bool {
 		}
 	}
 	r.last = next
+	r.ok()
 	r.log.Info("Read registry file", "count", len(services))
 	return true
 }
 
+// readFile reads path, marking with registries.Permanent the failures that
+// only an operator fixes: the path does not exist, is a directory, or may
+// not be read. Other errors (a transient I/O error) are retried as they are.
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return nil, registries.Permanent(err)
+	}
+	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+		return nil, registries.Permanent(fmt.Errorf("%s is a directory; file.path names a YAML file", path))
+	}
+	return nil, err
+}
+
+func (r *Registry) ok() {
+	r.failed = ""
+	r.health.OK()
+}
+
+// fail records a failed read with Health (one log line when the registry
+// goes down, see registries.Health) and sends the registry-wide error
+// snapshot (an empty Service.Name) once per run of failures with the same
+// error: the last good listing, if any, stays.
 func (r *Registry) fail(sink registries.Sink, reason string, err error) {
-	registries.RegistryErrors.WithLabelValues(r.cfg.Name, reason).Inc()
-	r.log.Error("Kept the last good listing; the registry file could not be used", "reason", reason, "err", err)
-	sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Err: err, Observed: time.Now()})
+	r.health.Fail(reason, err)
+	if msg := err.Error(); msg != r.failed {
+		r.failed = msg
+		sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Err: err, Observed: time.Now()})
+	}
 }

@@ -112,7 +112,15 @@ func (s *sinkRecorder) waitFor(t *testing.T, what string, cond func([]registries
 // long, so every change the test sees came through the file watch.
 func runRegistry(t *testing.T, name, path string) *sinkRecorder {
 	t.Helper()
-	r, err := New(Config{Name: name, Path: path, Resync: time.Hour})
+	_, rec := runConfig(t, Config{Name: name, Path: path, Resync: time.Hour})
+	return rec
+}
+
+// runConfig runs a file registry on cfg until the test ends; Run must
+// return nil.
+func runConfig(t *testing.T, cfg Config) (*Registry, *sinkRecorder) {
+	t.Helper()
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +128,13 @@ func runRegistry(t *testing.T, name, path string) *sinkRecorder {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx, rec) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return rec
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r, rec
 }
 
 func last(snaps []registries.Snapshot, name string) *registries.Snapshot {
