@@ -14,7 +14,9 @@
 //     the reset but does not implement it.
 //  3. Every loop waits for a token of its own bucket (Config.RateLimit/Burst)
 //     and backs off exponentially on errors, up to 10 s, keeping its index
-//     (api/watch/plan.go: retry with backoff, same index).
+//     (api/watch/plan.go: retry with backoff, same index). After a failure a
+//     loop reads without blocking, so the first answer clears the error; a
+//     loop that gets through wakes the others out of their backoff.
 //  4. An agent accepts 200 concurrent HTTP connections per client IP
 //     (limits.http_max_conns_per_client). The first Config.MaxWatches services
 //     by name get their own blocking query; the rest are followed by one
@@ -36,10 +38,35 @@
 //  7. Emission (registries rules 1-3): a snapshot per service when its list
 //     differs from the last one sent (order-independent); Removed when it
 //     leaves the catalog or the allow-list; Err, once per run of failures,
-//     when a read fails — never an empty list. Synced once after the first
-//     listing and each of its services' first successful read.
-//  8. Secrets: the token travels in the X-Consul-Token header and is never
-//     logged nor shown in Status.
+//     when a read fails — never an empty list. A failed catalog listing (or
+//     datacenter lookup) is one Err snapshot with an empty Service.Name per
+//     run of failures. Synced once after the first listing and each of its
+//     services' first successful read.
+//  8. Read health (registries.Health): every failed read calls Fail, under
+//     the reason of its loop or status code (meshbridge_registry_errors_total);
+//     the registry is up again when no reader's last read failed (the
+//     catalog loop, the state/any loop, each service), so an outage logs one
+//     line down and one up whatever the number of reads.
+//  9. Permanent errors (registries.Permanent), kept retrying while running:
+//     401/403 (ACL not found, permission denied), a certificate refused on
+//     either side of the TLS handshake, HTTPS to an HTTP port and HTTP to an
+//     HTTPS port. Connection errors, 429 and 5xx are transient.
+//  10. ACLs: a catalog listing the agent says it filtered
+//     (X-Consul-Results-Filtered-By-ACLs), or an empty one under a deny
+//     default policy (X-Consul-Default-ACL-Policy) with no token configured,
+//     sets Status.ACLFiltered and logs once when that starts (warn; info
+//     with an allow-list, where a token narrowed to it is expected) and once
+//     when it ends. The anonymous token gets no filtered header, hence the
+//     second rule.
+//  11. Connection: as Consul's CLI, with its environment variables as
+//     fallbacks (Config); any TLS setting implies https, plain HTTP with one
+//     is an error, TLS files are read by New (errors name the setting), and
+//     the client speaks HTTP/1.1 through its own transport (api.SetupTLSConfig
+//     onto it: api.NewHttpClient ignores the TLS settings of a transport that
+//     already has a TLS config).
+//  12. Secrets: the token travels in the X-Consul-Token header and is never
+//     logged nor shown in Status or an error (redacted if an error echoes
+//     it).
 //
 // Concurrency: Run's goroutine runs the catalog loop; each watched service has
 // a goroutine; one goroutine runs the state/any loop and at most 8 re-reads at
@@ -49,7 +76,8 @@
 //
 // Not here: host naming, label sanitizing, ports (package translate); the
 // outage policy beyond "an error is not an empty list" (DESIGN.md §8);
-// Consul namespaces, partitions, peers; an instance added without any check to
+// Consul namespaces, partitions, peers; CONSUL_CAPATH; re-reading rotated TLS
+// files (a new Registry reads them); an instance added without any check to
 // a polled service that has checked instances on the same node is seen only
 // with its service's next health change.
 package consul

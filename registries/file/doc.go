@@ -12,14 +12,21 @@
 //
 // Rules:
 //  1. A file that cannot be read or parsed changes nothing: the last good
-//     listing stays (DESIGN.md §8) and the error is reported.
+//     listing stays (DESIGN.md §8) and the error is reported: one
+//     registry-wide Err snapshot (empty Service.Name) per run of the same
+//     failure, and registries.Health (one log line down, one up; the
+//     registry is a registries.HealthReporter whose lastError clears at the
+//     next good read). A path that does not exist, is a directory or may not
+//     be read is registries.Permanent; still re-read at every change and
+//     resync.
 //  2. Unknown keys and invalid values are errors naming the field path.
 //  3. An instance's ID is "address:port", so a WorkloadEntry keeps its name
 //     while the instance stays.
 //  4. Changes are detected by watching the file's directory (fsnotify), since
 //     editors and ConfigMaps replace the file rather than write it in place,
 //     and by a periodic re-read as a safety net; a re-read whose content is
-//     unchanged emits nothing.
+//     unchanged emits nothing. A directory that cannot be watched yet (it
+//     does not exist) is retried at each resync.
 //
 // Not here: host validation and label sanitizing (package translate).
 package file
