@@ -3,6 +3,7 @@ package consul
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -337,3 +338,27 @@ func TestClassify(t *testing.T) {
 type alertText string
 
 func (a alertText) Error() string { return string(a) }
+
+// TestStatusJSON: /debug/registryz shows the read health next to the Consul
+// view, and never a zero time (0001-01-01) for a read that did not happen.
+func TestStatusJSON(t *testing.T) {
+	reg, err := New(Config{Name: "c", Address: "127.0.0.1:8501", TLS: TLSConfig{InsecureSkipVerify: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(reg.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{`"address":"https://127.0.0.1:8501"`, `"up":false`, `"errors":0`, `"aclFiltered":false`, `"watched":0`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Status JSON %s lacks %s", got, want)
+		}
+	}
+	for _, unwanted := range []string{"0001-01-01", "lastSuccess", "lastErrorTime", "lastError"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("Status JSON %s shows %s before any read", got, unwanted)
+		}
+	}
+}
