@@ -50,8 +50,8 @@ type TLSConfig struct {
 	// ServerName is the name verified in the agent's certificate (and sent
 	// as SNI); empty means the address's host.
 	ServerName string
-	// InsecureSkipVerify accepts any agent certificate. For tests only: the
-	// ACL token is then exposed to whoever answers.
+	// InsecureSkipVerify accepts any agent certificate, so the ACL token goes
+	// to whoever answers: for tests, never in production.
 	InsecureSkipVerify bool
 }
 
