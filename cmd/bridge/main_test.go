@@ -75,6 +75,20 @@ func runBridge(t *testing.T, cfgPath string) *bridge {
 	return b
 }
 
+// emptyFileConfig writes a config whose file registry lists no services.
+func emptyFileConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "services.yaml"), []byte("services: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("registries:\n- {name: static, type: file, file: {path: services.yaml}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func run(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = realMain(args, &out, &errb)
@@ -105,7 +119,7 @@ func TestCommands(t *testing.T) {
 			args:    func(t *testing.T) []string { return []string{"translate", "--config", fileConfig(t, ""), "-o", "json"} },
 			wantOut: `"kind": "List"`,
 		},
-		"translate names a registry it cannot read": {
+		"translate names a registry it cannot read, with its last error": {
 			args: func(t *testing.T) []string {
 				cfg := filepath.Join(t.TempDir(), "c.yaml")
 				body := fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q}}\nsync: {timeout: 2s}\n", freeAddr(t))
@@ -114,7 +128,58 @@ func TestCommands(t *testing.T) {
 				}
 				return []string{"translate", "--config", cfg}
 			},
-			wantCode: 1, wantErr: `could not read registry "down"`,
+			wantCode: 1, wantErr: `could not read registry "down": no complete listing within sync.timeout (2s); last error: `,
+		},
+		"--version works as a command": {
+			args: func(*testing.T) []string { return []string{"--version"} }, wantOut: "meshbridge dev",
+		},
+		"--version works on a command": {
+			args: func(*testing.T) []string { return []string{"translate", "--version"} }, wantOut: "meshbridge dev",
+		},
+		"--help lists every command": {
+			args: func(*testing.T) []string { return []string{"--help"} }, wantOut: "meshbridge bootstrap --node-id ID",
+		},
+		"translate -h prints its flags and exits 0": {
+			args: func(*testing.T) []string { return []string{"translate", "-h"} }, wantOut: "-allow-empty",
+		},
+		"run --help exits 0": {
+			args: func(*testing.T) []string { return []string{"run", "--help"} }, wantOut: "-log-format",
+		},
+		"a stray argument is a usage error": {
+			args: func(t *testing.T) []string {
+				return []string{"translate", "--config", fileConfig(t, ""), "extra"}
+			},
+			wantCode: 2, wantErr: `unexpected argument "extra"`,
+		},
+		"version takes no argument": {
+			args: func(*testing.T) []string { return []string{"version", "x"} }, wantCode: 2, wantErr: `unexpected argument "x"`,
+		},
+		"an unknown flag is a usage error": {
+			args: func(*testing.T) []string { return []string{"run", "--conifg", "x"} }, wantCode: 2, wantErr: "flag provided but not defined: -conifg",
+		},
+		"translate of an empty registry fails without --allow-empty": {
+			args: func(t *testing.T) []string {
+				cfg := emptyFileConfig(t)
+				return []string{"translate", "--config", cfg}
+			},
+			wantCode: 1, wantErr: "the registries listed no services",
+		},
+		"translate of an empty registry with --allow-empty": {
+			args: func(t *testing.T) []string {
+				return []string{"translate", "--config", emptyFileConfig(t), "--allow-empty"}
+			},
+		},
+		"translate stops at once on a missing registry file": {
+			args: func(t *testing.T) []string {
+				cfg := filepath.Join(t.TempDir(), "c.yaml")
+				// sync.timeout is long: the test's speed shows translate did not wait for it.
+				body := "registries:\n- {name: static, type: file, file: {path: missing.yaml}}\nsync: {timeout: 10m}\n"
+				if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"translate", "--config", cfg}
+			},
+			wantCode: 1, wantErr: "missing.yaml: no such file or directory",
 		},
 		"an invalid config names the field": {
 			args: func(t *testing.T) []string {
