@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -158,17 +159,18 @@ func runRegistry(t *testing.T, cfg Config) (*Registry, *recorder) {
 	return reg, rec
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor is harness.Eventually for a condition without an error to report.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", waitTimeout, what)
+	harness.Eventually(t, waitTimeout, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return errNotYet
+	})
 }
+
+var errNotYet = errors.New("condition not met yet")
 
 // counted is meshbridge_registry_errors_total{registry,reason}.
 func counted(registry, reason string) float64 {

@@ -40,17 +40,26 @@ func startProcess(t testing.TB, name string, cmd *exec.Cmd, stdout bool) (*proce
 	}
 	cmd.Stderr = logf
 	var sc *bufio.Scanner
+	var childOut *os.File
 	if stdout {
-		out, err := cmd.StdoutPipe()
+		// An os.Pipe, not cmd.StdoutPipe: Wait closes the latter, possibly
+		// before the scanner read the last lines. This read end sees EOF
+		// once the child exits, and Wait leaves it alone.
+		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc = bufio.NewScanner(out)
+		t.Cleanup(func() { r.Close() })
+		cmd.Stdout, childOut = w, w
+		sc = bufio.NewScanner(r)
 	} else {
 		cmd.Stdout = logf
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
+	}
+	if childOut != nil {
+		childOut.Close() // the child holds its own copy
 	}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
 	t.Cleanup(func() {

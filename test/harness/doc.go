@@ -5,6 +5,11 @@
 // cleanup; and a Kubernetes control plane, etcd and kube-apiserver through
 // controller-runtime's envtest (StartKube, or SharedKube once per test binary
 // with KubeMain), with the Istio CRDs installed and a fresh namespace per test.
+// Consul can serve HTTPS (WithConsulTLS, certificates from NewCA: a CA made
+// per test, server certificates with IP/DNS SANs, client certificates with
+// URI SANs) and enforce ACLs (WithConsulACL). The proxyless gRPC clients of
+// other languages come from make deps (NodeXDSClient, PythonGRPC). Tests wait
+// with Eventually and read component logs through LockedBuffer.
 //
 // Rules:
 //  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no
@@ -12,9 +17,10 @@
 //     avoid).
 //  2. A process is stopped by its PID: SIGTERM, then SIGKILL after a timeout;
 //     never by name.
-//  3. A missing server binary skips the test, or fails it when
-//     MESHBRIDGE_REQUIRE_SERVERS=1 (set by make test): a CI run must not pass
-//     by skipping. Binaries come from tools/build.sh.
+//  3. A missing server binary or client runtime skips the test, or fails it
+//     when MESHBRIDGE_REQUIRE_SERVERS=1 (set by make test): a CI run must not
+//     pass by skipping. Binaries come from tools/build.sh, client runtimes
+//     from make deps.
 //  4. A server is returned only once it answers like a ready one (Consul: a
 //     leader, and its own node healthy in the catalog), so tests need no
 //     sleeps.
