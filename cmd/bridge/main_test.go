@@ -345,3 +345,42 @@ func TestRunServesMCP(t *testing.T) {
 		t.Fatalf("after adding an instance: %d WorkloadEntries, want 2", got)
 	}
 }
+
+// TestTranslateAgainstConsulACLs runs translate against a real Consul agent
+// with ACLs denying by default: without a token the agent answers an empty
+// catalog, not an error, which translate must not print as an empty mesh;
+// with a token the agent refuses, translate stops at once with the cause.
+func TestTranslateAgainstConsulACLs(t *testing.T) {
+	const management = "0b6c3b6f-6c2a-4a0e-9c1e-5d7e3a1f2b44"
+	c := harness.StartConsul(t, harness.WithConsulACL("deny", management))
+	c.RegisterInstance(t, "web", "web-1", "10.0.0.1", 8080, nil, nil, "passing")
+	t.Setenv("CONSUL_HTTP_TOKEN", "")
+	config := func(t *testing.T, consul string) string {
+		cfg := filepath.Join(t.TempDir(), "c.yaml")
+		body := fmt.Sprintf("registries:\n- {name: dc1, type: consul, consul: {address: %q%s}}\nsync: {timeout: 10m}\n", c.Address(), consul)
+		if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Run("no token sees nothing", func(t *testing.T) {
+		code, out, errs := run("translate", "--config", config(t, ""))
+		if code != 1 || out != "" || !strings.Contains(errs, "the registries listed no services") ||
+			!strings.Contains(errs, "ACL") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s\nwant exit 1, an ACL warning and the empty-result error", code, out, errs)
+		}
+	})
+	t.Run("a token Consul refuses ends translate at once", func(t *testing.T) {
+		// sync.timeout is 10m: returning at all shows translate did not wait for it.
+		code, _, errs := run("translate", "--config", config(t, ", token: 11111111-2222-3333-4444-555555555555"))
+		if code != 1 || !strings.Contains(errs, `could not read registry "dc1"`) || !strings.Contains(errs, "403") {
+			t.Fatalf("exit %d\nstderr: %s\nwant exit 1 naming the registry and Consul's 403", code, errs)
+		}
+	})
+	t.Run("the management token reads the service", func(t *testing.T) {
+		code, out, errs := run("translate", "--config", config(t, ", token: "+management))
+		if code != 0 || !strings.Contains(out, "web.service.consul") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+	})
+}
