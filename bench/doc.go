@@ -1,4 +1,5 @@
-// Bench runs meshbridge's benchmark suite (issue 3) and prints one markdown
+// Bench runs meshbridge's benchmark suite (scenarios P1–P3 and P6 below; each
+// target is in the unit column of docs/benchmarks.md) and prints one markdown
 // table row per figure: scenario, parameters, figure, unit. `make bench` runs
 // it after the `go test -bench` micro benchmarks and regenerates
 // docs/benchmarks.md:
