@@ -1,7 +1,7 @@
 // Package kube writes the aggregate registry's ServiceEntries and
 // WorkloadEntries to Kubernetes as networking.istio.io/v1 custom resources,
 // so operators can audit them with kubectl and istiod reads them with no
-// extra configuration (issue 4).
+// extra configuration (README "Kubernetes output").
 //
 // A Writer registers a handler on the store (package serviceentry): desired
 // state is the store's objects in output.namespace; the handler queues keys

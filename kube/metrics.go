@@ -2,7 +2,7 @@ package kube
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metric names are a contract (issue 4); labels stay low-cardinality.
+// Metric names are a contract (README "Metrics"); labels stay low-cardinality.
 var (
 	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "meshbridge_kube_writes_total",

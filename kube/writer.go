@@ -28,7 +28,8 @@ import (
 const (
 	DefaultResyncPeriod = 5 * time.Minute
 	DefaultWorkers      = 4
-	// MaxRetryDelay caps the per-object backoff after failed writes (issue 4).
+	// MaxRetryDelay caps the per-object backoff after failed writes (README
+	// "Kubernetes output", Errors: "backoff up to 30 s").
 	MaxRetryDelay  = 30 * time.Second
 	baseRetryDelay = 200 * time.Millisecond
 )
@@ -69,7 +70,7 @@ type Options struct {
 }
 
 // Writer writes the aggregate store's ServiceEntries and WorkloadEntries to
-// Kubernetes as networking.istio.io/v1 objects (issue 4):
+// Kubernetes as networking.istio.io/v1 objects (README "Kubernetes output"):
 //
 //   - A store handler queues the key of every changed object on a
 //     rate-limited client-go workqueue; a key is queued at most once, and a
