@@ -13,8 +13,8 @@ import (
 // reads that datacenter's services through the local agent and marks them
 // with it (Service.Datacenter), so that translate names them
 // <svc>.service.<dc>.consul; their locality's region is that datacenter
-// (issue 2, "Consul watcher"). Two dev agents federated over WAN on
-// 127.0.0.1.
+// (README "Configuration", consul.datacenter; package doc rule 5). Two dev
+// agents federated over WAN on 127.0.0.1.
 func TestRemoteDatacenter(t *testing.T) {
 	dc1 := harness.StartConsul(t)
 	dc2 := harness.StartConsul(t, harness.WithConsulHCL(`datacenter = "dc2"`),

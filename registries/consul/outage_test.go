@@ -15,8 +15,9 @@ import (
 
 // TestConsulRestart: while Consul is down every service gets an error
 // snapshot, never an empty list; after a restart of the same server (same
-// data dir and ports) the state equals the state before (issue 2, "Make it
-// real"; DESIGN.md §8).
+// data dir and ports) the state equals the state before (package registries
+// rule 2; README "Behaviour operators rely on", "Outages never delete";
+// DESIGN.md §8).
 func TestConsulRestart(t *testing.T) {
 	c := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)

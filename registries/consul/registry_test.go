@@ -12,7 +12,7 @@ import (
 )
 
 // TestFollowsInstances: register → snapshot; add instance; deregister;
-// service gone → Removed (issue 2, "Consul watcher").
+// service gone → Removed (package doc rules 1 and 7).
 func TestFollowsInstances(t *testing.T) {
 	c := harness.StartConsul(t)
 	node := c.Node()
@@ -94,7 +94,8 @@ func TestSkipsUnchangedListings(t *testing.T) {
 }
 
 // TestHealthFiltering: warning leaves with HealthyOnly and stays without;
-// critical and maintenance always leave (issue 2, "Health").
+// critical and maintenance always leave (package doc rule 6; README
+// "Configuration", consul.healthyOnly).
 func TestHealthFiltering(t *testing.T) {
 	c := harness.StartConsul(t)
 	node := c.Node()

@@ -14,9 +14,9 @@ import (
 // TestManyServicesBeyondMaxWatches: 300 services with MaxWatches 100 all
 // sync, and changes to services followed through /v1/health/state/any are
 // seen: a check status change, a new instance, a node-level check, a
-// check-less service, and a service handed over to its own watch (issue 2,
-// "Consul watcher"). The agent's per-client connection limit is set well
-// below 200 to show the watcher stays within MaxWatches plus a few.
+// check-less service, and a service handed over to its own watch (package
+// doc rule 4). The agent's per-client connection limit is set well below 200
+// to show the watcher stays within MaxWatches plus a few.
 func TestManyServicesBeyondMaxWatches(t *testing.T) {
 	c := harness.StartConsul(t, harness.WithConsulHCL(`limits { http_max_conns_per_client = 130 }`))
 	node := c.Node()
