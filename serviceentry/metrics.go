@@ -2,7 +2,7 @@ package serviceentry
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metric names are a contract (issue #2); labels stay low-cardinality.
+// Metric names are a contract (README "Metrics"); labels stay low-cardinality.
 var (
 	rejectedInstances = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "meshbridge_translate_rejected_instances_total",

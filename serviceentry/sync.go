@@ -269,7 +269,8 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 		s.release(id, st.host)
 	}
 	// Log changes of form only: an inline service past the CRD's endpoint
-	// or etcd's size limit is written as WorkloadEntries (translate, issue 4).
+	// or etcd's size limit is written as WorkloadEntries (translate: see
+	// translate/limits.go).
 	if was := st.result.Fallback != ""; res.Fallback != "" && !was {
 		s.log.Warn("Service written in WorkloadEntry form", "registry", r.cfg.Name, "service", svc.Name,
 			"reason", res.Fallback)
