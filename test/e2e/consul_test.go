@@ -13,10 +13,11 @@ import (
 // grpcMeta declares the instances' protocol, so the port is grpc-<n>.
 var grpcMeta = map[string]string{"protocol": "grpc"}
 
-// TestClientFollowsConsul pins issue #2: register → call succeeds; add an
-// instance → traffic reaches it; its check fails → it leaves; check passes →
-// it is back; deregister → it stops. In both endpoint modes: WorkloadEntries
-// selected by the ServiceEntry, and endpoints inline in it.
+// TestClientFollowsConsul pins what a client sees as Consul changes (README
+// "Behaviour operators rely on"): register → call succeeds; add an instance →
+// traffic reaches it; its check fails → it leaves; check passes → it is back;
+// deregister → it stops. In both endpoint modes: WorkloadEntries selected by
+// the ServiceEntry, and endpoints inline in it.
 func TestClientFollowsConsul(t *testing.T) {
 	for _, mode := range []string{"workloadentry", "inline"} {
 		t.Run(mode, func(t *testing.T) { testClientFollowsConsul(t, "output: {endpoints: "+mode+"}\n") })

@@ -22,7 +22,7 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// This file pins issue 4 ("Tests and figures"): the Kubernetes output of the
+// This file pins README "Kubernetes output": the Kubernetes output of the
 // meshbridge binary against a real kube-apiserver and etcd (test/harness),
 // fed by a real Consul or the file registry.
 
@@ -71,9 +71,10 @@ func wantState(ses []string, wes map[string]string) kubeState {
 	return st
 }
 
-// TestKubeOutputFollowsConsul pins issue 4: with kubernetes.enabled (and
-// leader election), a service registered in Consul appears in the apiserver
-// as a ServiceEntry and one WorkloadEntry per instance, carrying the
+// TestKubeOutputFollowsConsul pins README "Kubernetes output" (server-side
+// apply, only its own objects, garbage collection): with kubernetes.enabled
+// (and leader election), a service registered in Consul appears in the
+// apiserver as a ServiceEntry and one WorkloadEntry per instance, carrying the
 // ownership labels and the content hash the bridge serves; a deregistered
 // instance's WorkloadEntry is deleted, and a deregistered service leaves
 // nothing behind.
@@ -201,11 +202,11 @@ type outageBridge struct {
 	depth *gaugeMax
 }
 
-// TestKubeApiserverOutage pins issue 4: while the kube-apiserver is down
-// (etcd keeps running) the bridge keeps following Consul over xDS; once the
-// apiserver is back the cluster converges to exactly what the bridge serves
-// within 60 s (MaxRetryDelay is 30 s); and the writer's queue holds each
-// object at most once however often it changed meanwhile.
+// TestKubeApiserverOutage pins README "Kubernetes output", "Errors": while the
+// kube-apiserver is down (etcd keeps running) the bridge keeps following
+// Consul over xDS; once the apiserver is back the cluster converges to exactly
+// what the bridge serves within 60 s (MaxRetryDelay is 30 s); and the writer's
+// queue holds each object at most once however often it changed meanwhile.
 //
 // Two bridges run against the one private control plane, in two namespaces,
 // following the same Consul: "elected" with leader election (it loses the
@@ -216,8 +217,8 @@ func TestKubeApiserverOutage(t *testing.T) {
 	const (
 		outage  = 60 * time.Second
 		churnTo = 55 * time.Second // churn until then, then check xDS while the apiserver is still down
-		// Issue 4: the cluster converges within 60 s of the apiserver's
-		// return (per-object backoff is capped at MaxRetryDelay = 30 s).
+		// The cluster must converge within 60 s of the apiserver's return
+		// (per-object backoff is capped at MaxRetryDelay = 30 s).
 		convergeBound = 60 * time.Second
 	)
 	k := harness.StartKube(t, istioCRDs) // private: this test stops its apiserver
@@ -381,11 +382,11 @@ func writeFileAtomic(t testing.TB, path, content string) {
 	}
 }
 
-// TestKubeLeaderFailover pins issue 4: of two replicas with the same
-// configuration, both serve xDS and exactly one writes; when the writer is
-// killed (SIGKILL: it cannot release the lease) the other takes over within
-// leaseDuration + retryPeriod (plus slack) and writes a change made after
-// the kill.
+// TestKubeLeaderFailover pins README "Kubernetes output", "Leader election":
+// of two replicas with the same configuration, both serve xDS and exactly one
+// writes; when the writer is killed (SIGKILL: it cannot release the lease) the
+// other takes over within leaseDuration + retryPeriod (plus slack) and writes
+// a change made after the kill.
 func TestKubeLeaderFailover(t *testing.T) {
 	k := harness.SharedKube(t)
 	ns := k.Namespace(t)

@@ -23,9 +23,10 @@ func storeState(b *bridge) string {
 	return out
 }
 
-// TestConsulRestartKeepsEndpoints pins issue #2: while Consul is down the
-// client keeps reaching every instance, and after Consul comes back the
-// aggregate registry equals its state before.
+// TestConsulRestartKeepsEndpoints pins README "Behaviour operators rely on",
+// "Outages never delete, and show": while Consul is down the client keeps
+// reaching every instance, and after Consul comes back the aggregate registry
+// equals its state before.
 func TestConsulRestartKeepsEndpoints(t *testing.T) {
 	consul := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
 	p1, p2 := startBackend(t, "backend-1"), startBackend(t, "backend-2")
@@ -70,9 +71,10 @@ func TestConsulRestartKeepsEndpoints(t *testing.T) {
 	}
 }
 
-// TestBridgeRestartIsInvisible pins issue #2: a bridge restart never makes
-// the client's target disappear; the xDS port opens only once the new
-// process holds the whole mesh, and grpc-go keeps its resources meanwhile.
+// TestBridgeRestartIsInvisible pins README "Behaviour operators rely on", "No
+// partial mesh": a bridge restart never makes the client's target disappear;
+// the xDS port opens only once the new process holds the whole mesh, and
+// grpc-go keeps its resources meanwhile.
 func TestBridgeRestartIsInvisible(t *testing.T) {
 	consul := harness.StartConsul(t)
 	p1 := startBackend(t, "backend-1")
