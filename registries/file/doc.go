@@ -2,7 +2,7 @@
 // default, demos, tests and benchmarks. The file is re-read when it changes,
 // including atomic renames and Kubernetes ConfigMap symlink swaps.
 //
-// Schema (a contract, issue #2):
+// Schema (a contract, README "Configuration"):
 //
 //	services:
 //	- host: web.static.local
