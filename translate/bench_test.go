@@ -54,7 +54,7 @@ func BenchmarkTranslateReusing(b *testing.B) {
 }
 
 // BenchmarkTranslateInline is BenchmarkTranslate in inline mode, where every
-// new ServiceEntry's JSON size is checked against MaxObjectBytes (issue 4),
+// new ServiceEntry's JSON size is checked against MaxObjectBytes (rule 10),
 // for a common service and one near the CRD's 4096 endpoints.
 func BenchmarkTranslateInline(b *testing.B) {
 	for _, n := range []int{100, 4000} {

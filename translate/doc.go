@@ -5,7 +5,8 @@
 // aggregate store, the Kubernetes writer and `meshbridge translate` (ToYAML,
 // ToJSON).
 //
-// Rules (DESIGN.md §3 and issue 2 unless noted):
+// Rules (DESIGN.md §3 unless noted; README "Naming conventions" states the
+// ones operators see):
 //  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host, or
 //     the host template (consul: <service>.service.consul, or
 //     <service>.service.<dc>.consul for a remote datacenter; file: the name),
@@ -38,7 +39,7 @@
 //  9. Output is sorted (WorkloadEntries by name, inline endpoints by address
 //     and port, rejections by instance ID) so that hashes and goldens are stable.
 //  10. Inline mode never writes a ServiceEntry the API server or etcd would
-//     refuse (issue 4): a service with more than MaxInlineEndpoints (4096)
+//     refuse (limits.go): a service with more than MaxInlineEndpoints (4096)
 //     admitted instances, the ServiceEntry CRD's spec.endpoints maxItems
 //     (istio.io/api service_entry.proto), or whose inline ServiceEntry's
 //     JSON would be over MaxObjectBytes less 8 KiB (etcd's default

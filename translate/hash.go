@@ -22,8 +22,9 @@ import (
 // stable for one build; it is not a cross-version wire format.
 //
 // The preimage is built in one pooled buffer and hashed with one Sum256 call:
-// the hash is computed for every object of every translation (P1 cold sync,
-// issue 3), so it avoids a digest, a marshal buffer and a []byte per label.
+// the hash is computed for every object of every translation (P1 cold sync in
+// docs/benchmarks.md), so it avoids a digest, a marshal buffer and a []byte
+// per label.
 func ContentHash(labels map[string]string, spec proto.Message) string {
 	bp := preimages.Get().(*[]byte)
 	b := (*bp)[:0]
@@ -99,8 +100,8 @@ func plainWorkloadEntry(we *networking.WorkloadEntry) bool {
 // true} produces for we (fields in number order, zero scalars omitted, map
 // entries sorted by key with key and value always present), without
 // reflection: a WorkloadEntry is hashed per instance, and the reflective
-// marshal was half of Translate's time (issue 3). TestAppendWorkloadEntry
-// holds it to the marshal.
+// marshal would take about half of Translate's time (BenchmarkTranslate).
+// TestAppendWorkloadEntry holds it to the marshal.
 func appendWorkloadEntry(b []byte, we *networking.WorkloadEntry) []byte {
 	b = appendStringField(b, 1, we.Address)
 	var keyBuf [8]string
@@ -151,8 +152,9 @@ func appendStringField(b []byte, num protowire.Number, s string) []byte {
 }
 
 // WorkloadEntryName returns "<seName>-<first 10 hex digits of
-// sha256(registry + "/" + instanceID)>" (issue 2): stable for as long as the
-// registry keeps the instance ID, and distinct per registry.
+// sha256(registry + "/" + instanceID)>" (README "Naming conventions"):
+// stable for as long as the registry keeps the instance ID, and distinct per
+// registry.
 func WorkloadEntryName(seName, registry, instanceID string) string {
 	sum := sha256.Sum256([]byte(registry + "/" + instanceID))
 	return seName + "-" + hex.EncodeToString(sum[:])[:10]

@@ -245,7 +245,7 @@ func isNameChar(c byte) bool {
 // host itself when it is a valid label value (≤ 63 characters), else its first
 // 52 characters (trailing '.' and '-' trimmed) + "-" + the first 10 hex digits
 // of sha256(host). The SE's workloadSelector and its WorkloadEntries carry it
-// (issue 2, "Names, labels and ownership").
+// (README "Naming conventions", "selection").
 func ServiceLabelValue(host string) string {
 	if ValidateLabelValue(host) == nil {
 		return host
@@ -475,7 +475,8 @@ func trimNonAlnum(s string) string {
 }
 
 // ownershipLabels returns the labels every object carries: managed-by,
-// registry and, when set, istio.io/rev (DESIGN.md §3, issue 2).
+// registry and, when set, istio.io/rev (DESIGN.md §3; README "Naming
+// conventions").
 func (t *Translator) ownershipLabels() map[string]string {
 	l := map[string]string{
 		model.LabelManagedBy: model.ManagedByValue,

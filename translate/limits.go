@@ -11,7 +11,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// Limits of what inline mode may write (issue 4). A service past either is
+// Limits of what inline mode may write (rule 10). A service past either is
 // emitted in WorkloadEntry form instead, and Result.Fallback says why.
 const (
 	// MaxInlineEndpoints is the most endpoints one ServiceEntry may list: the

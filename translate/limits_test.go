@@ -48,7 +48,7 @@ func wideService(n int) registries.Service {
 
 // checkResult validates every object of res as the API server and istiod
 // would: specs by ValidateServiceEntry / ValidateWorkloadEntry, metadata,
-// content hashes, and an inline ServiceEntry against the issue 4 limits.
+// content hashes, and an inline ServiceEntry against the limits of limits.go.
 // diffResults is cmp.Diff of two Results, computed only when a cheap
 // comparison finds a difference: with thousands of WorkloadEntries a
 // protocmp diff takes seconds under -race. The cheap comparison is exact:
@@ -114,7 +114,7 @@ func checkResult(t *testing.T, res Result) {
 	}
 }
 
-// TestInlineFallback pins issue 4: inline mode never writes a ServiceEntry
+// TestInlineFallback pins rule 10: inline mode never writes a ServiceEntry
 // past the CRD's 4096 endpoints or past MaxObjectBytes; such a service is
 // written exactly as workloadentry mode writes it, and Result.Fallback says
 // why.

@@ -19,11 +19,11 @@ import (
 // the port name stable across calls.
 const ProtocolDubbo model.Protocol = "DUBBO"
 
-// Sticky is the per-service state that keeps ports stable over the life of
-// the process (issue 2, "Ports are stable") and tells a translation which
-// label changes are new. The caller stores it per service and passes it back
-// on the next Translate call. The zero value means nothing was chosen or
-// reported yet.
+// Sticky is the per-service state that keeps ports stable over the life of the
+// process (rule 3; README "Naming conventions", "ports") and tells a
+// translation which label changes are new. The caller stores it per service
+// and passes it back on the next Translate call. The zero value means nothing
+// was chosen or reported yet.
 type Sticky struct {
 	Port uint32
 	// Protocol holds an Istio protocol (HTTP, HTTP2, GRPC, TCP) or
@@ -86,10 +86,10 @@ type portPlan struct {
 	sticky Sticky
 }
 
-// planPorts chooses the ServiceEntry ports (issue 2, "Ports are stable"), in
-// order: opts.ServicePort; the ports svc declares (each one, sorted); the port
-// kept in prev; the lowest port among usable instances. It returns nil when no
-// port is known yet. An invalid declared port is a service-level error.
+// planPorts chooses the ServiceEntry ports (rule 3), in order:
+// opts.ServicePort; the ports svc declares (each one, sorted); the port kept
+// in prev; the lowest port among usable instances. It returns nil when no port
+// is known yet. An invalid declared port is a service-level error.
 func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []candidate) (*portPlan, error) {
 	if len(svc.Ports) > 0 && t.opts.ServicePort == 0 {
 		return declaredPorts(svc.Ports, prev, insts)

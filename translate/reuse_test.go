@@ -9,7 +9,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 )
 
-// TestTranslateReusing pins issue 3's incremental translation: the output of
+// TestTranslateReusing pins the incremental translation: the output of
 // TranslateReusing equals Translate's, and the WorkloadEntries of unchanged
 // instances are the previous objects themselves.
 func TestTranslateReusing(t *testing.T) {

@@ -92,7 +92,7 @@ type Result struct {
 	// Sticky is the state to pass to the next Translate of this service.
 	Sticky Sticky
 	// Fallback is empty unless inline mode could not list the service's
-	// endpoints inline (issue 4): more than MaxInlineEndpoints admitted
+	// endpoints inline (rule 10): more than MaxInlineEndpoints admitted
 	// instances, or an inline ServiceEntry over MaxObjectBytes. The service
 	// is then emitted in WorkloadEntry form, exactly as workloadentry mode
 	// emits it (a ServiceEntry with the meshbridge.io/service
@@ -106,7 +106,7 @@ type Result struct {
 
 // Translate converts one registry service into a ServiceEntry and, in
 // workloadentry mode or when inline endpoints would not fit (Result.Fallback,
-// issue 4), one WorkloadEntry per usable instance (DESIGN.md §3, issue 2).
+// rule 10), one WorkloadEntry per usable instance (DESIGN.md §3, rule 4).
 // prev is the Sticky returned by the previous call for this service
 // (zero on the first). Instance problems become Rejections and LabelChanges,
 // never an error: the error is for service-level failures only (an invalid
@@ -128,7 +128,7 @@ func (t *Translator) Translate(svc registries.Service, prev Sticky) (Result, err
 // equal the new one is returned as is, the same *model.Config with its
 // content hash, instead of being validated and hashed again; so a
 // change of one instance costs one instance's hash, not the service's
-// (issue 3, BenchmarkSyncInstanceChange). The output equals Translate's,
+// (serviceentry's BenchmarkSyncInstanceChange). The output equals Translate's,
 // also when the service switches between inline and WorkloadEntry form
 // (Result.Fallback): an object of the other form never has an equal spec.
 // last is read, never modified; a zero last reuses nothing.
@@ -287,7 +287,8 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 	out := make([]entry, 0, len(insts))
 	// Instances of one service mostly carry equal labels; equal label maps
 	// are shared (objects are read-only once returned), which saves a map
-	// per instance in every stage that keeps the spec (P1 memory, issue 3).
+	// per instance in every stage that keeps the spec (P1 bridge memory in
+	// docs/benchmarks.md).
 	var shared map[string]string
 	for _, c := range insts {
 		labels, changes := sanitizeLabels(c.inst.ID, c.inst.Labels, t.allow)
