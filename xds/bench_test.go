@@ -12,9 +12,9 @@ import (
 
 // BenchmarkEDSGeneration measures building and marshalling one
 // ClusterLoadAssignment, the work an EDS push does per changed service port;
-// ns/endpoint is the cost per endpoint (issue 3, P6). The endpoints come
-// sorted, as endpointShards hands them to the push; the marshal is
-// proto.Marshal, as the go-control-plane cache does it.
+// ns/endpoint is the cost per endpoint (target P6, docs/benchmarks.md). The
+// endpoints come sorted, as endpointShards hands them to the push; the marshal
+// is proto.Marshal, as the go-control-plane cache does it.
 func BenchmarkEDSGeneration(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {

@@ -10,7 +10,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// Delta (incremental) ADS next to SotW on the same port (issue 3, "Serving").
+// Delta (incremental) ADS next to SotW on the same port (rules 9 and 11).
 
 // fullPushNow requests a full push and waits for it.
 func (ts *testServer) fullPushNow(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// Fan-out of issue 3 ("Serving"): who is woken by a push, slow clients, many
+// Fan-out (rules 7, 11 and 12): who is woken by a push, slow clients, many
 // streams.
 
 // eventually waits until cond holds, or fails after wait. It polls: for

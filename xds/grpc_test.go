@@ -17,8 +17,8 @@ import (
 )
 
 // These tests run a real grpc-go xDS client (google.golang.org/grpc/xds)
-// in-process against a DiscoveryServer and real gRPC backends (issue 2, "xDS
-// server"). The client applies updates asynchronously and offers no hook, so
+// in-process against a DiscoveryServer and real gRPC backends (rules 3-6 and
+// 8). The client applies updates asynchronously and offers no hook, so
 // assertions on it retry until a deadline.
 
 const echoHost = "echo.test.local"

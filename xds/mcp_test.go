@@ -19,8 +19,8 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// MCP-over-xDS for istiod (issue 5), with raw SotW ADS clients that ask as
-// istiod's adsc does.
+// MCP-over-xDS for istiod (rule 15; README "MCP for istiod"), with raw SotW
+// ADS clients that ask as istiod's adsc does.
 
 const (
 	seV1       = "networking.istio.io/v1/ServiceEntry"

@@ -75,7 +75,7 @@ func (c *reconnectingClient) waitLast(t *testing.T, want int) {
 	}
 }
 
-// TestSyncGateHoldsAcrossRestartWithManyClients pins issue 3: with 50 clients
+// TestSyncGateHoldsAcrossRestartWithManyClients pins rule 8: with 50 clients
 // connected, a restarted server answers none of them before its first full
 // push (a grpc-go client treats a cluster missing from a SotW response as
 // deleted), and then every client gets the complete current state.

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Unit tests of the serving pieces of issue 3: marshal once, send bound,
-// ACK tracking and stream metrics.
+// Unit tests of the serving pieces: marshal once (rule 10), send bound
+// (rule 12), ACK tracking (rule 11) and stream metrics.
 
 func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
 	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))

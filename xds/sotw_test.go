@@ -8,8 +8,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 )
 
-// SotW behaviour of issue 3 ("Serving", "Tests"): subscriptions, removal,
-// NACK, reconnect.
+// SotW behaviour (rules 4, 7 and 11): subscriptions, removal, NACK,
+// reconnect.
 
 // barrier returns once the server handled every request sent before: it
 // handles a stream's requests in order and answers a first CDS request at once.

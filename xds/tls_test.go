@@ -224,7 +224,7 @@ func TestXDSTLS(t *testing.T) {
 
 // TestDiscoveryServerOverMTLS: with Options.TLS naming a client CA, the ADS
 // port answers a client presenting a certificate from that CA and refuses a
-// client without one (issue 3, "TLS for the xDS port").
+// client without one (rule 13).
 func TestDiscoveryServerOverMTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverCA, clientCA := newTestCA(t, "server-ca"), newTestCA(t, "client-ca")
