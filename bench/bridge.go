@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
@@ -52,7 +53,7 @@ func (f sourceFunc) Services() []*model.Service { return f() }
 func startBridge(gen *generator, cfg bridgeConfig) (*bridge, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tr, err := translate.New(translate.Options{
-		Registry: gen.name, Type: translate.TypeConsul, Namespace: namespace, Endpoints: cfg.endpoints,
+		Registry: gen.name, HostTemplate: consul.HostTemplate, Namespace: namespace, Endpoints: cfg.endpoints,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("translator: %w", err)
@@ -60,7 +61,7 @@ func startBridge(gen *generator, cfg bridgeConfig) (*bridge, error) {
 	b := &bridge{gen: gen, tr: tr, ready: make(chan struct{}), errs: make(chan error, 8)}
 	b.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	b.syncer = serviceentry.NewSyncer(b.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: gen.name, Type: translate.TypeConsul, Translator: tr}},
+		Registries: []serviceentry.SyncRegistry{{Name: gen.name, Type: "consul", Translator: tr}},
 		Logger:     log,
 	})
 	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{

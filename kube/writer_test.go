@@ -22,6 +22,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
@@ -106,14 +107,14 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.registry == "" {
 		o.registry = "dc1"
 	}
-	tr, err := translate.New(translate.Options{Registry: o.registry, Type: translate.TypeConsul, Namespace: ns, Endpoints: o.endpoints})
+	tr, err := translate.New(translate.Options{Registry: o.registry, HostTemplate: consul.HostTemplate, Namespace: ns, Endpoints: o.endpoints})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &pipeline{t: t, ns: ns, registry: o.registry, requests: &requestCounter{counts: map[string]int{}}}
 	p.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	p.syncer = serviceentry.NewSyncer(p.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: o.registry, Type: translate.TypeConsul, Translator: tr}},
+		Registries: []serviceentry.SyncRegistry{{Name: o.registry, Type: "consul", Translator: tr}},
 	})
 	if p.client, err = versioned.NewForConfig(k.Config); err != nil {
 		t.Fatal(err)

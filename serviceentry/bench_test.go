@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -43,7 +44,7 @@ func benchService(i, instances, gen int) registries.Snapshot {
 
 func newBenchPipeline(b *testing.B) (*Syncer, *Store) {
 	b.Helper()
-	tr, err := translate.New(translate.Options{Registry: "dc1", Type: translate.TypeConsul, Namespace: "mesh"})
+	tr, err := translate.New(translate.Options{Registry: "dc1", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		b.Fatal(err)
 	}

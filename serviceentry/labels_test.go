@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -117,7 +118,7 @@ func TestSyncerCountsAndLogsLabelChangesOnce(t *testing.T) {
 			withLabels("n2/web-2", "10.0.0.2", nil), withLabels("n3/web-3", "10.0.0.3", nil))},
 	}
 
-	tr, err := translate.New(translate.Options{Registry: reg, Type: translate.TypeConsul, Namespace: "mesh"})
+	tr, err := translate.New(translate.Options{Registry: reg, HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestLabelChangeExamplesAreBounded(t *testing.T) {
 		labels[fmt.Sprintf("tag%04d", i)] = "x y"
 	}
 	labels["a b"], labels["a-b"], labels["pid"], labels["istio.io/rev"], labels["delay"] = "1", "2", "3", "4", "-1"
-	tr, err := translate.New(translate.Options{Registry: "many", Type: translate.TypeConsul, Namespace: "mesh"})
+	tr, err := translate.New(translate.Options{Registry: "many", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		t.Fatal(err)
 	}

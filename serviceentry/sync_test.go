@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -41,7 +42,7 @@ func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *Store, *writeCounter
 	t.Helper()
 	var cfgs []SyncRegistry
 	for _, name := range regs {
-		tr, err := translate.New(translate.Options{Registry: name, Type: translate.TypeConsul, Namespace: "mesh"})
+		tr, err := translate.New(translate.Options{Registry: name, HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestSyncerReadiness(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tr, _ := translate.New(translate.Options{Registry: "a", Type: "consul", Namespace: "m"})
+				tr, _ := translate.New(translate.Options{Registry: "a", HostTemplate: consul.HostTemplate, Namespace: "m"})
 				sy := NewSyncer(NewStore(nil, model.KindServiceEntry), SyncerConfig{
 					Registries: []SyncRegistry{{Name: "a", Translator: tr}, {Name: "b", Translator: tr}},
 					Timeout:    tc.timeout,

@@ -19,20 +19,24 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 )
 
+// goldenOptions are an input's translate.Options; Type selects the registry
+// type's default host template.
+type goldenOptions struct {
+	Registry     string   `json:"registry"`
+	Type         string   `json:"type"`
+	Namespace    string   `json:"namespace"`
+	HostTemplate string   `json:"hostTemplate"`
+	ServicePort  uint32   `json:"servicePort"`
+	Resolution   string   `json:"resolution"`
+	Endpoints    string   `json:"endpoints"`
+	Revision     string   `json:"revision"`
+	AllowLabels  []string `json:"allowLabels"`
+}
+
 // goldenInput is the shape of testdata/<case>.input.yaml.
 type goldenInput struct {
-	Options struct {
-		Registry     string   `json:"registry"`
-		Type         string   `json:"type"`
-		Namespace    string   `json:"namespace"`
-		HostTemplate string   `json:"hostTemplate"`
-		ServicePort  uint32   `json:"servicePort"`
-		Resolution   string   `json:"resolution"`
-		Endpoints    string   `json:"endpoints"`
-		Revision     string   `json:"revision"`
-		AllowLabels  []string `json:"allowLabels"`
-	} `json:"options"`
-	Prev struct {
+	Options goldenOptions `json:"options"`
+	Prev    struct {
 		Port     uint32 `json:"port"`
 		Protocol string `json:"protocol"`
 	} `json:"prev"`
@@ -58,10 +62,18 @@ type goldenInput struct {
 	} `json:"service"`
 }
 
+// hostTemplate is the input's template, else its registry type's default.
+func (o goldenOptions) hostTemplate() string {
+	if o.HostTemplate != "" {
+		return o.HostTemplate
+	}
+	return defaultHostTemplates[o.Type]
+}
+
 func (in goldenInput) options() Options {
 	o := in.Options
 	return Options{
-		Registry: o.Registry, Type: o.Type, Namespace: o.Namespace, HostTemplate: o.HostTemplate,
+		Registry: o.Registry, Namespace: o.Namespace, HostTemplate: o.hostTemplate(),
 		ServicePort: o.ServicePort, Resolution: model.Resolution(o.Resolution),
 		Endpoints: EndpointMode(o.Endpoints), Revision: o.Revision, AllowLabels: o.AllowLabels,
 	}

@@ -4,15 +4,20 @@ import (
 	"testing"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 )
+
+// defaultHostTemplates are the registry types' default host templates, for
+// golden inputs that name a type.
+var defaultHostTemplates = map[string]string{"consul": consul.HostTemplate, "file": DefaultHostTemplate}
 
 func mustNew(t testing.TB, opts Options) *Translator {
 	t.Helper()
 	if opts.Registry == "" {
 		opts.Registry = "consul-dc1"
 	}
-	if opts.Type == "" {
-		opts.Type = TypeConsul
+	if opts.HostTemplate == "" {
+		opts.HostTemplate = consul.HostTemplate
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "meshbridge"

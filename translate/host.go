@@ -31,10 +31,8 @@ func compileHostTemplate(text string) (*template.Template, error) {
 	return tmpl, nil
 }
 
-// Host returns the mesh host of svc: svc.Host when set, else the configured
-// host template, else the default for the registry type (consul:
-// "<service>.service.consul", or "<service>.service.<dc>.consul" when
-// svc.Datacenter is set; file: the service name). The result is lower-cased
+// Host returns the mesh host of svc: svc.Host when set, else the host
+// template executed on svc (Options.HostTemplate). The result is lower-cased
 // with "_" replaced by "-" (DESIGN.md §3) and must be a DNS-1123 subdomain
 // whose top-level label is not all digits (istiod's FQDN rule); in workloadentry
 // mode it is at most 242 characters, so that WorkloadEntry names (host + 11)
@@ -56,13 +54,6 @@ func (t *Translator) Host(svc registries.Service) (string, error) {
 
 func (t *Translator) expandHost(svc registries.Service) (string, error) {
 	tmpl := t.host
-	switch {
-	case tmpl != nil:
-	case svc.Datacenter != "":
-		tmpl = t.remote
-	default:
-		tmpl = t.local
-	}
 	var b strings.Builder
 	data := hostData{Service: svc.Name, Datacenter: svc.Datacenter, Namespace: svc.Namespace, Group: svc.Group}
 	if err := tmpl.Execute(&b, data); err != nil {

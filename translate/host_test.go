@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 )
 
 func TestHost(t *testing.T) {
@@ -27,7 +28,7 @@ func TestHost(t *testing.T) {
 			svc: registries.Service{Name: "ignored", Host: "Web.Static.Local"}, want: "web.static.local",
 		},
 		"file default is the service name": {
-			opts: Options{Type: TypeFile}, svc: registries.Service{Name: "web.static.local"}, want: "web.static.local",
+			opts: Options{HostTemplate: DefaultHostTemplate}, svc: registries.Service{Name: "web.static.local"}, want: "web.static.local",
 		},
 		"custom template sees group and namespace": {
 			opts: Options{HostTemplate: "{{.Service}}.{{.Group}}.{{.Namespace}}.nacos"},
@@ -56,7 +57,7 @@ func TestHost(t *testing.T) {
 			svc: registries.Service{Host: "10.0.0.1"}, wantErr: "all-numeric",
 		},
 		"an empty host is an error": {
-			opts: Options{Type: TypeFile}, svc: registries.Service{}, wantErr: "empty host",
+			opts: Options{HostTemplate: DefaultHostTemplate}, svc: registries.Service{}, wantErr: "empty host",
 		},
 		"a trailing dot is an error": {
 			svc: registries.Service{Host: "web.local."}, wantErr: "not a DNS-1123 subdomain",
@@ -86,14 +87,13 @@ func TestTranslateInvalidHostIsAnError(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	valid := Options{Registry: "consul-dc1", Type: TypeConsul, Namespace: "meshbridge"}
+	valid := Options{Registry: "consul-dc1", HostTemplate: consul.HostTemplate, Namespace: "meshbridge"}
 	cases := map[string]struct {
 		mutate  func(*Options)
 		wantErr string
 	}{
 		"registry must be a DNS-1123 label":      {func(o *Options) { o.Registry = "Consul_DC1" }, "registry:"},
 		"registry is required":                   {func(o *Options) { o.Registry = "" }, "registry:"},
-		"type must be consul or file":            {func(o *Options) { o.Type = "eureka" }, "type:"},
 		"namespace must be a DNS-1123 label":     {func(o *Options) { o.Namespace = "Mesh.Bridge" }, "namespace:"},
 		"servicePort must fit in 16 bits":        {func(o *Options) { o.ServicePort = 70000 }, "servicePort:"},
 		"resolution must be STATIC or DNS":       {func(o *Options) { o.Resolution = "NONE" }, "resolution:"},

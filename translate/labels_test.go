@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 )
 
 func TestSanitizeLabels(t *testing.T) {
@@ -303,7 +304,7 @@ func TestNewAllowLabels(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := New(Options{Registry: "dc1", Type: TypeConsul, Namespace: "mesh", AllowLabels: tc.allow})
+			_, err := New(Options{Registry: "dc1", HostTemplate: consul.HostTemplate, Namespace: "mesh", AllowLabels: tc.allow})
 			if verr := ValidateAllowLabels(tc.allow); fmt.Sprint(verr) != fmt.Sprint(err) {
 				t.Errorf("ValidateAllowLabels = %v, New = %v", verr, err)
 			}

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"text/template"
 
@@ -20,25 +21,18 @@ const (
 	EndpointsInline EndpointMode = "inline"
 )
 
-// Registry types with a default host template.
-const (
-	TypeConsul = "consul"
-	TypeFile   = "file"
-)
-
 // Options configure one registry's translation. The zero value of every field
 // except Registry, Type and Namespace selects the default.
 type Options struct {
 	// Registry is the registry name, a DNS-1123 label: the value of label
 	// meshbridge.io/registry and part of every WorkloadEntry name's hash input.
 	Registry string
-	// Type is the registry type, "consul" or "file"; it selects the default
-	// host template.
-	Type string
 	// Namespace is metadata.namespace of every object, a DNS-1123 label.
 	Namespace string
 	// HostTemplate is a text/template over .Service, .Datacenter, .Namespace
-	// and .Group; "" selects the default for Type (see Translator.Host).
+	// and .Group (see Translator.Host); "" means DefaultHostTemplate. Each
+	// registry type has its own default (registries.Type.HostTemplate),
+	// which the command passes when the configuration sets none.
 	HostTemplate string
 	// ServicePort, when not 0, is the one ServiceEntry port (1-65535).
 	ServicePort uint32
@@ -60,23 +54,17 @@ type Options struct {
 	AllowLabels []string
 }
 
-// Default host templates (DESIGN.md §3): Consul's own DNS names; the file
-// registry writes hosts as they are (registries.Service.Host, else its Name).
-const (
-	consulHostTemplate       = "{{.Service}}.service.consul"
-	consulRemoteHostTemplate = "{{.Service}}.service.{{.Datacenter}}.consul"
-	fileHostTemplate         = "{{.Service}}"
-)
+// DefaultHostTemplate is the host template of Options that set none: the
+// service name.
+const DefaultHostTemplate = "{{.Service}}"
 
 // Translator converts registry services of one registry into ServiceEntries
 // and WorkloadEntries. It holds no per-service state (see Sticky) and is safe
 // for concurrent use.
 type Translator struct {
 	opts Options
-	// host is the configured template; nil means the per-type default.
+	// host is the host template.
 	host *template.Template
-	// defaults are the per-type templates, chosen per service.
-	local, remote *template.Template
 	// allow is opts.AllowLabels, compiled.
 	allow allowList
 }
@@ -101,23 +89,8 @@ func New(opts Options) (*Translator, error) {
 		return nil, err
 	}
 	t := &Translator{opts: opts, allow: allow}
-	switch opts.Type {
-	case TypeConsul:
-		t.local, err = compileHostTemplate(consulHostTemplate)
-		if err == nil {
-			t.remote, err = compileHostTemplate(consulRemoteHostTemplate)
-		}
-	case TypeFile:
-		t.local, err = compileHostTemplate(fileHostTemplate)
-		t.remote = t.local
-	}
-	if err != nil {
-		return nil, fmt.Errorf("type %q: %w", opts.Type, err)
-	}
-	if opts.HostTemplate != "" {
-		if t.host, err = compileHostTemplate(opts.HostTemplate); err != nil {
-			return nil, fmt.Errorf("hostTemplate: %w", err)
-		}
+	if t.host, err = compileHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate)); err != nil {
+		return nil, fmt.Errorf("hostTemplate: %w", err)
 	}
 	return t, nil
 }
@@ -126,8 +99,6 @@ func validateOptions(o Options) error {
 	switch {
 	case !isDNS1123Label(o.Registry):
 		return fmt.Errorf("registry: name %q is not a DNS-1123 label", o.Registry)
-	case o.Type != TypeConsul && o.Type != TypeFile:
-		return fmt.Errorf("type: %q is not supported (want %s or %s)", o.Type, TypeConsul, TypeFile)
 	case !isDNS1123Label(o.Namespace):
 		return fmt.Errorf("namespace: %q is not a DNS-1123 label", o.Namespace)
 	case o.ServicePort > 65535:

@@ -134,7 +134,7 @@ func TestPortsStick(t *testing.T) {
 // contract: in workloadentry mode, once the port is chosen, the ServiceEntry's
 // spec, labels and content hash do not change as instances come and go.
 func TestServiceEntryStableWhenOnlyInstancesChange(t *testing.T) {
-	tr := mustNew(t, Options{})
+	tr := mustNew(t, Options{HostTemplate: DefaultHostTemplate})
 	sets := [][]registries.Instance{
 		{inst("a", "10.0.0.1", 8080, "grpc")},
 		{inst("a", "10.0.0.1", 8080, "grpc"), inst("b", "10.0.0.2", 8081, "http")},
@@ -161,7 +161,7 @@ func TestServiceEntryStableWhenOnlyInstancesChange(t *testing.T) {
 }
 
 func TestTargetPorts(t *testing.T) {
-	tr := mustNew(t, Options{})
+	tr := mustNew(t, Options{HostTemplate: DefaultHostTemplate})
 	res := mustTranslate(t, tr, registries.Service{Name: "svc", Instances: []registries.Instance{
 		inst("a", "10.0.0.1", 8080, "grpc"), inst("b", "10.0.0.2", 9090, "grpc"),
 	}}, Sticky{})
@@ -175,7 +175,7 @@ func TestTargetPorts(t *testing.T) {
 }
 
 func TestDeclaredPortErrors(t *testing.T) {
-	tr := mustNew(t, Options{Type: TypeFile})
+	tr := mustNew(t, Options{HostTemplate: DefaultHostTemplate})
 	_, err := tr.Translate(registries.Service{Name: "web.local", Ports: []registries.Port{{Number: 0}}}, Sticky{})
 	if err == nil {
 		t.Fatal("declared port 0 accepted")

@@ -1,21 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshbridge/meshbridge/internal/strict"
+	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -88,43 +91,97 @@ type ServerTLSConfig struct {
 	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
-// RegistryConfig is one registry.
+// RegistryConfig is one registry: the keys every type shares, and the block
+// named by its type (registries[i].consul, registries[i].file, ...), which
+// the type's own package defines, defaults and validates (registries.Type,
+// listed in registryTypes).
 type RegistryConfig struct {
-	Name         string        `json:"name"`
-	Type         string        `json:"type"`
-	HostTemplate string        `json:"hostTemplate,omitempty"`
-	ServicePort  uint32        `json:"servicePort,omitempty"`
-	Resolution   string        `json:"resolution,omitempty"`
-	Consul       *ConsulConfig `json:"consul,omitempty"`
-	File         *FileConfig   `json:"file,omitempty"`
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	HostTemplate string `json:"hostTemplate,omitempty"`
+	ServicePort  uint32 `json:"servicePort,omitempty"`
+	Resolution   string `json:"resolution,omitempty"`
+	// Block is the type's configuration block; a block left out is the
+	// type's defaults.
+	Block registries.Config `json:"-"`
 }
 
-// ConsulConfig is the consul block of a registry.
-type ConsulConfig struct {
-	// Address is host:port or an http(s) URL; "" means $CONSUL_HTTP_ADDR,
-	// else 127.0.0.1:8500, as Consul's own tools do.
-	Address     string    `json:"address,omitempty"`
-	Datacenter  string    `json:"datacenter,omitempty"`
-	Token       string    `json:"token,omitempty"`
-	TokenFile   string    `json:"tokenFile,omitempty"`
-	TLS         TLSConfig `json:"tls"`
-	HealthyOnly *bool     `json:"healthyOnly,omitempty"`
-	Services    []string  `json:"services,omitempty"`
-	MaxWatches  int       `json:"maxWatches,omitempty"`
+// registryCommon is RegistryConfig without its JSON methods.
+type registryCommon RegistryConfig
+
+// UnmarshalJSON decodes the shared keys and the block named by type, with
+// errors naming the field ("consul.adress: unknown field"); a block of
+// another type is an error.
+func (r *RegistryConfig) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	common := make(map[string]json.RawMessage, len(raw))
+	var blocks []string
+	for k, v := range raw {
+		if _, ok := registryTypes.Lookup(k); ok {
+			blocks = append(blocks, k)
+		} else {
+			common[k] = v
+		}
+	}
+	js, err := json.Marshal(common)
+	if err != nil {
+		return err
+	}
+	if err := strict.UnmarshalJSON(js, (*registryCommon)(r)); err != nil {
+		return err
+	}
+	t, ok := registryTypes.Lookup(r.Type)
+	if !ok {
+		return &strict.PathError{Path: "type", Err: fmt.Errorf("%q is not one of %s", r.Type, registryTypes.Names())}
+	}
+	slices.Sort(blocks)
+	for _, k := range blocks {
+		if k != r.Type {
+			return &strict.PathError{Path: k, Err: fmt.Errorf("not allowed for type %s", r.Type)}
+		}
+	}
+	r.Block = t.NewConfig()
+	if block, ok := raw[r.Type]; ok {
+		if err := strict.UnmarshalJSON(block, r.Block); err != nil {
+			var pe *strict.PathError
+			if errors.As(err, &pe) {
+				return &strict.PathError{Path: r.Type + "." + pe.Path, Err: pe.Err}
+			}
+			return &strict.PathError{Path: r.Type, Err: err}
+		}
+	}
+	return nil
 }
 
-// TLSConfig is a client TLS configuration. Any field set means https.
-type TLSConfig struct {
-	CAFile             string `json:"caFile,omitempty"`
-	CertFile           string `json:"certFile,omitempty"`
-	KeyFile            string `json:"keyFile,omitempty"`
-	ServerName         string `json:"serverName,omitempty"`
-	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+// MarshalJSON writes the shared keys, then the block under its type's key.
+func (r RegistryConfig) MarshalJSON() ([]byte, error) {
+	common, err := marshalPlain(registryCommon(r))
+	if err != nil || r.Block == nil {
+		return common, err
+	}
+	block, err := marshalPlain(r.Block)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := json.Marshal(r.Type)
+	out := append(common[:len(common)-1:len(common)-1], ',')
+	out = append(append(append(out, key...), ':'), block...)
+	return append(out, '}'), nil
 }
 
-// FileConfig is the file block of a registry.
-type FileConfig struct {
-	Path string `json:"path"`
+// marshalPlain is json.Marshal without HTML escaping ("<redacted>" stays
+// readable) and without the trailing newline.
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // OutputConfig says how objects are produced.
@@ -170,48 +227,20 @@ type SyncConfig struct {
 	Timeout Duration `json:"timeout"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("100ms").
-// A key that is absent takes its default; a key that is present keeps its
-// value, zero included ("0s" turns the debounce off), and validation refuses
-// a zero where it means nothing.
-type Duration struct {
-	time.Duration
-	set bool
-}
-
-// UnmarshalJSON accepts "100ms"-style strings.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration must be a string such as \"100ms\"")
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q", s)
-	}
-	d.Duration, d.set = v, true
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// redactedSecret replaces a secret's value in Redacted.
-const redactedSecret = "<redacted>"
+// Duration is a configured duration: an absent key takes its default, a
+// present one keeps its value, zero included (strict.Duration).
+type Duration = strict.Duration
 
 // Redacted returns a deep enough copy of c with every secret value (Consul
-// tokens) replaced by "<redacted>", for /debug/config. Paths of secret files
+// tokens, ...: registries.Config.Redacted) replaced by "<redacted>", for
+// /debug/config. Paths of secret files
 // are kept: they are not secrets.
 func (c *Config) Redacted() *Config {
 	out := *c
 	out.Registries = slices.Clone(c.Registries)
 	for i := range out.Registries {
-		if cc := out.Registries[i].Consul; cc != nil {
-			cp := *cc
-			if cp.Token != "" {
-				cp.Token = redactedSecret
-			}
-			out.Registries[i].Consul = &cp
+		if b := out.Registries[i].Block; b != nil {
+			out.Registries[i].Block = b.Redacted()
 		}
 	}
 	return &out
@@ -233,11 +262,11 @@ func LoadConfig(path string) (*Config, error) {
 	dir := filepath.Dir(path)
 	var errs []error
 	for _, f := range c.files() {
-		if *f.path != "" && !filepath.IsAbs(*f.path) {
-			*f.path = filepath.Join(dir, *f.path)
+		if *f.Path != "" && !filepath.IsAbs(*f.Path) {
+			*f.Path = filepath.Join(dir, *f.Path)
 		}
-		if err := f.check(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.key, err))
+		if err := checkFile(f); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.Key, err))
 		}
 	}
 	if len(errs) == 0 {
@@ -251,7 +280,8 @@ func LoadConfig(path string) (*Config, error) {
 
 // checkKeyPairs loads every certificate and key pair the configuration
 // names, so that a key that does not match its certificate is an error at
-// load that names the keys, not a handshake failure later.
+// load that names the keys, not a handshake failure later. Registries are
+// built (not started) for the same reason.
 func (c *Config) checkKeyPairs() []error {
 	var errs []error
 	pair := func(key, cert, keyFile string) {
@@ -268,44 +298,36 @@ func (c *Config) checkKeyPairs() []error {
 	if t := c.MCP.TLS; t != nil {
 		pair("mcp.tls", t.CertFile, t.KeyFile)
 	}
+	// A registry's own files (a client certificate and its key, ...) are
+	// checked by building it once: its constructor reads them.
 	for i, r := range c.Registries {
-		if r.Consul != nil {
-			pair("registries["+strconv.Itoa(i)+"].consul.tls", r.Consul.TLS.CertFile, r.Consul.TLS.KeyFile)
+		if _, err := r.Block.New(r.Name, slog.New(slog.DiscardHandler)); err != nil {
+			errs = append(errs, fmt.Errorf("registries[%d]: %w", i, err))
 		}
 	}
 	return errs
 }
 
-// configFile is a path in the configuration: its key, and whether it must be
-// readable when the configuration loads.
-type configFile struct {
-	key  string
-	path *string
-	// mustExist: a credential or certificate the bridge needs to start.
-	// A registry's data file may appear later (the file registry waits).
-	mustExist bool
-	// pem: the file must hold at least one PEM block.
-	pem bool
-}
-
-func (f configFile) check() error {
-	if *f.path == "" || !f.mustExist {
+// checkFile reads a file the configuration names when it must exist at
+// load (registries.File).
+func checkFile(f registries.File) error {
+	if *f.Path == "" || !f.MustExist {
 		return nil
 	}
-	st, err := os.Stat(*f.path)
+	st, err := os.Stat(*f.Path)
 	if err != nil {
 		return err
 	}
 	if st.IsDir() {
-		return fmt.Errorf("%s is a directory", *f.path)
+		return fmt.Errorf("%s is a directory", *f.Path)
 	}
-	data, err := os.ReadFile(*f.path)
+	data, err := os.ReadFile(*f.Path)
 	if err != nil {
 		return err
 	}
-	if f.pem {
+	if f.PEM {
 		if block, _ := pem.Decode(data); block == nil {
-			return fmt.Errorf("%s holds no PEM data", *f.path)
+			return fmt.Errorf("%s holds no PEM data", *f.Path)
 		}
 	}
 	return nil
@@ -315,31 +337,26 @@ func (f configFile) check() error {
 // paths (against the configuration's directory, as Prometheus does, so a
 // configuration and the files it names move together) and for checking at
 // load that credentials and certificates can be read.
-func (c *Config) files() []configFile {
-	fs := []configFile{{key: "kubernetes.kubeconfig", path: &c.Kubernetes.Kubeconfig, mustExist: c.Kubernetes.Enabled}}
+func (c *Config) files() []registries.File {
+	fs := []registries.File{{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled}}
 	server := func(key string, t *ServerTLSConfig) {
 		if t != nil {
 			fs = append(fs,
-				configFile{key: key + ".certFile", path: &t.CertFile, mustExist: true, pem: true},
-				configFile{key: key + ".keyFile", path: &t.KeyFile, mustExist: true, pem: true},
-				configFile{key: key + ".clientCAFile", path: &t.ClientCAFile, mustExist: true, pem: true})
+				registries.File{Key: key + ".certFile", Path: &t.CertFile, MustExist: true, PEM: true},
+				registries.File{Key: key + ".keyFile", Path: &t.KeyFile, MustExist: true, PEM: true},
+				registries.File{Key: key + ".clientCAFile", Path: &t.ClientCAFile, MustExist: true, PEM: true})
 		}
 	}
 	server("xds.tls", c.XDS.TLS)
 	server("mcp.tls", c.MCP.TLS)
-	for i := range c.Registries {
-		r := &c.Registries[i]
-		p := "registries[" + strconv.Itoa(i) + "]"
-		if r.File != nil {
-			fs = append(fs, configFile{key: p + ".file.path", path: &r.File.Path})
+	for i, r := range c.Registries {
+		if r.Block == nil {
+			continue
 		}
-		if r.Consul != nil {
-			t := &r.Consul.TLS
-			fs = append(fs,
-				configFile{key: p + ".consul.tokenFile", path: &r.Consul.TokenFile, mustExist: true},
-				configFile{key: p + ".consul.tls.caFile", path: &t.CAFile, mustExist: true, pem: true},
-				configFile{key: p + ".consul.tls.certFile", path: &t.CertFile, mustExist: true, pem: true},
-				configFile{key: p + ".consul.tls.keyFile", path: &t.KeyFile, mustExist: true, pem: true})
+		p := "registries[" + strconv.Itoa(i) + "]." + r.Type + "."
+		for _, f := range r.Block.Files() {
+			f.Key = p + f.Key
+			fs = append(fs, f)
 		}
 	}
 	return fs
@@ -391,13 +408,8 @@ func (c *Config) setDefaults() {
 	for i := range c.Registries {
 		r := &c.Registries[i]
 		setIf(&r.Resolution, "STATIC")
-		if r.Consul != nil {
-			if r.Consul.HealthyOnly == nil {
-				r.Consul.HealthyOnly = ptr(true)
-			}
-			if r.Consul.MaxWatches == 0 {
-				r.Consul.MaxWatches = 100
-			}
+		if r.Block != nil {
+			r.Block.Default()
 		}
 	}
 }
@@ -408,11 +420,7 @@ func setIf(s *string, v string) {
 	}
 }
 
-func durIf(d *Duration, v time.Duration) {
-	if !d.set {
-		d.Duration, d.set = v, true
-	}
-}
+func durIf(d *Duration, v time.Duration) { d.Default(v) }
 
 func ptr[T any](v T) *T { return &v }
 
@@ -535,47 +543,22 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 	if r.ServicePort > 65535 {
 		add(p+".servicePort", "%d is not a port (0 derives it, else 1-65535)", r.ServicePort)
 	}
-	switch r.Type {
-	case "consul":
-		if r.File != nil {
-			add(p+".file", "not allowed for type consul")
+	if r.Block == nil {
+		add(p+".type", "required: one of %s", registryTypes.Names())
+		return
+	}
+	// The block's errors name its fields first ("maxWatches: ..."): the
+	// path is the block's, then the field.
+	for _, err := range r.Block.Validate() {
+		field, msg, ok := strings.Cut(err.Error(), ": ")
+		if !ok || strings.ContainsAny(field, " \"") {
+			field, msg = "", err.Error()
 		}
-		if r.Consul == nil {
-			add(p+".consul", "required for type consul")
-			return
+		path := p + "." + r.Type
+		if field != "" {
+			path += "." + field
 		}
-		tlsSet := r.Consul.TLS != (TLSConfig{})
-		switch u, err := url.Parse(r.Consul.Address); {
-		case r.Consul.Address == "":
-			// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (package consul).
-		case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
-			if u.Host == "" {
-				add(p+".consul.address", "%q has no host", r.Consul.Address)
-			}
-			if u.Scheme == "http" && tlsSet {
-				add(p+".consul.address", "%q is plain http, but consul.tls is set: use https:// or a host:port (any tls field means https)", r.Consul.Address)
-			}
-		default:
-			checkHostPort(p+".consul.address", r.Consul.Address, add)
-		}
-		if r.Consul.Token != "" && r.Consul.TokenFile != "" {
-			add(p+".consul.tokenFile", "set either token or tokenFile, not both")
-		}
-		if r.Consul.MaxWatches < 1 || r.Consul.MaxWatches > 190 {
-			add(p+".consul.maxWatches", "%d is outside 1-190 (a Consul agent allows 200 connections per client)", r.Consul.MaxWatches)
-		}
-		if (r.Consul.TLS.CertFile == "") != (r.Consul.TLS.KeyFile == "") {
-			add(p+".consul.tls", "certFile and keyFile go together")
-		}
-	case "file":
-		if r.Consul != nil {
-			add(p+".consul", "not allowed for type file")
-		}
-		if r.File == nil || r.File.Path == "" {
-			add(p+".file.path", "required for type file")
-		}
-	default:
-		add(p+".type", "%q is not one of consul, file", r.Type)
+		add(path, "%s", msg)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -28,8 +30,8 @@ func TestParseConfigDefaults(t *testing.T) {
 		"debounce.eds is true":                 *cfg.Debounce.EDS,
 		"sync.timeout is 30s":                  cfg.Sync.Timeout.Duration == 30*time.Second,
 		"resolution is STATIC":                 r.Resolution == "STATIC",
-		"consul.healthyOnly is true":           *r.Consul.HealthyOnly,
-		"consul.maxWatches is 100":             r.Consul.MaxWatches == 100,
+		"consul.healthyOnly is true":           *r.Block.(*consul.Block).HealthyOnly,
+		"consul.maxWatches is 100":             r.Block.(*consul.Block).MaxWatches == 100,
 		"mcp.enabled is false":                 !cfg.MCP.Enabled,
 		"kubernetes.enabled is false":          !cfg.Kubernetes.Enabled,
 		"kubernetes.qps is 50":                 cfg.Kubernetes.QPS == 50,
@@ -64,12 +66,14 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"registry name not a label":       {"registries:\n- name: DC_1\n  type: file\n  file: {path: x}\n", `registries[0].name: "DC_1" is not a DNS-1123 label`},
 		"duplicate registry name":         {"registries:\n- {name: a, type: file, file: {path: x}}\n- {name: a, type: file, file: {path: other}}\n", `registries[1].name: "a" is already used by registries[0]`},
 		"unknown registry type":           {"registries:\n- {name: a, type: eureka}\n", `registries[0].type: "eureka" is not one of consul, file`},
-		"consul block missing":            {"registries:\n- {name: a, type: consul}\n", "registries[0].consul: required for type consul"},
-		"consul address not host:port":    {"registries:\n- {name: a, type: consul, consul: {address: nowhere}}\n", `registries[0].consul.address: "nowhere" is not host:port`},
+		"another type's block":            {"registries:\n- {name: a, type: file, file: {path: x}, consul: {}}\n", "registries[0].consul: not allowed for type file"},
+		"a wrong value in a block":        {"registries:\n- {name: a, type: consul, consul: {maxWatches: many}}\n", `registries[0].consul.maxWatches: must be a whole number, not the string "many"`},
+		"an unknown key beside the block": {"registries:\n- {name: a, type: file, file: {path: x}, hostTemplat: x}\n", "registries[0].hostTemplat: unknown field"},
+		"consul address not host:port":    {"registries:\n- {name: a, type: consul, consul: {address: nowhere}}\n", `registries[0].consul.address: "nowhere": address nowhere: missing port in address`},
 		"token and tokenFile":             {"registries:\n- {name: a, type: consul, consul: {address: a:1, token: x, tokenFile: f}}\n", "registries[0].consul.tokenFile: set either token or tokenFile"},
 		"maxWatches over the agent limit": {"registries:\n- {name: a, type: consul, consul: {address: a:1, maxWatches: 500}}\n", "registries[0].consul.maxWatches: 500 is outside 1-190"},
-		"cert without key":                {"registries:\n- {name: a, type: consul, consul: {address: a:1, tls: {certFile: c}}}\n", "registries[0].consul.tls: certFile and keyFile go together"},
-		"file path missing":               {"registries:\n- {name: a, type: file}\n", "registries[0].file.path: required for type file"},
+		"cert without key":                {"registries:\n- {name: a, type: consul, consul: {address: a:1, tls: {certFile: c}}}\n", "registries[0].consul: tls.certFile and tls.keyFile: set both or neither"},
+		"file path missing":               {"registries:\n- {name: a, type: file}\n", "registries[0].file.path: required"},
 		"resolution unknown":              {"registries:\n- {name: a, type: file, file: {path: x}, resolution: NONE}\n", `registries[0].resolution: "NONE" is not one of STATIC, DNS`},
 		"servicePort too large":           {"registries:\n- {name: a, type: file, file: {path: x}, servicePort: 70000}\n", "registries[0].servicePort: 70000 is not a port"},
 		"endpoints mode unknown":          {consul + "output: {endpoints: both}\n", `output.endpoints: "both" is not one of workloadentry, inline`},
@@ -85,7 +89,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"renew too close to retry":        {consul + "kubernetes: {leaderElection: {retryPeriod: 9s}}\n", "kubernetes.leaderElection.renewDeadline: 10s must be longer than 1.2 × retryPeriod (9s)"},
 		"duplicate key names its line":    {consul + "output: {namespace: a}\noutput: {namespace: b}\n", `line 6: key "output" already set in map`},
 		"second document names its line":  {consul + "---\noutput: {namespace: b}\n", "line 5: a second YAML document"},
-		"http scheme with tls":            {"registries:\n- {name: a, type: consul, consul: {address: \"http://c:8500\", tls: {caFile: ca.pem}}}\n", `registries[0].consul.address: "http://c:8500" is plain http, but consul.tls is set`},
+		"http scheme with tls":            {"registries:\n- {name: a, type: consul, consul: {address: \"http://c:8500\", tls: {caFile: ca.pem}}}\n", `registries[0].consul: address "http://c:8500" and tls.caFile: plain HTTP with TLS settings would send the ACL token in cleartext`},
 		"sync timeout zero":               {consul + "sync: {timeout: 0s}\n", "sync.timeout: must be positive"},
 		"resync period zero":              {consul + "kubernetes: {resyncPeriod: 0s}\n", "kubernetes.resyncPeriod: must be positive"},
 		"debounce after negative":         {consul + "debounce: {after: -1s}\n", "debounce.after: must not be negative"},
@@ -126,15 +130,15 @@ func TestExampleConfigsLoad(t *testing.T) {
 			cfg := loadExample(t, p)
 			if inCluster[filepath.Base(filepath.Dir(p))] {
 				for _, f := range cfg.files() {
-					if *f.path != "" && !filepath.IsAbs(*f.path) {
-						t.Errorf("%s: %q is relative; an in-cluster example names where the pod mounts it", f.key, *f.path)
+					if *f.Path != "" && !filepath.IsAbs(*f.Path) {
+						t.Errorf("%s: %q is relative; an in-cluster example names where the pod mounts it", f.Key, *f.Path)
 					}
 				}
 				return
 			}
 			for _, r := range cfg.Registries {
-				if r.File != nil {
-					if _, err := os.Stat(r.File.Path); err != nil {
+				if fb, ok := r.Block.(*file.Block); ok {
+					if _, err := os.Stat(fb.Path); err != nil {
 						t.Errorf("registry %s: %v (relative paths resolve against the config's directory)", r.Name, err)
 					}
 				}
@@ -205,13 +209,14 @@ func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Registries[0].File.Path; got != filepath.Join(dir, "svc.yaml") {
+	if got := cfg.Registries[0].Block.(*file.Block).Path; got != filepath.Join(dir, "svc.yaml") {
 		t.Errorf("file.path = %q", got)
 	}
-	if got := cfg.Registries[1].Consul.TokenFile; got != token {
+	cb := cfg.Registries[1].Block.(*consul.Block)
+	if got := cb.TokenFile; got != token {
 		t.Errorf("absolute tokenFile changed to %q", got)
 	}
-	if got := cfg.Registries[1].Consul.TLS.CAFile; got != filepath.Join(dir, "ca.pem") {
+	if got := cb.TLS.CAFile; got != filepath.Join(dir, "ca.pem") {
 		t.Errorf("tls.caFile = %q", got)
 	}
 }
@@ -243,6 +248,9 @@ func TestDurationsKeepAnExplicitZero(t *testing.T) {
 	// The consul address is optional: $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
 	if _, err := ParseConfig([]byte(consul)); err != nil {
 		t.Errorf("consul without an address: %v", err)
+	}
+	if _, err := ParseConfig([]byte("registries:\n- {name: dc1, type: consul}\n")); err != nil {
+		t.Errorf("consul without a block: %v", err)
 	}
 }
 

@@ -240,6 +240,13 @@ func TestRunServesHTTP(t *testing.T) {
 	if code, _ := get(httpAddr, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d", code)
 	}
+	// The first full push follows readiness; its counter appears with it.
+	harness.Eventually(t, 10*time.Second, "the first push is counted", func() error {
+		if _, m := get(httpAddr, "/metrics"); !strings.Contains(m, "meshbridge_pushes_total") {
+			return fmt.Errorf("no meshbridge_pushes_total yet")
+		}
+		return nil
+	})
 	_, metrics := get(httpAddr, "/metrics")
 	for _, name := range []string{
 		"meshbridge_build_info", "meshbridge_registry_services", "meshbridge_registry_instances",

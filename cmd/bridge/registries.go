@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 
@@ -12,17 +13,25 @@ import (
 	"github.com/meshbridge/meshbridge/translate"
 )
 
+// registryTypes are the registry types the configuration accepts, each
+// defined in its own package (configuration block, defaults, validation,
+// default host template, constructor). Adding a type is one line here.
+var registryTypes = registries.Types{consul.Type(), file.Type()}
+
 // buildRegistries creates the configured registry watchers and the Syncer's
 // view of them (with their translators), in configuration order.
 func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []serviceentry.SyncRegistry, error) {
 	var regs []registries.Registry
 	var syncRegs []serviceentry.SyncRegistry
 	for i, rc := range cfg.Registries {
+		t, ok := registryTypes.Lookup(rc.Type)
+		if !ok || rc.Block == nil {
+			return nil, nil, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
+		}
 		tr, err := translate.New(translate.Options{
 			Registry:     rc.Name,
-			Type:         rc.Type,
 			Namespace:    cfg.Output.Namespace,
-			HostTemplate: rc.HostTemplate,
+			HostTemplate: cmp.Or(rc.HostTemplate, t.HostTemplate),
 			ServicePort:  rc.ServicePort,
 			Resolution:   model.Resolution(rc.Resolution),
 			Endpoints:    translate.EndpointMode(cfg.Output.Endpoints),
@@ -32,7 +41,7 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 		if err != nil {
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
 		}
-		reg, err := newRegistry(rc, log)
+		reg, err := rc.Block.New(rc.Name, log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
 		}
@@ -40,32 +49,4 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 		syncRegs = append(syncRegs, serviceentry.SyncRegistry{Name: rc.Name, Type: rc.Type, Translator: tr})
 	}
 	return regs, syncRegs, nil
-}
-
-func newRegistry(rc RegistryConfig, log *slog.Logger) (registries.Registry, error) {
-	switch rc.Type {
-	case "consul":
-		c := rc.Consul
-		return consul.New(consul.Config{
-			Name:       rc.Name,
-			Address:    c.Address,
-			Datacenter: c.Datacenter,
-			Token:      c.Token,
-			TokenFile:  c.TokenFile,
-			TLS: consul.TLSConfig{
-				CAFile:             c.TLS.CAFile,
-				CertFile:           c.TLS.CertFile,
-				KeyFile:            c.TLS.KeyFile,
-				ServerName:         c.TLS.ServerName,
-				InsecureSkipVerify: c.TLS.InsecureSkipVerify,
-			},
-			HealthyOnly: *c.HealthyOnly,
-			Services:    c.Services,
-			MaxWatches:  c.MaxWatches,
-			Logger:      log,
-		})
-	case "file":
-		return file.New(file.Config{Name: rc.Name, Path: rc.File.Path, Logger: log})
-	}
-	return nil, fmt.Errorf("type: %q is not one of consul, file", rc.Type)
 }

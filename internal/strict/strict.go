@@ -74,6 +74,48 @@ func emptyDocument(doc *yamlv3.Node) bool {
 	return true
 }
 
+// PathError is a decoding error at a field path ("registries[0].consul.adress").
+// A json.Unmarshaler that decodes a nested block with Unmarshal or
+// UnmarshalJSON returns one, and the enclosing decode joins the paths.
+type PathError struct {
+	// Path is dotted, with list indexes: "items[1].inner.port"; "" is the
+	// document itself.
+	Path string
+	Err  error
+}
+
+func (e *PathError) Error() string { return orRoot(e.Path) + ": " + e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+var errUnknownField = errors.New("unknown field")
+
+func pathErrorf(path, format string, args ...any) error {
+	return &PathError{Path: path, Err: fmt.Errorf(format, args...)}
+}
+
+// UnmarshalJSON decodes JSON data into v (a pointer to a struct) with the
+// same checks as Unmarshal; errors are *PathError relative to data. It is
+// for json.Unmarshaler implementations that decode a block whose type is
+// known only at run time.
+func UnmarshalJSON(data []byte, v any) error {
+	var generic any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		return err
+	}
+	if err := check(generic, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return pathErrorf(te.Field, "cannot use a %s as %s", te.Value, te.Type)
+		}
+		return err
+	}
+	return nil
+}
+
 var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
 
 // check walks a decoded document against t and reports the first unknown
@@ -91,32 +133,38 @@ func check(val any, t reflect.Type, path string) error {
 			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", orRoot(path), err)
+			var pe *PathError
+			if errors.As(err, &pe) {
+				// A nested Unmarshal (a registry's configuration block)
+				// named the field inside the value.
+				return &PathError{Path: join(path, pe.Path), Err: pe.Err}
+			}
+			return &PathError{Path: path, Err: err}
 		}
 		return nil
 	}
 	switch t.Kind() {
 	case reflect.String:
 		if _, ok := val.(string); !ok {
-			return fmt.Errorf("%s: must be a string, not %s%s", orRoot(path), describe(val), quoteHint(val))
+			return pathErrorf(path, "must be a string, not %s%s", describe(val), quoteHint(val))
 		}
 	case reflect.Bool:
 		if _, ok := val.(bool); !ok {
-			return fmt.Errorf("%s: must be true or false, not %s", orRoot(path), describe(val))
+			return pathErrorf(path, "must be true or false, not %s", describe(val))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, ok := val.(float64)
 		if !ok || n != float64(int64(n)) {
-			return fmt.Errorf("%s: must be a whole number, not %s", orRoot(path), describe(val))
+			return pathErrorf(path, "must be a whole number, not %s", describe(val))
 		}
 		if t.Kind() >= reflect.Uint && n < 0 {
-			return fmt.Errorf("%s: must not be negative", orRoot(path))
+			return pathErrorf(path, "must not be negative")
 		}
 	case reflect.Struct:
 		m, ok := val.(map[string]any)
 		if !ok {
-			return fmt.Errorf("%s: must be a mapping", orRoot(path))
+			return pathErrorf(path, "must be a mapping")
 		}
 		fields := jsonFields(t)
 		keys := make([]string, 0, len(m))
@@ -127,7 +175,7 @@ func check(val any, t reflect.Type, path string) error {
 		for _, k := range keys {
 			ft, ok := fields[k]
 			if !ok {
-				return fmt.Errorf("%s: unknown field", join(path, k))
+				return &PathError{Path: join(path, k), Err: errUnknownField}
 			}
 			if err := check(m[k], ft, join(path, k)); err != nil {
 				return err
@@ -136,7 +184,7 @@ func check(val any, t reflect.Type, path string) error {
 	case reflect.Slice:
 		list, ok := val.([]any)
 		if !ok {
-			return fmt.Errorf("%s: must be a list", orRoot(path))
+			return pathErrorf(path, "must be a list")
 		}
 		for i, e := range list {
 			if err := check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
@@ -146,7 +194,7 @@ func check(val any, t reflect.Type, path string) error {
 	case reflect.Map:
 		m, ok := val.(map[string]any)
 		if !ok {
-			return fmt.Errorf("%s: must be a mapping", orRoot(path))
+			return pathErrorf(path, "must be a mapping")
 		}
 		for k, e := range m {
 			if err := check(e, t.Elem(), join(path, k)); err != nil {

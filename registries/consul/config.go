@@ -27,6 +27,10 @@ const (
 	DefaultRateLimit  = rate.Limit(10)
 	DefaultBurst      = 10
 
+	// maxMaxWatches keeps MaxWatches+12 connections (the catalog and
+	// state/any queries, the re-read workers) below the agent's
+	// limits.http_max_conns_per_client (200).
+	maxMaxWatches = 190
 	// maxWaitTime is Consul's own cap on a blocking query's wait.
 	maxWaitTime = 10 * time.Minute
 	// rereadWorkers bounds the non-blocking health reads the state/any loop
@@ -42,17 +46,17 @@ const (
 type TLSConfig struct {
 	// CAFile is a PEM bundle of the CAs that verify the agent's certificate;
 	// empty means the system roots.
-	CAFile string
+	CAFile string `json:"caFile,omitempty"`
 	// CertFile and KeyFile are the PEM client certificate and its key, sent
 	// to an agent with tls.https.verify_incoming; set both or neither.
-	CertFile string
-	KeyFile  string
+	CertFile string `json:"certFile,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
 	// ServerName is the name verified in the agent's certificate (and sent
 	// as SNI); empty means the address's host.
-	ServerName string
+	ServerName string `json:"serverName,omitempty"`
 	// InsecureSkipVerify accepts any agent certificate, so the ACL token goes
 	// to whoever answers: for tests, never in production.
-	InsecureSkipVerify bool
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
 
 // Config configures one Consul registry. Zero values take the defaults above.
@@ -139,30 +143,33 @@ func (c Config) withDefaults(getenv func(string) string) Config {
 
 // validate reports every invalid field by name; the address and TLS settings
 // are resolveEndpoint's.
+//
+// Each error names the field first ("maxWatches: 500 is outside 1-190"), as
+// the configuration block's keys, so the command can prefix the block's path.
 func (c Config) validate() error {
 	var errs []error
 	if !labelRE.MatchString(c.Name) || len(c.Name) > 63 {
-		errs = append(errs, fmt.Errorf("name %q: must be a DNS-1123 label", c.Name))
+		errs = append(errs, fmt.Errorf("name: %q must be a DNS-1123 label", c.Name))
 	}
 	if c.Token != "" && c.TokenFile != "" {
-		errs = append(errs, errors.New("token and tokenFile: set at most one"))
+		errs = append(errs, errors.New("tokenFile: set either token or tokenFile, not both"))
 	}
 	for i, g := range c.Services {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
-			errs = append(errs, fmt.Errorf("services[%d] %q: invalid glob", i, g))
+			errs = append(errs, fmt.Errorf("services[%d]: %q is not a valid glob", i, g))
 		}
 	}
-	if c.MaxWatches < 0 {
-		errs = append(errs, fmt.Errorf("maxWatches %d: must not be negative", c.MaxWatches))
+	if c.MaxWatches < 1 || c.MaxWatches > maxMaxWatches {
+		errs = append(errs, fmt.Errorf("maxWatches: %d is outside 1-%d (a Consul agent allows 200 connections per client)", c.MaxWatches, maxMaxWatches))
 	}
 	if c.WaitTime < 0 || c.WaitTime > maxWaitTime {
-		errs = append(errs, fmt.Errorf("waitTime %s: must be between 0 and %s", c.WaitTime, maxWaitTime))
+		errs = append(errs, fmt.Errorf("waitTime: %s is outside 0-%s", c.WaitTime, maxWaitTime))
 	}
 	if c.RateLimit < 0 {
-		errs = append(errs, fmt.Errorf("rateLimit %v: must not be negative", c.RateLimit))
+		errs = append(errs, fmt.Errorf("rateLimit: %v must not be negative", c.RateLimit))
 	}
 	if c.Burst < 0 {
-		errs = append(errs, fmt.Errorf("burst %d: must not be negative", c.Burst))
+		errs = append(errs, fmt.Errorf("burst: %d must not be negative", c.Burst))
 	}
 	return errors.Join(errs...)
 }
@@ -229,7 +236,7 @@ func (e endpoint) tlsSettings() []setting {
 func resolveEndpoint(c Config, getenv func(string) string) (endpoint, error) {
 	scheme, hostport, err := splitAddress(c.Address)
 	if err != nil {
-		return endpoint{}, fmt.Errorf("address %q: %w", c.Address, err)
+		return endpoint{}, fmt.Errorf("address: %q: %w", c.Address, err)
 	}
 	e := endpoint{hostport: hostport}
 	pick := func(field, fieldName, env string) setting {

@@ -56,13 +56,13 @@ func (f services) Services() []*model.Service { return f() }
 // registry's first listing and returns once it serves.
 func startPipeline(t *testing.T, svcs ...registries.Service) *pipeline {
 	t.Helper()
-	tr, err := translate.New(translate.Options{Registry: registryName, Type: "file", Namespace: "meshbridge"})
+	tr, err := translate.New(translate.Options{Registry: registryName, Namespace: "meshbridge"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &pipeline{store: serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)}
 	p.syncer = serviceentry.NewSyncer(p.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: registryName, Type: "file", Translator: tr}},
+		Registries: []serviceentry.SyncRegistry{{Name: registryName, Translator: tr}},
 		Logger:     quiet,
 	})
 	var ctrl *serviceentry.Controller
