@@ -10,7 +10,7 @@
 //
 // Rules:
 //  1. Server-side apply, field manager "meshbridge", force: meshbridge owns
-//     the labels, annotations and spec it sends (DESIGN.md §6; the Kubernetes
+//     the labels, annotations and spec it sends (docs/design.md §6; the Kubernetes
 //     server-side apply contract).
 //  2. An object is written only when its meshbridge.io/content-hash differs
 //     from the apiserver's copy; the copy is known from a list at the start
@@ -25,7 +25,7 @@
 //  4. Garbage collection at the start of leadership and every resync period:
 //     objects of ours that the store does not hold are deleted, with a UID
 //     precondition, except those of a registry that has not synced yet
-//     (not known is not gone: DESIGN.md §8).
+//     (not known is not gone: docs/design.md §8).
 //  5. One writer: with leader election, only the holder of a
 //     coordination.k8s.io Lease writes (client-go leaderelection); every
 //     replica serves xDS. Losing the lease stops new writes at once;

@@ -56,7 +56,7 @@ type Options struct {
 	Client versioned.Interface
 	// RegistrySynced reports whether a registry delivered its first
 	// listing. Objects of a registry that has not are never deleted: the
-	// store not holding them means "not known yet" (DESIGN.md §8). nil
+	// store not holding them means "not known yet" (docs/design.md §8). nil
 	// means every registry has synced.
 	RegistrySynced func(registry string) bool
 	// ResyncPeriod is how often the leader lists the apiserver's objects,

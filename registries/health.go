@@ -12,7 +12,7 @@ import (
 const DefaultReminder = time.Minute
 
 // Health tracks whether one registry's reads succeed, and makes an outage
-// visible without flooding the log (DESIGN.md §8, "one log line down and one
+// visible without flooding the log (docs/design.md §8, "one log line down and one
 // up"):
 //
 //  1. The first failed read after a success (or before any) logs one warning

@@ -16,7 +16,7 @@ type Type struct {
 	// configuration block (registries[i].<Name>).
 	Name string
 	// HostTemplate is the default host template: a text/template over
-	// .Service, .Datacenter, .Namespace and .Group (DESIGN.md §3), used when
+	// .Service, .Datacenter, .Namespace and .Group (docs/design.md §3), used when
 	// the registry sets no hostTemplate.
 	HostTemplate string
 	// NewConfig returns an empty configuration block, ready to be decoded

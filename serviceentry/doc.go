@@ -21,7 +21,7 @@
 //     after the event get their endpoints pushed; a DNS service among them
 //     makes a full push (Istio workloadEntryHandler).
 //  4. Sync: one ServiceEntry per host (istio#37981); no write when the content
-//     hash is unchanged; a read error keeps last-known-good (DESIGN.md §8).
+//     hash is unchanged; a read error keeps last-known-good (docs/design.md §8).
 //
 // Concurrency: Store and Syncer are safe for concurrent use; handlers run on
 // the Store's single queue; Controller.Services may be called from any

@@ -52,7 +52,7 @@ func (s *Syncer) Status() []RegistryStatus {
 // complete listing. A consumer that deletes what the store no longer holds
 // (the Kubernetes writer's garbage collection) must not act for a registry
 // that has not synced: its absence from the store means "not known yet",
-// not "gone" (DESIGN.md §8). An unknown name reports false.
+// not "gone" (docs/design.md §8). An unknown name reports false.
 func (s *Syncer) RegistrySynced(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -38,12 +38,12 @@ type SyncerConfig struct {
 // translation, skipping objects whose content hash is unchanged.
 //
 // Rules:
-//  1. One ServiceEntry per host (DESIGN.md §3, istio#37981): when two
+//  1. One ServiceEntry per host (docs/design.md §3, istio#37981): when two
 //     services map to one host, the lowest (registry order, service name)
 //     wins and the other is rejected with reason host-collision; the winner
 //     is re-decided whenever a claimant comes or goes.
 //  2. A Snapshot with Err keeps the service's last-known-good objects
-//     (DESIGN.md §8); only Removed deletes them.
+//     (docs/design.md §8); only Removed deletes them.
 //  3. Ports stick per service for the life of the process (translate.Sticky).
 //  4. Within a host, creates and updates write WorkloadEntries before the
 //     ServiceEntry and deletes remove the ServiceEntry first, so the first

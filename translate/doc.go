@@ -5,7 +5,7 @@
 // aggregate store, the Kubernetes writer and `meshbridge translate` (ToYAML,
 // ToJSON).
 //
-// Rules (DESIGN.md §3 unless noted; README "Naming conventions" states the
+// Rules (docs/design.md §3 unless noted; README "Naming conventions" states the
 // ones operators see):
 //  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host, or
 //     the host template (consul: <service>.service.consul, or

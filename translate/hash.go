@@ -14,7 +14,7 @@ import (
 )
 
 // ContentHash returns the hex SHA-256 of spec and labels: the value of the
-// meshbridge.io/content-hash annotation (DESIGN.md §3), which the store and the
+// meshbridge.io/content-hash annotation (docs/design.md §3), which the store and the
 // Kubernetes writer compare to skip no-op writes and MCP sends as
 // Metadata.Version. spec is encoded with proto.MarshalOptions{Deterministic:
 // true} (map entries sorted); labels are appended sorted by key, each field

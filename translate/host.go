@@ -33,7 +33,7 @@ func compileHostTemplate(text string) (*template.Template, error) {
 
 // Host returns the mesh host of svc: svc.Host when set, else the host
 // template executed on svc (Options.HostTemplate). The result is lower-cased
-// with "_" replaced by "-" (DESIGN.md §3) and must be a DNS-1123 subdomain
+// with "_" replaced by "-" (docs/design.md §3) and must be a DNS-1123 subdomain
 // whose top-level label is not all digits (istiod's FQDN rule); in workloadentry
 // mode it is at most 242 characters, so that WorkloadEntry names (host + 11)
 // stay within 253. The error says which rule failed.

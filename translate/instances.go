@@ -15,7 +15,7 @@ import (
 // the reason label of meshbridge_translate_rejected_instances_total.
 const (
 	RejectInvalidAddress    = "invalid-address"    // neither an IP nor a valid DNS name
-	RejectHostnameAddress   = "hostname-address"   // a DNS name under STATIC resolution (DESIGN.md §3)
+	RejectHostnameAddress   = "hostname-address"   // a DNS name under STATIC resolution (docs/design.md §3)
 	RejectInvalidPort       = "invalid-port"       // 0 or above 65535
 	RejectInvalidLocality   = "invalid-locality"   // more than 3 segments, or characters Envoy cannot carry
 	RejectDuplicateEndpoint = "duplicate-endpoint" // same address and port as an instance earlier by ID (grpc-go NACKs duplicates)

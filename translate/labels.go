@@ -475,7 +475,7 @@ func trimNonAlnum(s string) string {
 }
 
 // ownershipLabels returns the labels every object carries: managed-by,
-// registry and, when set, istio.io/rev (DESIGN.md §3; README "Naming
+// registry and, when set, istio.io/rev (docs/design.md §3; README "Naming
 // conventions").
 func (t *Translator) ownershipLabels() map[string]string {
 	l := map[string]string{

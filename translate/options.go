@@ -10,7 +10,7 @@ import (
 
 // EndpointMode selects how endpoints are emitted: as WorkloadEntries selected
 // by the ServiceEntry's workloadSelector (the default), or inline in the
-// ServiceEntry's endpoints (DESIGN.md §3).
+// ServiceEntry's endpoints (docs/design.md §3).
 type EndpointMode string
 
 const (

@@ -15,7 +15,7 @@ import (
 
 // ProtocolDubbo is the protocol meshbridge records in Sticky for a Dubbo port.
 // It is not an Istio protocol: the ServiceEntry port gets protocol TCP and the
-// name "tcp-dubbo-<number>" (DESIGN.md §3). Keeping it distinct in Sticky keeps
+// name "tcp-dubbo-<number>" (docs/design.md §3). Keeping it distinct in Sticky keeps
 // the port name stable across calls.
 const ProtocolDubbo model.Protocol = "DUBBO"
 
@@ -38,7 +38,7 @@ type Sticky struct {
 // ParseProtocol maps a registry protocol name (case-insensitive) to the
 // protocol meshbridge records: http → HTTP, http2 → HTTP2, grpc → GRPC,
 // tcp → TCP, dubbo → ProtocolDubbo; anything else, including "", → TCP
-// (DESIGN.md §3).
+// (docs/design.md §3).
 func ParseProtocol(registry string) model.Protocol {
 	switch strings.ToLower(registry) {
 	case "http":
@@ -64,7 +64,7 @@ func istioProtocol(p model.Protocol) model.Protocol {
 
 // PortName returns the ServiceEntry port name for protocol p and number n:
 // "<protocol>-<n>" with the protocol lower-cased ("http-8080", "grpc-9000",
-// "tcp-dubbo-20880"); unknown protocols name a tcp port (DESIGN.md §3).
+// "tcp-dubbo-20880"); unknown protocols name a tcp port (docs/design.md §3).
 func PortName(p model.Protocol, n uint32) string {
 	num := strconv.FormatUint(uint64(n), 10)
 	switch p {
@@ -177,7 +177,7 @@ func lowestPort(insts []candidate) uint32 {
 
 // targetPorts returns the WorkloadEntry ports map for an instance listening on
 // port: nil when it serves a ServiceEntry port on the same number, else the
-// primary port's name mapped to port (DESIGN.md §3: other instance ports map
+// primary port's name mapped to port (docs/design.md §3: other instance ports map
 // through the WorkloadEntry ports).
 func (p *portPlan) targetPorts(port uint32) map[string]uint32 {
 	for _, sp := range p.ports {

@@ -106,7 +106,7 @@ type Result struct {
 
 // Translate converts one registry service into a ServiceEntry and, in
 // workloadentry mode or when inline endpoints would not fit (Result.Fallback,
-// rule 10), one WorkloadEntry per usable instance (DESIGN.md §3, rule 4).
+// rule 10), one WorkloadEntry per usable instance (docs/design.md §3, rule 4).
 // prev is the Sticky returned by the previous call for this service
 // (zero on the first). Instance problems become Rejections and LabelChanges,
 // never an error: the error is for service-level failures only (an invalid

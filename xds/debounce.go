@@ -8,7 +8,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// debounceOptions are the timing rules of DESIGN.md §5.
+// debounceOptions are the timing rules of docs/design.md §5.
 type debounceOptions struct {
 	// after is the quiet period: push once no request arrived for this long.
 	after time.Duration

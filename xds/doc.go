@@ -9,7 +9,7 @@
 //     endpoints of a service nobody declared (SvcUpdate) and a change of its
 //     service accounts push full, other changes push EDS, an unchanged set
 //     pushes nothing, an empty set keeps the service key (Istio release-1.29
-//     pilot/pkg/xds/eds.go edsCacheUpdate; DESIGN.md §5). A declared service's
+//     pilot/pkg/xds/eds.go edsCacheUpdate; docs/design.md §5). A declared service's
 //     first endpoints push EDS only: its clusters came with the ServiceEntry's
 //     full push. shards.go, updater.go.
 //  2. Requests are merged with PushRequest.Merge and pushed after a quiet
@@ -18,7 +18,7 @@
 //     pilot/pkg/xds/discovery.go debounce). debounce.go.
 //  3. Names follow istiod: cluster and ClusterLoadAssignment
 //     "outbound|<port>||<host>", proxyless listener and route "<host>:<port>"
-//     (DESIGN.md §6). names.go.
+//     (docs/design.md §6). names.go.
 //  4. Clients are told apart by node metadata GENERATOR as istiod does: "grpc"
 //     gets LDS/RDS/CDS/EDS, any other node CDS/EDS and empty LDS/RDS, because
 //     Envoy accepts an api_listener only from its bootstrap. caches.go.
@@ -30,7 +30,7 @@
 //     changed ones are handed to the caches, so an EDS push sends only the
 //     changed ClusterLoadAssignments, only to their subscribers; a full push
 //     regenerates clusters, listeners and routes and removes vanished ones
-//     (DESIGN.md §6). The push log line counts the services pushed, the
+//     (docs/design.md §6). The push log line counts the services pushed, the
 //     resources changed and the request's ConfigsUpdated (0 for a global
 //     push) apart. resources.go, push.go.
 //  8. Nothing is served before the first full push, which Run does once its

@@ -40,7 +40,7 @@ func (s *DiscoveryServer) EDSCacheUpdate(shard, host, namespace string, endpoint
 // and update it makes sure the service key exists: the full push that
 // follows gives clients the service's clusters, so its first endpoints,
 // even when they come later, change only ClusterLoadAssignments and are
-// pushed as EDS (DESIGN.md §5: a full push only when clusters, listeners or
+// pushed as EDS (docs/design.md §5: a full push only when clusters, listeners or
 // routes change). Istio instead creates the key with the first endpoints and
 // pushes full then; for a server that generates clusters from services that
 // push is redundant. shard is unused: a deleted service is gone from every

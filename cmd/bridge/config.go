@@ -215,7 +215,7 @@ type HTTPConfig struct {
 	DebugAddress string `json:"debugAddress"`
 }
 
-// DebounceConfig is the push debounce (DESIGN.md §5).
+// DebounceConfig is the push debounce (docs/design.md §5).
 type DebounceConfig struct {
 	After Duration `json:"after"`
 	Max   Duration `json:"max"`

@@ -75,7 +75,7 @@
 // for all of them before returning.
 //
 // Not here: host naming, label sanitizing, ports (package translate); the
-// outage policy beyond "an error is not an empty list" (DESIGN.md §8);
+// outage policy beyond "an error is not an empty list" (docs/design.md §8);
 // Consul namespaces, partitions, peers; CONSUL_CAPATH; re-reading rotated TLS
 // files (a new Registry reads them); an instance added without any check to
 // a polled service that has checked instances on the same node is seen only

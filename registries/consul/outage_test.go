@@ -17,7 +17,7 @@ import (
 // snapshot, never an empty list; after a restart of the same server (same
 // data dir and ports) the state equals the state before (package registries
 // rule 2; README "Behaviour operators rely on", "Outages never delete";
-// DESIGN.md §8).
+// docs/design.md §8).
 func TestConsulRestart(t *testing.T) {
 	c := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
@@ -118,7 +118,7 @@ func TestForbiddenIsCounted(t *testing.T) {
 // TestOutageLogsOnceDownOnceUp: an outage of the agent while many services
 // are followed (watched and polled) logs one "unreachable" line and one
 // "reachable again" line, whatever the number of failed reads, and sends one
-// registry-wide error snapshot (DESIGN.md §8, "one log line down and one
+// registry-wide error snapshot (docs/design.md §8, "one log line down and one
 // up").
 func TestOutageLogsOnceDownOnceUp(t *testing.T) {
 	c := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))

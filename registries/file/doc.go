@@ -12,7 +12,7 @@
 //
 // Rules:
 //  1. A file that cannot be read or parsed changes nothing: the last good
-//     listing stays (DESIGN.md §8) and the error is reported: one
+//     listing stays (docs/design.md §8) and the error is reported: one
 //     registry-wide Err snapshot (empty Service.Name) per run of the same
 //     failure, and registries.Health (one log line down, one up; the
 //     registry is a registries.HealthReporter whose lastError clears at the
