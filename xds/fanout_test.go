@@ -15,22 +15,18 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshbridge/meshbridge/model"
+
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // Fan-out (rules 7, 11 and 12): who is woken by a push, slow clients, many
 // streams.
 
-// eventually waits until cond holds, or fails after wait. It polls: for
-// states no stream reports (a send in progress on the server).
+// eventually is harness.EventuallyTrue with the package's wait: for states
+// no stream reports (a send in progress on the server).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, wait)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	harness.EventuallyTrue(t, wait, what, cond)
 }
 
 func edsPushes() float64 {

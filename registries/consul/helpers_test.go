@@ -2,7 +2,6 @@ package consul
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -159,18 +158,11 @@ func runRegistry(t *testing.T, cfg Config) (*Registry, *recorder) {
 	return reg, rec
 }
 
-// waitFor is harness.Eventually for a condition without an error to report.
+// waitFor is harness.EventuallyTrue with the package's timeout.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	harness.Eventually(t, waitTimeout, what, func() error {
-		if cond() {
-			return nil
-		}
-		return errNotYet
-	})
+	harness.EventuallyTrue(t, waitTimeout, what, cond)
 }
-
-var errNotYet = errors.New("condition not met yet")
 
 // counted is meshbridge_registry_errors_total{registry,reason}.
 func counted(registry, reason string) float64 {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -25,3 +26,16 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		time.Sleep(pollInterval)
 	}
 }
+
+// EventuallyTrue is Eventually for a condition with no error to report.
+func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+var errNotYet = errors.New("condition not met yet")
