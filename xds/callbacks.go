@@ -124,7 +124,7 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 		if isMCPType(typeURL) {
 			st.client = clientMCP
 		}
-		xdsClients.WithLabelValues(string(st.gen)).Inc()
+		xdsClients.WithLabelValues(st.client).Inc()
 		c.log.Info("Connected xDS client", append([]any{"listener", c.listener, "streamID", key.id, "mode", key.mode(),
 			"node", st.node, "generator", st.client}, st.peer.attrs()...)...)
 	}
@@ -176,7 +176,7 @@ func (c *callbacks) closed(key streamKey) {
 	delete(c.streams, key)
 	xdsStreams.WithLabelValues(key.mode()).Dec()
 	if st.gen != "" {
-		xdsClients.WithLabelValues(string(st.gen)).Dec()
+		xdsClients.WithLabelValues(st.client).Dec()
 	}
 	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", st.node,
 		"generator", st.client, "peer", st.peer.addr, "duration", time.Since(st.opened))

@@ -32,7 +32,7 @@ var (
 
 	xdsClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricClients,
-		Help: "Connected xDS streams, by generator (grpc for proxyless gRPC, envoy for any other node).",
+		Help: "Connected xDS streams, by generator (grpc for proxyless gRPC, mcp for istiod asking Istio config types, envoy for any other node).",
 	}, []string{"generator"})
 
 	nacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
