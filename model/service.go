@@ -58,7 +58,8 @@ type Endpoint struct {
 	EndpointPort uint32
 	// Labels are the workload's labels.
 	Labels map[string]string
-	// Weight is the load-balancing weight, >= 1.
+	// Weight is the load-balancing weight, >= 1, on the common scale where
+	// a registry's default weight is DefaultWeight.
 	Weight uint32
 	// Locality is "region/zone/subzone" (any part may be empty).
 	Locality string
@@ -86,3 +87,12 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return true
 }
+
+// DefaultWeight is the endpoint weight of an instance that its registry
+// gives the default weight. Endpoints of several registries meet in one
+// ClusterLoadAssignment (and a locality's weight is the sum of its
+// endpoints'), so every registry maps its weights onto this one scale:
+// Consul's and the file registry's integer weights × 100, Nacos's float
+// weights × 100 rounded (at least 1), Dubbo's default 100 as it is. The
+// scale keeps a Nacos ratio such as 1.5 : 1 exact.
+const DefaultWeight = 100

@@ -113,7 +113,9 @@ type Instance struct {
 	Protocol string
 	// Labels are the raw tags and metadata (not yet sanitized).
 	Labels map[string]string
-	// Weight is the load-balancing weight; 0 means default (1).
+	// Weight is the load-balancing weight on the common scale
+	// (model.DefaultWeight is the registry's default weight); 0 means
+	// model.DefaultWeight.
 	Weight uint32
 	// Locality is "region/zone/subzone"; parts may be empty.
 	Locality string

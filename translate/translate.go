@@ -308,7 +308,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 			Address:  c.address,
 			Ports:    plan.targetPorts(c.inst.Port),
 			Labels:   labels,
-			Weight:   max(c.inst.Weight, 1),
+			Weight:   cmp.Or(c.inst.Weight, model.DefaultWeight),
 			Locality: c.locality,
 		}
 		e := entry{id: c.inst.ID, port: c.inst.Port, spec: spec}

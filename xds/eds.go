@@ -150,20 +150,20 @@ type endpointMessages struct {
 	sockets     []core.Address_SocketAddress
 	socketAddrs []core.SocketAddress
 	ports       []core.SocketAddress_PortValue
-	weights     []wrapperspb.UInt32Value // for weights other than 1
-	one         *wrapperspb.UInt32Value  // weight 1, shared: most endpoints have it
+	weights     []wrapperspb.UInt32Value // for weights other than the default
+	common      *wrapperspb.UInt32Value  // model.DefaultWeight, shared: most endpoints have it
 }
 
 // newEndpointMessages allocates the messages of endpoints.
 func newEndpointMessages(endpoints []*model.Endpoint) *endpointMessages {
 	n, weighted := len(endpoints), 0
 	for _, ep := range endpoints {
-		if ep.Weight > 1 {
+		if max(ep.Weight, 1) != model.DefaultWeight {
 			weighted++
 		}
 	}
 	return &endpointMessages{
-		one:         wrapperspb.UInt32(1),
+		common:      wrapperspb.UInt32(model.DefaultWeight),
 		lbEndpoints: make([]*endpoint.LbEndpoint, n),
 		lb:          make([]endpoint.LbEndpoint, n),
 		hosts:       make([]endpoint.LbEndpoint_Endpoint, n),
@@ -182,8 +182,8 @@ func (m *endpointMessages) next(ep *model.Endpoint, weight uint32) *endpoint.LbE
 	e, host, lb := &m.endpoints[0], &m.hosts[0], &m.lb[0]
 	m.ports, m.socketAddrs, m.sockets, m.addresses = m.ports[1:], m.socketAddrs[1:], m.sockets[1:], m.addresses[1:]
 	m.endpoints, m.hosts, m.lb = m.endpoints[1:], m.hosts[1:], m.lb[1:]
-	w := m.one
-	if weight != 1 {
+	w := m.common
+	if weight != model.DefaultWeight {
 		w = &m.weights[0]
 		m.weights = m.weights[1:]
 		w.Value = weight

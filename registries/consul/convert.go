@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -64,7 +65,7 @@ func instanceFrom(e *api.ServiceEntry, warning bool, datacenter string) registri
 		Port:     uint32(max(s.Port, 0)),
 		Protocol: s.Meta["protocol"],
 		Labels:   labelsFrom(s.Tags, s.Meta),
-		Weight:   uint32(max(weight, 1)),
+		Weight:   uint32(max(weight, 1)) * model.DefaultWeight, // Consul's default weight is 1
 		Locality: locality(datacenter, s.Meta, e.Node.Meta),
 	}
 }

@@ -89,10 +89,10 @@ func TestInstancesFromFields(t *testing.T) {
 
 	got := instancesFrom([]*api.ServiceEntry{withMeta, warning, zeroWeight, proxy}, false, "dc0")
 	want := []registries.Instance{
-		{ID: "n1/i1", Address: "10.0.0.1", Port: 80, Weight: 1, Locality: "dc1//"},
-		{ID: "n2/i2", Address: "192.168.1.2", Port: 9090, Protocol: "grpc", Weight: 5, Locality: "dc1/z1/s1",
+		{ID: "n1/i1", Address: "10.0.0.1", Port: 80, Weight: 100, Locality: "dc1//"},
+		{ID: "n2/i2", Address: "192.168.1.2", Port: 9090, Protocol: "grpc", Weight: 500, Locality: "dc1/z1/s1",
 			Labels: map[string]string{"version": "v1", "primary": "", "protocol": "grpc", "zone": "z1", "subzone": "s1"}},
-		{ID: "n3/i3", Address: "10.0.0.3", Port: 80, Weight: 2, Locality: "dc1/node-zone/"},
+		{ID: "n3/i3", Address: "10.0.0.3", Port: 80, Weight: 200, Locality: "dc1/node-zone/"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("instancesFrom (-want +got):\n%s", diff)

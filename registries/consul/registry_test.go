@@ -28,7 +28,7 @@ func TestFollowsInstances(t *testing.T) {
 	_, consulSeen := rec.last["consul"]
 	rec.mu.Unlock()
 	want := []registries.Instance{{
-		ID: node + "/web-1", Address: "10.0.0.1", Port: 8080, Protocol: "grpc", Weight: 1, Locality: "dc1/z1/",
+		ID: node + "/web-1", Address: "10.0.0.1", Port: 8080, Protocol: "grpc", Weight: 100, Locality: "dc1/z1/",
 		Labels: map[string]string{"version": "v1", "primary": "", "protocol": "grpc", "zone": "z1"},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {

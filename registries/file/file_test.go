@@ -18,11 +18,11 @@ func TestParse(t *testing.T) {
 		wantErr string
 		check   func(t *testing.T, svcs []registries.Service)
 	}{
-		"instances default to the first declared port and get address:port IDs": {
+		"instances default to the first declared port, get address:port IDs and weights on the common scale (×100)": {
 			in: "services:\n- host: web.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances:\n  - {address: 10.0.0.1, weight: 2, locality: r/z/s, labels: {version: v1}}\n",
 			check: func(t *testing.T, svcs []registries.Service) {
 				in := svcs[0].Instances[0]
-				if in.ID != "10.0.0.1:8080" || in.Port != 8080 || in.Protocol != "grpc" || in.Weight != 2 || in.Locality != "r/z/s" || in.Labels["version"] != "v1" {
+				if in.ID != "10.0.0.1:8080" || in.Port != 8080 || in.Protocol != "grpc" || in.Weight != 200 || in.Locality != "r/z/s" || in.Labels["version"] != "v1" {
 					t.Fatalf("instance = %+v", in)
 				}
 			},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meshbridge/meshbridge/internal/strict"
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -95,7 +96,7 @@ func (s ServiceSpec) toService(path string) (registries.Service, error) {
 			Port:     port,
 			Protocol: protocol,
 			Labels:   in.Labels,
-			Weight:   in.Weight,
+			Weight:   in.Weight * model.DefaultWeight, // the file's weight 1 is the default; 0 means it
 			Locality: in.Locality,
 		})
 	}
