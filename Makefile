@@ -11,7 +11,7 @@ export MESHBRIDGE_CACHE ?= $(HOME)/.cache/meshbridge
 # Consul binary path, resolved (and built when missing) on first use.
 CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh.
-SERVERS = tools/build.sh consul kube
+SERVERS = tools/build.sh consul kube polaris
 
 .PHONY: help
 help: ## Show this help
@@ -25,7 +25,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol)
 	$(SERVERS)
 
 .PHONY: deps
@@ -52,8 +52,9 @@ test: ## Build the test servers, then run unit, integration and e2e tests with -
 	wait $$pid || { echo "make test: building the test servers failed"; exit 1; }; \
 	servers=$$(cat "$$out"); rm -f "$$out"; \
 	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
-	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
+	polaris_bin=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
+	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" MESHBRIDGE_POLARIS_BIN="$$polaris_bin" \
 		$(GO) test -race -count=1 -timeout 25m ./...
 	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
 	# istio.io/istio stays out of go.mod.
@@ -68,7 +69,8 @@ test-unit: ## Run the tests that need no server (servers absent: skipped)
 test-e2e: ## Run the end-to-end tests only (real Consul and kube-apiserver, meshbridge binary, grpc-go xDS client)
 	@servers=$$($(SERVERS)) || exit 1; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
-		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
+		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
+		MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
 bench: ## Run the micro benchmarks and the scale suite in bench/; regenerates docs/benchmarks.md
