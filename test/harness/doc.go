@@ -7,7 +7,9 @@
 // with KubeMain), with the Istio CRDs installed and a fresh namespace per test.
 // Consul can serve HTTPS (WithConsulTLS, certificates from NewCA: a CA made
 // per test, server certificates with IP/DNS SANs, client certificates with
-// URI SANs) and enforce ACLs (WithConsulACL). The proxyless gRPC clients of
+// URI SANs) and enforce ACLs (WithConsulACL). StartPolaris runs Polaris, a
+// Nacos-protocol server (Nacos 1.x HTTP and 2.x gRPC APIs), with every
+// listener on 127.0.0.1; polaris.go lists where it differs from Nacos. The proxyless gRPC clients of
 // other languages come from make deps (NodeXDSClient, PythonGRPC). Tests wait
 // with Eventually and read component logs through LockedBuffer.
 //
