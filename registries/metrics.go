@@ -11,6 +11,15 @@ var RegistryErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Failed registry reads, by registry and reason. The registry's last-known-good state is kept.",
 }, []string{"registry", "reason"})
 
+// RegistrySkipped counts services a watcher found in its registry and left
+// out on purpose, by reason: "dubbo" for Dubbo services in Nacos while the
+// nacos registry's dubbo.enabled is false. Each service counts once per
+// appearance (when a listing or read first finds it), not per listing.
+var RegistrySkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "meshbridge_registry_skipped_total",
+	Help: "Services a registry watcher found and left out on purpose, by registry and reason (dubbo: Dubbo services in Nacos while dubbo.enabled is false).",
+}, []string{"registry", "reason"})
+
 // registryUp is Health's up/down state per registry.
 var registryUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "meshbridge_registry_up",
@@ -18,4 +27,6 @@ var registryUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 }, []string{"registry"})
 
 // Collectors returns the metrics shared by every registry watcher.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{RegistryErrors, registryUp} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{RegistryErrors, RegistrySkipped, registryUp}
+}

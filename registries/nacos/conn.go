@@ -1,0 +1,251 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/nacos_server"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc/rpc_request"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc/rpc_response"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/security"
+	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
+)
+
+// requestTimeoutMs bounds one gRPC request, retries inside the SDK included
+// (rpc.RpcClient.Request tries up to 3 times within it).
+const requestTimeoutMs = 5000
+
+// listPageSize is the page size of a service listing. Polaris's paging is
+// not stable across pages, so a listing that takes several pages and comes
+// up short of the server's count is partial (doc.go rule 3).
+const listPageSize = 1000
+
+// appName is sent as the subscriber's application (header "app"), as
+// nacos-sdk-go sends ClientConfig.AppName.
+const appName = "meshbridge"
+
+// sdkClientMu serializes creating and shutting down SDK RPC clients:
+// nacos-sdk-go v2.3.5 keeps them in a package map that rpc.CreateClient
+// locks and RpcClient.Shutdown does not.
+var sdkClientMu sync.Mutex
+
+// clientSeq makes every SDK RPC client name unique (rpc.CreateClient returns
+// an existing client of the same name).
+var clientSeq atomic.Uint64
+
+// conn is one namespace's gRPC connection to Nacos, built from nacos-sdk-go's
+// transport (nacos_server.NacosServer for the server list and the login,
+// rpc.RpcClient for the connection, its reconnects and server pushes)
+// without its naming client (doc.go rule 2).
+type conn struct {
+	namespace string
+	server    *nacos_server.NacosServer
+	rpc       *rpc.RpcClient
+	cancel    context.CancelFunc
+}
+
+// connHooks are called from the SDK's goroutines and must not block.
+type connHooks struct {
+	// push receives a service pushed by the server.
+	push func(nacosmodel.Service)
+	// connected is called after every connection: initial is true for the
+	// conn's first, false for a reconnection (after which the server may
+	// have lost this client's subscriptions).
+	connected func(initial bool)
+}
+
+// dial builds the connection of one namespace and connects it. Connecting
+// tries each server a few times (rpc.RpcClient.Start); when that fails the
+// connection is returned anyway, and the SDK keeps reconnecting in the
+// background (connected tells when it succeeds).
+func dial(reg *Registry, namespace string, hooks connHooks) (*conn, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	clientCfg := reg.clientConfig(namespace)
+	srv, err := nacos_server.NewNacosServer(ctx, reg.serverConfigs(), clientCfg, reg.agent, requestTimeoutMs, "", nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	labels := map[string]string{
+		constant.LABEL_SOURCE: constant.LABEL_SOURCE_SDK,
+		constant.LABEL_MODULE: constant.LABEL_MODULE_NAMING,
+	}
+	name := "meshbridge-" + reg.cfg.Name + "-" + namespace + "-" + strconv.FormatUint(clientSeq.Add(1), 10)
+	tlsCfg := clientCfg.TLSCfg // the SDK keeps and may modify a pointer to it
+	sdkClientMu.Lock()
+	ic, err := rpc.CreateClient(ctx, name, rpc.GRPC, labels, srv, &tlsCfg, nil)
+	sdkClientMu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rc := ic.GetRpcClient()
+	rc.RegisterServerRequestHandler(func() rpc_request.IRequest {
+		return &rpc_request.NotifySubscriberRequest{NamingRequest: &rpc_request.NamingRequest{}}
+	}, pushHandler{hooks.push})
+	rc.RegisterConnectionListener(&connListener{connected: hooks.connected})
+	rc.Start()
+	return &conn{namespace: namespace, server: srv, rpc: rc, cancel: cancel}, nil
+}
+
+// connected reports whether the gRPC connection is up.
+func (c *conn) connected() bool { return c.rpc.IsRunning() }
+
+// close shuts the connection down; the SDK's goroutines end with it.
+func (c *conn) close() {
+	sdkClientMu.Lock()
+	c.rpc.Shutdown()
+	sdkClientMu.Unlock()
+	c.cancel()
+}
+
+// errNotConnected is the error of a request while the connection is down.
+var errNotConnected = errors.New("not connected to the Nacos gRPC port")
+
+// request sends req with the login's access token (and RAM signature) and
+// returns the response, or an error when the request failed or the server
+// refused it. nacos-sdk-go's naming client ignores a refusal that comes as
+// the expected response type with a result code other than 200 (Nacos's
+// auth filter answers that way), and would hand on its empty service list:
+// here it is an error.
+func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error) {
+	c.server.InjectSecurityInfo(req.GetHeaders(), security.BuildNamingResourceByRequest(req))
+	resp, err := c.rpc.Request(req, requestTimeoutMs)
+	if err != nil {
+		if !c.connected() {
+			return nil, fmt.Errorf("%w (%v)", errNotConnected, err)
+		}
+		return nil, err
+	}
+	if resp.GetResultCode() != constant.RESPONSE_CODE_SUCCESS {
+		return nil, &serverError{code: resp.GetErrorCode(), result: resp.GetResultCode(), msg: resp.GetMessage()}
+	}
+	return resp, nil
+}
+
+// serverError is a request the server answered with a failure.
+type serverError struct {
+	code, result int
+	msg          string
+}
+
+func (e *serverError) Error() string {
+	return fmt.Sprintf("Nacos refused the request: result %d, error %d: %s", e.result, e.code, e.msg)
+}
+
+// forbidden reports a refusal by Nacos's auth (NacosException.NO_RIGHT 403,
+// or 401).
+func (e *serverError) forbidden() bool { return e.code == 403 || e.code == 401 }
+
+// listServices returns the names of a group's services, reading every page.
+// partial is true when the listing took several pages and holds fewer names
+// than the server counted. Empty names (Polaris pads pages with them) are
+// dropped.
+func (c *conn) listServices(group string) (names []string, partial bool, err error) {
+	seen := map[string]bool{}
+	count := 0
+	pages := 0
+	for page := 1; ; page++ {
+		resp, err := c.request(rpc_request.NewServiceListRequest(c.namespace, "", group, page, listPageSize, ""))
+		if err != nil {
+			return nil, false, fmt.Errorf("list services of group %q: %w", group, err)
+		}
+		lr, ok := resp.(*rpc_response.ServiceListResponse)
+		if !ok {
+			return nil, false, fmt.Errorf("list services of group %q: unexpected response %T", group, resp)
+		}
+		pages++
+		count = lr.Count
+		for _, n := range lr.ServiceNames {
+			if n != "" && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+		if len(lr.ServiceNames) < listPageSize || len(names) >= count || page >= 1000 {
+			break
+		}
+	}
+	return names, pages > 1 && len(names) < count, nil
+}
+
+// subscribe subscribes to a service's pushes and returns its current state.
+func (c *conn) subscribe(group, name string) (nacosmodel.Service, error) {
+	req := rpc_request.NewSubscribeServiceRequest(c.namespace, name, group, "", true)
+	req.Headers["app"] = appName
+	resp, err := c.request(req)
+	if err != nil {
+		return nacosmodel.Service{}, fmt.Errorf("subscribe: %w", err)
+	}
+	sr, ok := resp.(*rpc_response.SubscribeServiceResponse)
+	if !ok {
+		return nacosmodel.Service{}, fmt.Errorf("subscribe: unexpected response %T", resp)
+	}
+	return sr.ServiceInfo, nil
+}
+
+// unsubscribe ends a service's pushes.
+func (c *conn) unsubscribe(group, name string) error {
+	req := rpc_request.NewSubscribeServiceRequest(c.namespace, name, group, "", false)
+	req.Headers["app"] = appName
+	_, err := c.request(req)
+	return err
+}
+
+// query reads a service's current state from the server, all clusters,
+// healthy or not (the reconcile; the SDK's ServiceInfoUpdater sends the
+// same request).
+func (c *conn) query(group, name string) (nacosmodel.Service, error) {
+	resp, err := c.request(rpc_request.NewServiceQueryRequest(c.namespace, name, group, "", false, 0))
+	if err != nil {
+		return nacosmodel.Service{}, fmt.Errorf("query: %w", err)
+	}
+	qr, ok := resp.(*rpc_response.QueryServiceResponse)
+	if !ok {
+		return nacosmodel.Service{}, fmt.Errorf("query: unexpected response %T", resp)
+	}
+	return qr.ServiceInfo, nil
+}
+
+// pushHandler hands a server push to the registry and acknowledges it. It
+// runs on the SDK's stream goroutine: push must not block.
+type pushHandler struct{ push func(nacosmodel.Service) }
+
+func (pushHandler) Name() string { return "meshbridge-naming-push" }
+
+func (h pushHandler) RequestReply(req rpc_request.IRequest, _ *rpc.RpcClient) rpc_response.IResponse {
+	n, ok := req.(*rpc_request.NotifySubscriberRequest)
+	if !ok {
+		return nil
+	}
+	h.push(n.ServiceInfo)
+	return &rpc_response.NotifySubscriberResponse{
+		Response: &rpc_response.Response{ResultCode: constant.RESPONSE_CODE_SUCCESS, Success: true},
+	}
+}
+
+// connListener tells the registry about every (re)connection; it runs on the
+// SDK's event goroutine.
+type connListener struct {
+	connected func(initial bool)
+	n         atomic.Uint64
+}
+
+func (l *connListener) OnConnected()  { l.connected(l.n.Add(1) == 1) }
+func (l *connListener) OnDisConnect() {}
+
+// splitServiceName splits a service name the server may send grouped
+// ("group@@service") into group and name; group is "" when it is not.
+func splitServiceName(s string) (group, name string) {
+	if g, n, ok := strings.Cut(s, constant.SERVICE_INFO_SPLITER); ok {
+		return g, n
+	}
+	return "", s
+}

@@ -1,0 +1,114 @@
+// Package nacos is the Nacos registry: it follows the configured namespaces
+// and groups of a Nacos 2.x deployment over its gRPC API and delivers, per
+// service, an authoritative registries.Snapshot of its usable instances (or
+// an error) to a registries.Sink. Services map to hosts
+// <service>.<group>.<namespace>.nacos (HostTemplate): the default namespace
+// is "public" (Service.Namespace) and translate turns DEFAULT_GROUP into
+// default-group.
+//
+// Rules:
+//  1. One gRPC connection per configured namespace (a Nacos naming request
+//     is bound to one namespace), to Addresses at GRPCPort or each HTTP port
+//     + 1000, built from nacos-sdk-go v2.3.5's transport:
+//     nacos_server.NacosServer (server list, login and its refresh, RAM
+//     signatures) and rpc.RpcClient (connection, reconnects, server pushes).
+//     TLS settings are read and checked by New (the SDK calls log.Fatalf on
+//     an unreadable client certificate and drops CA read errors), the login
+//     then uses https, and TLSConfig.Appointed keeps the
+//     nacos_remote_client_rpc_tls_* variables from overriding them. The
+//     SDK's HTTP agent is replaced (httpAgent): it skips certificate
+//     verification without a CA file.
+//  2. The SDK's naming client (NamingClient, NamingGrpcProxy,
+//     ServiceInfoHolder) is not used, because each of its defences loses
+//     data here: a refused request that comes back as the expected response
+//     type (Nacos's auth filter answers so) is returned as an empty service
+//     or service list with no error; an empty instance list never reaches a
+//     subscriber unless UpdateCacheWhenEmpty; a push with an older
+//     lastRefTime than the cached one is dropped; callbacks run on the
+//     caller's or the push stream's goroutine. Requests go through
+//     RpcClient.Request here, and any result code other than 200 is an
+//     error (serverError; "forbidden" when Nacos's auth refused it,
+//     registries.Permanent).
+//  3. Listing: Nacos 2.x has no watch on the service list, so every group is
+//     listed (ServiceListRequest, pages of 1000) every RelistInterval and at
+//     once after a (re)connection. Empty names are ignored (Polaris pads
+//     pages with them). A listing that took several pages and holds fewer
+//     names than the server's count is partial: it adds services, never
+//     removes one. Polaris lists every group's services in DEFAULT_GROUP's
+//     listing, another group's as "<group>__<service>": such a name is
+//     dropped when that group lists the service (and the listing counts as
+//     partial when that group cannot be listed).
+//  4. Reads: a listed service that passes Services (path.Match globs) is
+//     subscribed (SubscribeServiceRequest); the subscribe answer, every
+//     push and every reconcile query is an authoritative read of all its
+//     instances, queued for the namespace's emitter goroutine (the SDK's
+//     goroutines never block on the Sink). The newest read wins; a
+//     subscribe answer or query that started before a push arrived is
+//     dropped, the push being at least as new. A service that leaves the
+//     listing or the allow-list is unsubscribed and removed.
+//  5. Reconcile: every subscribed service is queried (ServiceQueryRequest,
+//     the SDK's ServiceInfoUpdater request) every ReconcileInterval ±10 %,
+//     at most 20 per second per namespace: pushes get lost (Polaris pushes
+//     only DEFAULT_GROUP subscribers), and only the server can tell. A
+//     query that changes an emitted list counts in
+//     Status.ReconcileCorrections. Failed subscribes and queries are
+//     retried at the next listing.
+//  6. Instance: ID "<namespace>/<group>/<service>/<cluster>/<ip>:<port>";
+//     address ip; port; labels = metadata without the server's
+//     internal-nacos-* keys, plus ClusterLabel (nacos.io/cluster) with the
+//     cluster name unless it is empty (Polaris's cluster-less instances);
+//     protocol from metadata "protocol"; weight by Weight (round(w × 100),
+//     at least 1); locality "<region>/<zone>/<subzone>" from the metadata
+//     keys region, zone and subzone ("" when none is set). An instance is
+//     usable when enabled, healthy and of weight > 0; with Clusters, only
+//     instances of those clusters are. Ephemeral and persistent instances
+//     alike. Labels are raw: translate sanitizes them.
+//  7. Emission (registries rules 1-3): a Snapshot per service when its
+//     usable instances differ from the last list sent (order-independent),
+//     or after an error; Removed when it leaves the listing or the
+//     allow-list; Err, once per run of failures, when a read fails, and for
+//     every service of a group whose listing fails (with one registry-wide
+//     Err, empty Service.Name, per group) — never an empty list. Synced
+//     once, after the first listing of every namespace and group and the
+//     first read of each of their services. After a reconnection every
+//     service is subscribed again, and for max(30s, 2 × RelistInterval) a
+//     service that had instances treats an empty read as an error and is
+//     not removed for missing from a listing: a restarted server knows an
+//     ephemeral instance only once its client has re-registered.
+//  8. Dubbo services are skipped while Dubbo.Enabled is false (Validate
+//     refuses true: not implemented yet): names
+//     "providers:", "consumers:", "routers:", "configurators:" + "<interface>:<version>:<group>",
+//     and services whose instances carry dubbo.metadata.revision or
+//     dubbo.endpoints (Dubbo 3 application-level); each logged at debug and
+//     counted once per appearance in meshbridge_registry_skipped_total
+//     {reason="dubbo"}.
+//  9. Nothing is cached on disk: a restarted bridge reads the server. The
+//     SDK gets CacheDir as its cache and log directory with
+//     NotLoadCacheAtStart, and with its naming client unused writes nothing
+//     there.
+//  10. Read health (registries.Health): every failed connection, listing,
+//     read and login calls Fail under its reason (connect, list, read,
+//     login, forbidden); the registry is up again when no reader's last
+//     attempt failed, so an outage logs one line down and one up. A server
+//     that does not answer on its gRPC port but whose HTTP API says it is
+//     Nacos 1.x is a permanent error naming the address; that connection is
+//     closed and dialled again each RelistInterval instead of being retried
+//     by the SDK. A login the server refuses (the SDK only logs it) keeps
+//     the registry down with that error even while reads succeed.
+//  11. Secrets: the password and secret key travel in the login form and
+//     request signatures only; they never appear in a log line, Status or an
+//     error (redacted if one echoes them). The SDK's process-wide logger is
+//     routed into every running registry's slog logger at debug (sdkLevel
+//     keeps its level: it logs each retry at error), with credentials
+//     redacted.
+//
+// Concurrency: per namespace, one goroutine lists and subscribes, one
+// reconciles, one emits; the SDK's goroutines only queue. Run waits for all
+// of them and closes every connection before returning.
+//
+// Not here: host naming, label sanitizing, ports (package translate); the
+// outage policy beyond "an error is not an empty list" (docs/design.md §8);
+// Nacos 1.x (HTTP API only); label selectors on service lists; the SDK's
+// endpoint (address server) discovery; re-reading rotated TLS or secret
+// files (a new Registry reads them); Dubbo services (registries/dubbo).
+package nacos

@@ -1,0 +1,637 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
+	"golang.org/x/time/rate"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// Pacing of the requests a namespace sends besides its listings: subscribes
+// (every service after a reconnection) and reconcile queries.
+const (
+	subscribeRate  = rate.Limit(100)
+	subscribeBurst = 20
+	reconcileRate  = rate.Limit(20)
+	reconcileBurst = 5
+)
+
+// minReconnectGrace is the shortest time after a reconnection during which
+// an empty read or a listing without a known service is not trusted (doc.go
+// rule 7): Nacos clients re-register their ephemeral instances when they
+// reconnect, nacos-sdk-go after up to 5 s of backoff
+// (rpc.RpcClient.reconnect).
+const minReconnectGrace = 30 * time.Second
+
+// run is one Run of a Registry: the Sink and the Synced bookkeeping shared
+// by its namespaces.
+type run struct {
+	reg  *Registry
+	sink registries.Sink
+
+	mu sync.Mutex
+	// lists are the namespace/group listings whose first success Synced
+	// waits for; pending the services of those listings not read yet. nil
+	// once synced.
+	lists   map[string]bool
+	pending map[string]bool
+}
+
+func newRun(reg *Registry, sink registries.Sink) *run {
+	ru := &run{reg: reg, sink: sink, lists: map[string]bool{}, pending: map[string]bool{}}
+	for _, ns := range reg.cfg.Namespaces {
+		for _, g := range reg.cfg.Groups {
+			ru.lists[ns+"/"+g] = true
+		}
+	}
+	return ru
+}
+
+// listed records a namespace/group's first successful listing and the
+// services Synced then waits for.
+func (ru *run) listed(ns, group string, names []string) {
+	ru.mu.Lock()
+	if ru.pending == nil || !ru.lists[ns+"/"+group] {
+		ru.mu.Unlock()
+		return
+	}
+	delete(ru.lists, ns+"/"+group)
+	for _, n := range names {
+		ru.pending[ns+"/"+svcKey(group, n)] = true
+	}
+	ru.mu.Unlock()
+	ru.check()
+}
+
+// markRead notes a service's first read (or its removal or skip).
+func (ru *run) markRead(ns, group, name string) {
+	ru.mu.Lock()
+	if ru.pending != nil {
+		delete(ru.pending, ns+"/"+svcKey(group, name))
+	}
+	ru.mu.Unlock()
+	ru.check()
+}
+
+// check calls Synced once every listing and its services were read.
+func (ru *run) check() {
+	ru.mu.Lock()
+	done := ru.pending != nil && len(ru.lists) == 0 && len(ru.pending) == 0
+	if done {
+		ru.pending = nil
+	}
+	ru.mu.Unlock()
+	if done {
+		ru.reg.noteSynced()
+		ru.sink.Synced(ru.reg.cfg.Name)
+	}
+}
+
+// nsWatcher follows one namespace: the list loop (connection, listings,
+// subscribes), the emitter (the only caller of the Sink for its services)
+// and the reconcile loop.
+type nsWatcher struct {
+	ru   *run
+	reg  *Registry
+	cfg  Config
+	log  *slog.Logger
+	sink registries.Sink
+	ns   string
+
+	connMu sync.Mutex
+	conn   *conn
+	closed bool // Run is ending: no new connection
+
+	reconnected atomic.Bool   // a reconnection happened since the list loop last looked
+	relistNow   chan struct{} // wakes the list loop early
+
+	mu       sync.Mutex
+	services map[string]*service // by svcKey
+	skipped  map[string]bool     // listed services left out as Dubbo, by svcKey
+	queue    []*service          // services with pending ops, for the emitter
+	wake     chan struct{}
+	// unsubscribeLater are services skipped by the emitter whose
+	// subscription the list loop ends.
+	unsubscribeLater []*service
+
+	// List loop only.
+	listFailing map[string]bool // group → its listing's error snapshot was sent
+}
+
+func newNSWatcher(ru *run, ns string) *nsWatcher {
+	return &nsWatcher{
+		ru:          ru,
+		reg:         ru.reg,
+		cfg:         ru.reg.cfg,
+		log:         ru.reg.logger.With("namespace", ns),
+		sink:        ru.sink,
+		ns:          ns,
+		relistNow:   make(chan struct{}, 1),
+		services:    map[string]*service{},
+		skipped:     map[string]bool{},
+		wake:        make(chan struct{}, 1),
+		listFailing: map[string]bool{},
+	}
+}
+
+func (w *nsWatcher) getConn() *conn {
+	w.connMu.Lock()
+	defer w.connMu.Unlock()
+	return w.conn
+}
+
+// setConn installs c; false (and c closed) when Run is ending.
+func (w *nsWatcher) setConn(c *conn) bool {
+	w.connMu.Lock()
+	defer w.connMu.Unlock()
+	if w.closed {
+		c.close()
+		return false
+	}
+	w.conn = c
+	return true
+}
+
+// closeConn closes the connection; with final, no new one is installed.
+func (w *nsWatcher) closeConn(final bool) {
+	w.connMu.Lock()
+	c := w.conn
+	w.conn = nil
+	w.closed = w.closed || final
+	w.connMu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+// run runs the namespace's goroutines until ctx is done.
+func (w *nsWatcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { w.runEmitter(ctx) })
+	wg.Go(func() { w.runReconcile(ctx) })
+	wg.Go(func() { w.runList(ctx) })
+	<-ctx.Done()
+	// In-flight requests fail at once on a closed connection.
+	w.closeConn(true)
+	wg.Wait()
+}
+
+// hooks are the connection's callbacks (SDK goroutines: they never block).
+func (w *nsWatcher) hooks() connHooks {
+	return connHooks{push: w.onPush, connected: w.onConnected}
+}
+
+func (w *nsWatcher) onConnected(initial bool) {
+	if !initial {
+		w.reconnected.Store(true)
+		w.reg.noteReconnect(w.ns)
+	}
+	select {
+	case w.relistNow <- struct{}{}:
+	default:
+	}
+}
+
+// onPush queues a pushed service list for the emitter: an authoritative
+// snapshot of every instance (doc.go rule 4).
+func (w *nsWatcher) onPush(info nacosmodel.Service) {
+	group, name := info.GroupName, info.Name
+	if g, n := splitServiceName(name); g != "" {
+		group, name = g, n
+	}
+	if group == "" {
+		group = DefaultGroup
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.services[svcKey(group, name)]
+	if s == nil {
+		return
+	}
+	s.gen++
+	w.enqueueLocked(s, op{kind: opRead, info: info, from: fromPush, observed: now})
+}
+
+// runEmitter hands queued ops to the Sink, one service at a time.
+func (w *nsWatcher) runEmitter(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		for ctx.Err() == nil {
+			s, ops := w.next()
+			if s == nil {
+				break
+			}
+			for _, o := range ops {
+				w.process(s, o)
+			}
+		}
+	}
+}
+
+// runList is the list loop: every RelistInterval, and at once after a
+// (re)connection, it lists every group and brings subscriptions in line.
+func (w *nsWatcher) runList(ctx context.Context) {
+	lim := rate.NewLimiter(subscribeRate, subscribeBurst)
+	t := time.NewTicker(w.cfg.RelistInterval)
+	defer t.Stop()
+	for {
+		w.cycle(ctx, lim)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.relistNow:
+		}
+	}
+}
+
+// cycle is one round of the list loop.
+func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
+	c := w.getConn()
+	if c == nil {
+		var ok bool
+		if c, ok = w.connect(ctx); !ok {
+			return
+		}
+	}
+	w.reg.checkLogin()
+	now := time.Now()
+	if w.reconnected.Swap(false) {
+		w.afterReconnect(now)
+	}
+	w.unsubscribeSkipped(c)
+
+	listings := map[string][]string{}
+	partial := map[string]bool{}
+	for _, g := range w.cfg.Groups {
+		names, part, err := c.listServices(g)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			w.failListing(g, w.reg.noteFailure(listReader(w.ns, g), reasonList, err), now)
+			continue
+		}
+		w.reg.noteOK(listReader(w.ns, g))
+		listings[g], partial[g] = names, part
+	}
+	held := w.dropAliases(c, listings)
+	for _, g := range w.cfg.Groups {
+		if names, ok := listings[g]; ok {
+			w.applyListing(c, g, names, partial[g] || held[g], now)
+		}
+	}
+	w.subscribePending(ctx, c, lim)
+	w.recheckUnconfirmed(ctx, c, lim)
+}
+
+// connect dials the namespace's connection. When it does not come up, a
+// server that is Nacos 1.x is a permanent error and the connection is
+// closed (dialled again next cycle, not retried by the SDK meanwhile); any
+// other server keeps the connection, which the SDK keeps reconnecting.
+func (w *nsWatcher) connect(ctx context.Context) (*conn, bool) {
+	c, err := dial(w.reg, w.ns, w.hooks())
+	now := time.Now()
+	if err != nil {
+		w.failAll(w.reg.noteFailure(connectReader(w.ns), reasonConnect, err), now)
+		return nil, false
+	}
+	if !c.connected() {
+		if err := w.reg.diagnose(ctx); errors.Is(err, errNacos1) {
+			c.close()
+			w.failAll(w.reg.noteFailure(connectReader(w.ns), reasonConnect, err), now)
+			return nil, false
+		}
+	}
+	if !w.setConn(c) {
+		return nil, false
+	}
+	w.reg.noteOK(connectReader(w.ns))
+	return c, true
+}
+
+// failAll reports a failure of the whole namespace (it cannot connect) to
+// every group's listing.
+func (w *nsWatcher) failAll(err error, now time.Time) {
+	for _, g := range w.cfg.Groups {
+		w.failListing(g, err, now)
+	}
+}
+
+// failListing emits, once per run of failures, the group's registry-wide
+// error snapshot (an empty Service.Name) and an error snapshot for each of
+// its services: their last-known-good state stays (an error is never an
+// empty listing). The group's services are read again when a listing
+// succeeds.
+func (w *nsWatcher) failListing(group string, err error, now time.Time) {
+	if w.listFailing[group] {
+		return
+	}
+	w.listFailing[group] = true
+	w.sink.Snapshot(registries.Snapshot{
+		Registry: w.cfg.Name,
+		Service:  registries.Service{Namespace: w.ns, Group: group},
+		Err:      fmt.Errorf("list Nacos services (namespace %q, group %q): %w", w.ns, group, err),
+		Observed: now,
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.services {
+		if s.group == group {
+			w.enqueueLocked(s, op{kind: opErr, err: err, observed: now})
+		}
+	}
+}
+
+// afterReconnect: the server may have lost every subscription (a restarted
+// server, another server of the cluster), and a restarted server may not
+// know instances whose clients have not re-registered yet. Every service is
+// subscribed again, and a service that had instances does not trust an
+// empty answer, nor its absence from a listing, for the grace period.
+func (w *nsWatcher) afterReconnect(now time.Time) {
+	grace := max(minReconnectGrace, 2*w.cfg.RelistInterval)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.services {
+		if s.subscribed {
+			s.subscribed = false
+			n++
+		}
+		if s.lastNonEmpty {
+			s.unconfirmed, s.confirmAfter = true, now.Add(grace)
+		}
+	}
+	w.reg.noteCounts(0, 0, -n, 0, 0)
+	w.log.Debug("Reconnected to Nacos; subscribing again", "services", len(w.services), "grace", grace)
+}
+
+// dropAliases removes Polaris's aliases from the listings: Polaris lists
+// every group's services in DEFAULT_GROUP's listing, those of another group
+// as "<group>__<service>". A name "X__Y" of group G's listing (X ≠ G) is an
+// alias when group X lists Y; it is dropped. When group X cannot be listed
+// the name is undecided: the group's listing is then treated as partial
+// (doc.go rule 3). held reports those groups.
+func (w *nsWatcher) dropAliases(c *conn, listings map[string][]string) (held map[string]bool) {
+	held = map[string]bool{}
+	other := map[string]map[string]bool{} // group → its names; nil when it cannot be listed
+	namesOf := func(g string) map[string]bool {
+		if m, ok := other[g]; ok {
+			return m
+		}
+		var m map[string]bool
+		names, ok := listings[g]
+		if !ok && !slices.Contains(w.cfg.Groups, g) {
+			var err error
+			names, _, err = c.listServices(g)
+			ok = err == nil
+		}
+		if ok {
+			m = map[string]bool{}
+			for _, n := range names {
+				m[n] = true
+			}
+		}
+		other[g] = m
+		return m
+	}
+	for g, names := range listings {
+		kept := names[:0:0]
+		for _, n := range names {
+			x, y, found := strings.Cut(n, "__")
+			if !found || x == "" || y == "" || x == g {
+				kept = append(kept, n)
+				continue
+			}
+			switch m := namesOf(x); {
+			case m == nil:
+				held[g] = true
+			case m[y]:
+				// an alias of group x's service y
+			default:
+				kept = append(kept, n)
+			}
+		}
+		listings[g] = kept
+	}
+	return held
+}
+
+// applyListing brings the group's services in line with a successful
+// listing: new services that pass the filters are created (and subscribed
+// by subscribePending); services no longer listed, or no longer allowed,
+// are removed, unless the listing is partial or the service is within its
+// reconnection grace.
+func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial bool, now time.Time) {
+	recovered := w.listFailing[group]
+	w.listFailing[group] = false
+	wanted := map[string]bool{}
+	var firstListing []string
+	var unsubscribe []*service
+	w.mu.Lock()
+	listed := map[string]bool{}
+	for _, n := range names {
+		key := svcKey(group, n)
+		listed[key] = true
+		switch {
+		case isDubboName(n):
+			if !w.skipped[key] {
+				w.skipped[key] = true
+				w.countSkippedLocked(group, n, "a Dubbo interface-level service name")
+			}
+			continue
+		case w.skipped[key], !allowed(w.cfg.Services, n):
+			continue
+		}
+		wanted[key] = true
+		firstListing = append(firstListing, n)
+		if s := w.services[key]; s == nil {
+			w.services[key] = &service{group: group, name: n}
+		} else if recovered {
+			// Read it again: its error snapshot went out with the
+			// listing's failure.
+			if s.subscribed {
+				s.subscribed = false
+				w.reg.noteCounts(0, 0, -1, 0, 0)
+			}
+		}
+	}
+	for key, s := range w.services {
+		if s.group != group || wanted[key] || partial || now.Before(s.confirmAfter) {
+			continue
+		}
+		delete(w.services, key)
+		if s.subscribed {
+			unsubscribe = append(unsubscribe, s)
+			s.subscribed = false
+			w.reg.noteCounts(0, 0, -1, 0, 0)
+		}
+		w.enqueueLocked(s, op{kind: opRemove, observed: now})
+	}
+	for key := range w.skipped {
+		if strings.HasPrefix(key, group+"@@") && !listed[key] && !partial {
+			delete(w.skipped, key)
+			w.reg.noteCounts(0, 0, 0, -1, 0)
+		}
+	}
+	w.mu.Unlock()
+	w.ru.listed(w.ns, group, firstListing)
+	for _, s := range unsubscribe {
+		if err := c.unsubscribe(s.group, s.name); err != nil {
+			w.log.Debug("Unsubscribe failed; its pushes are ignored", "group", s.group, "service", s.name, "err", w.reg.redact(err))
+		}
+	}
+}
+
+// countSkipped counts a service left out as Dubbo (doc.go rule 8).
+func (w *nsWatcher) countSkipped(group, name, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.countSkippedLocked(group, name, why)
+}
+
+func (w *nsWatcher) countSkippedLocked(group, name, why string) {
+	registries.RegistrySkipped.WithLabelValues(w.cfg.Name, "dubbo").Inc()
+	w.reg.noteCounts(0, 0, 0, 1, 0)
+	w.log.Debug("Skipped a Dubbo service (dubbo.enabled is false)", "group", group, "service", name, "why", why)
+}
+
+// unsubscribeSkipped ends the subscriptions of services the emitter skipped.
+func (w *nsWatcher) unsubscribeSkipped(c *conn) {
+	w.mu.Lock()
+	list := w.unsubscribeLater
+	w.unsubscribeLater = nil
+	for _, s := range list {
+		if s.subscribed {
+			s.subscribed = false
+			w.reg.noteCounts(0, 0, -1, 0, 0)
+		}
+	}
+	w.mu.Unlock()
+	for _, s := range list {
+		_ = c.unsubscribe(s.group, s.name)
+	}
+}
+
+// subscribePending subscribes every service without a subscription on the
+// current connection: new services, services whose subscribe or query
+// failed, every service after a reconnection.
+func (w *nsWatcher) subscribePending(ctx context.Context, c *conn, lim *rate.Limiter) {
+	for _, s := range w.servicesWhere(func(s *service) bool { return !s.subscribed }) {
+		if lim.Wait(ctx) != nil {
+			return
+		}
+		w.read(c, s, fromSubscribe)
+	}
+}
+
+// recheckUnconfirmed queries the services still within their reconnection
+// grace every cycle, so that one whose group gets no pushes (Polaris pushes
+// DEFAULT_GROUP only) recovers within a RelistInterval of its instances'
+// return.
+func (w *nsWatcher) recheckUnconfirmed(ctx context.Context, c *conn, lim *rate.Limiter) {
+	for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed && s.unconfirmed }) {
+		if lim.Wait(ctx) != nil {
+			return
+		}
+		w.read(c, s, fromReconcile)
+	}
+}
+
+// servicesWhere returns the live services matching pred.
+func (w *nsWatcher) servicesWhere(pred func(*service) bool) []*service {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*service
+	for _, s := range w.services {
+		if !s.gone && pred(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// read reads s from the server, by subscribing (from == fromSubscribe) or
+// by querying, and queues the answer for the emitter unless a push arrived
+// meanwhile (the push is at least as new). A failure queues an error and
+// leaves s unsubscribed, so the next cycle reads it again.
+func (w *nsWatcher) read(c *conn, s *service, from source) {
+	w.mu.Lock()
+	gen := s.gen
+	w.mu.Unlock()
+	var info nacosmodel.Service
+	var err error
+	if from == fromSubscribe {
+		info, err = c.subscribe(s.group, s.name)
+	} else {
+		info, err = c.query(s.group, s.name)
+	}
+	now := time.Now()
+	reader := serviceReader(w.ns, s.group, s.name)
+	if err != nil {
+		err = w.reg.noteFailure(reader, reasonRead, err)
+		w.mu.Lock()
+		if s.subscribed {
+			s.subscribed = false
+			w.reg.noteCounts(0, 0, -1, 0, 0)
+		}
+		w.enqueueLocked(s, op{kind: opErr, err: err, observed: now})
+		w.mu.Unlock()
+		return
+	}
+	w.reg.noteOK(reader)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s.gone {
+		return
+	}
+	if from == fromSubscribe && !s.subscribed {
+		s.subscribed = true
+		w.reg.noteCounts(0, 0, 1, 0, 0)
+	}
+	if s.gen == gen {
+		w.enqueueLocked(s, op{kind: opRead, info: info, from: from, observed: now})
+	}
+}
+
+// runReconcile queries every subscribed service each ReconcileInterval (±10
+// %), paced by a token bucket: pushes can be lost (the SDK drops a push
+// older than the one it holds; Polaris pushes DEFAULT_GROUP only), and a
+// subscription cache cannot tell.
+func (w *nsWatcher) runReconcile(ctx context.Context) {
+	lim := rate.NewLimiter(reconcileRate, reconcileBurst)
+	for {
+		d := time.Duration(float64(w.cfg.ReconcileInterval) * (0.9 + 0.2*rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		c := w.getConn()
+		if c == nil || !c.connected() {
+			continue // the list loop reports the outage
+		}
+		for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed }) {
+			if lim.Wait(ctx) != nil {
+				return
+			}
+			w.read(c, s, fromReconcile)
+		}
+	}
+}
