@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // This file runs Polaris (github.com/polarismesh/polaris, built by
@@ -93,35 +91,11 @@ func (p PolarisPorts) NacosGRPC() int { return p.NacosHTTP + nacosGRPCOffset }
 // chosen so that NacosHTTP + 1000 is free too.
 func FreePolarisPorts(t testing.TB) PolarisPorts {
 	t.Helper()
-	return PolarisPorts{
-		Eureka: FreePort(t), HTTP: FreePort(t), ServiceGRPC: FreePort(t), ConfigGRPC: FreePort(t), XDS: FreePort(t),
-		NacosHTTP: freePortPair(t, nacosGRPCOffset),
+	ports, err := FindPolarisPorts()
+	if err != nil {
+		t.Fatalf("find free ports for polaris: %v", err)
 	}
-}
-
-// freePortPair returns a port p on 127.0.0.1 such that p and p+offset were
-// both free a moment ago.
-func freePortPair(t testing.TB, offset int) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		if p+offset > 65535 {
-			l.Close()
-			continue
-		}
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+offset))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port p with p+%d free after 100 tries", offset)
-	return 0
+	return ports
 }
 
 // PolarisOption changes how StartPolaris starts the server.
@@ -182,23 +156,8 @@ func StartPolaris(t testing.TB, opts ...PolarisOption) *Polaris {
 		client:     &http.Client{Timeout: 10 * time.Second},
 		registered: map[string]url.Values{},
 	}
-	raw, err := os.ReadFile(template)
-	if err != nil {
-		t.Fatalf("read polaris config template: %v", err)
-	}
-	cfg, err := polarisConfig(raw, p.ports, filepath.Join(dir, polarisStore))
-	if err != nil {
-		t.Fatalf("polaris config from %s: %v", template, err)
-	}
-	for _, edit := range o.edits {
-		edit(cfg)
-	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatalf("encode polaris config: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, polarisConfigFile), out, 0o644); err != nil {
-		t.Fatalf("write polaris config: %v", err)
+	if _, err := WritePolarisConfig(template, dir, p.ports, o.edits...); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -208,75 +167,6 @@ func StartPolaris(t testing.TB, opts ...PolarisOption) *Polaris {
 	})
 	p.start(t)
 	return p
-}
-
-// polarisConfig is Polaris's config template with every listener on
-// 127.0.0.1 and its port from ports, the store at storePath, register
-// batching, health checks and self-registration off, and the server's own
-// address 127.0.0.1.
-func polarisConfig(template []byte, ports PolarisPorts, storePath string) (map[string]any, error) {
-	var cfg map[string]any
-	if err := yaml.Unmarshal(template, &cfg); err != nil {
-		return nil, err
-	}
-	listenPorts := map[string]int{
-		"service-eureka": ports.Eureka, "api-http": ports.HTTP, "service-grpc": ports.ServiceGRPC,
-		"config-grpc": ports.ConfigGRPC, "xds-v3": ports.XDS, "service-nacos": ports.NacosHTTP,
-	}
-	servers, ok := cfg["apiservers"].([]any)
-	if !ok {
-		return nil, errors.New("no apiservers list")
-	}
-	seen := map[string]bool{}
-	for _, s := range servers {
-		server, _ := s.(map[string]any)
-		name, _ := server["name"].(string)
-		port, known := listenPorts[name]
-		if !known {
-			return nil, fmt.Errorf("apiserver %q is not one of %v: give it a free port on 127.0.0.1 here", name, polarisListeners)
-		}
-		option, ok := server["option"].(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("apiserver %q has no option map", name)
-		}
-		option["listenIP"] = "127.0.0.1"
-		option["listenPort"] = port
-		seen[name] = true
-	}
-	for _, name := range polarisListeners {
-		if !seen[name] {
-			return nil, fmt.Errorf("apiserver %q missing from the template", name)
-		}
-	}
-	set := func(value any, path ...string) error {
-		m := cfg
-		for _, k := range path[:len(path)-1] {
-			next, ok := m[k].(map[string]any)
-			if !ok {
-				return fmt.Errorf("no map at %s", strings.Join(path, "."))
-			}
-			m = next
-		}
-		m[path[len(path)-1]] = value
-		return nil
-	}
-	for _, e := range []struct {
-		value any
-		path  []string
-	}{
-		{"127.0.0.1", []string{"bootstrap", "polaris_service", "self_address"}},
-		{false, []string{"bootstrap", "polaris_service", "enable_register"}},
-		{false, []string{"naming", "batch", "register", "open"}},
-		{false, []string{"healthcheck", "open"}},
-		{storePath, []string{"store", "option", "path"}},
-		// The CMDB plugin fetches from this URL when one is set.
-		{"", []string{"plugin", "cmdb", "option", "url"}},
-	} {
-		if err := set(e.value, e.path...); err != nil {
-			return nil, err
-		}
-	}
-	return cfg, nil
 }
 
 func (p *Polaris) start(t testing.TB) {
