@@ -10,6 +10,9 @@ BIN := bin
 export MESHBRIDGE_CACHE ?= $(HOME)/.cache/meshbridge
 # Consul binary path, resolved (and built when missing) on first use.
 CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
+# Polaris binary path (a Nacos-protocol server, its config template next to
+# it), resolved (and built when missing) on first use.
+POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh.
 SERVERS = tools/build.sh consul kube polaris
 
@@ -40,6 +43,10 @@ deps: ## Install the e2e client runtimes: Debian's python3-grpcio (apt-get) and 
 .PHONY: demo
 demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC client
 	$(BIN)/demo --consul "$(CONSUL_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+
+.PHONY: demo-nacos
+demo-nacos: build ## Run the demo with Nacos: real Polaris (Nacos protocol) → meshbridge → proxyless gRPC client
+	$(BIN)/demo --registry nacos --polaris "$(POLARIS_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
 .PHONY: test
 test: ## Build the test servers, then run unit, integration and e2e tests with -race

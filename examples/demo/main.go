@@ -1,8 +1,10 @@
-// Command demo is `make demo`: it starts a real Consul agent on 127.0.0.1,
-// two instances of the example gRPC service, meshbridge, and a proxyless gRPC
-// client calling xds:///echo.service.consul:<port> through meshbridge; then
-// registers, adds and deregisters instances and shows the client following.
-// Every process it starts is stopped by PID when it exits.
+// Command demo is `make demo` and `make demo-nacos`: it starts a real service
+// registry on 127.0.0.1 (a Consul agent, or Polaris serving the Nacos
+// protocol), two instances of the example gRPC service, meshbridge, and a
+// proxyless gRPC client calling xds:///<host>:<port> through meshbridge
+// (echo.service.consul, or echo.default-group.public.nacos); then registers,
+// adds and deregisters instances and shows the client following. Every
+// process it starts is stopped by PID when it exits.
 package main
 
 import (
@@ -16,37 +18,76 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/consul/api"
-
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
 )
 
+// registry is what differs between the registries the demo runs: their
+// server, how an application registers its instances there, and how
+// meshbridge is pointed at it.
+type registry interface {
+	// start starts the registry's server through d.start and returns once it
+	// serves.
+	start(d *demo) error
+	// name is the registry as the demo's messages name it ("Consul").
+	name() string
+	// registered says where and how register registers an instance
+	// ("in Consul, passing").
+	registered() string
+	// register registers instance id of the echo service at 127.0.0.1:port.
+	register(id string, port int) error
+	// deregister removes instance id, as its application does when it stops.
+	deregister(id string) error
+	// host is the hostname meshbridge gives the echo service.
+	host() string
+	// config is meshbridge's registries entry for the server: one YAML list
+	// item at column 0, ending in a newline.
+	config() string
+}
+
 type demo struct {
-	bins struct{ consul, meshbridge, server, client string }
+	bins struct{ meshbridge, server, client string }
 	dir  string
 	mu   sync.Mutex
-	cmds []*exec.Cmd
+	// stops stop what the demo started; stopAll runs them newest first.
+	stops []func()
 }
 
 func main() {
 	var d demo
-	flag.StringVar(&d.bins.consul, "consul", "", "consul binary")
+	var kind, consulBin, polarisBin string
+	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, or nacos (Polaris serving the Nacos protocol)")
+	flag.StringVar(&consulBin, "consul", "", "consul binary (--registry consul)")
+	flag.StringVar(&polarisBin, "polaris", "", "polaris binary, with polaris-server.yaml next to it (--registry nacos)")
 	flag.StringVar(&d.bins.meshbridge, "meshbridge", "bin/meshbridge", "meshbridge binary")
 	flag.StringVar(&d.bins.server, "server", "bin/echo-server", "example gRPC server binary")
 	flag.StringVar(&d.bins.client, "client", "bin/echo-client", "example gRPC client binary")
 	flag.Parse()
+	var reg registry
+	switch kind {
+	case "consul":
+		if consulBin == "" {
+			fail(fmt.Errorf("--consul is required (make demo builds it with tools/build.sh consul)"))
+		}
+		reg = &consulRegistry{bin: consulBin}
+	case "nacos":
+		if polarisBin == "" {
+			fail(fmt.Errorf("--polaris is required (make demo-nacos builds it with tools/build.sh polaris)"))
+		}
+		reg = &nacosRegistry{bin: polarisBin}
+	default:
+		fail(fmt.Errorf("--registry %q is not one of consul, nacos", kind))
+	}
 	dir, err := os.MkdirTemp("", "meshbridge-demo-")
 	if err != nil {
 		fail(err)
 	}
 	d.dir = dir
-	err = d.run()
+	err = d.run(reg)
 	d.stopAll()
 	_ = os.RemoveAll(dir)
 	if err != nil {
@@ -64,31 +105,42 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func (d *demo) run() error {
-	if d.bins.consul == "" {
-		return fmt.Errorf("--consul is required (make demo builds it with tools/build.sh consul)")
+func (d *demo) run(reg registry) error {
+	if err := reg.start(d); err != nil {
+		return err
 	}
-	consul, consulAddr, err := d.startConsul()
+	// backend-1 gets the lower port: meshbridge keeps the ServiceEntry port
+	// it first saw (backend-1's), and `meshbridge translate`, starting
+	// afresh, takes the lowest; so both show backend-2's port mapped through
+	// its WorkloadEntry.
+	p1, err := freePort()
 	if err != nil {
 		return err
 	}
-	b1, p1, err := d.startBackend("backend-1")
+	p2 := p1
+	for p2 == p1 {
+		if p2, err = freePort(); err != nil {
+			return err
+		}
+	}
+	p1, p2 = min(p1, p2), max(p1, p2)
+	b1, err := d.startBackend("backend-1", p1)
 	if err != nil {
 		return err
 	}
-	b2, p2, err := d.startBackend("backend-2")
+	b2, err := d.startBackend("backend-2", p2)
 	if err != nil {
 		return err
 	}
-	say("Registering echo instance backend-1 (%s) in Consul, passing", b1)
-	if err := register(consul, "backend-1", p1); err != nil {
+	say("Registering echo instance backend-1 (%s) %s", b1, reg.registered())
+	if err := reg.register("backend-1", p1); err != nil {
 		return err
 	}
-	xdsAddr, err := d.startBridge(consulAddr)
+	xdsAddr, err := d.startBridge(reg)
 	if err != nil {
 		return err
 	}
-	target := fmt.Sprintf("xds:///echo.service.consul:%d", p1)
+	target := fmt.Sprintf("xds:///%s:%d", reg.host(), p1)
 	lines, err := d.startClient(xdsAddr, target)
 	if err != nil {
 		return err
@@ -104,7 +156,7 @@ func (d *demo) run() error {
 	_ = show("Client calls with one instance")
 
 	say("Registering a second instance, backend-2 (%s, another port: mapped through its WorkloadEntry)", b2)
-	if err := register(consul, "backend-2", p2); err != nil {
+	if err := reg.register("backend-2", p2); err != nil {
 		return err
 	}
 	if err := waitFor(lines, "backend-2", 15*time.Second); err != nil {
@@ -115,8 +167,8 @@ func (d *demo) run() error {
 		return err
 	}
 
-	say("Deregistering backend-1 from Consul")
-	if err := consul.Agent().ServiceDeregister("backend-1"); err != nil {
+	say("Deregistering backend-1 from %s", reg.name())
+	if err := reg.deregister("backend-1"); err != nil {
 		return err
 	}
 	if err := waitOnly(lines, "backend-2", 15*time.Second); err != nil {
@@ -146,7 +198,12 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (d *demo) start(name string, cmd *exec.Cmd) error {
+// start starts cmd in a process group of its own, with its stderr (and its
+// stdout, unless the caller set one) in <dir>/<name>.log. stopAll stops it by
+// its PID: SIGTERM, then SIGKILL after five seconds, or as soon as settled
+// (when not nil) reports that the rest of the process's shutdown may be cut
+// short.
+func (d *demo) start(name string, cmd *exec.Cmd, settled func() bool) error {
 	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
 	if err != nil {
 		return err
@@ -159,84 +216,60 @@ func (d *demo) start(name string, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	d.mu.Lock()
-	d.cmds = append(d.cmds, cmd)
-	d.mu.Unlock()
+	d.onStop(func() { stop(cmd, settled) })
 	return nil
 }
 
-// stopAll stops every started process by PID, newest first: SIGTERM, then
-// SIGKILL after five seconds.
+// onStop adds f to what stopAll runs.
+func (d *demo) onStop(f func()) {
+	d.mu.Lock()
+	d.stops = append(d.stops, f)
+	d.mu.Unlock()
+}
+
+// stopAll stops everything the demo started, newest first.
 func (d *demo) stopAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := len(d.cmds) - 1; i >= 0; i-- {
-		cmd := d.cmds[i]
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
+	d.stops = nil
+}
+
+// stop stops cmd by its PID: SIGTERM, then SIGKILL once settled reports true
+// (polled every 50 ms) or after five seconds.
+func stop(cmd *exec.Cmd, settled func() bool) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.After(5 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+			return
+		case <-tick.C:
+			if settled == nil || !settled() {
+				continue
+			}
+		case <-deadline:
 		}
+		_ = cmd.Process.Kill()
+		<-done
+		return
 	}
 }
 
-func (d *demo) startConsul() (*api.Client, string, error) {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, "", err
-		}
-		ports[i] = p
-	}
-	say("Starting Consul (dev agent) on 127.0.0.1:%d", ports[0])
-	cmd := exec.Command(d.bins.consul, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-advertise", "127.0.0.1", "-http-port", strconv.Itoa(ports[0]), "-serf-lan-port", strconv.Itoa(ports[1]),
-		"-serf-wan-port", strconv.Itoa(ports[2]), "-server-port", strconv.Itoa(ports[3]),
-		"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1", "-node", "demo-node")
-	if err := d.start("consul", cmd); err != nil {
-		return nil, "", err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	client, err := api.NewClient(&api.Config{Address: addr})
-	if err != nil {
-		return nil, "", err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if leader, err := client.Status().Leader(); err == nil && leader != "" {
-			return client, addr, nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return nil, "", fmt.Errorf("consul did not elect a leader within 30s (log: %s)", filepath.Join(d.dir, "consul.log"))
-}
-
-func (d *demo) startBackend(name string) (string, int, error) {
-	port, err := freePort()
-	if err != nil {
-		return "", 0, err
-	}
+// startBackend starts an instance of the example gRPC service on
+// 127.0.0.1:port and returns that address.
+func (d *demo) startBackend(name string, port int) (string, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	return addr, port, d.start(name, exec.Command(d.bins.server, "-addr", addr, "-name", name))
+	return addr, d.start(name, exec.Command(d.bins.server, "-addr", addr, "-name", name), nil)
 }
 
-func register(c *api.Client, id string, port int) error {
-	return c.Agent().ServiceRegister(&api.AgentServiceRegistration{
-		ID: id, Name: "echo", Address: "127.0.0.1", Port: port,
-		Meta: map[string]string{"protocol": "grpc", "zone": "zone-a"},
-		Tags: []string{"version=v1"},
-		Check: &api.AgentServiceCheck{
-			Name: "grpc health", GRPC: fmt.Sprintf("127.0.0.1:%d", port), Interval: "1s", Status: api.HealthPassing,
-		},
-	})
-}
-
-func (d *demo) startBridge(consulAddr string) (string, error) {
+func (d *demo) startBridge(reg registry) (string, error) {
 	xdsPort, err := freePort()
 	if err != nil {
 		return "", err
@@ -250,19 +283,15 @@ func (d *demo) startBridge(consulAddr string) (string, error) {
 		return "", err
 	}
 	cfg := fmt.Sprintf(`registries:
-- name: consul-demo
-  type: consul
-  consul:
-    address: %s
-xds: {address: 127.0.0.1:%d}
+%sxds: {address: 127.0.0.1:%d}
 http: {address: 127.0.0.1:%d, debugAddress: 127.0.0.1:%d}
-`, consulAddr, xdsPort, httpPort, debugPort)
+`, reg.config(), xdsPort, httpPort, debugPort)
 	path := filepath.Join(d.dir, "meshbridge.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return "", err
 	}
 	say("Starting meshbridge (xDS 127.0.0.1:%d, HTTP 127.0.0.1:%d) with:\n%s", xdsPort, httpPort, indent(cfg))
-	if err := d.start("meshbridge", exec.Command(d.bins.meshbridge, "run", "--config", path)); err != nil {
+	if err := d.start("meshbridge", exec.Command(d.bins.meshbridge, "run", "--config", path), nil); err != nil {
 		return "", err
 	}
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort)
@@ -296,7 +325,7 @@ func (d *demo) startClient(xdsAddr, target string) (<-chan string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.start("client", cmd); err != nil {
+	if err := d.start("client", cmd, nil); err != nil {
 		return nil, err
 	}
 	lines := make(chan string, 1024)

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// nacosRegistry is Polaris (github.com/polarismesh/polaris) serving the
+// Nacos protocol, configured as meshbridge's tests configure it (every
+// listener on 127.0.0.1, health checks off: harness.WritePolarisConfig).
+// Each instance registers itself as an application does: with a
+// nacos-sdk-go naming client of its own, as an ephemeral instance over the
+// Nacos gRPC API, which lives as long as that client's connection.
+type nacosRegistry struct {
+	bin    string
+	dir    string // the demo's directory
+	onStop func(func())
+	ports  harness.PolarisPorts
+	apps   map[string]*nacosApp
+}
+
+// nacosApp is one registered instance and its naming client.
+type nacosApp struct {
+	client naming_client.INamingClient
+	reg    vo.RegisterInstanceParam
+}
+
+func (n *nacosRegistry) name() string { return "Nacos (Polaris)" }
+
+func (n *nacosRegistry) registered() string {
+	return "in Nacos (Polaris) with its own nacos-sdk-go naming client, ephemeral over gRPC"
+}
+
+// host is the nacos registry's default host template,
+// {{.Service}}.{{.Group}}.{{.Namespace}}.nacos, lower-cased with "_" as "-",
+// for service echo of group DEFAULT_GROUP in namespace public.
+func (n *nacosRegistry) host() string { return "echo.default-group.public.nacos" }
+
+// addr is the Nacos HTTP API's address.
+func (n *nacosRegistry) addr() string { return "127.0.0.1:" + strconv.Itoa(n.ports.NacosHTTP) }
+
+func (n *nacosRegistry) config() string {
+	return fmt.Sprintf(`- name: nacos-demo
+  type: nacos
+  nacos:
+    addresses: [%s]   # the Nacos HTTP API; gRPC on its port + 1000
+`, n.addr())
+}
+
+func (n *nacosRegistry) start(d *demo) error {
+	template := filepath.Join(filepath.Dir(n.bin), "polaris-server.yaml")
+	ports, err := harness.FindPolarisPorts()
+	if err != nil {
+		return err
+	}
+	n.ports, n.dir, n.onStop = ports, d.dir, d.onStop
+	dir := filepath.Join(d.dir, "polaris")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	cfg, err := harness.WritePolarisConfig(template, dir, ports)
+	if err != nil {
+		return err
+	}
+	say("Starting Polaris (Nacos HTTP API on %s, Nacos gRPC API on 127.0.0.1:%d)", n.addr(), ports.NacosGRPC())
+	cmd := exec.Command(n.bin, "start", "-c", cfg)
+	cmd.Dir = dir
+	// On SIGTERM Polaris closes its listeners, then sleeps 5 s before it
+	// exits; its store is the demo's to delete, so the sleep is cut short.
+	if err := d.start("polaris", cmd, n.closed); err != nil {
+		return err
+	}
+	list := "http://" + n.addr() + "/nacos/v1/ns/service/list?pageNo=1&pageSize=1"
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := hc.Get(list); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && dials(ports.NacosGRPC()) {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("polaris did not serve the Nacos API within 60s (logs: %s, %s)",
+		filepath.Join(d.dir, "polaris.log"), filepath.Join(dir, "log"))
+}
+
+// closed reports that no Polaris listener accepts connections any more.
+func (n *nacosRegistry) closed() bool {
+	p := n.ports
+	for _, port := range []int{p.Eureka, p.HTTP, p.ServiceGRPC, p.ConfigGRPC, p.XDS, p.NacosHTTP, p.NacosGRPC()} {
+		if dials(port) {
+			return false
+		}
+	}
+	return true
+}
+
+func dials(port int) bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func (n *nacosRegistry) register(id string, port int) error {
+	client, err := n.newClient(id)
+	if err != nil {
+		return err
+	}
+	app := &nacosApp{client: client, reg: vo.RegisterInstanceParam{
+		Ip: "127.0.0.1", Port: uint64(port), ServiceName: "echo", GroupName: constant.DEFAULT_GROUP,
+		Weight: 1, Enable: true, Healthy: true, Ephemeral: true,
+		Metadata: map[string]string{"protocol": "grpc", "zone": "zone-a", "version": "v1"},
+	}}
+	if n.apps == nil {
+		n.apps = map[string]*nacosApp{}
+	}
+	n.apps[id] = app
+	if ok, err := client.RegisterInstance(app.reg); err != nil || !ok {
+		return fmt.Errorf("register %s in nacos: %v (ok=%t)", id, err, ok)
+	}
+	return n.waitListed(id, port)
+}
+
+// waitListed polls until the Nacos HTTP API lists instance 127.0.0.1:port
+// of echo. Polaris serves reads from a cache it refreshes every second: a
+// bridge started before then would list no echo service, and find it only
+// at its next relist (relistInterval, 10 s).
+func (n *nacosRegistry) waitListed(id string, port int) error {
+	list := "http://" + n.addr() + "/nacos/v1/ns/instance/list?serviceName=DEFAULT_GROUP%40%40echo&healthyOnly=false"
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if listed(hc, list, port) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("polaris did not list %s (127.0.0.1:%d) within 15s", id, port)
+}
+
+// listed reports whether the instance list at url holds 127.0.0.1:port.
+func listed(hc *http.Client, url string, port int) bool {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var svc struct {
+		Hosts []struct {
+			IP   string `json:"ip"`
+			Port int    `json:"port"`
+		} `json:"hosts"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&svc) != nil {
+		return false
+	}
+	for _, h := range svc.Hosts {
+		if h.IP == "127.0.0.1" && h.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// deregister does what an application does when it stops: deregister its
+// instance and close its client. Polaris sees a deregister (or a
+// disconnect) only of an instance written in about the last 5 s, so the
+// client first registers the instance again, unchanged.
+func (n *nacosRegistry) deregister(id string) error {
+	app := n.apps[id]
+	if app == nil {
+		return fmt.Errorf("deregister %s: not registered", id)
+	}
+	say("%s's naming client registers it again unchanged, deregisters it and closes "+
+		"(Polaris misses a deregister of an instance last written more than ~5 s earlier)", id)
+	if ok, err := app.client.RegisterInstance(app.reg); err != nil || !ok {
+		return fmt.Errorf("register %s again in nacos: %v (ok=%t)", id, err, ok)
+	}
+	ok, err := app.client.DeregisterInstance(vo.DeregisterInstanceParam{
+		Ip: app.reg.Ip, Port: app.reg.Port, ServiceName: app.reg.ServiceName, GroupName: app.reg.GroupName, Ephemeral: true,
+	})
+	if err != nil || !ok {
+		return fmt.Errorf("deregister %s from nacos: %v (ok=%t)", id, err, ok)
+	}
+	app.client.CloseClient()
+	delete(n.apps, id)
+	return nil
+}
+
+// newClient is a naming client of the public namespace for application id,
+// configured with the Nacos HTTP address only (it derives the gRPC port);
+// the SDK's log and cache go to the demo's directory. stopAll closes it
+// before it stops Polaris.
+func (n *nacosRegistry) newClient(id string) (naming_client.INamingClient, error) {
+	dir := filepath.Join(n.dir, "nacos-sdk")
+	cc := constant.NewClientConfig(
+		constant.WithTimeoutMs(5000),
+		constant.WithNotLoadCacheAtStart(true),
+		constant.WithLogDir(filepath.Join(dir, "log")),
+		constant.WithCacheDir(filepath.Join(dir, "cache", id)),
+		constant.WithLogLevel("warn"),
+	)
+	client, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig:  cc,
+		ServerConfigs: []constant.ServerConfig{*constant.NewServerConfig("127.0.0.1", uint64(n.ports.NacosHTTP))},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nacos naming client for %s: %w", id, err)
+	}
+	n.onStop(client.CloseClient)
+	return client, nil
+}
