@@ -49,16 +49,17 @@ type conn struct {
 	server    *nacos_server.NacosServer
 	rpc       *rpc.RpcClient
 	cancel    context.CancelFunc
+	// up is set once the connection was seen up: such a conn is replaced
+	// when it goes down (nsWatcher.runWatchdog).
+	up atomic.Bool
 }
 
 // connHooks are called from the SDK's goroutines and must not block.
 type connHooks struct {
 	// push receives a service pushed by the server.
 	push func(nacosmodel.Service)
-	// connected is called after every connection: initial is true for the
-	// conn's first, false for a reconnection (after which the server may
-	// have lost this client's subscriptions).
-	connected func(initial bool)
+	// connected is called after every connection the SDK makes.
+	connected func()
 }
 
 // dial builds the connection of one namespace and connects it. Connecting
@@ -87,15 +88,24 @@ func dial(reg *Registry, namespace string, hooks connHooks) (*conn, error) {
 		return nil, err
 	}
 	rc := ic.GetRpcClient()
+	c := &conn{namespace: namespace, server: srv, rpc: rc, cancel: cancel}
 	rc.RegisterServerRequestHandler(func() rpc_request.IRequest {
 		return &rpc_request.NotifySubscriberRequest{NamingRequest: &rpc_request.NamingRequest{}}
 	}, pushHandler{hooks.push})
-	rc.RegisterConnectionListener(&connListener{connected: hooks.connected})
+	rc.RegisterConnectionListener(connListener{func() {
+		c.up.Store(true)
+		hooks.connected()
+	}})
 	rc.Start()
-	return &conn{namespace: namespace, server: srv, rpc: rc, cancel: cancel}, nil
+	if c.connected() {
+		c.up.Store(true)
+	}
+	return c, nil
 }
 
-// connected reports whether the gRPC connection is up.
+// connected reports whether the gRPC connection is up (an atomic load in
+// the SDK: seeing it up orders every later read of the SDK's current
+// connection after the write that installed it).
 func (c *conn) connected() bool { return c.rpc.IsRunning() }
 
 // close shuts the connection down; the SDK's goroutines end with it.
@@ -115,7 +125,14 @@ var errNotConnected = errors.New("not connected to the Nacos gRPC port")
 // the expected response type with a result code other than 200 (Nacos's
 // auth filter answers that way), and would hand on its empty service list:
 // here it is an error.
+//
+// A request is sent only while the connection is up: rpc.RpcClient.Request
+// reads the SDK's current connection unsynchronized, and only the SDK's
+// atomic status orders that read after a reconnect's write.
 func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error) {
+	if !c.connected() {
+		return nil, errNotConnected
+	}
 	c.server.InjectSecurityInfo(req.GetHeaders(), security.BuildNamingResourceByRequest(req))
 	resp, err := c.rpc.Request(req, requestTimeoutMs)
 	if err != nil {
@@ -231,15 +248,12 @@ func (h pushHandler) RequestReply(req rpc_request.IRequest, _ *rpc.RpcClient) rp
 	}
 }
 
-// connListener tells the registry about every (re)connection; it runs on the
+// connListener tells the registry about every connection; it runs on the
 // SDK's event goroutine.
-type connListener struct {
-	connected func(initial bool)
-	n         atomic.Uint64
-}
+type connListener struct{ connected func() }
 
-func (l *connListener) OnConnected()  { l.connected(l.n.Add(1) == 1) }
-func (l *connListener) OnDisConnect() {}
+func (l connListener) OnConnected()  { l.connected() }
+func (l connListener) OnDisConnect() {}
 
 // splitServiceName splits a service name the server may send grouped
 // ("group@@service") into group and name; group is "" when it is not.

@@ -180,6 +180,9 @@ func (r *Registry) Status() Status {
 // Health implements registries.HealthReporter.
 func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 
+// WatcherStatus implements registries.StatusReporter: Status.
+func (r *Registry) WatcherStatus() any { return r.Status() }
+
 // Readers, for Registry.failing.
 const readerLogin = "login"
 

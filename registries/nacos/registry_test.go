@@ -2,6 +2,8 @@ package nacos
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,203 @@ func TestRegisterDeregister(t *testing.T) {
 	}
 	if st := reg.Status(); !st.Synced || st.Services != 1 || st.Instances != 1 || st.Subscribed != 1 || !st.Up {
 		t.Errorf("Status = %+v, want synced, 1 service, 1 instance, 1 subscribed, up", st)
+	}
+}
+
+// TestInstanceChanges: health, enabled flag, weight and metadata changes of
+// persistent instances (registered over the Nacos HTTP API) each reach the
+// Sink; an unhealthy or disabled instance is not emitted (doc.go rule 6).
+func TestInstanceChanges(t *testing.T) {
+	p := harness.StartPolaris(t)
+	reg := func(ip string, weight float64, meta map[string]string, healthy, enabled bool) {
+		p.RegisterInstance(t, "", "", "api", ip, 9090, weight, meta, false, healthy, enabled)
+	}
+	reg("10.0.1.1", 1, nil, true, true)
+	reg("10.0.1.2", 1, nil, false, true) // unhealthy
+	reg("10.0.1.3", 1, nil, true, false) // disabled
+	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}}, nil)
+	k := key("public", "DEFAULT_GROUP", "api")
+	rec.eventually(t, "only the healthy, enabled instance", func() bool {
+		return slices.Equal(rec.addrs(k), []string{"10.0.1.1:9090"})
+	})
+	rec.mu.Lock()
+	if in := rec.instances(k)["10.0.1.1:9090"]; in.Labels[ClusterLabel] != "DEFAULT" || in.ID != "public/DEFAULT_GROUP/api/DEFAULT/10.0.1.1:9090" {
+		t.Errorf("instance = %+v, want cluster DEFAULT in its label and ID", in)
+	}
+	rec.mu.Unlock()
+
+	reg("10.0.1.2", 1, nil, true, true)
+	rec.eventually(t, "the instance turned healthy is added", func() bool {
+		return slices.Equal(rec.addrs(k), []string{"10.0.1.1:9090", "10.0.1.2:9090"})
+	})
+	reg("10.0.1.3", 1, nil, true, true)
+	rec.eventually(t, "the instance turned enabled is added", func() bool { return len(rec.addrs(k)) == 3 })
+	reg("10.0.1.3", 1, nil, true, false)
+	rec.eventually(t, "the instance turned disabled is dropped", func() bool { return len(rec.addrs(k)) == 2 })
+
+	reg("10.0.1.1", 3, nil, true, true) // Polaris keeps integer weights
+	rec.eventually(t, "the weight change", func() bool { return rec.instances(k)["10.0.1.1:9090"].Weight == 300 })
+	reg("10.0.1.1", 3, map[string]string{"version": "v2", "protocol": "http", "region": "eu", "zone": "eu-1"}, true, true)
+	rec.eventually(t, "the metadata change", func() bool {
+		in := rec.instances(k)["10.0.1.1:9090"]
+		return in.Labels["version"] == "v2" && in.Protocol == "http" && in.Locality == "eu/eu-1/"
+	})
+	rec.mu.Lock()
+	for lk := range rec.instances(k)["10.0.1.1:9090"].Labels {
+		if strings.HasPrefix(lk, "internal-nacos-") {
+			t.Errorf("label %q: the server's internal metadata is not a label", lk)
+		}
+	}
+	rec.mu.Unlock()
+
+	reg("10.0.1.1", 3, nil, false, true)
+	rec.eventually(t, "the instance turned unhealthy is dropped", func() bool {
+		return slices.Equal(rec.addrs(k), []string{"10.0.1.2:9090"})
+	})
+	for _, s := range rec.snapshots() {
+		if s.Err != nil || s.Removed {
+			t.Errorf("unexpected snapshot %+v", s)
+		}
+	}
+}
+
+// TestScopes: the same service name in two namespaces and two groups is
+// four services, each with its own Namespace and Group; Polaris's
+// "<group>__<service>" aliases in DEFAULT_GROUP's listing are not services
+// (doc.go rule 3).
+func TestScopes(t *testing.T) {
+	p := harness.StartPolaris(t)
+	for _, ns := range []string{"", "ns2"} {
+		app := newApp(t, p, ns)
+		for i, g := range []string{"", "G2"} {
+			app.register(instance{group: g, service: "svc", ip: "10.0.2." + strconv.Itoa(i+1), port: 80})
+		}
+	}
+	_, rec := runRegistry(t, Config{
+		Addresses: []string{p.NacosAddress()}, Namespaces: []string{"public", "ns2"},
+		Groups: []string{"DEFAULT_GROUP", "G2"}, RelistInterval: time.Second, ReconcileInterval: 2 * time.Second,
+	}, nil)
+	want := map[string][]string{
+		key("public", "DEFAULT_GROUP", "svc"): {"10.0.2.1:80"},
+		key("public", "G2", "svc"):            {"10.0.2.2:80"},
+		key("ns2", "DEFAULT_GROUP", "svc"):    {"10.0.2.1:80"},
+		key("ns2", "G2", "svc"):               {"10.0.2.2:80"},
+	}
+	rec.eventually(t, "four services, one per scope", func() bool {
+		for k, addrs := range want {
+			if !slices.Equal(rec.addrs(k), addrs) {
+				return false
+			}
+		}
+		return rec.synced == 1
+	})
+	for _, s := range rec.snapshots() {
+		if s.Service.Name != "" && want[keyOf(s.Service)] == nil {
+			t.Errorf("snapshot of an unexpected service %s: %+v", keyOf(s.Service), s)
+		}
+	}
+}
+
+// TestFilters: the services allow-list decides what is subscribed, and the
+// cluster filter what is emitted.
+func TestFilters(t *testing.T) {
+	p := harness.StartPolaris(t)
+	app := newApp(t, p, "")
+	app.register(instance{service: "web-a", ip: "10.0.3.1", port: 80, cluster: "c1"})
+	app.register(instance{service: "web-a", ip: "10.0.3.2", port: 80, cluster: "c2"})
+	app.register(instance{service: "api", ip: "10.0.3.3", port: 80, cluster: "c1"})
+	harness.EventuallyTrue(t, waitTimeout, "Polaris lists web-a and api", func() bool {
+		names := p.ListServices(t, "", "")
+		return slices.Contains(names, "web-a") && slices.Contains(names, "api")
+	})
+	reg, rec := runRegistry(t, Config{
+		Addresses: []string{p.NacosAddress()}, Services: []string{"web*"}, Clusters: []string{"c1"},
+	}, nil)
+	k := key("public", "DEFAULT_GROUP", "web-a")
+	rec.eventually(t, "web-a with its c1 instance only", func() bool {
+		return rec.synced == 1 && slices.Equal(rec.addrs(k), []string{"10.0.3.1:80"})
+	})
+	if st := reg.Status(); st.Subscribed != 1 {
+		t.Errorf("Status.Subscribed = %d, want 1 (api is not allowed)", st.Subscribed)
+	}
+	for _, s := range rec.snapshots() {
+		if s.Service.Name == "api" {
+			t.Errorf("api was emitted: %+v", s)
+		}
+	}
+}
+
+// TestNewServiceAppears: a service registered after the first listing is
+// found by the next one (Nacos 2.x has no service-list watch: doc.go rule
+// 3), without a restart.
+func TestNewServiceAppears(t *testing.T) {
+	p := harness.StartPolaris(t)
+	app := newApp(t, p, "")
+	app.register(instance{service: "first", ip: "10.0.4.1", port: 80})
+	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, RelistInterval: time.Second}, nil)
+	rec.eventually(t, "first", func() bool { return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "first"))) == 1 })
+	start := time.Now()
+	app.register(instance{service: "second", ip: "10.0.4.2", port: 80})
+	rec.eventually(t, "second appears", func() bool {
+		return slices.Equal(rec.addrs(key("public", "DEFAULT_GROUP", "second")), []string{"10.0.4.2:80"})
+	})
+	t.Logf("new service → snapshot: %s (relistInterval 1s)", time.Since(start).Round(time.Millisecond))
+}
+
+// TestReconcileCatchesNonDefaultGroup: Polaris pushes nothing to subscribers
+// of a group other than DEFAULT_GROUP, so a change there reaches the Sink
+// only through the reconcile's queries (doc.go rule 5).
+func TestReconcileCatchesNonDefaultGroup(t *testing.T) {
+	p := harness.StartPolaris(t)
+	app := newApp(t, p, "")
+	in := instance{group: "G2", service: "orders", ip: "10.0.5.1", port: 80}
+	app.register(in)
+	harness.EventuallyTrue(t, waitTimeout, "Polaris lists orders in G2", func() bool {
+		return slices.Contains(p.ListServices(t, "", "G2"), "orders")
+	})
+	reg, rec := runRegistry(t, Config{
+		Addresses: []string{p.NacosAddress()}, Groups: []string{"G2"},
+		RelistInterval: time.Hour, ReconcileInterval: 2 * time.Second,
+	}, nil)
+	k := key("public", "G2", "orders")
+	rec.eventually(t, "orders", func() bool { return len(rec.addrs(k)) == 1 })
+	rec.eventually(t, "orders at weight 100", func() bool { return rec.instances(k)["10.0.5.1:80"].Weight == 100 })
+	in.weight = 4
+	start := time.Now()
+	app.register(in)
+	rec.eventually(t, "the weight change, through the reconcile", func() bool {
+		return rec.instances(k)["10.0.5.1:80"].Weight == 400
+	})
+	t.Logf("change in a non-default group → snapshot: %s (reconcileInterval 2s)", time.Since(start).Round(time.Millisecond))
+	if st := reg.Status(); st.ReconcileCorrections == 0 {
+		t.Errorf("Status.ReconcileCorrections = 0, want the reconcile to have made the change")
+	}
+}
+
+// TestDubboSkipped: Dubbo services (interface-level names, Dubbo 3
+// application-level instances) are not emitted while dubbo.enabled is false,
+// and are counted (doc.go rule 8).
+func TestDubboSkipped(t *testing.T) {
+	p := harness.StartPolaris(t)
+	app := newApp(t, p, "")
+	app.register(instance{service: "providers:com.example.Greeter:1.0.0:", ip: "10.0.6.1", port: 20880})
+	app.register(instance{service: "greeter-app", ip: "10.0.6.2", port: 20880,
+		metadata: map[string]string{"dubbo.metadata.revision": "abc123", "dubbo.endpoints": `[{"port":20880,"protocol":"dubbo"}]`}})
+	app.register(instance{service: "plain", ip: "10.0.6.3", port: 80})
+	harness.EventuallyTrue(t, waitTimeout, "Polaris lists all three", func() bool { return len(p.ListServices(t, "", "")) >= 3 })
+	const name = "nacos-dubbo"
+	before := skipped(name)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
+	rec.eventually(t, "synced with plain", func() bool {
+		return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "plain"))) == 1
+	})
+	harness.EventuallyTrue(t, waitTimeout, "both Dubbo services counted", func() bool { return skipped(name)-before == 2 })
+	for _, s := range rec.snapshots() {
+		if s.Service.Name != "plain" {
+			t.Errorf("snapshot of %q, want plain only: %+v", s.Service.Name, s)
+		}
+	}
+	if st := reg.Status(); st.Skipped != 2 {
+		t.Errorf("Status.Skipped = %d, want 2", st.Skipped)
 	}
 }

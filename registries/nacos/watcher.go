@@ -113,6 +113,7 @@ type nsWatcher struct {
 	conn   *conn
 	closed bool // Run is ending: no new connection
 
+	connections atomic.Uint64 // connections made, over every conn of the namespace
 	reconnected atomic.Bool   // a reconnection happened since the list loop last looked
 	relistNow   chan struct{} // wakes the list loop early
 
@@ -181,6 +182,7 @@ func (w *nsWatcher) run(ctx context.Context) {
 	wg.Go(func() { w.runEmitter(ctx) })
 	wg.Go(func() { w.runReconcile(ctx) })
 	wg.Go(func() { w.runList(ctx) })
+	wg.Go(func() { w.runWatchdog(ctx) })
 	<-ctx.Done()
 	// In-flight requests fail at once on a closed connection.
 	w.closeConn(true)
@@ -192,14 +194,56 @@ func (w *nsWatcher) hooks() connHooks {
 	return connHooks{push: w.onPush, connected: w.onConnected}
 }
 
-func (w *nsWatcher) onConnected(initial bool) {
-	if !initial {
+// onConnected: every connection after the namespace's first is a
+// reconnection, after which the server may have lost the subscriptions.
+func (w *nsWatcher) onConnected() {
+	if w.connections.Add(1) > 1 {
 		w.reconnected.Store(true)
 		w.reg.noteReconnect(w.ns)
 	}
+	w.wakeList()
+}
+
+func (w *nsWatcher) wakeList() {
 	select {
 	case w.relistNow <- struct{}{}:
 	default:
+	}
+}
+
+// watchdogInterval is how often runWatchdog looks at the connection.
+const watchdogInterval = 100 * time.Millisecond
+
+// runWatchdog replaces a connection that went down with a new one (dialled
+// by the list loop) instead of letting the SDK reconnect it: nacos-sdk-go
+// v2.3.5's reconnect of a client that had a connection writes its current
+// connection while other goroutines read it unsynchronized (a data race in
+// rpc.RpcClient), and a new client, which never had one, reconnects
+// without it.
+func (w *nsWatcher) runWatchdog(ctx context.Context) {
+	t := time.NewTicker(watchdogInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c := w.getConn()
+		switch {
+		case c == nil:
+		case c.connected():
+			c.up.Store(true)
+		case c.up.Load():
+			w.connMu.Lock()
+			if w.conn == c {
+				w.conn = nil
+			}
+			w.connMu.Unlock()
+			c.close()
+			w.log.Debug("Nacos connection lost; replacing it")
+			w.wakeList()
+		}
 	}
 }
 
@@ -272,13 +316,11 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 	}
 	w.reg.checkLogin()
 	now := time.Now()
-	if w.reconnected.Swap(false) {
-		w.afterReconnect(now)
-	}
 	w.unsubscribeSkipped(c)
 
 	listings := map[string][]string{}
 	partial := map[string]bool{}
+	recovered := false
 	for _, g := range w.cfg.Groups {
 		names, part, err := c.listServices(g)
 		if ctx.Err() != nil {
@@ -290,6 +332,13 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 		}
 		w.reg.noteOK(listReader(w.ns, g))
 		listings[g], partial[g] = names, part
+		recovered = recovered || w.listFailing[g]
+	}
+	// A listing that succeeds after failures follows a reconnection as
+	// surely as the SDK's connection event, which may come later: the grace
+	// starts with whichever is seen first.
+	if w.reconnected.Swap(false) || recovered {
+		w.afterReconnect(now)
 	}
 	held := w.dropAliases(c, listings)
 	for _, g := range w.cfg.Groups {
