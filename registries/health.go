@@ -69,6 +69,13 @@ type HealthReporter interface {
 	Health() HealthStatus
 }
 
+// StatusReporter is implemented by registries that show their own state on
+// /debug/registryz (under "watcher"): a JSON-encodable value that holds no
+// secret.
+type StatusReporter interface {
+	WatcherStatus() any
+}
+
 // NewHealth returns the Health of the named registry, logging to log (with a
 // "registry" attribute already set or not: NewHealth adds none).
 func NewHealth(registry string, log *slog.Logger) *Health {

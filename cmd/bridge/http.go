@@ -18,7 +18,6 @@ import (
 	"github.com/meshbridge/meshbridge/kube"
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/xds"
 )
@@ -111,9 +110,6 @@ type registryzEntry struct {
 	Watcher any  `json:"watcher,omitempty"`
 }
 
-// consulStatus is what a Consul watcher reports about itself.
-type consulStatus interface{ Status() consul.Status }
-
 func (b *bridge) registryz() []registryzEntry {
 	regs := make(map[string]registries.Registry, len(b.regs))
 	for _, r := range b.regs {
@@ -132,8 +128,8 @@ func (b *bridge) registryz() []registryzEntry {
 			e.Up = st.Synced && st.StaleServices == 0
 		}
 		e.Stale = e.Stale || st.StaleServices > 0
-		if cs, ok := r.(consulStatus); ok {
-			e.Watcher = cs.Status()
+		if sr, ok := r.(registries.StatusReporter); ok {
+			e.Watcher = sr.WatcherStatus()
 		}
 		out = append(out, e)
 	}

@@ -205,10 +205,15 @@ func TestCommands(t *testing.T) {
 func TestRunServesHTTP(t *testing.T) {
 	httpAddr, debugAddr := freeAddr(t), freeAddr(t)
 	const secret = "s3cr3t-token-value"
+	const nacosPassword, nacosSecretKey = "n4cos-passw0rd", "n4cos-s3cret-key"
 	cfgPath := fileConfig(t, fmt.Sprintf("xds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\n", freeAddr(t), httpAddr, debugAddr))
 	// A Consul registry nobody listens on, with a token that must never show.
 	raw, _ := os.ReadFile(cfgPath)
 	raw = bytes.Replace(raw, []byte("registries:\n"), []byte(fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q, token: %q}}\n", freeAddr(t), secret)), 1)
+	// A Nacos registry nobody listens on, with a password and a secret key
+	// that must never show either.
+	raw = bytes.Replace(raw, []byte("- name: static"), []byte(fmt.Sprintf("- {name: nacos-down, type: nacos, nacos: {addresses: [%q], username: u, password: %q, accessKey: ak, secretKey: %q}}\n- name: static",
+		freeAddr(t), nacosPassword, nacosSecretKey)), 1)
 	raw = append(raw, []byte("sync: {timeout: 1s}\n")...)
 	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
 		t.Fatal(err)
@@ -270,10 +275,13 @@ func TestRunServesHTTP(t *testing.T) {
 	}
 	_, registryz := get(debugAddr, "/debug/registryz")
 	var regs []registryzEntry
-	if err := json.Unmarshal([]byte(registryz), &regs); err != nil || len(regs) != 2 {
+	if err := json.Unmarshal([]byte(registryz), &regs); err != nil || len(regs) != 3 {
 		t.Fatalf("/debug/registryz: %v: %s", err, registryz)
 	}
-	down, static := regs[0], regs[1]
+	down, nacosDown, static := regs[0], regs[1], regs[2]
+	if nacosDown.Name != "nacos-down" || nacosDown.Synced || nacosDown.Up || nacosDown.Watcher == nil {
+		t.Errorf("/debug/registryz nacos-down = %+v", nacosDown)
+	}
 	if down.Name != "down" || down.Synced || down.Up || down.LastError == "" ||
 		static.Name != "static" || !static.Synced || !static.Up || static.LastSuccess.IsZero() || static.Stale ||
 		static.Instances != 1 || static.ServedInstances != 1 {
@@ -283,17 +291,19 @@ func TestRunServesHTTP(t *testing.T) {
 		t.Errorf("/debug/registryz shows a zero time:\n%s", registryz)
 	}
 	_, config := get(debugAddr, "/debug/config")
-	if !strings.Contains(config, `"token": "<redacted>"`) || !strings.Contains(config, `"debugAddress": "`+debugAddr+`"`) {
+	if !strings.Contains(config, `"token": "<redacted>"`) || !strings.Contains(config, `"password": "<redacted>"`) ||
+		!strings.Contains(config, `"secretKey": "<redacted>"`) || !strings.Contains(config, `"debugAddress": "`+debugAddr+`"`) {
 		t.Errorf("/debug/config does not show the running configuration redacted:\n%s", config)
 	}
-	for _, path := range []string{"/metrics", "/readyz"} {
-		if _, body := get(httpAddr, path); strings.Contains(body, secret) {
-			t.Errorf("%s shows the Consul token", path)
-		}
-	}
-	for _, path := range []string{"/debug/configz", "/debug/config", "/debug/registryz", "/debug/kubez"} {
-		if _, body := get(debugAddr, path); strings.Contains(body, secret) {
-			t.Errorf("%s shows the Consul token", path)
+	for _, page := range []struct{ addr, path string }{
+		{httpAddr, "/metrics"}, {httpAddr, "/readyz"},
+		{debugAddr, "/debug/configz"}, {debugAddr, "/debug/config"}, {debugAddr, "/debug/registryz"}, {debugAddr, "/debug/kubez"},
+	} {
+		_, body := get(page.addr, page.path)
+		for _, s := range []string{secret, nacosPassword, nacosSecretKey} {
+			if strings.Contains(body, s) {
+				t.Errorf("%s shows a secret (%q)", page.path, s)
+			}
 		}
 	}
 	if code, _ := get(debugAddr, "/debug/pprof/"); code != http.StatusOK {

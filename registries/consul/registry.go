@@ -136,6 +136,9 @@ func (r *Registry) Status() Status {
 // Health implements registries.HealthReporter.
 func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 
+// WatcherStatus implements registries.StatusReporter: Status.
+func (r *Registry) WatcherStatus() any { return r.Status() }
+
 // noteFailure records a failed read by loop (reasonCatalog, reasonState,
 // or reasonHealth for a read of service) with Health, and returns err marked
 // permanent when retrying cannot fix it and with the token redacted: the
