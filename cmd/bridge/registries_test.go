@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// TestRegistryTypesDefaultHosts pins the README's host naming contract for
+// every registered type's default host template.
+func TestRegistryTypesDefaultHosts(t *testing.T) {
+	if err := registryTypes.Check(); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		typ  string
+		svc  registries.Service
+		want string
+	}{
+		"consul, the agent's datacenter": {"consul", registries.Service{Name: "web"}, "web.service.consul"},
+		"consul, a remote datacenter":    {"consul", registries.Service{Name: "web", Datacenter: "dc2"}, "web.service.dc2.consul"},
+		"consul, an underscore":          {"consul", registries.Service{Name: "my_web"}, "my-web.service.consul"},
+		"nacos, the default namespace and group": {"nacos",
+			registries.Service{Name: "echo", Namespace: "public", Group: "DEFAULT_GROUP"}, "echo.default-group.public.nacos"},
+		"nacos, another group": {"nacos",
+			registries.Service{Name: "echo", Namespace: "public", Group: "ORDER_GROUP"}, "echo.order-group.public.nacos"},
+		"nacos, another namespace": {"nacos",
+			registries.Service{Name: "echo", Namespace: "dev", Group: "DEFAULT_GROUP"}, "echo.default-group.dev.nacos"},
+		"file, the host as written": {"file", registries.Service{Name: "web.static.local"}, "web.static.local"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			typ, ok := registryTypes.Lookup(tc.typ)
+			if !ok {
+				t.Fatalf("type %q is not registered", tc.typ)
+			}
+			tr, err := translate.New(translate.Options{Registry: "r", Namespace: "mesh", HostTemplate: typ.HostTemplate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tr.Host(tc.svc)
+			if err != nil || got != tc.want {
+				t.Fatalf("host = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
