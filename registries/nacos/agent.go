@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,15 +34,22 @@ const loginPath = "/v1/auth/users/login"
 // server's certificate (common/tls.NewTLS sets InsecureSkipVerify). It
 // verifies against the system roots plus tls.caFile, reuses connections, and
 // records the outcome of every login the SDK attempts (the SDK only logs a
-// refused login), so that a wrong password shows in Health and Status.
+// refused login), so that a wrong password shows in Health and Status, and
+// the access tokens it returns, which the SDK prints with every request it
+// logs, so that they are redacted.
 type httpAgent struct {
 	client *http.Client
 	user   string
 
 	mu       sync.Mutex
-	loginErr error // the last login's refusal; nil after a success or before any
-	loginSet bool  // a login got an answer
+	loginErr error    // the last login's refusal; nil after a success or before any
+	loginSet bool     // a login got an answer
+	tokens   []string // the last access tokens logins returned, to redact
 }
+
+// maxTokens is how many past access tokens are kept for redaction: the SDK
+// may still print a request signed with the previous one.
+const maxTokens = 4
 
 var _ http_agent.IHttpAgent = (*httpAgent)(nil)
 
@@ -51,6 +59,13 @@ func newHTTPAgent(tlsCfg *tls.Config, user string) *httpAgent {
 		tr.TLSClientConfig = tlsCfg.Clone()
 	}
 	return &httpAgent{client: &http.Client{Transport: tr, Timeout: httpTimeout}, user: user}
+}
+
+// secrets returns the access tokens logins returned, for redaction.
+func (a *httpAgent) secrets() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.tokens)
 }
 
 // login returns the last login's refusal (nil when it succeeded) and
@@ -150,7 +165,15 @@ func (a *httpAgent) observeLogin(u *url.URL, resp *http.Response) {
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	var err error
-	if resp.StatusCode != http.StatusOK {
+	var token string
+	if resp.StatusCode == http.StatusOK {
+		var answer struct {
+			AccessToken string `json:"accessToken"`
+		}
+		if json.Unmarshal(b, &answer) == nil {
+			token = answer.AccessToken
+		}
+	} else {
 		where := *u
 		where.RawQuery = ""
 		msg := strings.TrimSpace(string(b))
@@ -167,6 +190,12 @@ func (a *httpAgent) observeLogin(u *url.URL, resp *http.Response) {
 	}
 	a.mu.Lock()
 	a.loginErr, a.loginSet = err, true
+	if token != "" && !slices.Contains(a.tokens, token) {
+		a.tokens = append(a.tokens, token)
+		if len(a.tokens) > maxTokens {
+			a.tokens = a.tokens[1:]
+		}
+	}
 	a.mu.Unlock()
 }
 

@@ -175,6 +175,8 @@ func TestRedactSecrets(t *testing.T) {
 		{`params: accessToken=abc&namespaceId=public`, `params: accessToken=<redacted>&namespaceId=public`},
 		{`form password=hunter2 username=u`, `form password=<redacted> username=u`},
 		{`"secretKey": "sk-1"`, `"secretKey": "<redacted>"`},
+		{`headers:{key:"accessToken" value:"eyJ.tok"}}`, `headers:{key:"accessToken" value:"<redacted>"}}`},
+		{`headers:{key:\"accessToken\" value:\"eyJ.tok\"}}`, `headers:{key:\"accessToken\" value:\"<redacted>\"}}`},
 		{`nothing secret here`, `nothing secret here`},
 	} {
 		if got := redactSecrets(tc.in, []string{"p4ss-w0rd"}); got != tc.want {

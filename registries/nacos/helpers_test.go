@@ -243,3 +243,13 @@ func counted(registry, reason string) float64 {
 func skipped(registry string) float64 {
 	return testutil.ToFloat64(registries.RegistrySkipped.WithLabelValues(registry, "dubbo"))
 }
+
+// waitListed waits until Polaris lists a service (its reads lag writes by
+// about a second), so that a registry started next finds it in its first
+// listing.
+func waitListed(t testing.TB, p *harness.Polaris, namespace, group, name string) {
+	t.Helper()
+	harness.EventuallyTrue(t, waitTimeout, "Polaris lists "+name, func() bool {
+		return slices.Contains(p.ListServices(t, namespace, group), name)
+	})
+}

@@ -136,7 +136,7 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // has stopped and every connection is closed. Connection and read failures
 // are reported through the Sink and Health, and retried.
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	attachSDKLog(r, r.logger, r.secrets.values())
+	attachSDKLog(r, r.logger, r.redactions)
 	defer detachSDKLog(r)
 	r.logger.Info("Started watching Nacos", "addresses", r.status.Addresses, "grpcAddresses", r.status.GRPCAddresses,
 		"namespaces", r.cfg.Namespaces, "groups", r.cfg.Groups)
@@ -291,11 +291,17 @@ func (r *Registry) redact(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := redactSecrets(err.Error(), r.secrets.values())
+	msg := redactSecrets(err.Error(), r.redactions())
 	if msg == err.Error() {
 		return err
 	}
 	return redactedError{msg: msg, err: err}
+}
+
+// redactions are the values redacted from every text that leaves the
+// registry: the configured secrets and the access tokens logins returned.
+func (r *Registry) redactions() []string {
+	return append(r.secrets.values(), r.agent.secrets()...)
 }
 
 type redactedError struct {

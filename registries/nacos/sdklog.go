@@ -28,12 +28,12 @@ var (
 
 	sdkMu      sync.Mutex
 	sdkTargets = map[*Registry]*slog.Logger{}
-	sdkSecrets = map[*Registry][]string{}
+	sdkSecrets = map[*Registry]func() []string{}
 )
 
-// attachSDKLog routes the SDK's log lines to reg's logger (and redacts reg's
-// secrets from every line) until detachSDKLog.
-func attachSDKLog(reg *Registry, log *slog.Logger, secrets []string) {
+// attachSDKLog routes the SDK's log lines to reg's logger (and redacts the
+// values secrets returns from every line) until detachSDKLog.
+func attachSDKLog(reg *Registry, log *slog.Logger, secrets func() []string) {
 	installSDKLog.Do(func() { sdklogger.SetLogger(sdkLog{}) })
 	sdkMu.Lock()
 	defer sdkMu.Unlock()
@@ -56,13 +56,17 @@ func (sdkLog) emit(level, msg string) {
 			targets = append(targets, l)
 		}
 	}
-	var secrets []string
+	var sources []func() []string
 	if len(targets) > 0 {
 		for _, s := range sdkSecrets {
-			secrets = append(secrets, s...)
+			sources = append(sources, s)
 		}
 	}
 	sdkMu.Unlock()
+	var secrets []string
+	for _, s := range sources {
+		secrets = append(secrets, s()...)
+	}
 	if len(targets) == 0 {
 		return
 	}
@@ -110,7 +114,11 @@ func (sdkLog) Close() error                   { return nil }
 // credentialRE matches a credential as the SDK may print one: a request's
 // JSON body or headers ("accessToken":"...", accessToken=...), and the login
 // form (password=...).
-var credentialRE = regexp.MustCompile(`(?i)("?(?:accessToken|password|secretKey)"?\s*[:=]\s*"?)([^"&,\s}\]]+)`)
+//
+// The second form is a header in a gRPC request the SDK prints in protobuf
+// text format: key:"accessToken" value:"..." (quotes possibly escaped).
+var credentialRE = regexp.MustCompile(`(?i)("?(?:accessToken|password|secretKey)"?\s*[:=]\s*"?)([^"&,\s}\]]+)` +
+	`|(key:\\?"(?:accessToken|password|secretKey)\\?"\s*value:\\?")([^"\\]+)`)
 
 // redactSecrets replaces every known secret value and every credential the
 // SDK may print by registries.Redacted.
@@ -120,5 +128,5 @@ func redactSecrets(s string, secrets []string) string {
 			s = strings.ReplaceAll(s, v, redacted)
 		}
 	}
-	return credentialRE.ReplaceAllString(s, "${1}"+redacted)
+	return credentialRE.ReplaceAllString(s, "${1}${3}"+redacted)
 }
