@@ -1,6 +1,7 @@
 package nacos
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,4 +263,30 @@ func TestDubboSkipped(t *testing.T) {
 	if st := reg.Status(); st.Skipped != 2 {
 		t.Errorf("Status.Skipped = %d, want 2", st.Skipped)
 	}
+}
+
+// TestServiceTurnsDubbo: a service whose instances turn out to be Dubbo 3
+// application-level instances is removed and skipped from then on (doc.go
+// rule 8): Polaris never drops a service from its listing, so this is also
+// the end-to-end test of a Removed snapshot.
+func TestServiceTurnsDubbo(t *testing.T) {
+	p := harness.StartPolaris(t)
+	p.RegisterInstance(t, "", "", "shop", "10.0.6.9", 20880, 1, nil, true, true, true)
+	waitListed(t, p, "", "", "shop")
+	const name = "nacos-turns-dubbo"
+	before := skipped(name)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
+	k := key("public", "DEFAULT_GROUP", "shop")
+	rec.eventually(t, "shop", func() bool { return len(rec.addrs(k)) == 1 })
+	p.RegisterInstance(t, "", "", "shop", "10.0.6.9", 20880, 1, map[string]string{"dubbo.metadata.revision": "r1"}, true, true, true)
+	rec.eventually(t, "shop removed", func() bool { _, ok := rec.last[k]; return !ok })
+	if got := skipped(name) - before; got != 1 {
+		t.Errorf("skipped counter moved by %v, want 1", got)
+	}
+	harness.Eventually(t, waitTimeout, "shop unsubscribed", func() error {
+		if st := reg.Status(); st.Services != 0 || st.Skipped != 1 || st.Subscribed != 0 {
+			return fmt.Errorf("Status = %+v, want no service, 1 skipped, none subscribed", st)
+		}
+		return nil
+	})
 }

@@ -230,6 +230,7 @@ func (w *nsWatcher) skipDubbo(s *service, observed time.Time) {
 		w.unsubscribeLater = append(w.unsubscribeLater, s)
 	}
 	w.mu.Unlock()
+	w.wakeList()
 	w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
 	w.emitRemoved(s, observed)
 }

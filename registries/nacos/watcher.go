@@ -446,7 +446,7 @@ func (w *nsWatcher) dropAliases(c *conn, listings map[string][]string) (held map
 		}
 		var m map[string]bool
 		names, ok := listings[g]
-		if !ok && !slices.Contains(w.cfg.Groups, g) {
+		if !ok && !slices.Contains(w.cfg.Groups, g) && c != nil {
 			var err error
 			names, _, err = c.listServices(g)
 			ok = err == nil

@@ -1,0 +1,181 @@
+package nacos
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
+)
+
+// newTestWatcher is a namespace watcher without a connection, its Sink a
+// recorder, for the listing rules alone.
+func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *recorder) {
+	t.Helper()
+	cfg.Name = "unit"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t)
+	return newNSWatcher(newRun(reg, rec), "public"), rec
+}
+
+// drain runs the emitter's work queue to the end.
+func (w *nsWatcher) drain() {
+	for s, ops := w.next(); s != nil; s, ops = w.next() {
+		for _, o := range ops {
+			w.process(s, o)
+		}
+	}
+}
+
+// emitRead hands the watcher a read of service name with one instance.
+func (w *nsWatcher) emitRead(t *testing.T, group, name string, now time.Time) {
+	t.Helper()
+	w.mu.Lock()
+	s := w.services[svcKey(group, name)]
+	w.mu.Unlock()
+	if s == nil {
+		t.Fatalf("no service %s/%s", group, name)
+	}
+	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now, info: nacosmodel.Service{
+		Hosts: []nacosmodel.Instance{{Ip: "10.0.0.1", Port: 80, Weight: 1, Healthy: true, Enable: true}},
+	}})
+	w.drain()
+}
+
+// TestApplyListing: what a listing adds, keeps and removes (doc.go rules 3,
+// 7 and 8).
+func TestApplyListing(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name        string
+		cfg         Config
+		listed      []string // first listing: each service is read once
+		next        []string // second listing
+		partial     bool
+		reconnected bool // a reconnection between the two listings
+		wantRemoved []string
+		wantKept    []string
+		wantSkipped int
+	}{
+		{
+			name: "a service missing from a complete listing is removed", listed: []string{"a", "b"}, next: []string{"a"},
+			wantRemoved: []string{"b"}, wantKept: []string{"a"},
+		},
+		{
+			name: "a partial listing removes nothing", listed: []string{"a", "b"}, next: []string{"a"}, partial: true,
+			wantKept: []string{"a", "b"},
+		},
+		{
+			name: "within a reconnection's grace a missing service stays", listed: []string{"a", "b"}, next: []string{},
+			reconnected: true, wantKept: []string{"a", "b"},
+		},
+		{
+			name: "Dubbo names and services outside the allow-list are never services",
+			cfg:  Config{Services: []string{"a*", "providers:*"}}, listed: []string{"a1", "providers:com.x.Y:1.0.0:", "b"},
+			next: []string{"a1", "providers:com.x.Y:1.0.0:", "b"}, wantKept: []string{"a1"}, wantSkipped: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, rec := newTestWatcher(t, tc.cfg)
+			w.applyListing(nil, DefaultGroup, tc.listed, false, now)
+			w.drain()
+			w.mu.Lock()
+			names := []string{}
+			for _, s := range w.services {
+				names = append(names, s.name)
+			}
+			w.mu.Unlock()
+			for _, n := range names {
+				w.emitRead(t, DefaultGroup, n, now)
+			}
+			if tc.reconnected {
+				w.afterReconnect(now)
+			}
+			w.applyListing(nil, DefaultGroup, tc.next, tc.partial, now.Add(time.Second))
+			w.drain()
+			var removed, kept []string
+			for _, s := range rec.snapshots() {
+				if s.Removed {
+					removed = append(removed, s.Service.Name)
+				}
+			}
+			rec.mu.Lock()
+			for k := range rec.good {
+				kept = append(kept, k[len("public/DEFAULT_GROUP/"):])
+			}
+			rec.mu.Unlock()
+			slices.Sort(kept)
+			if diff := cmp.Diff(tc.wantRemoved, removed); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantKept, kept); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			if st := w.reg.Status(); st.Skipped != tc.wantSkipped {
+				t.Errorf("Status.Skipped = %d, want %d", st.Skipped, tc.wantSkipped)
+			}
+		})
+	}
+}
+
+// TestDropAliases: Polaris's "<group>__<service>" names in another group's
+// listing are dropped when that group lists the service (doc.go rule 3).
+func TestDropAliases(t *testing.T) {
+	w, _ := newTestWatcher(t, Config{Groups: []string{"DEFAULT_GROUP", "G2"}})
+	listings := map[string][]string{
+		"DEFAULT_GROUP": {"svc", "G2__svc", "G2__other", "plain__name"},
+		"G2":            {"svc"},
+	}
+	held := w.dropAliases(nil, listings)
+	want := map[string][]string{
+		"DEFAULT_GROUP": {"svc", "G2__other"}, // G2 lists no "other": a real name
+		"G2":            {"svc"},
+	}
+	// "plain__name": group "plain" is not configured; without a connection
+	// its listing fails, so the name is undecided and the listing partial.
+	if !held["DEFAULT_GROUP"] {
+		t.Errorf("held = %v, want DEFAULT_GROUP held for plain__name", held)
+	}
+	if diff := cmp.Diff(want, listings); diff != "" {
+		t.Errorf("listings (-want +got):\n%s", diff)
+	}
+}
+
+// TestEmptyReadAfterReconnect: right after a reconnection an empty answer
+// for a service that had instances is held as an error (clients re-register
+// after their own reconnect); once the grace has passed it is the
+// authoritative empty list (doc.go rule 7).
+func TestEmptyReadAfterReconnect(t *testing.T) {
+	now := time.Now()
+	w, rec := newTestWatcher(t, Config{})
+	w.applyListing(nil, DefaultGroup, []string{"web"}, false, now)
+	w.emitRead(t, DefaultGroup, "web", now)
+	w.afterReconnect(now)
+	w.mu.Lock()
+	s := w.services[svcKey(DefaultGroup, "web")]
+	w.mu.Unlock()
+	k := key("public", DefaultGroup, "web")
+
+	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now.Add(time.Second)})
+	w.drain()
+	rec.mu.Lock()
+	if last := rec.last[k]; last.Err == nil || len(rec.good[k]) != 1 {
+		t.Errorf("after an empty read within the grace: last = %+v, good = %v; want an error, the instance kept", last, rec.good[k])
+	}
+	rec.mu.Unlock()
+
+	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now.Add(minReconnectGrace + time.Second)})
+	w.drain()
+	rec.mu.Lock()
+	if last := rec.last[k]; last.Err != nil || last.Removed || len(last.Service.Instances) != 0 {
+		t.Errorf("after the grace: last = %+v, want the authoritative empty list", last)
+	}
+	rec.mu.Unlock()
+}
