@@ -95,17 +95,18 @@ func checkNoSecret(t *testing.T, logs string, reg *Registry, rec *recorder, secr
 }
 
 // TestLoginCredentials: the username and password reach the login, the
-// registry reads through the token it got, and neither the password nor the
-// token shows in the (debug) log, Status or errors.
+// registry reads through the token it got, and neither the password, the
+// secret key nor the token shows in the (debug) log, Status or errors.
 func TestLoginCredentials(t *testing.T) {
 	p := harness.StartPolaris(t)
 	p.RegisterInstance(t, "", "", "web", "10.0.8.1", 80, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "web")
-	const password = "Corr3ct-Horse-Battery"
+	const password, secretKey = "Corr3ct-Horse-Battery", "s3cret-key-5b2e"
 	login := newFakeNacosLoginServer(t, "nacos", password, nil)
 	var logs harness.LockedBuffer
 	reg, rec := runRegistry(t, Config{
 		Addresses: []string{login.address()}, GRPCPort: p.NacosGRPCPort(), Username: "nacos", Password: password,
+		AccessKey: "LTAI-test-access-key", SecretKey: secretKey, // signs every request (RAM auth)
 	}, &logs)
 	rec.eventually(t, "web through Polaris's gRPC port", func() bool {
 		return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
@@ -115,7 +116,7 @@ func TestLoginCredentials(t *testing.T) {
 	if len(got) == 0 || got[0] != (loginAttempt{"nacos", password, false}) {
 		t.Errorf("login attempts = %+v, want the configured credentials", got)
 	}
-	checkNoSecret(t, logs.String(), reg, rec, password, login.token)
+	checkNoSecret(t, logs.String(), reg, rec, password, secretKey, login.token)
 }
 
 // TestWrongPassword: a login the server refuses keeps the registry down with

@@ -17,7 +17,12 @@
 //     then uses https, and TLSConfig.Appointed keeps the
 //     nacos_remote_client_rpc_tls_* variables from overriding them. The
 //     SDK's HTTP agent is replaced (httpAgent): it skips certificate
-//     verification without a CA file.
+//     verification without a CA file. A connection that goes down is
+//     closed and a new one dialled (runWatchdog, within 100 ms) rather than
+//     reconnected by the SDK, and requests are sent only while it is up:
+//     v2.3.5's reconnect of a client that had a connection writes
+//     rpc.RpcClient's current connection while its other goroutines read
+//     it unsynchronized (a data race); a new client has none to replace.
 //  2. The SDK's naming client (NamingClient, NamingGrpcProxy,
 //     ServiceInfoHolder) is not used, because each of its defences loses
 //     data here: a refused request that comes back as the expected response
@@ -97,10 +102,11 @@
 //     the registry down with that error even while reads succeed.
 //  11. Secrets: the password and secret key travel in the login form and
 //     request signatures only; they never appear in a log line, Status or an
-//     error (redacted if one echoes them). The SDK's process-wide logger is
-//     routed into every running registry's slog logger at debug (sdkLevel
-//     keeps its level: it logs each retry at error), with credentials
-//     redacted.
+//     error (redacted if one echoes them), nor do the access tokens logins
+//     return (the SDK prints them with every request it logs). The SDK's
+//     process-wide logger is routed into every running registry's slog
+//     logger at debug (sdkLevel keeps its level: it logs each retry at
+//     error), with credentials redacted.
 //
 // Concurrency: per namespace, one goroutine lists and subscribes, one
 // reconciles, one emits; the SDK's goroutines only queue. Run waits for all
