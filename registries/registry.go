@@ -92,6 +92,17 @@ type Service struct {
 	Instances []Instance
 }
 
+// Key identifies the service within its registry: its name, qualified by
+// namespace, group and datacenter when any is set
+// ("<namespace>/<group>/<datacenter>/<name>"), since the same name in two
+// Nacos namespaces or groups is two services.
+func (s Service) Key() string {
+	if s.Namespace == "" && s.Group == "" && s.Datacenter == "" {
+		return s.Name
+	}
+	return s.Namespace + "/" + s.Group + "/" + s.Datacenter + "/" + s.Name
+}
+
 // Port is a port a registry declares for a service.
 type Port struct {
 	Number uint32

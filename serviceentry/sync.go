@@ -81,7 +81,7 @@ type servedBy struct {
 type serviceID struct {
 	order    int // the registry's position in the configuration
 	registry string
-	name     string
+	name     string // registries.Service.Key: the name, scoped by namespace, group, datacenter
 }
 
 func (a serviceID) compare(b serviceID) int {
@@ -210,7 +210,7 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		return
 	}
 	r.status.LastEvent = snap.Observed
-	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Name}
+	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Key()}
 	switch {
 	case snap.Err != nil:
 		// The registry logs its outage once (registries.Health); here each
@@ -218,7 +218,7 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		r.status.Errors++
 		r.status.LastError, r.status.LastErrorTime = snap.Err.Error(), snap.Observed
 		if snap.Service.Name != "" && s.services[id] != nil {
-			r.stale[snap.Service.Name] = true
+			r.stale[id.name] = true
 			s.log.Debug("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
 				"service", snap.Service.Name, "err", snap.Err)
 		} else {
@@ -226,10 +226,10 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 				"service", snap.Service.Name, "err", snap.Err)
 		}
 	case snap.Removed:
-		delete(r.stale, snap.Service.Name)
+		delete(r.stale, id.name)
 		s.remove(r, id)
 	default:
-		delete(r.stale, snap.Service.Name)
+		delete(r.stale, id.name)
 		s.upsert(r, id, snap.Service)
 	}
 	r.status.StaleServices = len(r.stale)

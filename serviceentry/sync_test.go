@@ -15,6 +15,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/registries/nacos"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -196,5 +197,39 @@ func TestSyncerReadiness(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestSyncerScopesServicesByNamespaceAndGroup: one name in two Nacos
+// namespaces or groups is two services (registries.Service.Key): each keeps
+// its own host, and removing one leaves the other.
+func TestSyncerScopesServicesByNamespaceAndGroup(t *testing.T) {
+	tr, err := translate.New(translate.Options{Registry: "nacos", HostTemplate: nacos.HostTemplate, Namespace: "mesh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	runStore(t, store)
+	sy := NewSyncer(store, SyncerConfig{Registries: []SyncRegistry{{Name: "nacos", Type: "nacos", Translator: tr}}})
+	scoped := func(ns, group string, removed bool, ins ...registries.Instance) registries.Snapshot {
+		return registries.Snapshot{Registry: "nacos", Removed: removed,
+			Service: registries.Service{Name: "echo", Namespace: ns, Group: group, Instances: ins}}
+	}
+	sy.Snapshot(scoped("public", "DEFAULT_GROUP", false, instance("a", "10.0.0.1", 8080)))
+	sy.Snapshot(scoped("dev", "DEFAULT_GROUP", false, instance("b", "10.0.0.2", 8080)))
+	sy.Snapshot(scoped("public", "ORDER_GROUP", false, instance("c", "10.0.0.3", 8080)))
+	flush(t, store)
+	want := []string{"echo.default-group.dev.nacos", "echo.default-group.public.nacos", "echo.order-group.public.nacos"}
+	if got := kinds(store, model.KindServiceEntry); !slices.Equal(got, want) {
+		t.Fatalf("ServiceEntries = %v, want %v", got, want)
+	}
+	sy.Snapshot(scoped("dev", "DEFAULT_GROUP", true))
+	flush(t, store)
+	want = []string{"echo.default-group.public.nacos", "echo.order-group.public.nacos"}
+	if got := kinds(store, model.KindServiceEntry); !slices.Equal(got, want) {
+		t.Fatalf("after removing dev's echo: ServiceEntries = %v, want %v", got, want)
+	}
+	if st := sy.Status()[0]; st.Services != 2 || st.Instances != 2 || st.ServedInstances != 2 {
+		t.Fatalf("status = %+v, want 2 services, 2 instances, 2 served", st)
 	}
 }
