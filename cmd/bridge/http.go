@@ -137,8 +137,8 @@ func (b *bridge) registryz() []registryzEntry {
 }
 
 // readyz is /readyz. It answers 503 until the aggregate registry has synced
-// (every registry delivered its first listing, or sync.timeout passed), then
-// 200: serving last-known-good state is correct, so an outage does not take
+// (every registry delivered its first listing, or sync.timeout passed) and
+// the xDS listeners are open (after the first full push), then 200: serving last-known-good state is correct, so an outage does not take
 // the bridge out of its Service. The body says what is degraded, one line
 // per registry: not synced (nothing of it is served), or unreachable (served
 // from last-known-good).
@@ -148,6 +148,12 @@ func (b *bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	default:
 		http.Error(w, "waiting for every registry's first listing (sync.timeout "+b.cfg.Sync.Timeout.String()+")",
 			http.StatusServiceUnavailable)
+		return
+	}
+	select {
+	case <-b.xds.Serving():
+	default:
+		http.Error(w, "waiting for the xDS listeners to open after the first full push", http.StatusServiceUnavailable)
 		return
 	}
 	var lines []string
