@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -43,7 +44,7 @@ func TestACLDenyWithoutToken(t *testing.T) {
 	t.Run("no token", func(t *testing.T) {
 		logs, logger := logged(t)
 		reg, rec := runRegistry(t, Config{Name: "anonymous", Address: c.Address(), Logger: logger})
-		rec.eventually(t, "Synced with nothing", func() bool { return rec.synced == 1 })
+		rec.Eventually(t, "Synced with nothing", func(st registrytest.State) bool { return st.Synced == 1 })
 		waitFor(t, "Status.ACLFiltered", func() bool { return reg.Status().ACLFiltered })
 		moreReads(t, reg, "other-1")
 		moreReads(t, reg, "other-2")
@@ -54,7 +55,7 @@ func TestACLDenyWithoutToken(t *testing.T) {
 		if !strings.Contains(logs.String(), `service_prefix \"\" { policy = \"read\" }`) {
 			t.Errorf("the warning does not quote the README's policy:\n%s", logs.String())
 		}
-		if got := rec.snapshots(); len(got) != 0 {
+		if got := rec.Snapshots(); len(got) != 0 {
 			t.Errorf("snapshots = %+v, want none: the anonymous token sees no service", got)
 		}
 	})
@@ -72,8 +73,8 @@ node_prefix "" { policy = "read" }`}, nil); err != nil {
 		}
 		logs, logger := logged(t)
 		reg, rec := runRegistry(t, Config{Name: "partial", Address: c.Address(), Token: tok.SecretID, Logger: logger})
-		rec.eventually(t, "Synced with web only", func() bool {
-			return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"}) && len(rec.good) == 1
+		rec.Eventually(t, "Synced with web only", func(st registrytest.State) bool {
+			return st.Synced == 1 && slices.Equal(st.IDs("web"), []string{node + "/web-1"}) && len(st.Good) == 1
 		})
 		if !reg.Status().ACLFiltered {
 			t.Errorf("Status.ACLFiltered = false, want true")
@@ -91,8 +92,8 @@ node_prefix "" { policy = "read" }`}, nil); err != nil {
 	t.Run("a management token", func(t *testing.T) {
 		logs, logger := logged(t)
 		reg, rec := runRegistry(t, Config{Name: "management", Address: c.Address(), Token: "root", Logger: logger})
-		rec.eventually(t, "Synced with web and db", func() bool {
-			return rec.synced == 1 && len(rec.ids("web")) == 1 && len(rec.ids("db")) == 1
+		rec.Eventually(t, "Synced with web and db", func(st registrytest.State) bool {
+			return st.Synced == 1 && len(st.IDs("web")) == 1 && len(st.IDs("db")) == 1
 		})
 		if reg.Status().ACLFiltered || strings.Contains(logs.String(), "ACL") {
 			t.Errorf("Status.ACLFiltered = %v, log:\n%s; want no ACL report for a management token",

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -26,10 +28,11 @@ func TestRemoteDatacenter(t *testing.T) {
 	})
 
 	_, rec := runRegistry(t, Config{Address: dc1.Address(), Datacenter: "dc2"})
-	rec.eventually(t, "remote-svc read from dc2 through dc1's agent", func() bool {
-		return len(rec.ids("remote-svc")) == 1
+	remote := registries.Service{Name: "remote-svc", Datacenter: "dc2"}.Key()
+	rec.Eventually(t, "remote-svc read from dc2 through dc1's agent", func(st registrytest.State) bool {
+		return len(st.IDs(remote)) == 1
 	})
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Service.Name != "remote-svc" || s.Err != nil || s.Removed {
 			continue
 		}
@@ -43,10 +46,10 @@ func TestRemoteDatacenter(t *testing.T) {
 
 	// Naming the agent's own datacenter is not "remote".
 	_, local := runRegistry(t, Config{Address: dc2.Address(), Datacenter: "dc2"})
-	local.eventually(t, "remote-svc read from its own datacenter", func() bool {
-		return len(local.ids("remote-svc")) == 1
+	local.Eventually(t, "remote-svc read from its own datacenter", func(st registrytest.State) bool {
+		return len(st.IDs("remote-svc")) == 1
 	})
-	for _, s := range local.snapshots() {
+	for _, s := range local.Snapshots() {
 		if s.Service.Name == "remote-svc" && s.Service.Datacenter != "" {
 			t.Errorf("Service.Datacenter = %q for the agent's own datacenter, want empty", s.Service.Datacenter)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -34,33 +35,31 @@ func TestConsulRestart(t *testing.T) {
 			t.Logf("registry log:\n%s", logs.String())
 		}
 	})
-	rec.eventually(t, "Synced with web and api", func() bool {
-		return rec.synced == 1 && len(rec.ids("web")) == 2 && len(rec.ids("api")) == 1
+	rec.Eventually(t, "Synced with web and api", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.IDs("web")) == 2 && len(st.IDs("api")) == 1
 	})
-	rec.mu.Lock()
-	before := map[string][]registries.Instance{"web": rec.good["web"], "api": rec.good["api"]}
-	rec.mu.Unlock()
+	good := rec.State().Good
+	before := map[string][]registries.Instance{"web": good["web"], "api": good["api"]}
 
 	c.Stop()
-	rec.eventually(t, "every service has an error snapshot", func() bool {
-		return rec.last["web"].Err != nil && rec.last["api"].Err != nil
+	rec.Eventually(t, "every service has an error snapshot", func(st registrytest.State) bool {
+		return st.Last["web"].Err != nil && st.Last["api"].Err != nil
 	})
 	c.Restart(t)
-	rec.eventually(t, "every service is read again and equals the state before", func() bool {
+	rec.Eventually(t, "every service is read again and equals the state before", func(st registrytest.State) bool {
 		for name, want := range before {
-			if rec.last[name].Err != nil || !sameInstances(rec.good[name], want) {
+			if st.Last[name].Err != nil || !sameInstances(st.Good[name], want) {
 				return false
 			}
 		}
 		return true
 	})
-	rec.mu.Lock()
-	if diff := cmp.Diff(before, map[string][]registries.Instance{"web": rec.good["web"], "api": rec.good["api"]}); diff != "" {
+	good = rec.State().Good
+	if diff := cmp.Diff(before, map[string][]registries.Instance{"web": good["web"], "api": good["api"]}); diff != "" {
 		t.Errorf("state after restart (-before +after):\n%s", diff)
 	}
-	rec.mu.Unlock()
 
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err == nil && !s.Removed && len(s.Service.Instances) == 0 {
 			t.Errorf("service %q got an empty list around the outage; want errors only", s.Service.Name)
 		}
@@ -76,7 +75,7 @@ func TestConsulRestart(t *testing.T) {
 	if strings.Contains(logs.String(), token) {
 		t.Errorf("the token leaked into the logs")
 	}
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err != nil && strings.Contains(s.Err.Error(), token) {
 			t.Errorf("the token leaked into a snapshot error: %v", s.Err)
 		}
@@ -96,16 +95,14 @@ func TestForbiddenIsCounted(t *testing.T) {
 		return reg.Status().Errors > 0 && counted("denied", reasonForbidden) > 0
 	})
 	waitFor(t, "a second failed read", func() bool { return reg.Health().Errors >= 2 })
-	snaps := rec.snapshots()
+	snaps := rec.Snapshots()
 	if len(snaps) != 1 || snaps[0].Service.Name != "" || snaps[0].Err == nil {
 		t.Fatalf("snapshots = %+v; want one registry-wide error (empty Service.Name) while the catalog is forbidden", snaps)
 	}
 	if err := snaps[0].Err; !registries.IsPermanent(err) || !strings.Contains(err.Error(), "ACL not found") {
 		t.Errorf("Err = %v, want a permanent 403 ACL not found", err)
 	}
-	rec.mu.Lock()
-	synced := rec.synced
-	rec.mu.Unlock()
+	synced := rec.State().Synced
 	if synced != 0 {
 		t.Errorf("Synced called %d times; want none while the catalog is forbidden", synced)
 	}
@@ -136,25 +133,27 @@ func TestOutageLogsOnceDownOnceUp(t *testing.T) {
 			t.Logf("registry log:\n%s", logs.String())
 		}
 	})
-	rec.eventually(t, "Synced with every service", func() bool { return rec.synced == 1 && len(rec.good) == n })
+	rec.Eventually(t, "Synced with every service", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Good) == n
+	})
 	if st := reg.Status(); st.Watched != 30 || st.Polled != 10 || st.Services != n {
 		t.Errorf("Status = %+v, want 30 watched, 10 polled, %d services", st, n)
 	}
 
 	c.Stop()
 	waitFor(t, "many failed reads", func() bool { return reg.Health().Errors >= 3*n })
-	rec.eventually(t, "every service has an error snapshot", func() bool {
-		for name := range rec.good {
-			if rec.last[name].Err == nil {
+	rec.Eventually(t, "every service has an error snapshot", func(st registrytest.State) bool {
+		for name := range st.Good {
+			if st.Last[name].Err == nil {
 				return false
 			}
 		}
 		return true
 	})
 	c.Restart(t)
-	rec.eventually(t, "every service is read again", func() bool {
-		for name := range rec.good {
-			if rec.last[name].Err != nil {
+	rec.Eventually(t, "every service is read again", func(st registrytest.State) bool {
+		for name := range st.Good {
+			if st.Last[name].Err != nil {
 				return false
 			}
 		}
@@ -172,7 +171,7 @@ func TestOutageLogsOnceDownOnceUp(t *testing.T) {
 		t.Errorf("a failed read was logged on its own")
 	}
 	wide := 0
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err != nil && s.Service.Name == "" {
 			wide++
 			if registries.IsPermanent(s.Err) {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -20,13 +21,12 @@ func TestFollowsInstances(t *testing.T) {
 		map[string]string{"protocol": "grpc", "zone": "z1"}, api.HealthPassing)
 	reg, rec := runRegistry(t, Config{Address: c.Address()})
 
-	rec.eventually(t, "Synced and web has web-1", func() bool {
-		return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"})
+	rec.Eventually(t, "Synced and web has web-1", func(st registrytest.State) bool {
+		return st.Synced == 1 && slices.Equal(st.IDs("web"), []string{node + "/web-1"})
 	})
-	rec.mu.Lock()
-	got := rec.good["web"]
-	_, consulSeen := rec.last["consul"]
-	rec.mu.Unlock()
+	st := rec.State()
+	got := st.Good["web"]
+	_, consulSeen := st.Last["consul"]
 	want := []registries.Instance{{
 		ID: node + "/web-1", Address: "10.0.0.1", Port: 8080, Protocol: "grpc", Weight: 100, Locality: "dc1/z1/",
 		Labels: map[string]string{"version": "v1", "primary": "", "protocol": "grpc", "zone": "z1"},
@@ -39,27 +39,25 @@ func TestFollowsInstances(t *testing.T) {
 	}
 
 	c.Register(t, api.AgentServiceRegistration{Name: "web", ID: "web-2", Port: 8081}) // no address, no check
-	rec.eventually(t, "web has web-1 and web-2", func() bool {
-		return slices.Equal(rec.ids("web"), []string{node + "/web-1", node + "/web-2"})
+	rec.Eventually(t, "web has web-1 and web-2", func(st registrytest.State) bool {
+		return slices.Equal(st.IDs("web"), []string{node + "/web-1", node + "/web-2"})
 	})
-	rec.mu.Lock()
-	for _, in := range rec.good["web"] {
+	for _, in := range rec.State().Good["web"] {
 		if in.ID == node+"/web-2" && in.Address != "127.0.0.1" {
 			t.Errorf("web-2 address = %q, want the node's address 127.0.0.1", in.Address)
 		}
 	}
-	rec.mu.Unlock()
 
 	c.Deregister(t, "web-1")
-	rec.eventually(t, "web has only web-2", func() bool {
-		return slices.Equal(rec.ids("web"), []string{node + "/web-2"})
+	rec.Eventually(t, "web has only web-2", func(st registrytest.State) bool {
+		return slices.Equal(st.IDs("web"), []string{node + "/web-2"})
 	})
 	c.Deregister(t, "web-2")
-	rec.eventually(t, "web is removed", func() bool {
-		n := len(rec.all)
-		return n > 0 && rec.all[n-1].Removed && rec.all[n-1].Service.Name == "web"
+	rec.Eventually(t, "web is removed", func(st registrytest.State) bool {
+		n := len(st.All)
+		return n > 0 && st.All[n-1].Removed && st.All[n-1].Service.Name == "web"
 	})
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err != nil {
 			t.Errorf("unexpected error snapshot: %v", s.Err)
 		}
@@ -76,8 +74,8 @@ func TestSkipsUnchangedListings(t *testing.T) {
 	c := harness.StartConsul(t)
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
 	_, rec := runRegistry(t, Config{Address: c.Address()})
-	rec.eventually(t, "Synced", func() bool { return rec.synced == 1 })
-	before := len(rec.snapshots())
+	rec.Eventually(t, "Synced", func(st registrytest.State) bool { return st.Synced == 1 })
+	before := len(rec.Snapshots())
 
 	if err := c.Client().Agent().UpdateTTL(harness.CheckID("web-1"), "new output", api.HealthPassing); err != nil {
 		t.Fatal(err)
@@ -85,8 +83,8 @@ func TestSkipsUnchangedListings(t *testing.T) {
 	// A second service's change proves the watcher has seen Consul's state
 	// after the first change before we count.
 	registerPassing(t, c, "marker", "marker-1", "10.0.0.9", 80)
-	rec.eventually(t, "marker is seen", func() bool { return len(rec.ids("marker")) == 1 })
-	for _, s := range rec.snapshots()[before:] {
+	rec.Eventually(t, "marker is seen", func(st registrytest.State) bool { return len(st.IDs("marker")) == 1 })
+	for _, s := range rec.Snapshots()[before:] {
 		if s.Service.Name == "web" {
 			t.Errorf("web re-emitted with an unchanged instance list: %+v", s)
 		}
@@ -107,8 +105,12 @@ func TestHealthFiltering(t *testing.T) {
 	only2 := []string{node + "/web-2"}
 	expect := func(what string, wantStrict, wantLenient []string) {
 		t.Helper()
-		strict.eventually(t, "strict: "+what, func() bool { return slices.Equal(strict.ids("web"), wantStrict) })
-		lenient.eventually(t, "lenient: "+what, func() bool { return slices.Equal(lenient.ids("web"), wantLenient) })
+		strict.Eventually(t, "strict: "+what, func(st registrytest.State) bool {
+			return slices.Equal(st.IDs("web"), wantStrict)
+		})
+		lenient.Eventually(t, "lenient: "+what, func(st registrytest.State) bool {
+			return slices.Equal(st.IDs("web"), wantLenient)
+		})
 	}
 	expect("both passing", both, both)
 
@@ -135,10 +137,12 @@ func TestAllowList(t *testing.T) {
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
 	registerPassing(t, c, "db", "db-1", "10.0.0.2", 5432)
 	_, rec := runRegistry(t, Config{Address: c.Address(), Services: []string{"web*"}})
-	rec.eventually(t, "Synced with web", func() bool { return rec.synced == 1 && len(rec.ids("web")) == 1 })
+	rec.Eventually(t, "Synced with web", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.IDs("web")) == 1
+	})
 	registerPassing(t, c, "web-admin", "web-admin-1", "10.0.0.3", 80)
-	rec.eventually(t, "web-admin is seen", func() bool { return len(rec.ids("web-admin")) == 1 })
-	for _, s := range rec.snapshots() {
+	rec.Eventually(t, "web-admin is seen", func(st registrytest.State) bool { return len(st.IDs("web-admin")) == 1 })
+	for _, s := range rec.Snapshots() {
 		if s.Service.Name == "db" {
 			t.Errorf("db emitted outside the allow-list: %+v", s)
 		}
@@ -151,10 +155,10 @@ func TestLocalDatacenterIsNotRemote(t *testing.T) {
 	c := harness.StartConsul(t)
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
 	_, rec := runRegistry(t, Config{Address: "http://" + c.Address(), Datacenter: "dc1"})
-	rec.eventually(t, "Synced with web", func() bool { return rec.synced == 1 && len(rec.ids("web")) == 1 })
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if dc := rec.last["web"].Service.Datacenter; dc != "" {
+	rec.Eventually(t, "Synced with web", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.IDs("web")) == 1
+	})
+	if dc := rec.State().Last["web"].Service.Datacenter; dc != "" {
 		t.Errorf("Service.Datacenter = %q, want \"\" for the agent's own datacenter", dc)
 	}
 }

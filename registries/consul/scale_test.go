@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -26,12 +27,12 @@ func TestManyServicesBeyondMaxWatches(t *testing.T) {
 
 	name := func(i int) string { return fmt.Sprintf("svc-%03d", i) }
 	id := func(i, k int) string { return fmt.Sprintf("%s-%d", name(i), k) }
-	rec.eventually(t, "Synced with 300 services of one instance", func() bool {
-		if rec.synced != 1 || len(rec.good) != n {
+	rec.Eventually(t, "Synced with 300 services of one instance", func(st registrytest.State) bool {
+		if st.Synced != 1 || len(st.Good) != n {
 			return false
 		}
 		for i := range n {
-			if len(rec.good[name(i)]) != 1 {
+			if len(st.Good[name(i)]) != 1 {
 				return false
 			}
 		}
@@ -39,29 +40,31 @@ func TestManyServicesBeyondMaxWatches(t *testing.T) {
 	})
 
 	c.SetCheck(t, harness.CheckID(id(250, 1)), api.HealthCritical)
-	rec.eventually(t, "svc-250 (polled) loses its critical instance", func() bool {
-		list, ok := rec.good[name(250)]
+	rec.Eventually(t, "svc-250 (polled) loses its critical instance", func(st registrytest.State) bool {
+		list, ok := st.Good[name(250)]
 		return ok && len(list) == 0
 	})
 
 	c.RegisterInstance(t, name(200), id(200, 2), "10.1.0.2", 80, nil, nil, api.HealthPassing)
-	rec.eventually(t, "svc-200 (polled) gains its new instance", func() bool {
-		return slices.Equal(rec.ids(name(200)), []string{node + "/" + id(200, 1), node + "/" + id(200, 2)})
+	rec.Eventually(t, "svc-200 (polled) gains its new instance", func(st registrytest.State) bool {
+		return slices.Equal(st.IDs(name(200)), []string{node + "/" + id(200, 1), node + "/" + id(200, 2)})
 	})
 
 	// A check-less service beyond MaxWatches: state/any cannot see its
 	// instances come and go; the catalog index does.
 	c.Register(t, api.AgentServiceRegistration{Name: "zz-nocheck", ID: "zz-1", Address: "10.2.0.1", Port: 80})
-	rec.eventually(t, "zz-nocheck is seen", func() bool { return len(rec.ids("zz-nocheck")) == 1 })
+	rec.Eventually(t, "zz-nocheck is seen", func(st registrytest.State) bool { return len(st.IDs("zz-nocheck")) == 1 })
 	c.Register(t, api.AgentServiceRegistration{Name: "zz-nocheck", ID: "zz-2", Address: "10.2.0.2", Port: 80})
-	rec.eventually(t, "zz-nocheck gains its check-less instance", func() bool { return len(rec.ids("zz-nocheck")) == 2 })
+	rec.Eventually(t, "zz-nocheck gains its check-less instance", func(st registrytest.State) bool {
+		return len(st.IDs("zz-nocheck")) == 2
+	})
 
 	// A node-level check affects every instance on the node: all services.
 	if err := c.Client().Agent().EnableNodeMaintenance("test"); err != nil {
 		t.Fatal(err)
 	}
-	rec.eventually(t, "node maintenance empties every service", func() bool {
-		for _, list := range rec.good {
+	rec.Eventually(t, "node maintenance empties every service", func(st registrytest.State) bool {
+		for _, list := range st.Good {
 			if len(list) != 0 {
 				return false
 			}
@@ -71,19 +74,19 @@ func TestManyServicesBeyondMaxWatches(t *testing.T) {
 	if err := c.Client().Agent().DisableNodeMaintenance(); err != nil {
 		t.Fatal(err)
 	}
-	rec.eventually(t, "every service is back after node maintenance", func() bool {
-		return len(rec.ids(name(299))) == 1 && len(rec.ids(name(0))) == 1 && len(rec.ids("zz-nocheck")) == 2
+	rec.Eventually(t, "every service is back after node maintenance", func(st registrytest.State) bool {
+		return len(st.IDs(name(299))) == 1 && len(st.IDs(name(0))) == 1 && len(st.IDs("zz-nocheck")) == 2
 	})
 
 	// Removing svc-000 hands svc-100 from state/any to its own watch.
 	c.Deregister(t, id(0, 1))
-	rec.eventually(t, "svc-000 is removed", func() bool {
-		_, ok := rec.good[name(0)]
+	rec.Eventually(t, "svc-000 is removed", func(st registrytest.State) bool {
+		_, ok := st.Good[name(0)]
 		return !ok
 	})
 	c.SetCheck(t, harness.CheckID(id(100, 1)), api.HealthCritical)
-	rec.eventually(t, "svc-100 (now watched) loses its critical instance", func() bool {
-		list, ok := rec.good[name(100)]
+	rec.Eventually(t, "svc-100 (now watched) loses its critical instance", func(st registrytest.State) bool {
+		list, ok := st.Good[name(100)]
 		return ok && len(list) == 0
 	})
 

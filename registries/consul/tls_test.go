@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -23,8 +24,8 @@ func TestTLSServerVerified(t *testing.T) {
 
 	t.Run("caFile on a scheme-less address", func(t *testing.T) {
 		reg, rec := runRegistry(t, Config{Address: c.Address(), TLS: TLSConfig{CAFile: ca.CertFile}})
-		rec.eventually(t, "Synced with web over HTTPS", func() bool {
-			return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"})
+		rec.Eventually(t, "Synced with web over HTTPS", func(st registrytest.State) bool {
+			return st.Synced == 1 && slices.Equal(st.IDs("web"), []string{node + "/web-1"})
 		})
 		if st := reg.Status(); !strings.HasPrefix(st.Address, "https://") || !st.Up {
 			t.Errorf("Status = %+v, want an https:// address and up", st)
@@ -34,8 +35,8 @@ func TestTLSServerVerified(t *testing.T) {
 	t.Run("CONSUL_CACERT on a scheme-less address", func(t *testing.T) {
 		t.Setenv("CONSUL_CACERT", ca.CertFile)
 		_, rec := runRegistry(t, Config{Address: c.Address()})
-		rec.eventually(t, "Synced with web over HTTPS", func() bool {
-			return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"})
+		rec.Eventually(t, "Synced with web over HTTPS", func(st registrytest.State) bool {
+			return st.Synced == 1 && slices.Equal(st.IDs("web"), []string{node + "/web-1"})
 		})
 	})
 
@@ -68,12 +69,12 @@ func TestTLSMutual(t *testing.T) {
 		client := ca.ClientCert(t, "meshbridge", "spiffe://cluster.local/ns/meshbridge/sa/meshbridge")
 		_, rec := runRegistry(t, Config{Address: c.Address(),
 			TLS: TLSConfig{CAFile: ca.CertFile, CertFile: client.CertFile, KeyFile: client.KeyFile}})
-		rec.eventually(t, "Synced with web over mTLS", func() bool {
-			return rec.synced == 1 && slices.Equal(rec.ids("web"), []string{node + "/web-1"})
+		rec.Eventually(t, "Synced with web over mTLS", func(st registrytest.State) bool {
+			return st.Synced == 1 && slices.Equal(st.IDs("web"), []string{node + "/web-1"})
 		})
 		registerPassing(t, c, "web", "web-2", "10.0.0.2", 8080)
-		rec.eventually(t, "web-2 is seen", func() bool {
-			return slices.Equal(rec.ids("web"), []string{node + "/web-1", node + "/web-2"})
+		rec.Eventually(t, "web-2 is seen", func(st registrytest.State) bool {
+			return slices.Equal(st.IDs("web"), []string{node + "/web-1", node + "/web-2"})
 		})
 	})
 
@@ -87,11 +88,11 @@ func TestTLSMutual(t *testing.T) {
 // expectRefused waits for the registry-wide error snapshot and checks that
 // it is permanent and mentions one of want, that nothing else was emitted,
 // and that the registry reports itself down with that error.
-func expectRefused(t *testing.T, reg *Registry, rec *recorder, want ...string) {
+func expectRefused(t *testing.T, reg *Registry, rec *registrytest.Recorder, want ...string) {
 	t.Helper()
-	rec.eventually(t, "a registry-wide error snapshot", func() bool { return len(rec.all) > 0 })
+	rec.Eventually(t, "a registry-wide error snapshot", func(st registrytest.State) bool { return len(st.All) > 0 })
 	waitFor(t, "a few failed reads", func() bool { return reg.Health().Errors >= 2 })
-	snaps := rec.snapshots()
+	snaps := rec.Snapshots()
 	if len(snaps) != 1 || snaps[0].Service.Name != "" || snaps[0].Err == nil {
 		t.Fatalf("snapshots = %+v, want exactly one registry-wide error (empty Service.Name)", snaps)
 	}
@@ -103,9 +104,7 @@ func expectRefused(t *testing.T, reg *Registry, rec *recorder, want ...string) {
 	if !registries.IsPermanent(err) || !mentions(err.Error()) {
 		t.Errorf("Err = %v (permanent %v), want a permanent error mentioning %q", err, registries.IsPermanent(err), want)
 	}
-	rec.mu.Lock()
-	synced := rec.synced
-	rec.mu.Unlock()
+	synced := rec.State().Synced
 	if synced != 0 {
 		t.Errorf("Synced called; want nothing synced while refused")
 	}

@@ -1,15 +1,14 @@
 package file
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 )
 
 func TestParse(t *testing.T) {
@@ -65,75 +64,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// sinkRecorder collects snapshots and wakes waiters on each one.
-type sinkRecorder struct {
-	mu     sync.Mutex
-	snaps  []registries.Snapshot
-	synced bool
-	notify chan struct{}
-}
-
-func newSinkRecorder() *sinkRecorder { return &sinkRecorder{notify: make(chan struct{}, 100)} }
-
-func (s *sinkRecorder) Snapshot(snap registries.Snapshot) {
-	s.mu.Lock()
-	s.snaps = append(s.snaps, snap)
-	s.mu.Unlock()
-	s.notify <- struct{}{}
-}
-
-func (s *sinkRecorder) Synced(string) {
-	s.mu.Lock()
-	s.synced = true
-	s.mu.Unlock()
-	s.notify <- struct{}{}
-}
-
-// waitFor waits, bounded, until cond holds over the recorded snapshots.
-func (s *sinkRecorder) waitFor(t *testing.T, what string, cond func([]registries.Snapshot) bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		s.mu.Lock()
-		ok := cond(s.snaps)
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-s.notify:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // runRegistry runs a file registry on path until the test ends. Resync is
 // long, so every change the test sees came through the file watch.
-func runRegistry(t *testing.T, name, path string) *sinkRecorder {
+func runRegistry(t *testing.T, name, path string) *registrytest.Recorder {
 	t.Helper()
 	_, rec := runConfig(t, Config{Name: name, Path: path, Resync: time.Hour})
 	return rec
 }
 
 // runConfig runs a file registry on cfg until the test ends; Run must
-// return nil.
-func runConfig(t *testing.T, cfg Config) (*Registry, *sinkRecorder) {
+// return nil. Waits are bounded by 10 s.
+func runConfig(t *testing.T, cfg Config) (*Registry, *registrytest.Recorder) {
 	t.Helper()
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newSinkRecorder()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx, rec) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	rec := registrytest.Run(t, r, 10*time.Second)
+	rec.Timeout = 10 * time.Second
 	return r, rec
 }
 
@@ -162,31 +110,24 @@ func TestRegistryFollowsTheFile(t *testing.T) {
 	write("services:\n- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1}]\n")
 	rec := runRegistry(t, "static", path)
 
-	rec.waitFor(t, "first listing", func(s []registries.Snapshot) bool { return len(s) == 1 })
-	rec.mu.Lock()
-	synced := rec.synced
-	rec.mu.Unlock()
-	if !synced {
-		rec.waitFor(t, "synced", func([]registries.Snapshot) bool { return rec.synced })
-	}
+	rec.Eventually(t, "first listing", func(st registrytest.State) bool { return len(st.All) == 1 })
+	rec.Eventually(t, "synced", func(st registrytest.State) bool { return st.Synced > 0 })
 
 	write("services:\n- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1}, {address: 10.0.0.2}]\n- host: b.local\n  ports: [{number: 81}]\n")
-	rec.waitFor(t, "two instances of a.local and b.local", func(s []registries.Snapshot) bool {
-		a, b := last(s, "a.local"), last(s, "b.local")
+	rec.Eventually(t, "two instances of a.local and b.local", func(st registrytest.State) bool {
+		a, b := last(st.All, "a.local"), last(st.All, "b.local")
 		return a != nil && len(a.Service.Instances) == 2 && b != nil
 	})
 
 	write("services: [{host: a.local, ports: [{number: 80}], instances: [{address: 10.0.0.1}, {address: 10.0.0.2}], bogus: 1}]\n")
-	rec.waitFor(t, "a parse error", func(s []registries.Snapshot) bool { return s[len(s)-1].Err != nil })
+	rec.Eventually(t, "a parse error", func(st registrytest.State) bool { return st.All[len(st.All)-1].Err != nil })
 
 	write("services:\n- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1}, {address: 10.0.0.2}]\n")
-	rec.waitFor(t, "b.local removed", func(s []registries.Snapshot) bool {
-		b := last(s, "b.local")
+	rec.Eventually(t, "b.local removed", func(st registrytest.State) bool {
+		b := last(st.All, "b.local")
 		return b != nil && b.Removed
 	})
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, s := range rec.snaps {
+	for _, s := range rec.Snapshots() {
 		if s.Service.Name == "a.local" && !s.Removed && s.Err == nil && len(s.Service.Instances) == 0 {
 			t.Fatal("a.local was emitted with no instances: a bad file must never empty a service")
 		}
@@ -217,10 +158,10 @@ func TestRegistryFollowsConfigMapSymlinkSwaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := runRegistry(t, "cm", filepath.Join(dir, "services.yaml"))
-	rec.waitFor(t, "first listing", func(s []registries.Snapshot) bool { return len(s) == 1 })
+	rec.Eventually(t, "first listing", func(st registrytest.State) bool { return len(st.All) == 1 })
 	version("..v2", "services: [{host: a.local, ports: [{number: 80}], instances: [{address: 10.0.0.1}, {address: 10.0.0.3}]}]\n")
-	rec.waitFor(t, "the swapped content", func(s []registries.Snapshot) bool {
-		a := last(s, "a.local")
+	rec.Eventually(t, "the swapped content", func(st registrytest.State) bool {
+		a := last(st.All, "a.local")
 		return a != nil && len(a.Service.Instances) == 2
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -58,10 +59,9 @@ func TestMissingFileIsPermanentUntilCreated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "services.yaml")
 	cfg, logs := loggedConfig(t, "missing", path)
 	reg, rec := runConfig(t, cfg)
-	rec.waitFor(t, "an error snapshot", func(s []registries.Snapshot) bool { return len(s) > 0 })
-	rec.mu.Lock()
-	snaps, synced := append([]registries.Snapshot(nil), rec.snaps...), rec.synced
-	rec.mu.Unlock()
+	rec.Eventually(t, "an error snapshot", func(st registrytest.State) bool { return len(st.All) > 0 })
+	st := rec.State()
+	snaps, synced := st.All, st.Synced > 0
 	if len(snaps) != 1 || snaps[0].Service.Name != "" || !registries.IsPermanent(snaps[0].Err) ||
 		!strings.Contains(snaps[0].Err.Error(), "no such file") {
 		t.Fatalf("snapshots = %+v, want one permanent registry-wide error naming the missing file", snaps)
@@ -75,9 +75,9 @@ func TestMissingFileIsPermanentUntilCreated(t *testing.T) {
 	}
 
 	writeAtomically(t, path, goodFile)
-	rec.waitFor(t, "the listing and Synced", func(s []registries.Snapshot) bool {
-		a := last(s, "a.local")
-		return a != nil && a.Err == nil && len(a.Service.Instances) == 1 && rec.synced
+	rec.Eventually(t, "the listing and Synced", func(st registrytest.State) bool {
+		a := last(st.All, "a.local")
+		return a != nil && a.Err == nil && len(a.Service.Instances) == 1 && st.Synced > 0
 	})
 	h = reg.Health()
 	if !h.Up || h.LastError != "" || h.LastErrorTime.IsZero() || h.LastSuccess.IsZero() {
@@ -96,10 +96,8 @@ func TestMissingFileIsPermanentUntilCreated(t *testing.T) {
 func TestDirectoryIsPermanent(t *testing.T) {
 	dir := t.TempDir()
 	reg, rec := runConfig(t, Config{Name: "dir", Path: dir, Resync: time.Hour})
-	rec.waitFor(t, "an error snapshot", func(s []registries.Snapshot) bool { return len(s) > 0 })
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if err := rec.snaps[0].Err; !registries.IsPermanent(err) || !strings.Contains(err.Error(), "is a directory") {
+	rec.Eventually(t, "an error snapshot", func(st registrytest.State) bool { return len(st.All) > 0 })
+	if err := rec.Snapshots()[0].Err; !registries.IsPermanent(err) || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("Err = %v, want a permanent error saying the path is a directory", err)
 	}
 	if reg.Health().Up {
@@ -114,18 +112,16 @@ func TestMissingDirectoryIsRetried(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
 	path := filepath.Join(dir, "services.yaml")
 	reg, rec := runConfig(t, Config{Name: "later", Path: path, Resync: 50 * time.Millisecond})
-	rec.waitFor(t, "an error snapshot", func(s []registries.Snapshot) bool { return len(s) > 0 })
+	rec.Eventually(t, "an error snapshot", func(st registrytest.State) bool { return len(st.All) > 0 })
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeAtomically(t, path, goodFile)
-	rec.waitFor(t, "the listing", func(s []registries.Snapshot) bool {
-		a := last(s, "a.local")
+	rec.Eventually(t, "the listing", func(st registrytest.State) bool {
+		a := last(st.All, "a.local")
 		return a != nil && a.Err == nil
 	})
-	rec.mu.Lock()
-	n := len(wideErrors(rec.snaps))
-	rec.mu.Unlock()
+	n := len(wideErrors(rec.Snapshots()))
 	if n != 1 {
 		t.Errorf("%d registry-wide error snapshots for one run of the same failure, want 1", n)
 	}
@@ -144,34 +140,32 @@ func TestBadFileLogsOnceDownOnceUp(t *testing.T) {
 	writeAtomically(t, path, goodFile)
 	cfg, logs := loggedConfig(t, "bad", path)
 	reg, rec := runConfig(t, cfg)
-	rec.waitFor(t, "the listing", func(s []registries.Snapshot) bool { return len(s) == 1 })
+	rec.Eventually(t, "the listing", func(st registrytest.State) bool { return len(st.All) == 1 })
 
 	writeAtomically(t, path, "services: [{host: a.local, bogus: 1}]\n")
-	rec.waitFor(t, "a parse error", func(s []registries.Snapshot) bool { return s[len(s)-1].Err != nil })
+	rec.Eventually(t, "a parse error", func(st registrytest.State) bool { return st.All[len(st.All)-1].Err != nil })
 	writeAtomically(t, path, "services: [{host: a.local, bogus: 2}]\n") // same error text
 	writeAtomically(t, path, "services: [{host: a.local, ports: [{number: 1, protocol: udp}]}]\n")
-	rec.waitFor(t, "a second, different parse error", func(s []registries.Snapshot) bool {
-		e := s[len(s)-1].Err
+	rec.Eventually(t, "a second, different parse error", func(st registrytest.State) bool {
+		e := st.All[len(st.All)-1].Err
 		return e != nil && strings.Contains(e.Error(), "udp")
 	})
 	if h := reg.Health(); h.Up || !strings.Contains(h.LastError, "udp") {
 		t.Errorf("Health = %+v, want down with the last parse error", h)
 	}
 	writeAtomically(t, path, strings.Replace(goodFile, "10.0.0.1", "10.0.0.2", 1))
-	rec.waitFor(t, "the fixed listing", func(s []registries.Snapshot) bool {
-		a := s[len(s)-1]
+	rec.Eventually(t, "the fixed listing", func(st registrytest.State) bool {
+		a := st.All[len(st.All)-1]
 		return a.Err == nil && len(a.Service.Instances) == 1 && a.Service.Instances[0].Address == "10.0.0.2"
 	})
 	if h := reg.Health(); !h.Up || h.LastError != "" || h.Errors < 2 {
 		t.Errorf("Health = %+v, want up, the error cleared, the failures counted", h)
 	}
-	rec.mu.Lock()
-	for _, s := range wideErrors(rec.snaps) {
+	for _, s := range wideErrors(rec.Snapshots()) {
 		if registries.IsPermanent(s.Err) {
 			t.Errorf("a parse error is marked permanent: %v", s.Err)
 		}
 	}
-	rec.mu.Unlock()
 	out := logs.String()
 	for _, line := range []string{"Registry is unreachable;", "Registry is reachable again"} {
 		if n := strings.Count(out, line); n != 1 {

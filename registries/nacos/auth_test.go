@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -73,7 +74,7 @@ func (f *fakeNacosLoginServer) address() string { return f.Listener.Addr().Strin
 
 // checkNoSecret fails the test when any secret shows in the registry's log,
 // its Status, its Health or a snapshot's error (doc.go rule 11).
-func checkNoSecret(t *testing.T, logs string, reg *Registry, rec *recorder, secrets ...string) {
+func checkNoSecret(t *testing.T, logs string, reg *Registry, rec *registrytest.Recorder, secrets ...string) {
 	t.Helper()
 	st, err := json.Marshal(reg.Status())
 	if err != nil {
@@ -86,7 +87,7 @@ func checkNoSecret(t *testing.T, logs string, reg *Registry, rec *recorder, secr
 		if strings.Contains(string(st), s) {
 			t.Errorf("secret %q in Status: %s", s, st)
 		}
-		for _, snap := range rec.snapshots() {
+		for _, snap := range rec.Snapshots() {
 			if snap.Err != nil && strings.Contains(snap.Err.Error(), s) {
 				t.Errorf("secret %q in a snapshot error: %v", s, snap.Err)
 			}
@@ -108,8 +109,8 @@ func TestLoginCredentials(t *testing.T) {
 		Addresses: []string{login.address()}, GRPCPort: p.NacosGRPCPort(), Username: "nacos", Password: password,
 		AccessKey: "LTAI-test-access-key", SecretKey: secretKey, // signs every request (RAM auth)
 	}, &logs)
-	rec.eventually(t, "web through Polaris's gRPC port", func() bool {
-		return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
+	rec.Eventually(t, "web through Polaris's gRPC port", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
 	})
 	harness.EventuallyTrue(t, waitTimeout, "the registry is up", func() bool { return reg.Health().Up })
 	got := login.attempts()
@@ -134,8 +135,8 @@ func TestWrongPassword(t *testing.T) {
 	reg, rec := runRegistry(t, Config{
 		Name: name, Addresses: []string{login.address()}, GRPCPort: p.NacosGRPCPort(), Username: "nacos", Password: password,
 	}, &logs)
-	rec.eventually(t, "web is read all the same", func() bool {
-		return len(rec.addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
+	rec.Eventually(t, "web is read all the same", func(st registrytest.State) bool {
+		return len(st.Addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
 	})
 	harness.EventuallyTrue(t, waitTimeout, "the refused login is reported", func() bool {
 		return counted(name, reasonLogin) > 0
@@ -200,14 +201,14 @@ func TestNacos1Server(t *testing.T) {
 	if h.Up || !strings.Contains(h.LastError, "Nacos at "+addr+" is version 1.4.1") {
 		t.Errorf("Health = %+v, want down with the address and version", h)
 	}
-	snaps := rec.snapshots()
+	snaps := rec.Snapshots()
 	if len(snaps) != 1 || snaps[0].Service.Name != "" || !registries.IsPermanent(snaps[0].Err) ||
 		!strings.Contains(snaps[0].Err.Error(), addr) {
 		t.Fatalf("snapshots = %+v, want one permanent registry-wide error naming %s", snaps, addr)
 	}
 	// It stays one snapshot per run of failures while the registry retries.
 	harness.EventuallyTrue(t, waitTimeout, "a second attempt", func() bool { return reg.Health().Errors >= 2 })
-	if n := len(rec.snapshots()); n != 1 {
+	if n := len(rec.Snapshots()); n != 1 {
 		t.Errorf("%d snapshots after a second attempt, want still 1", n)
 	}
 }

@@ -1,15 +1,9 @@
 package nacos
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,117 +14,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-const waitTimeout = 45 * time.Second
+const waitTimeout = registrytest.DefaultTimeout
 
-// recorder is a Sink that records every call and checks the Sink contract:
-// Synced once.
-type recorder struct {
-	t  testing.TB
-	mu sync.Mutex
-	// all is every snapshot in arrival order.
-	all []registries.Snapshot
-	// last is the last snapshot per service (key), removed services deleted;
-	// good the last authoritative list per service.
-	last   map[string]registries.Snapshot
-	good   map[string][]registries.Instance
-	synced int
-}
-
-func newRecorder(t testing.TB) *recorder {
-	return &recorder{t: t, last: map[string]registries.Snapshot{}, good: map[string][]registries.Instance{}}
-}
-
-// key names a service in the recorder: "<namespace>/<group>/<name>".
-func key(namespace, group, name string) string { return namespace + "/" + group + "/" + name }
-
-func keyOf(s registries.Service) string { return key(s.Namespace, s.Group, s.Name) }
-
-func (r *recorder) Snapshot(s registries.Snapshot) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, s)
-	k := keyOf(s.Service)
-	switch {
-	case s.Service.Name == "":
-	case s.Removed:
-		delete(r.last, k)
-		delete(r.good, k)
-	case s.Err != nil:
-		r.last[k] = s
-	default:
-		r.last[k] = s
-		r.good[k] = s.Service.Instances
-	}
-}
-
-func (r *recorder) Synced(string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.synced++
-	if r.synced > 1 {
-		r.t.Errorf("Synced called %d times, want once", r.synced)
-	}
-}
-
-// eventually waits until cond holds under the recorder's lock.
-func (r *recorder) eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	harness.Eventually(t, waitTimeout, what, func() error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		return fmt.Errorf("not yet; state:\n%s", r.dumpLocked())
-	})
-}
-
-// instances returns a service's last authoritative instances by address
-// "ip:port"; nil when none is recorded. r.mu is held.
-func (r *recorder) instances(k string) map[string]registries.Instance {
-	list, ok := r.good[k]
-	if !ok {
-		return nil
-	}
-	out := map[string]registries.Instance{}
-	for _, in := range list {
-		out[in.Address+":"+strconv.FormatUint(uint64(in.Port), 10)] = in
-	}
-	return out
-}
-
-// addrs returns the sorted "ip:port" of a service's last authoritative
-// instances, or nil. r.mu is held.
-func (r *recorder) addrs(k string) []string {
-	m := r.instances(k)
-	if m == nil {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(m))
-}
-
-func (r *recorder) dumpLocked() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "synced=%d snapshots=%d services=%d\n", r.synced, len(r.all), len(r.last))
-	for _, k := range slices.Sorted(maps.Keys(r.last)) {
-		fmt.Fprintf(&b, "  %s err=%v addrs=%v\n", k, r.last[k].Err, r.addrs(k))
-	}
-	return b.String()
-}
-
-// snapshots returns a copy of every snapshot so far.
-func (r *recorder) snapshots() []registries.Snapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.all)
+// key is the recorder's key of service name in namespace and group
+// (registries.Service.Key).
+func key(namespace, group, name string) string {
+	return registries.Service{Namespace: namespace, Group: group, Name: name}.Key()
 }
 
 // runRegistry runs a registry on cfg until the test ends. Its debug log
 // goes to logs when not nil.
-func runRegistry(t *testing.T, cfg Config, logs io.Writer) (*Registry, *recorder) {
+func runRegistry(t *testing.T, cfg Config, logs io.Writer) (*Registry, *registrytest.Recorder) {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "nacos-test"
@@ -146,22 +44,7 @@ func runRegistry(t *testing.T, cfg Config, logs io.Writer) (*Registry, *recorder
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	rec := newRecorder(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- reg.Run(ctx, rec) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("Run did not return after cancel")
-		}
-	})
-	return reg, rec
+	return reg, registrytest.Run(t, reg, 20*time.Second)
 }
 
 // appClient is an application registering ephemeral instances with the

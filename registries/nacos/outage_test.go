@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -42,16 +43,15 @@ func TestPolarisRestart(t *testing.T) {
 		}
 	})
 	web, api := key("public", "DEFAULT_GROUP", "web"), key("public", "G2", "api")
-	rec.eventually(t, "Synced with web and api", func() bool {
-		return rec.synced == 1 && len(rec.addrs(web)) == 2 && len(rec.addrs(api)) == 1
+	rec.Eventually(t, "Synced with web and api", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Addrs(web)) == 2 && len(st.Addrs(api)) == 1
 	})
-	rec.mu.Lock()
-	before := map[string][]registries.Instance{web: rec.good[web], api: rec.good[api]}
-	rec.mu.Unlock()
+	good := rec.State().Good
+	before := map[string][]registries.Instance{web: good[web], api: good[api]}
 
 	p.Stop()
-	rec.eventually(t, "every service has an error snapshot", func() bool {
-		return rec.last[web].Err != nil && rec.last[api].Err != nil
+	rec.Eventually(t, "every service has an error snapshot", func(st registrytest.State) bool {
+		return st.Last[web].Err != nil && st.Last[api].Err != nil
 	})
 	// Stay down for several failed listings (about 10 s).
 	harness.EventuallyTrue(t, waitTimeout, "several failed reads", func() bool { return reg.Health().Errors >= 10 })
@@ -61,9 +61,9 @@ func TestPolarisRestart(t *testing.T) {
 	p.Restart(t)
 	restarted := time.Now()
 	registerAll() // the clients re-register with the restarted (empty) server
-	rec.eventually(t, "every service is read again and equals the state before", func() bool {
+	rec.Eventually(t, "every service is read again and equals the state before", func(st registrytest.State) bool {
 		for k, want := range before {
-			if rec.last[k].Err != nil || !sameInstances(rec.good[k], want) {
+			if st.Last[k].Err != nil || !sameInstances(st.Good[k], want) {
 				return false
 			}
 		}
@@ -72,7 +72,7 @@ func TestPolarisRestart(t *testing.T) {
 	t.Logf("restart → every service read again: %s (relistInterval %s)", time.Since(restarted).Round(time.Millisecond), relist)
 	harness.EventuallyTrue(t, waitTimeout, "the registry is up again", func() bool { return reg.Health().Up })
 
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Removed {
 			t.Errorf("service %q removed around the outage", s.Service.Name)
 		}
@@ -80,9 +80,8 @@ func TestPolarisRestart(t *testing.T) {
 			t.Errorf("service %q got an empty list around the outage; want errors only", s.Service.Name)
 		}
 	}
-	rec.mu.Lock()
-	after := map[string][]registries.Instance{web: rec.good[web], api: rec.good[api]}
-	rec.mu.Unlock()
+	good = rec.State().Good
+	after := map[string][]registries.Instance{web: good[web], api: good[api]}
 	if !maps.EqualFunc(before, after, sameInstances) {
 		t.Errorf("state after the restart = %v, want %v", after, before)
 	}

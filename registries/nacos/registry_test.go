@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -25,12 +26,10 @@ func TestRegisterDeregister(t *testing.T) {
 	})
 	reg, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "web")
-	rec.eventually(t, "Synced with web's instance", func() bool {
-		return rec.synced == 1 && slices.Equal(rec.addrs(k), []string{"10.0.0.1:8080"})
+	rec.Eventually(t, "Synced with web's instance", func(st registrytest.State) bool {
+		return st.Synced == 1 && slices.Equal(st.Addrs(k), []string{"10.0.0.1:8080"})
 	})
-	rec.mu.Lock()
-	got := rec.good[k][0]
-	rec.mu.Unlock()
+	got := rec.State().Good[k][0]
 	want := registries.Instance{
 		ID: "public/DEFAULT_GROUP/web//10.0.0.1:8080", Address: "10.0.0.1", Port: 8080, Protocol: "grpc",
 		Labels: map[string]string{"protocol": "grpc", "version": "v1"}, Weight: 100,
@@ -42,19 +41,19 @@ func TestRegisterDeregister(t *testing.T) {
 	web2 := instance{service: "web", ip: "10.0.0.2", port: 8080}
 	start := time.Now()
 	app.register(web2)
-	rec.eventually(t, "web has both instances", func() bool {
-		return slices.Equal(rec.addrs(k), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
+	rec.Eventually(t, "web has both instances", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
 	})
 	t.Logf("register → snapshot: %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
 	app.deregister(web1)
-	rec.eventually(t, "web lost 10.0.0.1", func() bool {
-		return slices.Equal(rec.addrs(k), []string{"10.0.0.2:8080"})
+	rec.Eventually(t, "web lost 10.0.0.1", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{"10.0.0.2:8080"})
 	})
 	t.Logf("deregister → snapshot: %s", time.Since(start).Round(time.Millisecond))
 
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err != nil || s.Removed {
 			t.Errorf("unexpected snapshot %+v", s)
 		}
@@ -80,44 +79,46 @@ func TestInstanceChanges(t *testing.T) {
 	reg("10.0.1.3", 1, nil, true, false) // disabled
 	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "api")
-	rec.eventually(t, "only the healthy, enabled instance", func() bool {
-		return slices.Equal(rec.addrs(k), []string{"10.0.1.1:9090"})
+	rec.Eventually(t, "only the healthy, enabled instance", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{"10.0.1.1:9090"})
 	})
-	rec.mu.Lock()
-	if in := rec.instances(k)["10.0.1.1:9090"]; in.Labels[ClusterLabel] != "DEFAULT" || in.ID != "public/DEFAULT_GROUP/api/DEFAULT/10.0.1.1:9090" {
+	if in := rec.State().ByAddr(k)["10.0.1.1:9090"]; in.Labels[ClusterLabel] != "DEFAULT" || in.ID != "public/DEFAULT_GROUP/api/DEFAULT/10.0.1.1:9090" {
 		t.Errorf("instance = %+v, want cluster DEFAULT in its label and ID", in)
 	}
-	rec.mu.Unlock()
 
 	reg("10.0.1.2", 1, nil, true, true)
-	rec.eventually(t, "the instance turned healthy is added", func() bool {
-		return slices.Equal(rec.addrs(k), []string{"10.0.1.1:9090", "10.0.1.2:9090"})
+	rec.Eventually(t, "the instance turned healthy is added", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{"10.0.1.1:9090", "10.0.1.2:9090"})
 	})
 	reg("10.0.1.3", 1, nil, true, true)
-	rec.eventually(t, "the instance turned enabled is added", func() bool { return len(rec.addrs(k)) == 3 })
+	rec.Eventually(t, "the instance turned enabled is added", func(st registrytest.State) bool {
+		return len(st.Addrs(k)) == 3
+	})
 	reg("10.0.1.3", 1, nil, true, false)
-	rec.eventually(t, "the instance turned disabled is dropped", func() bool { return len(rec.addrs(k)) == 2 })
+	rec.Eventually(t, "the instance turned disabled is dropped", func(st registrytest.State) bool {
+		return len(st.Addrs(k)) == 2
+	})
 
 	reg("10.0.1.1", 3, nil, true, true) // Polaris keeps integer weights
-	rec.eventually(t, "the weight change", func() bool { return rec.instances(k)["10.0.1.1:9090"].Weight == 300 })
+	rec.Eventually(t, "the weight change", func(st registrytest.State) bool {
+		return st.ByAddr(k)["10.0.1.1:9090"].Weight == 300
+	})
 	reg("10.0.1.1", 3, map[string]string{"version": "v2", "protocol": "http", "region": "eu", "zone": "eu-1"}, true, true)
-	rec.eventually(t, "the metadata change", func() bool {
-		in := rec.instances(k)["10.0.1.1:9090"]
+	rec.Eventually(t, "the metadata change", func(st registrytest.State) bool {
+		in := st.ByAddr(k)["10.0.1.1:9090"]
 		return in.Labels["version"] == "v2" && in.Protocol == "http" && in.Locality == "eu/eu-1/"
 	})
-	rec.mu.Lock()
-	for lk := range rec.instances(k)["10.0.1.1:9090"].Labels {
+	for lk := range rec.State().ByAddr(k)["10.0.1.1:9090"].Labels {
 		if strings.HasPrefix(lk, "internal-nacos-") {
 			t.Errorf("label %q: the server's internal metadata is not a label", lk)
 		}
 	}
-	rec.mu.Unlock()
 
 	reg("10.0.1.1", 3, nil, false, true)
-	rec.eventually(t, "the instance turned unhealthy is dropped", func() bool {
-		return slices.Equal(rec.addrs(k), []string{"10.0.1.2:9090"})
+	rec.Eventually(t, "the instance turned unhealthy is dropped", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{"10.0.1.2:9090"})
 	})
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Err != nil || s.Removed {
 			t.Errorf("unexpected snapshot %+v", s)
 		}
@@ -146,17 +147,17 @@ func TestScopes(t *testing.T) {
 		key("ns2", "DEFAULT_GROUP", "svc"):    {"10.0.2.1:80"},
 		key("ns2", "G2", "svc"):               {"10.0.2.2:80"},
 	}
-	rec.eventually(t, "four services, one per scope", func() bool {
+	rec.Eventually(t, "four services, one per scope", func(st registrytest.State) bool {
 		for k, addrs := range want {
-			if !slices.Equal(rec.addrs(k), addrs) {
+			if !slices.Equal(st.Addrs(k), addrs) {
 				return false
 			}
 		}
-		return rec.synced == 1
+		return st.Synced == 1
 	})
-	for _, s := range rec.snapshots() {
-		if s.Service.Name != "" && want[keyOf(s.Service)] == nil {
-			t.Errorf("snapshot of an unexpected service %s: %+v", keyOf(s.Service), s)
+	for _, s := range rec.Snapshots() {
+		if s.Service.Name != "" && want[s.Service.Key()] == nil {
+			t.Errorf("snapshot of an unexpected service %s: %+v", s.Service.Key(), s)
 		}
 	}
 }
@@ -177,13 +178,13 @@ func TestFilters(t *testing.T) {
 		Addresses: []string{p.NacosAddress()}, Services: []string{"web*"}, Clusters: []string{"c1"},
 	}, nil)
 	k := key("public", "DEFAULT_GROUP", "web-a")
-	rec.eventually(t, "web-a with its c1 instance only", func() bool {
-		return rec.synced == 1 && slices.Equal(rec.addrs(k), []string{"10.0.3.1:80"})
+	rec.Eventually(t, "web-a with its c1 instance only", func(st registrytest.State) bool {
+		return st.Synced == 1 && slices.Equal(st.Addrs(k), []string{"10.0.3.1:80"})
 	})
 	if st := reg.Status(); st.Subscribed != 1 {
 		t.Errorf("Status.Subscribed = %d, want 1 (api is not allowed)", st.Subscribed)
 	}
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Service.Name == "api" {
 			t.Errorf("api was emitted: %+v", s)
 		}
@@ -198,11 +199,13 @@ func TestNewServiceAppears(t *testing.T) {
 	app := newApp(t, p, "")
 	app.register(instance{service: "first", ip: "10.0.4.1", port: 80})
 	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, RelistInterval: time.Second}, nil)
-	rec.eventually(t, "first", func() bool { return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "first"))) == 1 })
+	rec.Eventually(t, "first", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "first"))) == 1
+	})
 	start := time.Now()
 	app.register(instance{service: "second", ip: "10.0.4.2", port: 80})
-	rec.eventually(t, "second appears", func() bool {
-		return slices.Equal(rec.addrs(key("public", "DEFAULT_GROUP", "second")), []string{"10.0.4.2:80"})
+	rec.Eventually(t, "second appears", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(key("public", "DEFAULT_GROUP", "second")), []string{"10.0.4.2:80"})
 	})
 	t.Logf("new service → snapshot: %s (relistInterval 1s)", time.Since(start).Round(time.Millisecond))
 }
@@ -223,13 +226,15 @@ func TestReconcileCatchesNonDefaultGroup(t *testing.T) {
 		RelistInterval: time.Hour, ReconcileInterval: 2 * time.Second,
 	}, nil)
 	k := key("public", "G2", "orders")
-	rec.eventually(t, "orders", func() bool { return len(rec.addrs(k)) == 1 })
-	rec.eventually(t, "orders at weight 100", func() bool { return rec.instances(k)["10.0.5.1:80"].Weight == 100 })
+	rec.Eventually(t, "orders", func(st registrytest.State) bool { return len(st.Addrs(k)) == 1 })
+	rec.Eventually(t, "orders at weight 100", func(st registrytest.State) bool {
+		return st.ByAddr(k)["10.0.5.1:80"].Weight == 100
+	})
 	in.weight = 4
 	start := time.Now()
 	app.register(in)
-	rec.eventually(t, "the weight change, through the reconcile", func() bool {
-		return rec.instances(k)["10.0.5.1:80"].Weight == 400
+	rec.Eventually(t, "the weight change, through the reconcile", func(st registrytest.State) bool {
+		return st.ByAddr(k)["10.0.5.1:80"].Weight == 400
 	})
 	t.Logf("change in a non-default group → snapshot: %s (reconcileInterval 2s)", time.Since(start).Round(time.Millisecond))
 	if st := reg.Status(); st.ReconcileCorrections == 0 {
@@ -251,11 +256,11 @@ func TestDubboSkipped(t *testing.T) {
 	const name = "nacos-dubbo"
 	before := skipped(name)
 	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
-	rec.eventually(t, "synced with plain", func() bool {
-		return rec.synced == 1 && len(rec.addrs(key("public", "DEFAULT_GROUP", "plain"))) == 1
+	rec.Eventually(t, "synced with plain", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "plain"))) == 1
 	})
 	harness.EventuallyTrue(t, waitTimeout, "both Dubbo services counted", func() bool { return skipped(name)-before == 2 })
-	for _, s := range rec.snapshots() {
+	for _, s := range rec.Snapshots() {
 		if s.Service.Name != "plain" {
 			t.Errorf("snapshot of %q, want plain only: %+v", s.Service.Name, s)
 		}
@@ -277,9 +282,9 @@ func TestServiceTurnsDubbo(t *testing.T) {
 	before := skipped(name)
 	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "shop")
-	rec.eventually(t, "shop", func() bool { return len(rec.addrs(k)) == 1 })
+	rec.Eventually(t, "shop", func(st registrytest.State) bool { return len(st.Addrs(k)) == 1 })
 	p.RegisterInstance(t, "", "", "shop", "10.0.6.9", 20880, 1, map[string]string{"dubbo.metadata.revision": "r1"}, true, true, true)
-	rec.eventually(t, "shop removed", func() bool { _, ok := rec.last[k]; return !ok })
+	rec.Eventually(t, "shop removed", func(st registrytest.State) bool { _, ok := st.Last[k]; return !ok })
 	if got := skipped(name) - before; got != 1 {
 		t.Errorf("skipped counter moved by %v, want 1", got)
 	}

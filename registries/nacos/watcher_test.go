@@ -9,11 +9,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
+
+	"github.com/meshbridge/meshbridge/registries/registrytest"
 )
 
 // newTestWatcher is a namespace watcher without a connection, its Sink a
-// recorder, for the listing rules alone.
-func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *recorder) {
+// registrytest.Recorder, for the listing rules alone.
+func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *registrytest.Recorder) {
 	t.Helper()
 	cfg.Name = "unit"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -21,7 +23,7 @@ func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder(t)
+	rec := registrytest.NewRecorder(t)
 	return newNSWatcher(newRun(reg, rec), "public"), rec
 }
 
@@ -101,16 +103,14 @@ func TestApplyListing(t *testing.T) {
 			w.applyListing(nil, DefaultGroup, tc.next, tc.partial, now.Add(time.Second))
 			w.drain()
 			var removed, kept []string
-			for _, s := range rec.snapshots() {
+			for _, s := range rec.Snapshots() {
 				if s.Removed {
 					removed = append(removed, s.Service.Name)
 				}
 			}
-			rec.mu.Lock()
-			for k := range rec.good {
-				kept = append(kept, k[len("public/DEFAULT_GROUP/"):])
+			for k := range rec.State().Good {
+				kept = append(kept, k[len(key("public", DefaultGroup, "")):])
 			}
-			rec.mu.Unlock()
 			slices.Sort(kept)
 			if diff := cmp.Diff(tc.wantRemoved, removed); diff != "" {
 				t.Errorf("removed (-want +got):\n%s", diff)
@@ -165,17 +165,14 @@ func TestEmptyReadAfterReconnect(t *testing.T) {
 
 	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now.Add(time.Second)})
 	w.drain()
-	rec.mu.Lock()
-	if last := rec.last[k]; last.Err == nil || len(rec.good[k]) != 1 {
-		t.Errorf("after an empty read within the grace: last = %+v, good = %v; want an error, the instance kept", last, rec.good[k])
+	st := rec.State()
+	if last := st.Last[k]; last.Err == nil || len(st.Good[k]) != 1 {
+		t.Errorf("after an empty read within the grace: last = %+v, good = %v; want an error, the instance kept", last, st.Good[k])
 	}
-	rec.mu.Unlock()
 
 	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now.Add(minReconnectGrace + time.Second)})
 	w.drain()
-	rec.mu.Lock()
-	if last := rec.last[k]; last.Err != nil || last.Removed || len(last.Service.Instances) != 0 {
+	if last := rec.State().Last[k]; last.Err != nil || last.Removed || len(last.Service.Instances) != 0 {
 		t.Errorf("after the grace: last = %+v, want the authoritative empty list", last)
 	}
-	rec.mu.Unlock()
 }

@@ -1,25 +1,16 @@
 package harness
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
-)
-
-const (
-	readyTimeout = 60 * time.Second
-	stopTimeout  = 10 * time.Second
 )
 
 // ConsulPorts are the ports a Consul agent listens on, all on 127.0.0.1.
@@ -89,17 +80,11 @@ func WithConsulACL(defaultPolicy, managementToken string) ConsulOption {
 
 // Consul is a running Consul agent started by this package.
 type Consul struct {
-	bin    string
-	args   []string
+	srv    server
 	ports  ConsulPorts
 	node   string
-	log    string // log file path
 	scheme string // "http" or "https"
 	c      *api.Client
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd exited
 }
 
 // StartConsul starts a dev-mode Consul agent (in-memory state, a server and
@@ -132,12 +117,10 @@ func StartConsulServer(t testing.TB, dataDir string, ports ConsulPorts) *Consul 
 
 func startConsul(t testing.TB, args []string, ports ConsulPorts, o consulOptions) *Consul {
 	t.Helper()
-	dir := t.TempDir()
 	c := &Consul{
-		bin:    ConsulBinary(t),
+		srv:    server{name: "consul", bin: ConsulBinary(t), log: filepath.Join(t.TempDir(), "consul.log"), tailLines: 60},
 		ports:  ports,
 		node:   "harness-" + strconv.Itoa(ports.HTTP),
-		log:    filepath.Join(dir, "consul.log"),
 		scheme: "http",
 	}
 	httpPort, httpsPort := strconv.Itoa(ports.HTTP), "-1"
@@ -159,7 +142,7 @@ func startConsul(t testing.TB, args []string, ports ConsulPorts, o consulOptions
 		clientCfg.TLSConfig = api.TLSConfig{CAFile: o.tls.ca.CertFile, CertFile: self.CertFile, KeyFile: self.KeyFile}
 	}
 	clientCfg.Scheme = c.scheme
-	c.args = append(args,
+	c.srv.args = append(args,
 		"-node", c.node,
 		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
 		"-http-port", httpPort, "-https-port", httpsPort,
@@ -175,13 +158,8 @@ func startConsul(t testing.TB, args []string, ports ConsulPorts, o consulOptions
 		t.Fatalf("consul client: %v", err)
 	}
 	c.c = client
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("consul log (%s), last lines:\n%s", c.log, tail(c.log, 60))
-		}
-		c.Stop()
-	})
-	c.start(t)
+	c.srv.stopAtEnd(t)
+	c.srv.start(t, c.Address(), c.ready)
 	return c
 }
 
@@ -205,79 +183,30 @@ func (c *Consul) Ports() ConsulPorts { return c.ports }
 // Node is the agent's node name.
 func (c *Consul) Node() string { return c.node }
 
-func (c *Consul) start(t testing.TB) {
-	t.Helper()
-	logf, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("open consul log: %v", err)
+// ready tells whether the agent has a leader and its own node's checks pass
+// in the catalog (the agent synced itself, so reads see real state).
+func (c *Consul) ready() error {
+	leader, err := c.c.Status().Leader()
+	if err != nil || leader == "" {
+		return fmt.Errorf("no leader yet (%v)", err)
 	}
-	defer logf.Close()
-	cmd := exec.Command(c.bin, c.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start consul %s: %v", c.bin, err)
+	checks, _, err := c.c.Health().Node(c.node, nil)
+	if err != nil || len(checks) == 0 || checks.AggregatedStatus() != api.HealthPassing {
+		return fmt.Errorf("node not healthy in the catalog yet (%v)", err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	c.mu.Lock()
-	c.cmd, c.done = cmd, done
-	c.mu.Unlock()
-	if err := c.waitReady(done); err != nil {
-		t.Fatalf("consul at %s not ready: %v\nlast log lines:\n%s", c.Address(), err, tail(c.log, 60))
-	}
-}
-
-// waitReady polls until the agent has a leader and its own node's checks
-// pass in the catalog (the agent synced itself, so reads see real state).
-func (c *Consul) waitReady(done <-chan struct{}) error {
-	deadline := time.Now().Add(readyTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return errors.New("consul exited")
-		case <-time.After(100 * time.Millisecond):
-		}
-		leader, err := c.c.Status().Leader()
-		if err != nil || leader == "" {
-			last = fmt.Errorf("no leader yet (%v)", err)
-			continue
-		}
-		checks, _, err := c.c.Health().Node(c.node, nil)
-		if err != nil || len(checks) == 0 || checks.AggregatedStatus() != api.HealthPassing {
-			last = fmt.Errorf("node not healthy in the catalog yet (%v)", err)
-			continue
-		}
-		return nil
-	}
-	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)
+	return nil
 }
 
 // Stop stops the agent by its PID: SIGTERM, then SIGKILL after a timeout.
 // It is a no-op when the agent is not running.
-func (c *Consul) Stop() {
-	c.mu.Lock()
-	cmd, done := c.cmd, c.done
-	c.cmd = nil
-	c.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
+func (c *Consul) Stop() { c.srv.stop() }
 
 // Restart stops the agent and starts it again with the same arguments, data
 // dir and ports, returning once it is ready.
 func (c *Consul) Restart(t testing.TB) {
 	t.Helper()
 	c.Stop()
-	c.start(t)
+	c.srv.start(t, c.Address(), c.ready)
 }
 
 // Register registers a service with the agent.
@@ -399,17 +328,4 @@ func newestCached(name string) string {
 func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

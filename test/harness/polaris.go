@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -117,15 +115,11 @@ func WithPolarisConfig(edit func(cfg map[string]any)) PolarisOption {
 
 // Polaris is a running Polaris server started by this package.
 type Polaris struct {
-	bin    string
-	dir    string // working directory: config, polaris.bolt, log/
-	log    string // stdout and stderr
+	srv    server // its dir is the working directory: config, polaris.bolt, log/
 	ports  PolarisPorts
 	client *http.Client
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd exited
+	mu sync.Mutex
 	// registered holds the last registration RegisterInstance sent per
 	// instance (polarisInstanceKey), which DeregisterInstance sends again.
 	registered map[string]url.Values
@@ -149,9 +143,20 @@ func StartPolaris(t testing.TB, opts ...PolarisOption) *Polaris {
 	bin, template := PolarisBinary(t)
 	dir := t.TempDir()
 	p := &Polaris{
-		bin:        bin,
-		dir:        dir,
-		log:        filepath.Join(dir, "polaris.log"),
+		srv: server{
+			name: "polaris",
+			bin:  bin,
+			args: []string{"start", "-c", filepath.Join(dir, polarisConfigFile)},
+			dir:  dir,
+			log:  filepath.Join(dir, "polaris.log"),
+			logs: []string{
+				filepath.Join(dir, "log", "runtime", "polaris-default.log"),
+				filepath.Join(dir, "log", "runtime", "polaris-naming.log"),
+				filepath.Join(dir, "log", "runtime", "nacos-apiserver.log"),
+			},
+			tailLines: 40,
+			idle:      listensNowhere,
+		},
 		ports:      FreePolarisPorts(t),
 		client:     &http.Client{Timeout: 10 * time.Second},
 		registered: map[string]url.Values{},
@@ -159,63 +164,23 @@ func StartPolaris(t testing.TB, opts ...PolarisOption) *Polaris {
 	if _, err := WritePolarisConfig(template, dir, p.ports, o.edits...); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("polaris logs (%s), last lines:\n%s", dir, p.tails(40))
-		}
-		p.Stop()
-	})
-	p.start(t)
+	p.srv.stopAtEnd(t)
+	p.srv.start(t, p.NacosAddress(), p.ready)
 	return p
 }
 
-func (p *Polaris) start(t testing.TB) {
-	t.Helper()
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("open polaris log: %v", err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(p.bin, "start", "-c", filepath.Join(p.dir, polarisConfigFile))
-	cmd.Dir = p.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start polaris %s: %v", p.bin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	p.mu.Lock()
-	p.cmd, p.done = cmd, done
-	p.mu.Unlock()
-	if err := p.waitReady(done); err != nil {
-		t.Fatalf("polaris at %s not ready: %v\nlast log lines:\n%s", p.NacosAddress(), err, p.tails(40))
-	}
-}
-
-// waitReady polls until the Nacos HTTP API lists services and the Nacos gRPC
+// ready tells whether the Nacos HTTP API lists services and the Nacos gRPC
 // port accepts a connection.
-func (p *Polaris) waitReady(done <-chan struct{}) error {
-	deadline := time.Now().Add(readyTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return errors.New("polaris exited")
-		case <-time.After(100 * time.Millisecond):
-		}
-		if _, err := p.listServices(defaultNacosNamespace, defaultNacosGroup); err != nil {
-			last = err
-			continue
-		}
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p.NacosGRPCPort()), time.Second)
-		if err != nil {
-			last = fmt.Errorf("nacos gRPC port: %v", err)
-			continue
-		}
-		c.Close()
-		return nil
+func (p *Polaris) ready() error {
+	if _, err := p.listServices(defaultNacosNamespace, defaultNacosGroup); err != nil {
+		return err
 	}
-	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p.NacosGRPCPort()), time.Second)
+	if err != nil {
+		return fmt.Errorf("nacos gRPC port: %v", err)
+	}
+	c.Close()
+	return nil
 }
 
 // NacosAddress is the Nacos HTTP API's address, "127.0.0.1:port" (what a
@@ -229,51 +194,22 @@ func (p *Polaris) NacosGRPCPort() int { return p.ports.NacosGRPC() }
 func (p *Polaris) Ports() PolarisPorts { return p.ports }
 
 // Dir is the server's working directory: its config, store and logs.
-func (p *Polaris) Dir() string { return p.dir }
+func (p *Polaris) Dir() string { return p.srv.dir }
 
 // Pid is the server process's PID, or 0 when it is not running.
-func (p *Polaris) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
+func (p *Polaris) Pid() int { return p.srv.pid() }
 
 // Stop stops the server by its PID: SIGTERM, then SIGKILL once the process
 // holds no listening socket any more or after a timeout. On SIGTERM Polaris
 // closes its listeners and client connections, then sleeps 5 s before it
 // exits; its store is not reused (Restart deletes it), so that sleep is cut
 // short. It is a no-op when the server is not running.
-func (p *Polaris) Stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	deadline := time.After(stopTimeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-deadline:
-			_ = cmd.Process.Kill()
-			<-done
-			return
-		case <-tick.C:
-			if l, err := tcpListeners(cmd.Process.Pid); err == nil && len(l) == 0 {
-				_ = cmd.Process.Kill()
-				<-done
-				return
-			}
-		}
-	}
+func (p *Polaris) Stop() { p.srv.stop() }
+
+// listensNowhere tells whether process pid holds no listening TCP socket.
+func listensNowhere(pid int) bool {
+	l, err := tcpListeners(pid)
+	return err == nil && len(l) == 0
 }
 
 // Restart stops the server and starts it again on the same ports with an
@@ -283,28 +219,13 @@ func (p *Polaris) Stop() {
 func (p *Polaris) Restart(t testing.TB) {
 	t.Helper()
 	p.Stop()
-	if err := os.Remove(filepath.Join(p.dir, polarisStore)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(p.srv.dir, polarisStore)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("remove polaris store: %v", err)
 	}
 	p.mu.Lock()
 	p.registered = map[string]url.Values{}
 	p.mu.Unlock()
-	p.start(t)
-}
-
-// tails returns the last n lines of the server's stdout and of its main
-// runtime logs.
-func (p *Polaris) tails(n int) string {
-	var b strings.Builder
-	for _, f := range []string{
-		p.log,
-		filepath.Join(p.dir, "log", "runtime", "polaris-default.log"),
-		filepath.Join(p.dir, "log", "runtime", "polaris-naming.log"),
-		filepath.Join(p.dir, "log", "runtime", "nacos-apiserver.log"),
-	} {
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, tail(f, n))
-	}
-	return b.String()
+	p.srv.start(t, p.NacosAddress(), p.ready)
 }
 
 const (
