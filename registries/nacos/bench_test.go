@@ -1,0 +1,505 @@
+package nacos_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/nacos"
+	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
+)
+
+// Scale of BenchmarkColdSync.
+const (
+	benchServices  = 1000
+	benchInstances = 5
+	// registerWorkers bounds the setup's concurrent registrations and reads
+	// over Polaris's HTTP API.
+	registerWorkers = 64
+	// subscribeWorkers is polaris-subscribe's concurrency.
+	subscribeWorkers = 16
+)
+
+// BenchmarkColdSync measures the Nacos registry's cold sync on a real
+// Nacos-protocol server: 1,000 services × 5 instances registered in Polaris
+// over its Nacos HTTP API (persistent instances, weight 1, metadata protocol,
+// version and env; 64 registrations at a time, Polaris's register batching
+// on), all of them listed by Polaris before anything is timed. Run it once:
+//
+//	go test ./registries/nacos -run '^$' -bench ColdSync -benchtime 1x
+//
+// Sub-benchmarks:
+//   - bridge: the pipeline of cmd/bridge (built as bench/bridge.go builds
+//     it: registry → serviceentry.Syncer → Store → Controller →
+//     xds.DiscoveryServer on 127.0.0.1:0, workloadentry endpoints,
+//     debounce.after 100ms) fed by a nacos.Registry with the defaults.
+//     hassynced-s is the time from the start to HasSynced (Syncer ready,
+//     Store flushed: cmd/bridge's ready gate), serving-s to the first full
+//     push done. B/instance is the live heap after GC (runtime/metrics
+//     /gc/heap/live:bytes after two runtime.GC, as bench/ measures P1)
+//     while serving with no client, minus that of the same pipeline whose
+//     registry's allow-list matches no service (connection, listing and
+//     SDK included), per instance. first-snapshot-s is when the registry's
+//     first Snapshot reached the Syncer (connection and first listing
+//     done), snapshots/s the rate of the rest.
+//   - registry: the registry alone into a Sink that only counts, from Run to
+//     Synced (synced-s): what the registry takes without the pipeline; and
+//     its own live heap per instance (B/instance, measured as for bridge).
+//   - polaris-subscribe: how fast Polaris answers the read the registry
+//     sends per service (SubscribeServiceRequest over gRPC): a fresh
+//     nacos-sdk-go naming client's GetService on every service, one at a
+//     time (sequential-subscribes/s) and 16 at a time
+//     (concurrent16-subscribes/s).
+func BenchmarkColdSync(b *testing.B) {
+	// Register batching on (Polaris's default; the harness turns it off for
+	// SDK clients that register right after connecting): Polaris then writes
+	// up to 128 concurrent registrations in one store transaction.
+	p := harness.StartPolaris(b, harness.WithPolarisConfig(func(cfg map[string]any) {
+		cfg["naming"].(map[string]any)["batch"].(map[string]any)["register"].(map[string]any)["open"] = true
+	}))
+	began := time.Now()
+	registerAll(b, p.NacosAddress())
+	b.Logf("registered %d services × %d instances over HTTP, %d at a time, in %s", benchServices, benchInstances,
+		registerWorkers, time.Since(began).Round(time.Millisecond))
+	harness.Eventually(b, 2*time.Minute, "Polaris lists every instance", func() error {
+		return polarisComplete(b, p)
+	})
+	b.Logf("Polaris lists them all %s after the first registration", time.Since(began).Round(time.Millisecond))
+	cfg := func(b *testing.B) nacos.Config {
+		return nacos.Config{
+			Name: "nacos-bench", Addresses: []string{p.NacosAddress()}, CacheDir: b.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+	}
+
+	b.Run("bridge", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			empty := cfg(b)
+			empty.Services = []string{"no-such-service"}
+			eb := startBenchBridge(b, empty)
+			eb.waitServing(b)
+			emptyHeap := liveHeap()
+			eb.stop()
+
+			b.StartTimer()
+			br := startBenchBridge(b, cfg(b))
+			br.waitReady(b)
+			b.StopTimer()
+			br.waitServing(b)
+			heap := liveHeap()
+			st := br.reg.Status()
+			br.stop()
+			if st.Services != benchServices || st.Instances != benchServices*benchInstances {
+				b.Fatalf("synced with %d services, %d instances; want %d, %d", st.Services, st.Instances,
+					benchServices, benchServices*benchInstances)
+			}
+			synced, serving := br.synced.Sub(br.started), br.serving.Sub(br.started)
+			first, last, n := br.sink.times()
+			perInstance := (float64(heap) - float64(emptyHeap)) / float64(benchServices*benchInstances)
+			b.ReportMetric(synced.Seconds(), "hassynced-s")
+			b.ReportMetric(serving.Seconds(), "serving-s")
+			b.ReportMetric(perInstance, "B/instance")
+			b.ReportMetric(first.Sub(br.started).Seconds(), "first-snapshot-s")
+			b.ReportMetric(float64(n-1)/last.Sub(first).Seconds(), "snapshots/s")
+			b.Logf("HasSynced %s, serving %s; snapshots: first at %s, %d until %s; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
+				synced.Round(time.Millisecond), serving.Round(time.Millisecond), first.Sub(br.started).Round(time.Millisecond),
+				n, last.Sub(br.started).Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
+		}
+	})
+
+	b.Run("registry", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			empty := cfg(b)
+			empty.Services = []string{"no-such-service"}
+			stop, _ := runCounting(b, empty)
+			emptyHeap := liveHeap()
+			stop()
+
+			b.StartTimer()
+			start := time.Now()
+			stop, sink := runCounting(b, cfg(b))
+			took := time.Since(start)
+			b.StopTimer()
+			heap := liveHeap()
+			stop()
+			if n := sink.n.Load(); n != benchServices {
+				b.Fatalf("Synced after %d snapshots, want %d", n, benchServices)
+			}
+			perInstance := (float64(heap) - float64(emptyHeap)) / float64(benchServices*benchInstances)
+			b.ReportMetric(took.Seconds(), "synced-s")
+			b.ReportMetric(perInstance, "B/instance")
+			b.Logf("registry alone: Synced after %s, %d snapshots; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
+				took.Round(time.Millisecond), sink.n.Load(), mib(heap), mib(emptyHeap), perInstance)
+		}
+	})
+
+	b.Run("polaris-subscribe", func(b *testing.B) {
+		for range b.N {
+			seq := subscribeAll(b, p, 1)
+			conc := subscribeAll(b, p, subscribeWorkers)
+			b.ReportMetric(benchServices/seq.Seconds(), "sequential-subscribes/s")
+			b.ReportMetric(benchServices/conc.Seconds(), "concurrent16-subscribes/s")
+			b.Logf("Polaris answers %d subscribes in %s one at a time (%s each), in %s 16 at a time", benchServices,
+				seq.Round(time.Millisecond), (seq / benchServices).Round(time.Microsecond), conc.Round(time.Millisecond))
+		}
+	})
+}
+
+// benchService is service i's name.
+func benchService(i int) string { return fmt.Sprintf("svc-%04d", i) }
+
+// benchInstanceIP is instance k of service i's address, distinct for every
+// instance.
+func benchInstanceIP(i, k int) string {
+	a := i*benchInstances + k
+	return fmt.Sprintf("10.%d.%d.%d", a>>16&255, a>>8&255, a&255)
+}
+
+// registerAll registers every instance over the Nacos HTTP API
+// (POST /nacos/v1/ns/instance), benchWorkers at a time.
+func registerAll(b *testing.B, addr string) {
+	b.Helper()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: registerWorkers}}
+	defer client.CloseIdleConnections()
+	meta, _ := json.Marshal(map[string]string{"protocol": "grpc", "version": "v1", "env": "bench"})
+	err := forEach(benchServices*benchInstances, func(j int) error {
+		i, k := j/benchInstances, j%benchInstances
+		form := url.Values{
+			"serviceName": {"DEFAULT_GROUP@@" + benchService(i)}, "ip": {benchInstanceIP(i, k)}, "port": {"8080"},
+			"weight": {"1"}, "metadata": {string(meta)}, "ephemeral": {"false"}, "healthy": {"true"}, "enabled": {"true"},
+		}
+		resp, err := client.PostForm("http://"+addr+"/nacos/v1/ns/instance", form)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("register %s %s: %s: %s", benchService(i), benchInstanceIP(i, k), resp.Status, body)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// polarisComplete reports, as an error, how far Polaris's Nacos view is from
+// every service with all its instances.
+func polarisComplete(b *testing.B, p *harness.Polaris) error {
+	if n := len(p.ListServices(b, "", "")); n != benchServices {
+		return fmt.Errorf("Polaris lists %d of %d services", n, benchServices)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: registerWorkers}}
+	defer client.CloseIdleConnections()
+	var short atomic.Int64
+	err := forEach(benchServices, func(i int) error {
+		q := url.Values{"serviceName": {"DEFAULT_GROUP@@" + benchService(i)}, "healthyOnly": {"false"}}
+		resp, err := client.Get("http://" + p.NacosAddress() + "/nacos/v1/ns/instance/list?" + q.Encode())
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var svc struct {
+			Hosts []json.RawMessage `json:"hosts"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&svc); err != nil {
+			return fmt.Errorf("instances of %s: %s: %v", benchService(i), resp.Status, err)
+		}
+		if len(svc.Hosts) != benchInstances {
+			short.Add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n := short.Load(); n > 0 {
+		return fmt.Errorf("%d services lack instances", n)
+	}
+	return nil
+}
+
+// forEach calls fn(0) … fn(n-1), registerWorkers at a time, and returns the
+// first error.
+func forEach(n int, fn func(int) error) error {
+	jobs := make(chan int)
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range registerWorkers {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := fn(j); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for j := range n {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	return first
+}
+
+// subscribeAll has a fresh nacos-sdk-go naming client read every service
+// with GetService (one SubscribeServiceRequest each: nothing is cached),
+// workers at a time, and returns how long that took.
+func subscribeAll(b *testing.B, p *harness.Polaris, workers int) time.Duration {
+	b.Helper()
+	dir := b.TempDir()
+	nc, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig: &constant.ClientConfig{
+			TimeoutMs: 5000, NotLoadCacheAtStart: true, CacheDir: dir, LogDir: dir, LogLevel: "error",
+		},
+		ServerConfigs: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: uint64(p.Ports().NacosHTTP)}},
+	})
+	if err != nil {
+		b.Fatalf("nacos naming client: %v", err)
+	}
+	defer nc.CloseClient()
+	jobs := make(chan int)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				svc, err := nc.GetService(vo.GetServiceParam{ServiceName: benchService(i)})
+				if err != nil || len(svc.Hosts) != benchInstances {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for i := range benchServices {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	took := time.Since(start)
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d GetService calls failed or came back short", n, benchServices)
+	}
+	return took
+}
+
+// benchBridge is cmd/bridge's pipeline (bench/bridge.go's startBridge, with
+// a nacos.Registry for the generator).
+type benchBridge struct {
+	reg        *nacos.Registry
+	sink       *timingSink
+	store      *serviceentry.Store
+	syncer     *serviceentry.Syncer
+	controller *serviceentry.Controller
+	xds        *xds.DiscoveryServer
+	ready      chan struct{}
+
+	started, synced, serving time.Time
+	cancel                   context.CancelFunc
+	wg                       sync.WaitGroup
+	errs                     chan error
+}
+
+// sourceFunc adapts a function to xds.ServiceSource (as in cmd/bridge).
+type sourceFunc func() []*model.Service
+
+func (f sourceFunc) Services() []*model.Service { return f() }
+
+func startBenchBridge(b *testing.B, cfg nacos.Config) *benchBridge {
+	b.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := nacos.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := translate.New(translate.Options{
+		Registry: cfg.Name, HostTemplate: nacos.HostTemplate, Namespace: "meshbridge", Endpoints: translate.EndpointsWorkloadEntry,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	br := &benchBridge{reg: reg, ready: make(chan struct{}), errs: make(chan error, 8)}
+	br.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	br.syncer = serviceentry.NewSyncer(br.store, serviceentry.SyncerConfig{
+		Registries: []serviceentry.SyncRegistry{{Name: cfg.Name, Type: "nacos", Translator: tr}},
+		Logger:     log,
+	})
+	br.sink = &timingSink{Sink: br.syncer}
+	br.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return br.controller.Services() }), xds.Options{
+		Address:           "127.0.0.1:0",
+		DebounceAfter:     100 * time.Millisecond,
+		DebounceMax:       10 * time.Second,
+		EnableEDSDebounce: true,
+		Logger:            log,
+	})
+	br.controller = serviceentry.NewController(br.store, br.xds, log)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	br.cancel = cancel
+	br.started = time.Now()
+	br.wg.Go(func() { br.store.Run(ctx) })
+	br.wg.Go(func() { br.syncer.Run(ctx) })
+	br.wg.Go(func() {
+		if err := reg.Run(ctx, br.sink); err != nil {
+			br.errs <- err
+		}
+	})
+	br.wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-br.syncer.Ready():
+		}
+		if br.store.Flush(ctx) != nil {
+			return
+		}
+		br.synced = time.Now()
+		close(br.ready)
+	})
+	br.wg.Go(func() {
+		if err := br.xds.Run(ctx, br.ready); err != nil {
+			br.errs <- err
+		}
+	})
+	b.Cleanup(br.stop)
+	return br
+}
+
+// waitReady waits until HasSynced.
+func (br *benchBridge) waitReady(b *testing.B) {
+	b.Helper()
+	select {
+	case <-br.ready:
+	case err := <-br.errs:
+		b.Fatal(err)
+	case <-time.After(5 * time.Minute):
+		b.Fatal("bridge not synced after 5m")
+	}
+}
+
+// waitServing waits until the first full push is done and the server
+// listens.
+func (br *benchBridge) waitServing(b *testing.B) {
+	b.Helper()
+	select {
+	case <-br.xds.Serving():
+		if br.serving.IsZero() {
+			br.serving = time.Now()
+		}
+	case err := <-br.errs:
+		b.Fatal(err)
+	case <-time.After(2 * time.Minute):
+		b.Fatal("bridge not serving after 2m")
+	}
+}
+
+func (br *benchBridge) stop() {
+	br.cancel()
+	br.wg.Wait()
+}
+
+// timingSink passes snapshots on and notes when the first and the last
+// arrived.
+type timingSink struct {
+	registries.Sink
+	mu          sync.Mutex
+	first, last time.Time
+	n           int
+}
+
+func (s *timingSink) Snapshot(snap registries.Snapshot) {
+	now := time.Now()
+	s.mu.Lock()
+	if s.n == 0 {
+		s.first = now
+	}
+	s.last = now
+	s.n++
+	s.mu.Unlock()
+	s.Sink.Snapshot(snap)
+}
+
+func (s *timingSink) times() (first, last time.Time, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, s.last, s.n
+}
+
+// runCounting runs a registry on cfg into a countingSink and returns once it
+// called Synced; stop ends the run.
+func runCounting(b *testing.B, cfg nacos.Config) (stop func(), sink *countingSink) {
+	b.Helper()
+	reg, err := nacos.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink = &countingSink{synced: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- reg.Run(ctx, sink) }()
+	select {
+	case <-sink.synced:
+	case err := <-done:
+		cancel()
+		b.Fatalf("Run returned before Synced: %v", err)
+	case <-time.After(5 * time.Minute):
+		cancel()
+		b.Fatal("registry not synced after 5m")
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}, sink
+}
+
+// countingSink counts snapshots and closes synced on Synced.
+type countingSink struct {
+	n      atomic.Int64
+	synced chan struct{}
+}
+
+func (s *countingSink) Snapshot(registries.Snapshot) { s.n.Add(1) }
+func (s *countingSink) Synced(string)                { close(s.synced) }
+
+// liveHeap returns the live heap after a forced GC (bench/memory.go's):
+// runtime/metrics /gc/heap/live:bytes; two cycles let finalizers and
+// sync.Pool victims go.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
