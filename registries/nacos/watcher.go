@@ -19,12 +19,17 @@ import (
 )
 
 // Pacing of the requests a namespace sends besides its listings: subscribes
-// (every service after a reconnection) and reconcile queries.
+// (every service at start and after a reconnection), at most
+// subscribeWorkers at once and subscribeRate per second, so that a cold
+// start of 10,000 services subscribes in about 10 s, well within the default
+// sync.timeout, without a burst the server has to queue; and reconcile
+// queries, slower, since they only catch lost pushes.
 const (
-	subscribeRate  = rate.Limit(100)
-	subscribeBurst = 20
-	reconcileRate  = rate.Limit(20)
-	reconcileBurst = 5
+	subscribeRate    = rate.Limit(1000)
+	subscribeBurst   = 100
+	subscribeWorkers = 16
+	reconcileRate    = rate.Limit(20)
+	reconcileBurst   = 5
 )
 
 // minReconnectGrace is the shortest time after a reconnection during which
@@ -582,11 +587,18 @@ func (w *nsWatcher) unsubscribeSkipped(c *conn) {
 // current connection: new services, services whose subscribe or query
 // failed, every service after a reconnection.
 func (w *nsWatcher) subscribePending(ctx context.Context, c *conn, lim *rate.Limiter) {
+	workers := make(chan struct{}, subscribeWorkers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, s := range w.servicesWhere(func(s *service) bool { return !s.subscribed }) {
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		w.read(c, s, fromSubscribe)
+		workers <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-workers }()
+			w.read(c, s, fromSubscribe)
+		})
 	}
 }
 
