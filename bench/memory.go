@@ -2,23 +2,10 @@ package main
 
 import (
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"runtime/pprof"
 	"syscall"
 	"time"
 )
-
-// liveHeap returns the live heap after a forced GC: runtime/metrics
-// "/gc/heap/live:bytes", the heap marked live by the last cycle. Two cycles
-// let finalizers and sync.Pool victims go.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // cpuTime returns the process's user plus system CPU time.
 func cpuTime() time.Duration {

@@ -7,6 +7,7 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -29,11 +30,11 @@ func p1(opts options, mode translate.EndpointMode) ([]row, error) {
 	if err := b.waitServing(2 * time.Minute); err != nil {
 		return nil, err
 	}
-	serving := time.Since(b.started)
-	synced := b.synced.Sub(b.started)
+	serving := time.Since(b.Started)
+	synced := b.Synced.Sub(b.Started)
 	// The heap is read before any client connects, so no client state and
 	// no per-stream response is counted.
-	heap := liveHeap()
+	heap := pipeline.LiveHeap()
 	if opts.memProfile != "" {
 		if err := writeHeapProfile(opts.memProfile + "." + string(mode)); err != nil {
 			return nil, err
@@ -65,7 +66,7 @@ func emptyBridgeHeap(mode translate.EndpointMode) (uint64, error) {
 	if err := b.waitServing(time.Minute); err != nil {
 		return 0, err
 	}
-	return liveHeap(), nil
+	return pipeline.LiveHeap(), nil
 }
 
 // fetchAll connects one client as Envoy does (CDS by wildcard, then EDS for
@@ -112,7 +113,7 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 	}
 	select {
 	case at := <-done:
-		return at.Sub(b.started), nil
+		return at.Sub(b.Started), nil
 	case <-ctx.Done():
 		return 0, fmt.Errorf("client holds %d of %d ClusterLoadAssignments after 2m", len(held), want)
 	}

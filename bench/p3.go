@@ -49,7 +49,7 @@ func p3(opts options) ([]row, error) {
 	round := func(full bool) (time.Duration, error) {
 		settle()
 		select { // drop the push count of earlier pushes
-		case <-b.xds.Sequence():
+		case <-b.XDS.Sequence():
 		default:
 		}
 		before := streams[0].count.Load()
@@ -57,14 +57,14 @@ func p3(opts options) ([]row, error) {
 		gen0++
 		gen.change(0, gen0)
 		if full {
-			b.xds.ConfigUpdate(&model.PushRequest{
+			b.XDS.ConfigUpdate(&model.PushRequest{
 				Full:           true,
 				ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey(namespace, host): {}},
 				Reason:         model.NewReason(model.ServiceUpdate),
 			})
 		}
 		select {
-		case <-b.xds.Sequence():
+		case <-b.XDS.Sequence():
 		case <-time.After(10 * time.Second):
 			return 0, fmt.Errorf("no push within 10s")
 		}

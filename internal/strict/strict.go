@@ -26,22 +26,7 @@ func Unmarshal(data []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("invalid YAML: %w", err)
 	}
-	var generic any
-	if err := json.Unmarshal(js, &generic); err != nil {
-		return fmt.Errorf("invalid YAML: %w", err)
-	}
-	if err := check(generic, reflect.TypeOf(v), ""); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("%s: cannot use a %s as %s", te.Field, te.Value, te.Type)
-		}
-		return err
-	}
-	return nil
+	return UnmarshalJSON(js, v)
 }
 
 // singleDocument fails when data holds more than one non-empty YAML

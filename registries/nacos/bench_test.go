@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"runtime"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,13 +17,11 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
-	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/nacos"
-	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
-	"github.com/meshbridge/meshbridge/xds"
 )
 
 // Scale of BenchmarkColdSync.
@@ -98,7 +94,7 @@ func BenchmarkColdSync(b *testing.B) {
 			empty.Services = []string{"no-such-service"}
 			eb := startBenchBridge(b, empty)
 			eb.waitServing(b)
-			emptyHeap := liveHeap()
+			emptyHeap := pipeline.LiveHeap()
 			eb.stop()
 
 			b.StartTimer()
@@ -106,24 +102,24 @@ func BenchmarkColdSync(b *testing.B) {
 			br.waitReady(b)
 			b.StopTimer()
 			br.waitServing(b)
-			heap := liveHeap()
+			heap := pipeline.LiveHeap()
 			st := br.reg.Status()
 			br.stop()
 			if st.Services != benchServices || st.Instances != benchServices*benchInstances {
 				b.Fatalf("synced with %d services, %d instances; want %d, %d", st.Services, st.Instances,
 					benchServices, benchServices*benchInstances)
 			}
-			synced, serving := br.synced.Sub(br.started), br.serving.Sub(br.started)
+			synced, serving := br.Synced.Sub(br.Started), br.serving.Sub(br.Started)
 			first, last, n := br.sink.times()
 			perInstance := (float64(heap) - float64(emptyHeap)) / float64(benchServices*benchInstances)
 			b.ReportMetric(synced.Seconds(), "hassynced-s")
 			b.ReportMetric(serving.Seconds(), "serving-s")
 			b.ReportMetric(perInstance, "B/instance")
-			b.ReportMetric(first.Sub(br.started).Seconds(), "first-snapshot-s")
+			b.ReportMetric(first.Sub(br.Started).Seconds(), "first-snapshot-s")
 			b.ReportMetric(float64(n-1)/last.Sub(first).Seconds(), "snapshots/s")
 			b.Logf("HasSynced %s, serving %s; snapshots: first at %s, %d until %s; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
-				synced.Round(time.Millisecond), serving.Round(time.Millisecond), first.Sub(br.started).Round(time.Millisecond),
-				n, last.Sub(br.started).Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
+				synced.Round(time.Millisecond), serving.Round(time.Millisecond), first.Sub(br.Started).Round(time.Millisecond),
+				n, last.Sub(br.Started).Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
 		}
 	})
 
@@ -133,7 +129,7 @@ func BenchmarkColdSync(b *testing.B) {
 			empty := cfg(b)
 			empty.Services = []string{"no-such-service"}
 			stop, _ := runCounting(b, empty)
-			emptyHeap := liveHeap()
+			emptyHeap := pipeline.LiveHeap()
 			stop()
 
 			b.StartTimer()
@@ -141,7 +137,7 @@ func BenchmarkColdSync(b *testing.B) {
 			stop, sink := runCounting(b, cfg(b))
 			took := time.Since(start)
 			b.StopTimer()
-			heap := liveHeap()
+			heap := pipeline.LiveHeap()
 			stop()
 			if n := sink.n.Load(); n != benchServices {
 				b.Fatalf("Synced after %d snapshots, want %d", n, benchServices)
@@ -311,120 +307,55 @@ func subscribeAll(b *testing.B, p *harness.Polaris, workers int) time.Duration {
 	return took
 }
 
-// benchBridge is cmd/bridge's pipeline (bench/bridge.go's startBridge, with
-// a nacos.Registry for the generator).
+// benchBridge is cmd/bridge's pipeline (bench/pipeline) on a
+// nacos.Registry, its snapshots timed.
 type benchBridge struct {
-	reg        *nacos.Registry
-	sink       *timingSink
-	store      *serviceentry.Store
-	syncer     *serviceentry.Syncer
-	controller *serviceentry.Controller
-	xds        *xds.DiscoveryServer
-	ready      chan struct{}
-
-	started, synced, serving time.Time
-	cancel                   context.CancelFunc
-	wg                       sync.WaitGroup
-	errs                     chan error
+	*pipeline.Pipeline
+	reg     *nacos.Registry
+	sink    *timingSink
+	serving time.Time
 }
-
-// sourceFunc adapts a function to xds.ServiceSource (as in cmd/bridge).
-type sourceFunc func() []*model.Service
-
-func (f sourceFunc) Services() []*model.Service { return f() }
 
 func startBenchBridge(b *testing.B, cfg nacos.Config) *benchBridge {
 	b.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg, err := nacos.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := translate.New(translate.Options{
-		Registry: cfg.Name, HostTemplate: nacos.HostTemplate, Namespace: "meshbridge", Endpoints: translate.EndpointsWorkloadEntry,
+	br := &benchBridge{reg: reg}
+	br.Pipeline, err = pipeline.Start(reg, pipeline.Options{
+		Registry: cfg.Name, Type: "nacos", HostTemplate: nacos.HostTemplate, Endpoints: translate.EndpointsWorkloadEntry,
+		DebounceAfter: 100 * time.Millisecond, EDSDebounce: true,
+		Sink: func(s registries.Sink) registries.Sink { br.sink = &timingSink{Sink: s}; return br.sink },
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	br := &benchBridge{reg: reg, ready: make(chan struct{}), errs: make(chan error, 8)}
-	br.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	br.syncer = serviceentry.NewSyncer(br.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: cfg.Name, Type: "nacos", Translator: tr}},
-		Logger:     log,
-	})
-	br.sink = &timingSink{Sink: br.syncer}
-	br.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return br.controller.Services() }), xds.Options{
-		Address:           "127.0.0.1:0",
-		DebounceAfter:     100 * time.Millisecond,
-		DebounceMax:       10 * time.Second,
-		EnableEDSDebounce: true,
-		Logger:            log,
-	})
-	br.controller = serviceentry.NewController(br.store, br.xds, log)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	br.cancel = cancel
-	br.started = time.Now()
-	br.wg.Go(func() { br.store.Run(ctx) })
-	br.wg.Go(func() { br.syncer.Run(ctx) })
-	br.wg.Go(func() {
-		if err := reg.Run(ctx, br.sink); err != nil {
-			br.errs <- err
-		}
-	})
-	br.wg.Go(func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-br.syncer.Ready():
-		}
-		if br.store.Flush(ctx) != nil {
-			return
-		}
-		br.synced = time.Now()
-		close(br.ready)
-	})
-	br.wg.Go(func() {
-		if err := br.xds.Run(ctx, br.ready); err != nil {
-			br.errs <- err
-		}
-	})
-	b.Cleanup(br.stop)
+	b.Cleanup(br.Stop)
 	return br
 }
 
 // waitReady waits until HasSynced.
 func (br *benchBridge) waitReady(b *testing.B) {
 	b.Helper()
-	select {
-	case <-br.ready:
-	case err := <-br.errs:
+	if err := br.WaitReady(5 * time.Minute); err != nil {
 		b.Fatal(err)
-	case <-time.After(5 * time.Minute):
-		b.Fatal("bridge not synced after 5m")
 	}
 }
 
 // waitServing waits until the first full push is done and the server
-// listens.
+// listens, and notes when it first saw that.
 func (br *benchBridge) waitServing(b *testing.B) {
 	b.Helper()
-	select {
-	case <-br.xds.Serving():
-		if br.serving.IsZero() {
-			br.serving = time.Now()
-		}
-	case err := <-br.errs:
+	if err := br.WaitServing(2 * time.Minute); err != nil {
 		b.Fatal(err)
-	case <-time.After(2 * time.Minute):
-		b.Fatal("bridge not serving after 2m")
+	}
+	if br.serving.IsZero() {
+		br.serving = time.Now()
 	}
 }
 
-func (br *benchBridge) stop() {
-	br.cancel()
-	br.wg.Wait()
-}
+func (br *benchBridge) stop() { br.Stop() }
 
 // timingSink passes snapshots on and notes when the first and the last
 // arrived.
@@ -490,16 +421,5 @@ type countingSink struct {
 
 func (s *countingSink) Snapshot(registries.Snapshot) { s.n.Add(1) }
 func (s *countingSink) Synced(string)                { close(s.synced) }
-
-// liveHeap returns the live heap after a forced GC (bench/memory.go's):
-// runtime/metrics /gc/heap/live:bytes; two cycles let finalizers and
-// sync.Pool victims go.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }

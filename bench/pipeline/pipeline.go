@@ -1,0 +1,173 @@
+// Package pipeline builds cmd/bridge's pipeline for benchmarks, the way
+// cmd/bridge/run.go does: one registry → Syncer → Store → Controller →
+// DiscoveryServer on 127.0.0.1:0, with the same ready gate (the Syncer
+// ready, then the Store flushed) before the xDS server may serve. The scale
+// suite (bench/) and the registries' own benchmarks share it.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
+)
+
+// Namespace is the output namespace, cmd/bridge's default.
+const Namespace = "meshbridge"
+
+// Runner is what the pipeline runs: a registries.Registry, or a generator
+// with the same Run.
+type Runner interface {
+	Run(ctx context.Context, sink registries.Sink) error
+}
+
+// Options are the parts of cmd/bridge's configuration benchmarks vary.
+type Options struct {
+	// Registry and Type name the one registry; HostTemplate is its type's
+	// default host template.
+	Registry, Type, HostTemplate string
+	Endpoints                    translate.EndpointMode
+	// DebounceAfter is debounce.after (default 100ms); EDSDebounce is
+	// debounce.eds.
+	DebounceAfter time.Duration
+	EDSDebounce   bool
+	// Sink, when set, wraps the Syncer as the registry's sink (to time
+	// snapshots, say).
+	Sink func(registries.Sink) registries.Sink
+}
+
+// Pipeline is a running pipeline; its fields are read-only.
+type Pipeline struct {
+	Translator *translate.Translator
+	Store      *serviceentry.Store
+	Syncer     *serviceentry.Syncer
+	Controller *serviceentry.Controller
+	XDS        *xds.DiscoveryServer
+	// Started is when Start began; Synced when the ready gate opened (read
+	// it once Ready is closed).
+	Started, Synced time.Time
+
+	ready  chan struct{}
+	errs   chan error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// sourceFunc adapts a function to xds.ServiceSource (as in cmd/bridge).
+type sourceFunc func() []*model.Service
+
+func (f sourceFunc) Services() []*model.Service { return f() }
+
+// Start builds the pipeline around r and starts it. Stop ends it.
+func Start(r Runner, opts Options) (*Pipeline, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tr, err := translate.New(translate.Options{
+		Registry: opts.Registry, HostTemplate: opts.HostTemplate, Namespace: Namespace, Endpoints: opts.Endpoints,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("translator: %w", err)
+	}
+	p := &Pipeline{Translator: tr, ready: make(chan struct{}), errs: make(chan error, 8)}
+	p.Store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	p.Syncer = serviceentry.NewSyncer(p.Store, serviceentry.SyncerConfig{
+		Registries: []serviceentry.SyncRegistry{{Name: opts.Registry, Type: opts.Type, Translator: tr}},
+		Logger:     log,
+	})
+	p.XDS = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return p.Controller.Services() }), xds.Options{
+		Address:           "127.0.0.1:0",
+		DebounceAfter:     opts.DebounceAfter,
+		DebounceMax:       10 * time.Second,
+		EnableEDSDebounce: opts.EDSDebounce,
+		Logger:            log,
+	})
+	p.Controller = serviceentry.NewController(p.Store, p.XDS, log)
+	var sink registries.Sink = p.Syncer
+	if opts.Sink != nil {
+		sink = opts.Sink(p.Syncer)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.Started = time.Now()
+	p.wg.Go(func() { p.Store.Run(ctx) })
+	p.wg.Go(func() { p.Syncer.Run(ctx) })
+	p.wg.Go(func() {
+		if err := r.Run(ctx, sink); err != nil {
+			p.errs <- err
+		}
+	})
+	p.wg.Go(func() { p.gate(ctx) })
+	p.wg.Go(func() {
+		if err := p.XDS.Run(ctx, p.ready); err != nil {
+			p.errs <- err
+		}
+	})
+	return p, nil
+}
+
+// gate is cmd/bridge's waitReady: the xDS server may serve once every
+// registry listed its services and the store's handlers processed them.
+func (p *Pipeline) gate(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-p.Syncer.Ready():
+	}
+	if err := p.Store.Flush(ctx); err != nil {
+		return
+	}
+	p.Synced = time.Now()
+	close(p.ready)
+}
+
+// WaitReady waits until HasSynced (the ready gate opened).
+func (p *Pipeline) WaitReady(timeout time.Duration) error {
+	select {
+	case <-p.ready:
+		return nil
+	case err := <-p.errs:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("pipeline not synced after %s", timeout)
+	}
+}
+
+// WaitServing waits until the first full push is done and the server
+// listens.
+func (p *Pipeline) WaitServing(timeout time.Duration) error {
+	select {
+	case <-p.XDS.Serving():
+		return nil
+	case err := <-p.errs:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("pipeline not serving after %s", timeout)
+	}
+}
+
+// Stop cancels everything and waits for it to end.
+func (p *Pipeline) Stop() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// LiveHeap returns the live heap after a forced GC: runtime/metrics
+// "/gc/heap/live:bytes", the heap marked live by the last cycle. Two cycles
+// let finalizers and sync.Pool victims go.
+func LiveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
