@@ -35,6 +35,9 @@ const (
 	LabelService      = "meshbridge.io/service"
 	LabelRevision     = "istio.io/rev"
 	AnnotationHash    = "meshbridge.io/content-hash"
+	// AnnotationDubboMethods is on the ServiceEntry of a Dubbo service: the
+	// sorted, comma-joined union of its providers' methods.
+	AnnotationDubboMethods = "meshbridge.io/dubbo-methods"
 	ReservedPrefixMB  = "meshbridge.io/"
 	ReservedPrefixApp = "app.kubernetes.io/"
 )

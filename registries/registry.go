@@ -71,8 +71,10 @@ type Snapshot struct {
 
 // Service is a registry service with its instances.
 type Service struct {
-	// Name is the registry-native service name (Consul service name, Dubbo
-	// interface, Nacos service name, or the host for the file registry).
+	// Name is the registry-native service name (Consul service name, Nacos
+	// service name, or the host for the file registry); for a Dubbo service,
+	// "providers:<interface>:<version>:<group>" (interface-level, Dubbo's
+	// own service key in Nacos) or the application name.
 	Name string
 	// Host, when set, is used as the mesh host instead of the registry's host
 	// template (the file registry writes hosts as they are).
@@ -80,8 +82,8 @@ type Service struct {
 	// Datacenter is set when the service lives in a remote Consul datacenter;
 	// host templates use it.
 	Datacenter string
-	// Namespace and Group are registry scopes (Nacos namespace and group,
-	// Dubbo group); empty where the registry has none.
+	// Namespace and Group are registry scopes (Nacos namespace and group);
+	// empty where the registry has none. A Dubbo group is Dubbo.Group.
 	Namespace string
 	Group     string
 	// Ports are ports the registry declares for the service (file registry).
@@ -90,6 +92,27 @@ type Service struct {
 	// Instances are the service's usable instances: the watcher already
 	// dropped unhealthy ones. Order does not matter.
 	Instances []Instance
+	// Dubbo is set on a Dubbo service (registries/dubbo): translate names it
+	// with the Dubbo host templates instead of the registry's, and gives
+	// each of its protocols a port.
+	Dubbo *DubboService
+}
+
+// DubboService identifies a Dubbo service: interface-level when Interface
+// is set (one per interface, group and version), else Dubbo 3
+// application-level (one per application).
+type DubboService struct {
+	// Interface is the Java interface ("com.foo.DemoService") of an
+	// interface-level service; "" for an application-level one.
+	Interface string
+	// Group and Version are the Dubbo group and version of an
+	// interface-level service, as registered ("1.0.0"); either may be "".
+	Group   string
+	Version string
+	// Application is the Dubbo application: the service's own name when
+	// application-level, the application param of the first provider (by
+	// instance ID) when interface-level.
+	Application string
 }
 
 // Key identifies the service within its registry: its name, qualified by
@@ -130,4 +153,17 @@ type Instance struct {
 	Weight uint32
 	// Locality is "region/zone/subzone"; parts may be empty.
 	Locality string
+	// Ports, when set, are every port the instance serves, one per protocol
+	// (a Dubbo provider exporting over dubbo and tri); Port and Protocol are
+	// then the first. Each serves the service port of its protocol.
+	Ports []Port
+	// Methods are the RPC methods the instance serves (Dubbo), for the
+	// ServiceEntry's meshbridge.io/dubbo-methods annotation.
+	Methods []string
+	// Invalid, when set, says why the watcher could not read the registry
+	// entry as an instance (e.g. a malformed Dubbo provider URL): translate
+	// rejects the instance with reason "malformed" and this detail, so that
+	// it is logged and counted like any rejected instance. ID names the
+	// entry; the other fields may be zero.
+	Invalid string
 }

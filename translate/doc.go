@@ -9,8 +9,11 @@
 // ones operators see):
 //  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host, or
 //     the host template (consul: <service>.service.consul, or
-//     <service>.service.<dc>.consul for a remote datacenter; file: the name),
-//     lower-cased, "_" → "-", and a valid DNS-1123 subdomain / FQDN.
+//     <service>.service.<dc>.consul for a remote datacenter; file: the name;
+//     a Dubbo service: <interface>[.<group>][.<version, "." → "-">].dubbo or
+//     <application>.dubbo), lower-cased, "_" → "-", and a valid DNS-1123
+//     subdomain / FQDN: a Dubbo interface that cannot make one (an inner
+//     class's "$") fails the service.
 //  2. location MESH_INTERNAL; resolution STATIC (default) or DNS. Under STATIC
 //     an instance whose address is a DNS name is rejected (hostname-address).
 //  3. Ports are named <protocol>-<number> (http, http2, grpc, tcp; dubbo →
@@ -20,20 +23,29 @@
 //     workloadentry mode the ServiceEntry's spec and labels stay byte-identical
 //     while only instances change (the incremental EDS path of Istio's
 //     serviceEntryHandler). Instances on another port map through the
-//     WorkloadEntry (or endpoint) ports map.
+//     WorkloadEntry (or endpoint) ports map. A Dubbo service gets one port
+//     per protocol its instances serve (tri → grpc-<n>), each kept the same
+//     way, and each instance maps every port to its own port of that
+//     protocol (registries.Instance.Ports).
 //  4. WorkloadEntry name = <host>-<10 hex of sha256(registry/instance ID)>; its
 //     spec labels are the sanitized instance labels plus meshbridge.io/service,
 //     which the ServiceEntry's workloadSelector matches (ServiceLabelValue).
 //  5. Every object carries app.kubernetes.io/managed-by=meshbridge,
 //     meshbridge.io/registry=<name>, istio.io/rev when configured, and the
-//     annotation meshbridge.io/content-hash = ContentHash(labels, spec).
+//     annotation meshbridge.io/content-hash = ContentHash(labels,
+//     annotations, spec), over meshbridge's own annotations: a Dubbo
+//     service's ServiceEntry carries meshbridge.io/dubbo-methods, the sorted
+//     union of its admitted instances' methods, at most
+//     MaxDubboMethodsBytes.
 //  6. Registry labels become Kubernetes labels, sanitized or dropped by the
 //     rules of "Registry labels" below; every label not carried exactly as
 //     written is reported in Result.LabelChanges with a reason.
 //  7. Everything emitted passes ValidateServiceEntry / ValidateWorkloadEntry,
 //     which mirror istio pkg/config/validation (validation.go
 //     ValidateServiceEntry, validateWorkloadEntry) and the CRD schema limits.
-//     An invalid instance is skipped with a Rejection, never the service.
+//     An invalid instance is skipped with a Rejection, never the service;
+//     an entry the watcher could not read (registries.Instance.Invalid) is
+//     rejected as malformed.
 //  8. Two instances with one address and port: the first by ID is kept, the
 //     other rejected (duplicate-endpoint): grpc-go NACKs duplicate addresses.
 //  9. Output is sorted (WorkloadEntries by name, inline endpoints by address

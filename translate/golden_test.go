@@ -50,6 +50,7 @@ type goldenInput struct {
 			Number   uint32 `json:"number"`
 			Protocol string `json:"protocol"`
 		} `json:"ports"`
+		Dubbo     *registries.DubboService `json:"dubbo"`
 		Instances []struct {
 			ID       string            `json:"id"`
 			Address  string            `json:"address"`
@@ -58,6 +59,12 @@ type goldenInput struct {
 			Labels   map[string]string `json:"labels"`
 			Weight   uint32            `json:"weight"`
 			Locality string            `json:"locality"`
+			Ports    []struct {
+				Number   uint32 `json:"number"`
+				Protocol string `json:"protocol"`
+			} `json:"ports"`
+			Methods []string `json:"methods"`
+			Invalid string   `json:"invalid"`
 		} `json:"instances"`
 	} `json:"service"`
 }
@@ -81,15 +88,20 @@ func (in goldenInput) options() Options {
 
 func (in goldenInput) service() registries.Service {
 	s := in.Service
-	svc := registries.Service{Name: s.Name, Host: s.Host, Datacenter: s.Datacenter, Namespace: s.Namespace, Group: s.Group}
+	svc := registries.Service{Name: s.Name, Host: s.Host, Datacenter: s.Datacenter, Namespace: s.Namespace, Group: s.Group,
+		Dubbo: s.Dubbo}
 	for _, p := range s.Ports {
 		svc.Ports = append(svc.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
 	}
 	for _, i := range s.Instances {
-		svc.Instances = append(svc.Instances, registries.Instance{
+		inst := registries.Instance{
 			ID: i.ID, Address: i.Address, Port: i.Port, Protocol: i.Protocol,
-			Labels: i.Labels, Weight: i.Weight, Locality: i.Locality,
-		})
+			Labels: i.Labels, Weight: i.Weight, Locality: i.Locality, Methods: i.Methods, Invalid: i.Invalid,
+		}
+		for _, p := range i.Ports {
+			inst.Ports = append(inst.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
+		}
+		svc.Instances = append(svc.Instances, inst)
 	}
 	return svc
 }
@@ -202,7 +214,7 @@ func validateGolden(t *testing.T, golden []byte) {
 		if err := validateMeta(obj.APIVersion, obj.Metadata); err != nil {
 			t.Errorf("document %d: %v", i, err)
 		}
-		if got, want := obj.Metadata.Annotations[model.AnnotationHash], ContentHash(obj.Metadata.Labels, spec); got != want {
+		if got, want := obj.Metadata.Annotations[model.AnnotationHash], ContentHash(obj.Metadata.Labels, ownAnnotations(obj.Metadata.Annotations), spec); got != want {
 			t.Errorf("document %d (%s): content hash %s, recomputed %s", i, obj.Metadata.Name, got, want)
 		}
 	}

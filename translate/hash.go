@@ -13,19 +13,23 @@ import (
 	networking "istio.io/api/networking/v1"
 )
 
-// ContentHash returns the hex SHA-256 of spec and labels: the value of the
-// meshbridge.io/content-hash annotation (docs/design.md §3), which the store and the
-// Kubernetes writer compare to skip no-op writes and MCP sends as
-// Metadata.Version. spec is encoded with proto.MarshalOptions{Deterministic:
-// true} (map entries sorted); labels are appended sorted by key, each field
-// length-prefixed so that no two inputs share an encoding. The encoding is
-// stable for one build; it is not a cross-version wire format.
+// ContentHash returns the hex SHA-256 of spec, labels and annotations: the
+// value of the meshbridge.io/content-hash annotation (docs/design.md §3),
+// which the store and the Kubernetes writer compare to skip no-op writes and
+// MCP sends as Metadata.Version. annotations are meshbridge's own (e.g.
+// meshbridge.io/dubbo-methods), never the content hash itself: an object
+// whose annotation changes gets a new hash, so the change is stored,
+// written and sent. spec is encoded with proto.MarshalOptions{Deterministic:
+// true} (map entries sorted); labels, then annotations, follow, each map
+// prefixed with its size and sorted by key, each string length-prefixed, so
+// that no two inputs share an encoding. The encoding is stable for one
+// build; it is not a cross-version wire format.
 //
 // The preimage is built in one pooled buffer and hashed with one Sum256 call:
 // the hash is computed for every object of every translation (P1 cold sync in
 // docs/benchmarks.md), so it avoids a digest, a marshal buffer and a []byte
 // per label.
-func ContentHash(labels map[string]string, spec proto.Message) string {
+func ContentHash(labels, annotations map[string]string, spec proto.Message) string {
 	bp := preimages.Get().(*[]byte)
 	b := (*bp)[:0]
 	// The spec's length prefix is known only after marshalling: reserve the
@@ -47,22 +51,31 @@ func ContentHash(labels map[string]string, spec proto.Message) string {
 	p := binary.PutUvarint(prefix[:], uint64(n))
 	start := binary.MaxVarintLen64 - p
 	copy(b[start:], prefix[:p])
-	var keyBuf [8]string
-	keys := keyBuf[:0]
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		b = appendField(b, k)
-		b = appendField(b, labels[k])
-	}
+	b = appendStringMap(b, labels)
+	b = appendStringMap(b, annotations)
 	sum := sha256.Sum256(b[start:])
 	if cap(b) <= 64<<10 { // keep no huge inline-mode buffer alive
 		*bp = b
 		preimages.Put(bp)
 	}
 	return hex.EncodeToString(sum[:])
+}
+
+// appendStringMap appends m's size, then its entries sorted by key, each
+// key and value length-prefixed.
+func appendStringMap(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	var keyBuf [8]string
+	keys := keyBuf[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = appendField(b, k)
+		b = appendField(b, m[k])
+	}
+	return b
 }
 
 // preimages pools ContentHash's buffers.

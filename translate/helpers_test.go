@@ -3,13 +3,14 @@ package translate
 import (
 	"testing"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 )
 
 // defaultHostTemplates are the registry types' default host templates, for
 // golden inputs that name a type.
-var defaultHostTemplates = map[string]string{"consul": consul.HostTemplate, "file": DefaultHostTemplate}
+var defaultHostTemplates = map[string]string{"consul": consul.HostTemplate, "file": DefaultHostTemplate, "zookeeper": DefaultHostTemplate}
 
 func mustNew(t testing.TB, opts Options) *Translator {
 	t.Helper()
@@ -40,4 +41,20 @@ func mustTranslate(t testing.TB, tr *Translator, svc registries.Service, prev St
 		t.Fatalf("Translate(%s): %v", svc.Name, err)
 	}
 	return res
+}
+
+// ownAnnotations returns an object's annotations less the content hash: the
+// annotations ContentHash covers.
+func ownAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if k == model.AnnotationHash {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }

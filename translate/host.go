@@ -15,6 +15,10 @@ type hostData struct {
 	Datacenter string
 	Namespace  string
 	Group      string
+	// Dubbo services only (Options.DubboInterfaceHostTemplate).
+	Interface   string
+	Version     string
+	Application string
 }
 
 // compileHostTemplate parses text and executes it once on sample data, so that
@@ -24,7 +28,8 @@ func compileHostTemplate(text string) (*template.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	sample := hostData{Service: "svc", Datacenter: "dc", Namespace: "ns", Group: "group"}
+	sample := hostData{Service: "svc", Datacenter: "dc", Namespace: "ns", Group: "group",
+		Interface: "com.foo.Svc", Version: "1-0", Application: "app"}
 	if err := tmpl.Execute(&strings.Builder{}, sample); err != nil {
 		return nil, err
 	}
@@ -32,7 +37,8 @@ func compileHostTemplate(text string) (*template.Template, error) {
 }
 
 // Host returns the mesh host of svc: svc.Host when set, else the host
-// template executed on svc (Options.HostTemplate). The result is lower-cased
+// template executed on svc (Options.HostTemplate; for a Dubbo service, the
+// Dubbo host template of its level). The result is lower-cased
 // with "_" replaced by "-" (docs/design.md §3) and must be a DNS-1123 subdomain
 // whose top-level label is not all digits (istiod's FQDN rule); in workloadentry
 // mode it is at most 242 characters, so that WorkloadEntry names (host + 11)
@@ -54,8 +60,16 @@ func (t *Translator) Host(svc registries.Service) (string, error) {
 
 func (t *Translator) expandHost(svc registries.Service) (string, error) {
 	tmpl := t.host
-	var b strings.Builder
 	data := hostData{Service: svc.Name, Datacenter: svc.Datacenter, Namespace: svc.Namespace, Group: svc.Group}
+	if d := svc.Dubbo; d != nil {
+		tmpl = t.dubboApplication
+		if d.Interface != "" {
+			tmpl = t.dubboInterface
+		}
+		data = hostData{Service: svc.Name, Namespace: svc.Namespace, Interface: d.Interface, Group: d.Group,
+			Version: strings.ReplaceAll(d.Version, ".", "-"), Application: d.Application}
+	}
+	var b strings.Builder
 	if err := tmpl.Execute(&b, data); err != nil {
 		return "", err
 	}

@@ -21,6 +21,7 @@ const (
 	RejectDuplicateEndpoint = "duplicate-endpoint" // same address and port as an instance earlier by ID (grpc-go NACKs duplicates)
 	RejectDuplicateID       = "duplicate-id"       // same ID as an earlier instance: one WorkloadEntry name for two
 	RejectInvalidEntry      = "invalid-entry"      // the built WorkloadEntry or endpoint failed ValidateWorkloadEntry
+	RejectMalformed         = "malformed"          // the watcher could not read the registry entry (registries.Instance.Invalid)
 )
 
 // candidate is an instance that passed the address, port and locality checks,
@@ -76,8 +77,13 @@ func (t *Translator) admit(instances []registries.Instance, res *Result) []candi
 
 // check validates one instance's port, address and locality.
 func (t *Translator) check(inst *registries.Instance) (c candidate, reason, detail string) {
-	if inst.Port == 0 || inst.Port > 65535 {
-		return c, RejectInvalidPort, fmt.Sprintf("port %d is not in 1-65535", inst.Port)
+	if inst.Invalid != "" {
+		return c, RejectMalformed, inst.Invalid
+	}
+	for _, p := range instancePorts(inst) {
+		if p.Number == 0 || p.Number > 65535 {
+			return c, RejectInvalidPort, fmt.Sprintf("port %d is not in 1-65535", p.Number)
+		}
 	}
 	address, reason, detail := t.checkAddress(inst.Address)
 	if reason != "" {

@@ -119,8 +119,8 @@ func jsonEnumSize(e protoreflect.Enum) (int, bool) {
 }
 
 // serviceEntryObjectJSONSize is objectJSONSize of the ServiceEntry config
-// named name in namespace with these labels and a content-hash annotation.
-func serviceEntryObjectJSONSize(name, namespace string, labels map[string]string, se *networking.ServiceEntry) (int, bool) {
+// named name in namespace with these labels and annotations.
+func serviceEntryObjectJSONSize(name, namespace string, labels, annotations map[string]string, se *networking.ServiceEntry) (int, bool) {
 	spec, ok := serviceEntryJSONSize(se)
 	if !ok {
 		return 0, false
@@ -138,9 +138,11 @@ func serviceEntryObjectJSONSize(name, namespace string, labels map[string]string
 		ok = ok && ok2
 		meta.field("labels", n)
 	}
-	var annotations jsonObject
-	annotations.field(model.AnnotationHash, 2+len(hashPlaceholder))
-	meta.field("annotations", annotations.total())
+	if len(annotations) > 0 {
+		n, ok2 := jsonStringMapSize(annotations)
+		ok = ok && ok2
+		meta.field("annotations", n)
+	}
 	var o jsonObject
 	o.field("apiVersion", 2+len(model.APIVersion))
 	o.field("kind", 2+len(model.KindServiceEntry))

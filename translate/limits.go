@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -57,9 +58,11 @@ const (
 // holds it equal to the encoding). Only when the walk cannot size a field,
 // or lands within sizeSlack of the limit, is the object encoded
 // (objectJSONSize, ten to twenty times the walk's cost) to decide.
-func (t *Translator) inlineSizeFallback(host string, se *networking.ServiceEntry) string {
+func (t *Translator) inlineSizeFallback(host string, annotations map[string]string, se *networking.ServiceEntry) string {
 	labels := t.ownershipLabels()
-	n, ok := serviceEntryObjectJSONSize(host, t.opts.Namespace, labels, se)
+	withHash := map[string]string{model.AnnotationHash: hashPlaceholder}
+	maps.Copy(withHash, annotations)
+	n, ok := serviceEntryObjectJSONSize(host, t.opts.Namespace, labels, withHash, se)
 	if !ok || n > maxInlineJSONBytes-sizeSlack && n <= maxInlineJSONBytes+sizeSlack {
 		cfg := &model.Config{
 			Meta: model.Meta{
@@ -67,7 +70,7 @@ func (t *Translator) inlineSizeFallback(host string, se *networking.ServiceEntry
 				Name:        host,
 				Namespace:   t.opts.Namespace,
 				Labels:      labels,
-				Annotations: map[string]string{model.AnnotationHash: hashPlaceholder},
+				Annotations: withHash,
 			},
 			Spec: se,
 		}

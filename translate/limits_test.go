@@ -95,7 +95,7 @@ func checkResult(t *testing.T, res Result) {
 		if err := validateMeta(o.APIVersion, o.Metadata); err != nil {
 			t.Fatalf("%s: %v", c.Key(), err)
 		}
-		if got, want := c.ContentHash(), ContentHash(c.Labels, c.Spec); got != want {
+		if got, want := c.ContentHash(), ContentHash(c.Labels, ownAnnotations(c.Annotations), c.Spec); got != want {
 			t.Fatalf("%s: content hash %s, recomputed %s", c.Key(), got, want)
 		}
 	}
@@ -329,13 +329,19 @@ func TestJSONSize(t *testing.T) {
 	}
 	for name, se := range specs {
 		t.Run(name, func(t *testing.T) {
-			for _, c := range []struct{ name, namespace string }{{"x.example.com", "mesh"}, {"<é>", ""}} {
+			for _, c := range []struct {
+				name, namespace string
+				annotations     map[string]string
+			}{
+				{"x.example.com", "mesh", map[string]string{model.AnnotationHash: hashPlaceholder}},
+				{"<é>", "", map[string]string{model.AnnotationHash: hashPlaceholder, model.AnnotationDubboMethods: "a,<b>,é"}},
+			} {
 				labels := tr.ownershipLabels()
-				got, ok := serviceEntryObjectJSONSize(c.name, c.namespace, labels, se)
+				got, ok := serviceEntryObjectJSONSize(c.name, c.namespace, labels, c.annotations, se)
 				want, err := objectJSONSize(&model.Config{
 					Meta: model.Meta{
 						Kind: model.KindServiceEntry, Name: c.name, Namespace: c.namespace, Labels: labels,
-						Annotations: map[string]string{model.AnnotationHash: hashPlaceholder},
+						Annotations: c.annotations,
 					},
 					Spec: se,
 				})
@@ -358,11 +364,11 @@ func TestJSONSizeDoesNotGuess(t *testing.T) {
 		"a nil port":                    {Ports: []*networking.ServicePort{nil}},
 		"invalid UTF-8 in the selector": {WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"\xff": ""}}},
 	} {
-		if n, ok := serviceEntryObjectJSONSize("x", "ns", nil, se); ok {
+		if n, ok := serviceEntryObjectJSONSize("x", "ns", nil, nil, se); ok {
 			t.Errorf("%s: sized as %d", name, n)
 		}
 	}
-	if _, ok := serviceEntryObjectJSONSize("\xff", "ns", nil, &networking.ServiceEntry{}); ok {
+	if _, ok := serviceEntryObjectJSONSize("\xff", "ns", nil, nil, &networking.ServiceEntry{}); ok {
 		t.Error("invalid UTF-8 in the name was sized")
 	}
 }

@@ -34,6 +34,16 @@ type Options struct {
 	// registry type has its own default (registries.Type.HostTemplate),
 	// which the command passes when the configuration sets none.
 	HostTemplate string
+	// DubboInterfaceHostTemplate and DubboApplicationHostTemplate are the
+	// host templates of Dubbo services (registries.Service.Dubbo set):
+	// interface-level and application-level. Each is a text/template over
+	// .Interface, .Group, .Version (with "." replaced by "-", so that
+	// 1.0.0 is one DNS label), .Application and .Namespace; "" means
+	// DefaultDubboInterfaceHostTemplate and
+	// DefaultDubboApplicationHostTemplate. Config keys
+	// <type>.dubbo.interfaceHostTemplate and applicationHostTemplate.
+	DubboInterfaceHostTemplate   string
+	DubboApplicationHostTemplate string
 	// ServicePort, when not 0, is the one ServiceEntry port (1-65535).
 	ServicePort uint32
 	// Resolution is STATIC (the default when "") or DNS.
@@ -58,13 +68,22 @@ type Options struct {
 // service name.
 const DefaultHostTemplate = "{{.Service}}"
 
+// Default Dubbo host templates: <interface>[.<group>][.<version>].dubbo
+// ("com.foo.demoservice.g1.1-0-0.dubbo" once lower-cased) and
+// <application>.dubbo.
+const (
+	DefaultDubboInterfaceHostTemplate   = "{{.Interface}}{{with .Group}}.{{.}}{{end}}{{with .Version}}.{{.}}{{end}}.dubbo"
+	DefaultDubboApplicationHostTemplate = "{{.Application}}.dubbo"
+)
+
 // Translator converts registry services of one registry into ServiceEntries
 // and WorkloadEntries. It holds no per-service state (see Sticky) and is safe
 // for concurrent use.
 type Translator struct {
 	opts Options
-	// host is the host template.
-	host *template.Template
+	// host is the host template; dubboInterface and dubboApplication are
+	// the Dubbo host templates.
+	host, dubboInterface, dubboApplication *template.Template
 	// allow is opts.AllowLabels, compiled.
 	allow allowList
 }
@@ -91,6 +110,12 @@ func New(opts Options) (*Translator, error) {
 	t := &Translator{opts: opts, allow: allow}
 	if t.host, err = compileHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate)); err != nil {
 		return nil, fmt.Errorf("hostTemplate: %w", err)
+	}
+	if t.dubboInterface, err = compileHostTemplate(cmp.Or(opts.DubboInterfaceHostTemplate, DefaultDubboInterfaceHostTemplate)); err != nil {
+		return nil, fmt.Errorf("dubbo.interfaceHostTemplate: %w", err)
+	}
+	if t.dubboApplication, err = compileHostTemplate(cmp.Or(opts.DubboApplicationHostTemplate, DefaultDubboApplicationHostTemplate)); err != nil {
+		return nil, fmt.Errorf("dubbo.applicationHostTemplate: %w", err)
 	}
 	return t, nil
 }

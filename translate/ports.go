@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,23 +30,33 @@ type Sticky struct {
 	// Protocol holds an Istio protocol (HTTP, HTTP2, GRPC, TCP) or
 	// ProtocolDubbo.
 	Protocol model.Protocol
+	// ProtocolPorts are the ports of a Dubbo service, one per protocol,
+	// sorted by number (Port and Protocol are the first): a protocol keeps
+	// its number for as long as an instance serves it.
+	ProtocolPorts []ProtocolPort
 	// LabelChanges are the label changes the translation reported
 	// (Result.LabelChanges, the same read-only slice): the next one marks
 	// those it repeats (LabelChange.Repeated) and sets Result.LabelSetChanged.
 	LabelChanges []LabelChange
 }
 
+// ProtocolPort is a port number and the protocol it serves.
+type ProtocolPort struct {
+	Number   uint32
+	Protocol model.Protocol
+}
+
 // ParseProtocol maps a registry protocol name (case-insensitive) to the
-// protocol meshbridge records: http → HTTP, http2 → HTTP2, grpc → GRPC,
-// tcp → TCP, dubbo → ProtocolDubbo; anything else, including "", → TCP
-// (docs/design.md §3).
+// protocol meshbridge records: http → HTTP, http2 → HTTP2, grpc and tri
+// (Dubbo's Triple, gRPC on the wire) → GRPC, tcp → TCP, dubbo →
+// ProtocolDubbo; anything else, including "", → TCP (docs/design.md §3).
 func ParseProtocol(registry string) model.Protocol {
 	switch strings.ToLower(registry) {
 	case "http":
 		return model.ProtocolHTTP
 	case "http2":
 		return model.ProtocolHTTP2
-	case "grpc":
+	case "grpc", "tri", "triple":
 		return model.ProtocolGRPC
 	case "dubbo":
 		return ProtocolDubbo
@@ -84,6 +95,11 @@ func servicePort(p model.Protocol, n uint32) *networking.ServicePort {
 type portPlan struct {
 	ports  []*networking.ServicePort // sorted by number; ports[0] is the primary
 	sticky Sticky
+	// byProtocol: one port per protocol (a Dubbo service); protocols[i]
+	// is the protocol of ports[i], and each instance serves a port on its
+	// own port of that protocol.
+	byProtocol bool
+	protocols  []model.Protocol
 }
 
 // planPorts chooses the ServiceEntry ports (rule 3), in order:
@@ -93,6 +109,9 @@ type portPlan struct {
 func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []candidate) (*portPlan, error) {
 	if len(svc.Ports) > 0 && t.opts.ServicePort == 0 {
 		return declaredPorts(svc.Ports, prev, insts)
+	}
+	if svc.Dubbo != nil && t.opts.ServicePort == 0 {
+		return protocolPorts(prev, insts), nil
 	}
 	number := t.opts.ServicePort
 	switch {
@@ -175,11 +194,95 @@ func lowestPort(insts []candidate) uint32 {
 	return lowest
 }
 
-// targetPorts returns the WorkloadEntry ports map for an instance listening on
-// port: nil when it serves a ServiceEntry port on the same number, else the
-// primary port's name mapped to port (docs/design.md §3: other instance ports map
-// through the WorkloadEntry ports).
-func (p *portPlan) targetPorts(port uint32) map[string]uint32 {
+// protocolPorts plans one port per protocol that the instances serve (a
+// Dubbo service: rule 3 per protocol): each protocol's number is the one
+// kept in prev for it, else the lowest number an instance serves it on; a
+// number already taken by another protocol moves that protocol to its next
+// lowest, and a protocol left without a free number gets no port. With no
+// instance, the ports kept in prev stay. nil when nothing is known.
+func protocolPorts(prev Sticky, insts []candidate) *portPlan {
+	kept := prev.ProtocolPorts
+	if len(kept) == 0 && prev.Port != 0 {
+		kept = []ProtocolPort{{Number: prev.Port, Protocol: prev.Protocol}}
+	}
+	served := make(map[model.Protocol][]uint32)
+	for _, c := range insts {
+		for _, p := range instancePorts(c.inst) {
+			proto := ParseProtocol(p.Protocol)
+			served[proto] = append(served[proto], p.Number)
+		}
+	}
+	var chosen []ProtocolPort
+	if len(served) == 0 {
+		chosen = kept
+	}
+	taken := make(map[uint32]bool)
+	for _, proto := range slices.Sorted(maps.Keys(served)) {
+		numbers := served[proto]
+		slices.Sort(numbers)
+		if i := slices.IndexFunc(kept, func(k ProtocolPort) bool { return k.Protocol == proto }); i >= 0 && !taken[kept[i].Number] {
+			numbers = append([]uint32{kept[i].Number}, numbers...)
+		}
+		for _, n := range numbers {
+			if !taken[n] {
+				taken[n] = true
+				chosen = append(chosen, ProtocolPort{Number: n, Protocol: proto})
+				break
+			}
+		}
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+	chosen = slices.Clone(chosen)
+	slices.SortFunc(chosen, func(a, b ProtocolPort) int { return cmp.Compare(a.Number, b.Number) })
+	plan := &portPlan{byProtocol: true, sticky: Sticky{Port: chosen[0].Number, Protocol: chosen[0].Protocol}}
+	if len(chosen) > 1 {
+		plan.sticky.ProtocolPorts = chosen
+	}
+	for _, pp := range chosen {
+		plan.ports = append(plan.ports, servicePort(pp.Protocol, pp.Number))
+		plan.protocols = append(plan.protocols, pp.Protocol)
+	}
+	return plan
+}
+
+// instancePorts returns every port inst serves: inst.Ports, or its one port.
+func instancePorts(inst *registries.Instance) []registries.Port {
+	if len(inst.Ports) > 0 {
+		return inst.Ports
+	}
+	return []registries.Port{{Number: inst.Port, Protocol: inst.Protocol}}
+}
+
+// targetPorts returns the WorkloadEntry ports map for inst. One port per
+// protocol (byProtocol): each ServiceEntry port maps to the instance's port
+// of its protocol when the numbers differ; a port whose protocol the
+// instance does not serve is left unmapped (Istio's WorkloadEntry has no way
+// to leave a port out: the endpoint gets the service port's number). Else:
+// nil when inst.Port is a ServiceEntry port's number, else the primary
+// port's name mapped to inst.Port (docs/design.md §3: other instance ports
+// map through the WorkloadEntry ports).
+func (p *portPlan) targetPorts(inst *registries.Instance) map[string]uint32 {
+	if p.byProtocol {
+		var out map[string]uint32
+		for i, sp := range p.ports {
+			for _, ip := range instancePorts(inst) {
+				if ParseProtocol(ip.Protocol) != p.protocols[i] {
+					continue
+				}
+				if ip.Number != sp.Number {
+					if out == nil {
+						out = make(map[string]uint32, len(p.ports))
+					}
+					out[sp.Name] = ip.Number
+				}
+				break
+			}
+		}
+		return out
+	}
+	port := inst.Port
 	for _, sp := range p.ports {
 		if sp.Number == port {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -184,11 +185,13 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 	rejected, changed := len(res.Rejected), len(res.LabelChanges)
 	entries := t.buildEntries(mode, host, plan, insts, reuse, &res)
 	se := t.serviceEntrySpec(mode, host, plan, entries)
-	reused := lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
+	annotations := serviceEntryAnnotations(svc, entries)
+	reused := reusable(lastSE, host, se, annotations)
 	// A reused inline ServiceEntry passed this check when it was built: the
-	// size depends on the spec and this Translator's metadata alone.
+	// size depends on the spec, the annotations and this Translator's
+	// metadata alone.
 	if mode == EndpointsInline && !reused {
-		if reason := t.inlineSizeFallback(host, se); reason != "" {
+		if reason := t.inlineSizeFallback(host, annotations, se); reason != "" {
 			mode, res.Fallback = EndpointsWorkloadEntry, reason
 			if err := checkFallbackHost(svc, host, reason); err != nil {
 				return Result{}, err
@@ -196,7 +199,8 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 			res.Rejected, res.LabelChanges = res.Rejected[:rejected], res.LabelChanges[:changed]
 			entries = t.buildEntries(mode, host, plan, insts, reuse, &res)
 			se = t.serviceEntrySpec(mode, host, plan, entries)
-			reused = lastSE != nil && lastSE.Name == host && proto.Equal(lastSE.Spec, se)
+			annotations = serviceEntryAnnotations(svc, entries)
+			reused = reusable(lastSE, host, se, annotations)
 		}
 	}
 	if reused {
@@ -205,7 +209,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 		if err := ValidateServiceEntry(se); err != nil {
 			return Result{}, fmt.Errorf("service %q: generated ServiceEntry for host %q is invalid: %w", svc.Name, host, err)
 		}
-		res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), se)
+		res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), annotations, se)
 	}
 	if mode == EndpointsWorkloadEntry {
 		res.WorkloadEntries = t.workloadEntries(host, entries)
@@ -264,11 +268,12 @@ func checkFallbackHost(svc registries.Service, host, reason string) error {
 
 // entry is a validated WorkloadEntry spec for one instance.
 type entry struct {
-	id   string
-	port uint32
-	spec *networking.WorkloadEntry
-	name string        // the WorkloadEntry name, workloadentry mode only
-	cfg  *model.Config // a reused WorkloadEntry with this spec, or nil
+	id      string
+	port    uint32
+	methods []string // the instance's (Dubbo) methods
+	spec    *networking.WorkloadEntry
+	name    string        // the WorkloadEntry name, workloadentry mode only
+	cfg     *model.Config // a reused WorkloadEntry with this spec, or nil
 }
 
 // buildEntries builds and validates one WorkloadEntry spec per candidate for
@@ -306,12 +311,12 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 		}
 		spec := &networking.WorkloadEntry{
 			Address:  c.address,
-			Ports:    plan.targetPorts(c.inst.Port),
+			Ports:    plan.targetPorts(c.inst),
 			Labels:   labels,
 			Weight:   cmp.Or(c.inst.Weight, model.DefaultWeight),
 			Locality: c.locality,
 		}
-		e := entry{id: c.inst.ID, port: c.inst.Port, spec: spec}
+		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods, spec: spec}
 		if weMode {
 			e.name = WorkloadEntryName(host, t.opts.Registry, c.inst.ID)
 			if old := findConfig(reuse, e.name); old != nil && equalEntrySpec(old.WorkloadEntry(), spec) {
@@ -387,24 +392,90 @@ func (t *Translator) workloadEntries(host string, entries []entry) []*model.Conf
 			labels = t.ownershipLabels()
 			labels[model.LabelService] = ServiceLabelValue(host)
 		}
-		out = append(out, t.newConfig(model.KindWorkloadEntry, e.name, labels, e.spec))
+		out = append(out, t.newConfig(model.KindWorkloadEntry, e.name, labels, nil, e.spec))
 	}
 	slices.SortFunc(out, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-func (t *Translator) newConfig(kind model.Kind, name string, labels map[string]string, spec proto.Message) *model.Config {
+// newConfig wraps spec as an object with these labels, and annotations
+// (meshbridge's own, may be nil) plus the content hash.
+func (t *Translator) newConfig(kind model.Kind, name string, labels, annotations map[string]string, spec proto.Message) *model.Config {
+	all := make(map[string]string, len(annotations)+1)
+	maps.Copy(all, annotations)
+	all[model.AnnotationHash] = ContentHash(labels, annotations, spec)
 	return &model.Config{
 		Meta: model.Meta{
 			Kind:        kind,
 			Name:        name,
 			Namespace:   t.opts.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{model.AnnotationHash: ContentHash(labels, spec)},
+			Annotations: all,
 		},
 		Spec: spec,
 	}
 }
+
+// reusable reports whether the last ServiceEntry can be returned again: same
+// name, spec and annotations (its own, the content hash aside).
+func reusable(last *model.Config, host string, se *networking.ServiceEntry, annotations map[string]string) bool {
+	if last == nil || last.Name != host || len(last.Annotations) != len(annotations)+1 {
+		return false
+	}
+	for k, v := range annotations {
+		if got, ok := last.Annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+	return proto.Equal(last.Spec, se)
+}
+
+// MaxDubboMethodsBytes caps the meshbridge.io/dubbo-methods annotation: past
+// it, the list is cut after a whole method and ",...(+N more)" is appended.
+const MaxDubboMethodsBytes = 4096
+
+// serviceEntryAnnotations returns meshbridge's own annotations of svc's
+// ServiceEntry: for a Dubbo service whose entries serve methods,
+// meshbridge.io/dubbo-methods, the sorted union of their methods; else nil.
+func serviceEntryAnnotations(svc registries.Service, entries []entry) map[string]string {
+	if svc.Dubbo == nil {
+		return nil
+	}
+	var methods []string
+	for _, e := range entries {
+		methods = append(methods, e.methods...)
+	}
+	if len(methods) == 0 {
+		return nil
+	}
+	slices.Sort(methods)
+	methods = slices.Compact(methods)
+	return map[string]string{model.AnnotationDubboMethods: joinMethods(methods, MaxDubboMethodsBytes)}
+}
+
+// joinMethods joins methods with commas in at most limit bytes: when they do
+// not fit, the whole methods that fit before ",...(+N more)" are kept.
+func joinMethods(methods []string, limit int) string {
+	joined := strings.Join(methods, ",")
+	if len(joined) <= limit {
+		return joined
+	}
+	kept := 0 // bytes of joined holding methods[:i]
+	for i, m := range methods {
+		next := kept + len(m)
+		if i > 0 {
+			next++
+		}
+		if next+len(moreMarker(len(methods)-i-1)) > limit {
+			return strings.TrimPrefix(joined[:kept]+moreMarker(len(methods)-i), ",")
+		}
+		kept = next
+	}
+	return joined
+}
+
+// moreMarker is the suffix of a cut methods list that leaves out n.
+func moreMarker(n int) string { return ",...(+" + strconv.Itoa(n) + " more)" }
 
 // findConfig returns the config named name in configs (sorted by name), or nil.
 func findConfig(configs []*model.Config, name string) *model.Config {

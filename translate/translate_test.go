@@ -85,7 +85,7 @@ func TestObjectsCarryOwnershipLabelsAndHash(t *testing.T) {
 		t.Errorf("WorkloadEntry spec labels %v: want the selection label and no forged registry label", got)
 	}
 	for _, c := range []*model.Config{res.ServiceEntry, we} {
-		if c.Namespace != "meshbridge" || c.ContentHash() != ContentHash(c.Labels, c.Spec) {
+		if c.Namespace != "meshbridge" || c.ContentHash() != ContentHash(c.Labels, ownAnnotations(c.Annotations), c.Spec) {
 			t.Errorf("%s: namespace %q, hash %q", c.Key(), c.Namespace, c.ContentHash())
 		}
 	}
