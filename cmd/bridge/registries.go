@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -29,7 +30,7 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 		if !ok || rc.Block == nil {
 			return nil, nil, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
 		}
-		tr, err := translate.New(translate.Options{
+		opts := translate.Options{
 			Registry:     rc.Name,
 			Namespace:    cfg.Output.Namespace,
 			HostTemplate: cmp.Or(rc.HostTemplate, t.HostTemplate),
@@ -38,8 +39,16 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 			Endpoints:    translate.EndpointMode(cfg.Output.Endpoints),
 			Revision:     cfg.Output.Revision,
 			AllowLabels:  cfg.Output.AllowLabels,
-		})
+		}
+		if d, ok := rc.Block.(registries.DubboHostTemplates); ok {
+			opts.DubboInterfaceHostTemplate, opts.DubboApplicationHostTemplate = d.DubboHostTemplates()
+		}
+		tr, err := translate.New(opts)
 		if err != nil {
+			// The Dubbo templates are keys of the type's block.
+			if strings.HasPrefix(err.Error(), "dubbo.") {
+				return nil, nil, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
+			}
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
 		}
 		reg, err := rc.Block.New(rc.Name, log)
