@@ -13,8 +13,9 @@ CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
 # Polaris binary path (a Nacos-protocol server, its config template next to
 # it), resolved (and built when missing) on first use.
 POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
-# Every test server, built in parallel: NAME=PATH lines from tools/build.sh.
-SERVERS = tools/build.sh consul kube polaris
+# Every test server, built in parallel: NAME=PATH lines from tools/build.sh
+# (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing).
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo
 
 .PHONY: help
 help: ## Show this help
@@ -28,15 +29,17 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol)
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider
 	$(SERVERS)
 
 .PHONY: deps
 deps: ## Install the e2e client runtimes: Debian's python3-grpcio (apt-get) and test/clients/node's npm modules (npm ci)
 	@# Debian's package installs into /usr/bin/python3, the interpreter the
-	@# C-core client uses; apt-get runs only when it is missing (root, or sudo).
+	@# C-core client uses; apt-get runs only when it is missing (root, or sudo),
+	@# under the lock tools/build.sh takes for its own apt-get (ZooKeeper).
 	@dpkg-query -W -f='$${Status}' python3-grpcio 2>/dev/null | grep -q 'install ok installed' || { \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		mkdir -p "$(MESHBRIDGE_CACHE)" && exec {lock}>"$(MESHBRIDGE_CACHE)/apt.lock" && flock $$lock && \
 		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-grpcio; }
 	cd test/clients/node && npm ci --no-audit --no-fund
 
@@ -49,7 +52,7 @@ demo-nacos: build ## Run the demo with Nacos: real Polaris (Nacos protocol) → 
 	$(BIN)/demo --registry nacos --polaris "$(POLARIS_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
 .PHONY: test
-test: ## Build the test servers, then run unit, integration and e2e tests with -race
+test: ## Build the test servers (apt-get installs ZooKeeper when missing), then run unit, integration and e2e tests with -race
 	@# The servers build (or come from the cache) while the race-instrumented
 	@# test binaries compile: both are CPU-bound, and overlapping them keeps
 	@# both cores busy on a cold machine.
@@ -60,8 +63,11 @@ test: ## Build the test servers, then run unit, integration and e2e tests with -
 	servers=$$(cat "$$out"); rm -f "$$out"; \
 	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
 	polaris_bin=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
-	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
+	zookeeper_cp=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); dubbo_bin=$$(sed -n 's/^dubbo=//p' <<<"$$servers"); \
+	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" && \
+		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" MESHBRIDGE_POLARIS_BIN="$$polaris_bin" \
+		MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" \
 		$(GO) test -race -count=1 -timeout 25m ./...
 	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
 	# istio.io/istio stays out of go.mod.
@@ -70,14 +76,17 @@ test: ## Build the test servers, then run unit, integration and e2e tests with -
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
 	env -u MESHBRIDGE_REQUIRE_SERVERS -u MESHBRIDGE_CONSUL_BIN -u MESHBRIDGE_KUBE_ASSETS -u MESHBRIDGE_POLARIS_BIN \
+		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN \
 		MESHBRIDGE_CACHE=/nonexistent $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
-test-e2e: ## Run the end-to-end tests only (real Consul and kube-apiserver, meshbridge binary, grpc-go xDS client)
+test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and kube-apiserver, meshbridge binary, grpc-go xDS client)
 	@servers=$$($(SERVERS)) || exit 1; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
 		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
-		MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
+		MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") \
+		MESHBRIDGE_ZOOKEEPER_CLASSPATH=$$(sed -n 's/^zookeeper=//p' <<<"$$servers") \
+		MESHBRIDGE_DUBBO_PROVIDER_BIN=$$(sed -n 's/^dubbo=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: bench
 bench: ## Run the micro benchmarks and the scale suite in bench/; regenerates docs/benchmarks.md

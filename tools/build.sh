@@ -1,26 +1,50 @@
 #!/usr/bin/env bash
 # Builds the servers meshbridge's tests run against, in parallel, into a cache
-# keyed by each tools module's go.sum, and prints "NAME=PATH" per server.
+# keyed by each module's sources, and prints "NAME=PATH" per server.
 #
 #   tools/build.sh [server ...]     (default: every server below)
 #
 # Servers: consul (prints consul=PATH), kube (kube-apiserver and etcd, built
 # in parallel into one directory laid out as envtest's KUBEBUILDER_ASSETS;
-# prints kube=DIR) and polaris (a Nacos-protocol server; prints polaris=PATH,
-# with Polaris's config template polaris-server.yaml next to the binary).
+# prints kube=DIR), polaris (a Nacos-protocol server; prints polaris=PATH,
+# with Polaris's config template polaris-server.yaml next to the binary),
+# zookeeper (Debian's ZooKeeper 3.8, installed with apt-get when missing;
+# prints zookeeper=CLASSPATH, the colon-joined jars the server runs from) and
+# dubbo (the dubbo-go test provider, main package test/dubbo/provider of the
+# Go module test/dubbo; prints dubbo=PATH).
 #
-# Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<12 hex of sha256(go.mod+go.sum)>/
+# Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
+# first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
+# sha256sum listing of test/dubbo's go.mod, go.sum and every *.go file (paths
+# relative to test/dubbo, sorted bytewise; test/harness/dubbo_binary.go
+# computes the same key). ZooKeeper is not cached: apt-get installs it once.
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
-# a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak.
+# a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
+# a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak.
+#
+# apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
+# that the two never run apt-get at once (apt-get update fails at once on a
+# held lock; it does not wait).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
+
+# srckey is the key of a Go module outside tools/ whose own sources change
+# (test/dubbo): sha256 of the sha256sum listing of its go.mod, go.sum (when
+# present) and every regular *.go file below it, paths relative to the
+# module, sorted bytewise.
+srckey() {
+	(cd "$1" && {
+		for f in go.mod go.sum; do [ ! -f "$f" ] || echo "$f"; done
+		find . -type f -name '*.go' -printf '%P\n'
+	} | LC_ALL=C sort | xargs -r -d '\n' sha256sum) | sha256sum | cut -c1-12
+}
 
 # lock serialises builds of one server directory across concurrent runs of
 # this script (CI starts one in the background, make test another): the
@@ -92,6 +116,59 @@ build_polaris() {
 	echo "polaris=$dir/polaris"
 }
 
+# zookeeper_installed tells whether dpkg has every package the ZooKeeper
+# server runs from.
+zookeeper_installed() {
+	local p
+	for p in zookeeper libzookeeper-java libslf4j-java; do
+		[[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || return 1
+	done
+}
+
+build_zookeeper() {
+	zookeeper_installed || lock "$cache/apt"
+	if ! zookeeper_installed; then
+		echo "tools/build.sh: installing Debian's zookeeper and libslf4j-java with apt-get (first run only)" >&2
+		local sudo=
+		[ "$(id -u)" = 0 ] || sudo=sudo
+		# zookeeper depends on libzookeeper-java (the server's jars) and a JRE.
+		{ $sudo apt-get update -qq &&
+			$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper libslf4j-java; } >&2 || return 1
+		zookeeper_installed || { echo "tools/build.sh: apt-get did not install zookeeper and libslf4j-java" >&2; return 1; }
+	fi
+	command -v java >/dev/null || { echo "tools/build.sh: no java on PATH (Debian's zookeeper depends on default-jre)" >&2; return 1; }
+	# zookeeper.jar's manifest Class-Path names the server's other jars
+	# (zookeeper-jute, netty, commons-*, slf4j-api, ...); slf4j-simple is the
+	# logging backend, to stderr.
+	local zk slf4j
+	zk=$(dpkg -L libzookeeper-java | grep -m1 '/zookeeper\.jar$') || true
+	slf4j=$(dpkg -L libslf4j-java | grep -m1 '/slf4j-simple\.jar$') || true
+	{ [ -f "$zk" ] && [ -f "$slf4j" ]; } || {
+		echo "tools/build.sh: no zookeeper.jar in libzookeeper-java (${zk:-none}) or no slf4j-simple.jar in libslf4j-java (${slf4j:-none})" >&2
+		return 1
+	}
+	echo "zookeeper=$zk:$slf4j"
+}
+
+build_dubbo() {
+	local src="$here/../test/dubbo"
+	[ -f "$src/go.mod" ] || {
+		echo "tools/build.sh: no test/dubbo/go.mod: the dubbo-go test provider's module (test/dubbo, main package test/dubbo/provider) is missing" >&2
+		return 1
+	}
+	local k
+	k=$(srckey "$src") || return 1
+	local dir="$cache/dubbo-$k"
+	[ -x "$dir/dubbo-provider" ] || lock "$dir"
+	if [ ! -x "$dir/dubbo-provider" ]; then
+		echo "tools/build.sh: building the dubbo-go test provider (test/dubbo) into $dir (once per change of its sources: ~170 CPU-seconds cold)" >&2
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		(cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$dir.tmp/dubbo-provider" ./provider)
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "dubbo=$dir/dubbo-provider"
+}
+
 pids=()
 outs=()
 for s in "${servers[@]}"; do
@@ -101,6 +178,8 @@ for s in "${servers[@]}"; do
 	consul) build_consul >"$out" 2>"$out.err" & pids+=($!) ;;
 	kube) build_kube >"$out" 2>"$out.err" & pids+=($!) ;;
 	polaris) build_polaris >"$out" 2>"$out.err" & pids+=($!) ;;
+	zookeeper) build_zookeeper >"$out" 2>"$out.err" & pids+=($!) ;;
+	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done
