@@ -1,0 +1,254 @@
+package dubbo
+
+import (
+	"cmp"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// Malformed is a registration that could not be read (doc.go rule 1): ID
+// names it (the raw ZooKeeper child, or "<ip>:<port>"), Detail says why.
+type Malformed struct {
+	ID, Detail string
+}
+
+// Builder turns providers and application instances into registries.Service
+// values under one Config. It is safe for concurrent use.
+type Builder struct {
+	mode Mode
+	drop map[string]bool
+}
+
+// NewBuilder returns the Builder of c (defaults filled by the caller).
+func NewBuilder(c Config) *Builder {
+	return &Builder{mode: cmp.Or(c.Mode, ModeBoth), drop: c.dropSet()}
+}
+
+// Mode returns the Config's mode.
+func (b *Builder) Mode() Mode { return b.mode }
+
+// InterfaceServices groups the providers of one interface by service key
+// (doc.go rule 3) into services, sorted by Name. Malformed registrations go
+// to the first service as instances with Invalid set, or, when no provider
+// is usable, to the service of the interface without group and version
+// (named by iface, which may be ""), so that they are counted and logged.
+func (b *Builder) InterfaceServices(iface string, providers []Provider, malformed []Malformed) []registries.Service {
+	byKey := make(map[string][]Provider)
+	for _, p := range providers {
+		byKey[p.ServiceName()] = append(byKey[p.ServiceName()], p)
+	}
+	out := make([]registries.Service, 0, max(len(byKey), 1))
+	for _, name := range slices.Sorted(maps.Keys(byKey)) {
+		ps := byKey[name]
+		insts := b.providerInstances(ps)
+		out = append(out, registries.Service{
+			Name: name,
+			Dubbo: &registries.DubboService{
+				Interface: ps[0].Interface, Group: ps[0].Group, Version: ps[0].Version,
+				Application: firstApplication(ps, insts[0].ID),
+			},
+			Instances: insts,
+		})
+	}
+	if len(malformed) > 0 {
+		if len(out) == 0 {
+			p := Provider{Interface: iface}
+			out = append(out, registries.Service{Name: p.ServiceName(), Dubbo: &registries.DubboService{Interface: iface}})
+		}
+		for _, m := range malformed {
+			out[0].Instances = append(out[0].Instances, registries.Instance{ID: m.ID, Invalid: m.Detail})
+		}
+	}
+	return out
+}
+
+// firstApplication is the application of the provider whose address and
+// port make id.
+func firstApplication(ps []Provider, id string) string {
+	for _, p := range ps {
+		if canonicalAddress(p.Address)+":"+strconv.FormatUint(uint64(p.Port), 10) == id {
+			return p.Application
+		}
+	}
+	return ""
+}
+
+// providerInstances merges the providers of one service key into instances
+// (doc.go rules 4-6), sorted by ID.
+func (b *Builder) providerInstances(ps []Provider) []registries.Instance {
+	// Per address, per protocol, the providers sorted by port: the k-th of
+	// each protocol make instance k.
+	type slot struct{ byProto map[string][]Provider }
+	byAddr := make(map[string]*slot)
+	for _, p := range ps {
+		addr := canonicalAddress(p.Address)
+		s := byAddr[addr]
+		if s == nil {
+			s = &slot{byProto: make(map[string][]Provider)}
+			byAddr[addr] = s
+		}
+		s.byProto[p.Protocol] = append(s.byProto[p.Protocol], p)
+	}
+	var out []registries.Instance
+	for addr, s := range byAddr {
+		n := 0
+		for proto, list := range s.byProto {
+			list = newestPerPort(list)
+			s.byProto[proto] = list
+			n = max(n, len(list))
+		}
+		for k := range n {
+			var group []Provider
+			for _, proto := range slices.Sorted(maps.Keys(s.byProto)) {
+				if list := s.byProto[proto]; k < len(list) {
+					group = append(group, list[k])
+				}
+			}
+			out = append(out, b.providerInstance(addr, group))
+		}
+	}
+	slices.SortFunc(out, func(a, b registries.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// newestPerPort sorts the providers of one address and protocol by port
+// and keeps one per port (doc.go rule 4): the one with the greatest
+// timestamp parameter, then the greatest parameters, so that the choice does
+// not depend on the order they were read in.
+func newestPerPort(list []Provider) []Provider {
+	slices.SortFunc(list, func(a, b Provider) int {
+		if c := cmp.Compare(a.Port, b.Port); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(timestamp(b), timestamp(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(encodeParams(b.Params), encodeParams(a.Params))
+	})
+	return slices.CompactFunc(list, func(a, b Provider) bool { return a.Port == b.Port })
+}
+
+// timestamp is a provider's timestamp parameter (its registration time in
+// milliseconds), 0 when absent or invalid.
+func timestamp(p Provider) uint64 {
+	ts, _ := strconv.ParseUint(p.Params["timestamp"], 10, 64)
+	return ts
+}
+
+// encodeParams is params in URL query form, keys sorted.
+func encodeParams(params map[string]string) string {
+	v := make(url.Values, len(params))
+	for k, x := range params {
+		v.Set(k, x)
+	}
+	return v.Encode()
+}
+
+// providerInstance is the instance of one process's providers of a service
+// (one per protocol), at addr.
+func (b *Builder) providerInstance(addr string, group []Provider) registries.Instance {
+	slices.SortFunc(group, func(a, b Provider) int {
+		return cmp.Or(cmp.Compare(a.Port, b.Port), strings.Compare(a.Protocol, b.Protocol))
+	})
+	first := group[0]
+	inst := registries.Instance{
+		ID:       addr + ":" + strconv.FormatUint(uint64(first.Port), 10),
+		Address:  addr,
+		Port:     first.Port,
+		Protocol: first.Protocol,
+		Labels:   b.labels(first.Params),
+		Weight:   first.Weight,
+	}
+	var methods []string
+	for _, p := range group {
+		methods = append(methods, p.Methods...)
+	}
+	slices.Sort(methods)
+	inst.Methods = slices.Compact(methods)
+	if len(group) > 1 {
+		for _, p := range group {
+			inst.Ports = append(inst.Ports, registries.Port{Number: p.Port, Protocol: p.Protocol})
+		}
+	}
+	return inst
+}
+
+// ApplicationService is the application-level service of app with its
+// instances (doc.go rule 7) and malformed registrations (instances with
+// Invalid set). methods, when known (from the application's MetadataInfo),
+// are every instance's Methods.
+func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
+	svc := registries.Service{Name: app, Dubbo: &registries.DubboService{Application: app}}
+	for _, a := range newestPerID(insts) {
+		inst := registries.Instance{
+			ID:      a.id(),
+			Address: canonicalAddress(a.Address),
+			Port:    a.Port,
+			Labels:  b.labels(a.Metadata),
+			Methods: methods,
+		}
+		eps := slices.Clone(a.Endpoints)
+		slices.SortFunc(eps, func(x, y Endpoint) int {
+			return cmp.Or(cmp.Compare(x.Port, y.Port), strings.Compare(x.Protocol, y.Protocol))
+		})
+		if len(eps) > 0 {
+			inst.Port, inst.Protocol = eps[0].Port, strings.ToLower(eps[0].Protocol)
+		}
+		if len(eps) > 1 {
+			for _, e := range eps {
+				inst.Ports = append(inst.Ports, registries.Port{Number: e.Port, Protocol: strings.ToLower(e.Protocol)})
+			}
+		}
+		if w, err := strconv.ParseUint(a.Metadata["weight"], 10, 32); err == nil {
+			inst.Weight = uint32(w)
+		}
+		svc.Instances = append(svc.Instances, inst)
+	}
+	for _, m := range malformed {
+		svc.Instances = append(svc.Instances, registries.Instance{ID: m.ID, Invalid: m.Detail})
+	}
+	slices.SortFunc(svc.Instances, func(a, b registries.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return svc
+}
+
+// newestPerID returns insts sorted by ID with one instance per ID (doc.go
+// rule 7): the one with the greatest timestamp metadata, then the greatest
+// metadata, whatever the order they were read in.
+func newestPerID(insts []AppInstance) []AppInstance {
+	out := slices.Clone(insts)
+	ts := func(a AppInstance) uint64 {
+		t, _ := strconv.ParseUint(a.Metadata["timestamp"], 10, 64)
+		return t
+	}
+	slices.SortFunc(out, func(a, b AppInstance) int {
+		if c := strings.Compare(a.id(), b.id()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ts(b), ts(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(encodeParams(b.Metadata), encodeParams(a.Metadata))
+	})
+	return slices.CompactFunc(out, func(a, b AppInstance) bool { return a.id() == b.id() })
+}
+
+// labels returns params less the dropped keys (doc.go rule 5); nil when
+// none is left.
+func (b *Builder) labels(params map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range params {
+		if b.drop[k] {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(params))
+		}
+		out[k] = v
+	}
+	return out
+}

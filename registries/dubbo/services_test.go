@@ -1,0 +1,313 @@
+package dubbo
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// providers parses raw provider URLs, each encoded once as ZooKeeper holds
+// it.
+func providers(t *testing.T, raws ...string) []Provider {
+	t.Helper()
+	out := make([]Provider, 0, len(raws))
+	for _, raw := range raws {
+		p, err := ParseProviderURL(url.QueryEscape(raw))
+		if err != nil {
+			t.Fatalf("ParseProviderURL(%q): %v", raw, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestInterfaceServices: providers become interface-level services (doc.go
+// rules 1 and 3-6).
+func TestInterfaceServices(t *testing.T) {
+	const iface = "com.foo.S"
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		iface     string
+		providers []string // raw URLs
+		malformed []Malformed
+		want      []registries.Service
+	}{
+		{
+			name: "one service per interface, group and version, sorted by name",
+			providers: []string{
+				"dubbo://10.0.0.3:20880/com.foo.S?application=b&version=2.0.0",
+				"dubbo://10.0.0.2:20880/com.foo.S?application=a&group=g2&version=1.0.0",
+				"dubbo://10.0.0.1:20880/com.foo.S?application=a&group=g1&version=1.0.0",
+			},
+			want: []registries.Service{
+				{
+					Name:  "providers:com.foo.S:1.0.0:g1",
+					Dubbo: &registries.DubboService{Interface: iface, Group: "g1", Version: "1.0.0", Application: "a"},
+					Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"application": "a", "group": "g1", "version": "1.0.0", "interface": iface}}},
+				},
+				{
+					Name:  "providers:com.foo.S:1.0.0:g2",
+					Dubbo: &registries.DubboService{Interface: iface, Group: "g2", Version: "1.0.0", Application: "a"},
+					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"application": "a", "group": "g2", "version": "1.0.0", "interface": iface}}},
+				},
+				{
+					Name:  "providers:com.foo.S:2.0.0:",
+					Dubbo: &registries.DubboService{Interface: iface, Version: "2.0.0", Application: "b"},
+					Instances: []registries.Instance{{ID: "10.0.0.3:20880", Address: "10.0.0.3", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"application": "b", "version": "2.0.0", "interface": iface}}},
+				},
+			},
+		},
+		{
+			name: "one process's dubbo and tri URLs are one instance with a port per protocol and the union of their methods",
+			providers: []string{
+				"tri://10.0.0.1:50051/com.foo.S?application=a&methods=c,b&side=provider",
+				"dubbo://10.0.0.1:20880/com.foo.S?application=a&methods=b,a&side=provider",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Instances: []registries.Instance{{
+					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+					Methods: []string{"a", "b", "c"},
+					Labels:  map[string]string{"application": "a", "side": "provider", "interface": iface},
+				}},
+			}},
+		},
+		{
+			name: "two processes on one address are two instances, their ports paired in order",
+			providers: []string{
+				"dubbo://10.0.0.1:20881/com.foo.S?application=a",
+				"tri://10.0.0.1:50052/com.foo.S?application=a",
+				"tri://10.0.0.1:50051/com.foo.S?application=a",
+				"dubbo://10.0.0.1:20880/com.foo.S?application=a",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+						Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Labels: map[string]string{"application": "a", "interface": iface}},
+					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo",
+						Ports:  []registries.Port{{Number: 20881, Protocol: "dubbo"}, {Number: 50052, Protocol: "tri"}},
+						Labels: map[string]string{"application": "a", "interface": iface}},
+				},
+			}},
+		},
+		{
+			name: "two processes of one protocol on one address are two instances",
+			providers: []string{
+				"dubbo://10.0.0.1:20881/com.foo.S?application=b",
+				"dubbo://10.0.0.1:20880/com.foo.S?application=a",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"application": "a", "interface": iface}},
+					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo",
+						Labels: map[string]string{"application": "b", "interface": iface}},
+				},
+			}},
+		},
+		{
+			name: "labels leave out the volatile params and dropParams; weight is kept apart",
+			cfg:  Config{DropParams: []string{"owner"}},
+			providers: []string{
+				"dubbo://10.0.0.1:20880/com.foo.S?side=provider&pid=1&timestamp=2&release=3.2.0&methods=m&bean.name=x&" +
+					"service.filter=f&token=s3cret&dubbo.metadata.revision=r&dubbo.endpoints=[]&owner=team&deprecated=false&weight=50",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface},
+				Instances: []registries.Instance{{
+					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 50, Methods: []string{"m"},
+					Labels: map[string]string{"side": "provider", "deprecated": "false", "weight": "50", "interface": iface},
+				}},
+			}},
+		},
+		{
+			name:      "weight 0 (dubbo-go's) is left to the default",
+			providers: []string{"dubbo://10.0.0.1:20880/com.foo.S?weight=0"},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface},
+				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+					Labels: map[string]string{"weight": "0", "interface": iface}}},
+			}},
+		},
+		{
+			name: "a provider's previous registration (restarted, its old URL not expired yet) is one instance: the newest",
+			providers: []string{
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=200&pid=2&owner=new",
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=100&pid=1&owner=old",
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=99&pid=0&owner=older",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface},
+				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+					Labels: map[string]string{"owner": "new", "interface": iface}}},
+			}},
+		},
+		{
+			name: "two spellings of one IPv6 address are one address; an IPv4-mapped address is IPv4",
+			providers: []string{
+				"dubbo://[0:0:0:0:0:0:0:1]:20880/com.foo.S?application=a",
+				"tri://[::1]:50051/com.foo.S?application=a",
+				"dubbo://[::ffff:10.0.0.1]:20880/com.foo.S?application=a",
+			},
+			want: []registries.Service{{
+				Name:  "providers:com.foo.S::",
+				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"application": "a", "interface": iface}},
+					{ID: "::1:20880", Address: "::1", Port: 20880, Protocol: "dubbo",
+						Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Labels: map[string]string{"application": "a", "interface": iface}},
+				},
+			}},
+		},
+		{
+			name: "malformed registrations join the first service as invalid instances",
+			providers: []string{
+				"dubbo://10.0.0.2:20880/com.foo.S?group=g2",
+				"dubbo://10.0.0.1:20880/com.foo.S?group=g1",
+			},
+			malformed: []Malformed{{ID: "dubbo%3A%2F%2Fbad", Detail: "no port"}},
+			want: []registries.Service{
+				{
+					Name:  "providers:com.foo.S::g1",
+					Dubbo: &registries.DubboService{Interface: iface, Group: "g1"},
+					Instances: []registries.Instance{
+						{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
+							Labels: map[string]string{"group": "g1", "interface": iface}},
+						{ID: "dubbo%3A%2F%2Fbad", Invalid: "no port"},
+					},
+				},
+				{
+					Name:  "providers:com.foo.S::g2",
+					Dubbo: &registries.DubboService{Interface: iface, Group: "g2"},
+					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
+						Labels: map[string]string{"group": "g2", "interface": iface}}},
+				},
+			},
+		},
+		{
+			name:      "with no usable provider the malformed ones make the interface's service",
+			iface:     iface,
+			malformed: []Malformed{{ID: "a", Detail: "bad escape"}, {ID: "b", Detail: "port 0"}},
+			want: []registries.Service{{
+				Name:      "providers:com.foo.S::",
+				Dubbo:     &registries.DubboService{Interface: iface},
+				Instances: []registries.Instance{{ID: "a", Invalid: "bad escape"}, {ID: "b", Invalid: "port 0"}},
+			}},
+		},
+		{
+			name: "nothing: no service",
+			want: []registries.Service{},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewBuilder(tc.cfg).InterfaceServices(tc.iface, providers(t, tc.providers...), tc.malformed)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("InterfaceServices (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestApplicationService: Dubbo 3 application-level instances become the
+// application's service (doc.go rules 5 and 7).
+func TestApplicationService(t *testing.T) {
+	app := func(addr string, port uint32, meta map[string]string) AppInstance {
+		t.Helper()
+		a, err := AppInstanceFromMetadata("shop", addr, port, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		insts     []AppInstance
+		malformed []Malformed
+		methods   []string
+		want      registries.Service
+	}{
+		{
+			name: "ports from dubbo.endpoints, lower-cased, lowest first; labels without the volatile keys",
+			cfg:  Config{DropParams: []string{"owner"}},
+			insts: []AppInstance{app("10.0.0.1", 20880, map[string]string{
+				MetaEndpoints:   `[{"port":50051,"protocol":"TRI"},{"port":20880,"protocol":"dubbo"}]`,
+				MetaRevision:    "r1",
+				MetaStorageType: "local",
+				"timestamp":     "1700000000000",
+				"owner":         "team",
+				"zone":          "z1",
+				"weight":        "25",
+			})},
+			methods: []string{"a", "b"},
+			want: registries.Service{
+				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Instances: []registries.Instance{{
+					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 25,
+					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+					Methods: []string{"a", "b"},
+					Labels:  map[string]string{MetaStorageType: "local", "zone": "z1", "weight": "25"},
+				}},
+			},
+		},
+		{
+			name: "one endpoint gives the port and protocol; none leaves the instance's own with no protocol; sorted by ID",
+			insts: []AppInstance{
+				app("10.0.0.3", 9999, map[string]string{MetaEndpoints: `[{"port":50051,"protocol":"tri"}]`}),
+				app("10.0.0.2", 8080, map[string]string{MetaRevision: "r1"}),
+			},
+			malformed: []Malformed{{ID: "10.0.0.0:1", Detail: "dubbo.endpoints: invalid"}},
+			want: registries.Service{
+				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.0:1", Invalid: "dubbo.endpoints: invalid"},
+					{ID: "10.0.0.2:8080", Address: "10.0.0.2", Port: 8080},
+					{ID: "10.0.0.3:9999", Address: "10.0.0.3", Port: 50051, Protocol: "tri"},
+				},
+			},
+		},
+		{
+			name: "two instances of one ID (two spellings of one IP) are one: the newest",
+			insts: []AppInstance{
+				app("::1", 20880, map[string]string{"timestamp": "2", "zone": "new"}),
+				app("0:0:0:0:0:0:0:1", 20880, map[string]string{"timestamp": "3", "zone": "newest"}),
+				app("::1", 20880, map[string]string{"timestamp": "1", "zone": "old"}),
+			},
+			want: registries.Service{
+				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Instances: []registries.Instance{{ID: "::1:20880", Address: "::1", Port: 20880,
+					Labels: map[string]string{"zone": "newest"}}},
+			},
+		},
+		{
+			name: "no instance",
+			want: registries.Service{Name: "shop", Dubbo: &registries.DubboService{Application: "shop"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewBuilder(tc.cfg).ApplicationService("shop", tc.insts, tc.malformed, tc.methods)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ApplicationService (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
