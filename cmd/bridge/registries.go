@@ -11,6 +11,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/registries/nacos"
+	"github.com/meshbridge/meshbridge/registries/zookeeper"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
@@ -18,7 +19,7 @@ import (
 // registryTypes are the registry types the configuration accepts, each
 // defined in its own package (configuration block, defaults, validation,
 // default host template, constructor). Adding a type is one line here.
-var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type()}
+var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type(), zookeeper.Type()}
 
 // buildRegistries creates the configured registry watchers and the Syncer's
 // view of them (with their translators), in configuration order.

@@ -1,0 +1,175 @@
+package zookeeper
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshbridge/meshbridge/internal/strict"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
+)
+
+// Defaults of the zookeeper block (README "Configuration").
+const (
+	DefaultServer         = "127.0.0.1:2181"
+	DefaultRoot           = "dubbo"
+	DefaultSessionTimeout = 10 * time.Second
+	// ServicesRoot is where Dubbo 3 application-level instances live
+	// (Curator ServiceDiscovery's base path in Dubbo and dubbo-go).
+	ServicesRoot = "/services"
+	// MappingDir is the child of the root that holds interface → application
+	// mappings, not an interface.
+	MappingDir = "mapping"
+)
+
+// Session timeouts outside this range are refused: ZooKeeper clamps what it
+// grants to [2, 20] × its tickTime (2 s by default, so 4-40 s), and a
+// session shorter than a second would expire on any pause.
+const (
+	minSessionTimeout = time.Second
+	maxSessionTimeout = 10 * time.Minute
+)
+
+// Type is the registry type "zookeeper" (registries.Types). It emits Dubbo
+// services only, named by the dubbo block's host templates.
+func Type() registries.Type {
+	return registries.Type{
+		Name:      "zookeeper",
+		NewConfig: func() registries.Config { return &Block{} },
+	}
+}
+
+// Auth is the auth block: ZooKeeper digest authentication.
+type Auth struct {
+	// Scheme is "digest", the one ZooKeeper scheme a client authenticates
+	// with by credentials; "" means no authentication.
+	Scheme string `json:"scheme,omitempty"`
+	// Credentials are "user:password"; CredentialsFile holds them instead
+	// (trailing whitespace trimmed). One or the other.
+	Credentials     string `json:"credentials,omitempty"`
+	CredentialsFile string `json:"credentialsFile,omitempty"`
+}
+
+// Block is the zookeeper block of a registry's configuration.
+type Block struct {
+	// Servers are the ensemble's client addresses, host:port (default
+	// 127.0.0.1:2181).
+	Servers []string `json:"servers,omitempty"`
+	// Root is Dubbo's registry root (default "dubbo"): interface-level
+	// providers are under /<root>/<interface>/providers, mappings under
+	// /<root>/mapping, remote metadata under /<root>/<application>.
+	Root string `json:"root,omitempty"`
+	// SessionTimeout is the session timeout asked of ZooKeeper (default
+	// 10s; the server clamps it to [2, 20] × tickTime).
+	SessionTimeout strict.Duration `json:"sessionTimeout"`
+	Auth           Auth            `json:"auth"`
+	Dubbo          dubbo.Config    `json:"dubbo"`
+}
+
+var (
+	_ registries.Config             = (*Block)(nil)
+	_ registries.DubboHostTemplates = (*Block)(nil)
+)
+
+// Default implements registries.Config.
+func (b *Block) Default() {
+	if len(b.Servers) == 0 {
+		b.Servers = []string{DefaultServer}
+	}
+	if b.Root == "" {
+		b.Root = DefaultRoot
+	}
+	b.SessionTimeout.Default(DefaultSessionTimeout)
+	b.Dubbo.Default()
+}
+
+// Validate implements registries.Config.
+func (b *Block) Validate() []error {
+	var errs []error
+	for i, s := range b.Servers {
+		host, port, err := net.SplitHostPort(s)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			errs = append(errs, fmt.Errorf("servers[%d]: %q is not host:port", i, s))
+		}
+	}
+	if root := strings.Trim(b.Root, "/"); root == "" || strings.ContainsAny(root, " \t\n") {
+		errs = append(errs, fmt.Errorf("root: %q is not a ZooKeeper path", b.Root))
+	}
+	if d := b.SessionTimeout.Duration; d < minSessionTimeout || d > maxSessionTimeout {
+		errs = append(errs, fmt.Errorf("sessionTimeout: %s is outside %s-%s", d, minSessionTimeout, maxSessionTimeout))
+	}
+	switch b.Auth.Scheme {
+	case "":
+		if b.Auth.Credentials != "" || b.Auth.CredentialsFile != "" {
+			errs = append(errs, errors.New("auth.scheme: required with credentials (digest)"))
+		}
+	case "digest":
+		switch {
+		case b.Auth.Credentials != "" && b.Auth.CredentialsFile != "":
+			errs = append(errs, errors.New("auth: set credentials or credentialsFile, not both"))
+		case b.Auth.Credentials == "" && b.Auth.CredentialsFile == "":
+			errs = append(errs, errors.New("auth: digest needs credentials or credentialsFile (user:password)"))
+		case b.Auth.Credentials != "" && !strings.Contains(b.Auth.Credentials, ":"):
+			errs = append(errs, errors.New("auth.credentials: not user:password"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("auth.scheme: %q is not supported (digest)", b.Auth.Scheme))
+	}
+	if b.Dubbo.Enabled != nil && !*b.Dubbo.Enabled {
+		errs = append(errs, errors.New("dubbo.enabled: a zookeeper registry reads Dubbo providers only; remove the key"))
+	}
+	for _, err := range b.Dubbo.Validate() {
+		errs = append(errs, fmt.Errorf("dubbo.%w", err))
+	}
+	return errs
+}
+
+// Files implements registries.Config: the credentials file must be
+// readable when the configuration loads.
+func (b *Block) Files() []registries.File {
+	return []registries.File{{Key: "auth.credentialsFile", Path: &b.Auth.CredentialsFile, MustExist: true}}
+}
+
+// Redacted implements registries.Config: the credentials are replaced.
+func (b *Block) Redacted() registries.Config {
+	c := *b
+	if c.Auth.Credentials != "" {
+		c.Auth.Credentials = registries.Redacted
+	}
+	return &c
+}
+
+// DubboHostTemplates implements registries.DubboHostTemplates.
+func (b *Block) DubboHostTemplates() (string, string) {
+	return b.Dubbo.InterfaceHostTemplate, b.Dubbo.ApplicationHostTemplate
+}
+
+// New implements registries.Config.
+func (b *Block) New(name string, log *slog.Logger) (registries.Registry, error) {
+	c := *b
+	c.Default()
+	if errs := c.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	creds := c.Auth.Credentials
+	if c.Auth.CredentialsFile != "" {
+		data, err := os.ReadFile(c.Auth.CredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.credentialsFile: %w", err)
+		}
+		creds = strings.TrimSpace(string(data))
+		if !strings.Contains(creds, ":") {
+			return nil, fmt.Errorf("auth.credentialsFile %s: not user:password", c.Auth.CredentialsFile)
+		}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return newRegistry(name, c, creds, log.With("registry", name)), nil
+}

@@ -1,0 +1,57 @@
+// Package zookeeper is the registry type "zookeeper": it follows the Dubbo
+// providers registered in a ZooKeeper ensemble, interface-level and Dubbo 3
+// application-level, with watches (never by polling), and reports each
+// Dubbo service (registries/dubbo) to a registries.Sink.
+//
+// What it reads (Dubbo 3 documentation, "ZooKeeper registry"; the layout
+// Java Dubbo 3 documents and dubbo-go writes — the tested provider is
+// dubbo-go v3.3.2):
+//
+//   - /<root>/<interface>/providers/<URL-encoded provider URL>: one
+//     ephemeral node per provider, interface and protocol (mode interface or
+//     both). /<root>/<interface>/consumers and the configurators and
+//     routers nodes are not read; consumer URLs are ignored.
+//   - /services/<application>/<ip:port>: a Curator ServiceInstance JSON per
+//     Dubbo 3 process, ephemeral (mode application or both).
+//   - /<root>/mapping/<interface> (the comma-joined applications of an
+//     interface, persistent and never cleaned up) is not an interface and is
+//     not read: a mapping alone never makes a service with endpoints, and
+//     application-level hosts come from /services.
+//
+// Rules:
+//
+//  1. Watches: ChildrenW on /<root> (interfaces appear and go), on each
+//     /<root>/<interface>/providers and on /services and /services/<app>;
+//     GetW on each /services/<app>/<instance>. A path that does not exist
+//     yet gets an ExistsW for its creation. Every watch is re-armed when it
+//     fires, by the read that follows; a path is never watched twice.
+//  2. The registry's contract is Consul's (registries.Registry): one
+//     authoritative Snapshot per service whenever it changes, Removed when
+//     a service has no provider left (its interface, group and version, or
+//     its application, has no registration), Synced once, after the first
+//     complete listing.
+//  3. Every established session (the first, a reconnect within the session
+//     timeout, and a new session after expiry) re-lists everything: a
+//     change missed while disconnected is found, and watches the client
+//     dropped with an expired session are set again. A watch dropped
+//     (EventNotWatching) while a session is established is re-read at once.
+//  4. Outages: a lost connection or a failed read is a registries.Snapshot
+//     with Err for the whole registry (registries.Health logs one line down
+//     and one up); nothing is removed, so endpoints are kept until ZooKeeper
+//     answers again and says otherwise. A failed read while connected is
+//     retried with a re-list after an exponential backoff (0.5 s to 30 s). An
+//     ACL refusal (NoAuth) is marked registries.Permanent.
+//  5. Provider nodes are ephemeral: a provider that stops without
+//     deregistering (SIGKILL, a partition) keeps its node, and its endpoint,
+//     until ZooKeeper expires its session (the provider's session timeout).
+//     A dubbo-go provider stopped with SIGTERM removes
+//     /services/<app>/<ip:port> at once but leaves its interface-level
+//     nodes to session expiry.
+//  6. Authentication: auth.scheme digest with user:password, added once per
+//     session (the client re-sends it on reconnect).
+//
+// The Dubbo model (provider URLs, ServiceInstance JSON, the merge of one
+// process's protocols, labels and methods) is registries/dubbo's; hosts are
+// translate's Dubbo host templates (the block's dubbo.interfaceHostTemplate
+// and applicationHostTemplate).
+package zookeeper

@@ -1,0 +1,406 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
+)
+
+// Registry follows Dubbo providers in one ZooKeeper ensemble (doc.go).
+type Registry struct {
+	name    string
+	cfg     Block
+	creds   string
+	log     *slog.Logger
+	health  *registries.Health
+	builder *dubbo.Builder
+	root    string // "/<root>"
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is the registry's state on /debug/registryz (no secret).
+type Status struct {
+	registries.HealthStatus
+	Servers []string `json:"servers"`
+	Root    string   `json:"root"`
+	Mode    string   `json:"mode"`
+	// HasSession is true while a ZooKeeper session is established.
+	HasSession bool `json:"hasSession"`
+	// Sessions counts sessions established (a reconnect within the session
+	// timeout keeps the session; an expiry makes a new one).
+	Sessions int `json:"sessions"`
+	// Relists counts full re-lists: one per established connection, and
+	// one per retry after a failed read.
+	Relists int `json:"relists"`
+	// Interfaces and Applications are the interfaces under the root and
+	// the applications under /services; Services the services emitted.
+	Interfaces   int `json:"interfaces"`
+	Applications int `json:"applications"`
+	Services     int `json:"services"`
+	// Watches is the number of watches set.
+	Watches int `json:"watches"`
+}
+
+var (
+	_ registries.Registry       = (*Registry)(nil)
+	_ registries.HealthReporter = (*Registry)(nil)
+	_ registries.StatusReporter = (*Registry)(nil)
+)
+
+func newRegistry(name string, cfg Block, creds string, log *slog.Logger) *Registry {
+	root := "/" + strings.Trim(cfg.Root, "/")
+	return &Registry{
+		name: name, cfg: cfg, creds: creds, log: log, root: root,
+		health:  registries.NewHealth(name, log),
+		builder: dubbo.NewBuilder(cfg.Dubbo),
+		status:  Status{Servers: slices.Clone(cfg.Servers), Root: root, Mode: string(cfg.Dubbo.Mode)},
+	}
+}
+
+// Name implements registries.Registry.
+func (r *Registry) Name() string { return r.name }
+
+// Health implements registries.HealthReporter.
+func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
+
+// WatcherStatus implements registries.StatusReporter.
+func (r *Registry) WatcherStatus() any {
+	r.mu.Lock()
+	st := r.status
+	st.Servers = slices.Clone(st.Servers)
+	r.mu.Unlock()
+	st.HealthStatus = r.health.Status()
+	return st
+}
+
+func (r *Registry) setStatus(f func(*Status)) {
+	r.mu.Lock()
+	f(&r.status)
+	r.mu.Unlock()
+}
+
+// Run implements registries.Registry: it connects to the ensemble and
+// watches until ctx is done (doc.go). It returns an error only when the
+// client cannot be created (an invalid server list).
+func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
+	w := newWatcher(r, sink)
+	if err := w.connect(); err != nil {
+		return err
+	}
+	r.log.Info("Watching ZooKeeper", "servers", r.cfg.Servers, "root", r.root, "mode", r.cfg.Dubbo.Mode)
+	w.run(ctx)
+	w.conn.Close()
+	r.log.Info("Stopped watching ZooKeeper")
+	return nil
+}
+
+// connect creates a new client (doc.go rule 3): at the start, and when no
+// session could be had for reconnectAfter. The watches of the previous
+// client are forgotten; its late events are ignored.
+func (w *watcher) connect() error {
+	gen := w.gen.Add(1)
+	conn, _, err := zk.Connect(w.r.cfg.Servers, w.r.cfg.SessionTimeout.Duration,
+		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) { w.sessionEvent(gen, ev) }))
+	if err != nil {
+		return fmt.Errorf("zookeeper: %w", err)
+	}
+	w.conn = conn
+	w.armed = make(map[watchKey]bool)
+	return nil
+}
+
+// zkLogger sends the client library's messages to slog at debug level: the
+// registry logs what matters (session up and down) itself.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug("zookeeper client: " + fmt.Sprintf(format, args...))
+}
+
+// Watch kinds: what a watched path is.
+type watchKind uint8
+
+const (
+	watchRoot             watchKind = iota // children of /<root>: interfaces
+	watchRootExists                        // /<root> appearing
+	watchProviders                         // children of /<root>/<interface>/providers
+	watchProvidersExist                    // /<root>/<interface>/providers appearing
+	watchApps                              // children of /services: applications
+	watchAppsExist                         // /services appearing
+	watchAppInstances                      // children of /services/<app>
+	watchInstance                          // data of /services/<app>/<instance>
+)
+
+// watchKey is one watch of ours: a kind and a path.
+type watchKey struct {
+	kind watchKind
+	path string
+}
+
+// fire is a watch that fired, passed to the loop; gen is the client that
+// set it.
+type fire struct {
+	key watchKey
+	ev  zk.Event
+	gen int64
+}
+
+// watcher is Run's state. Everything but sessionEvent and the watch
+// goroutines runs on the loop goroutine.
+type watcher struct {
+	r    *Registry
+	sink registries.Sink
+	conn *zk.Conn
+	log  *slog.Logger
+
+	// kick wakes the loop after a session event; sessions counts
+	// established sessions (StateHasSession events), state the last state
+	// of the current client, whose generation is gen.
+	kick     chan struct{}
+	sessions atomic.Int64
+	state    atomic.Int32
+	gen      atomic.Int64
+	fired    chan fire
+
+	// armed holds the watches set and not yet fired: a path is never
+	// watched twice, and a re-list reads armed paths without a watch.
+	armed  map[watchKey]bool
+	ifaces map[string]*ifaceState // by interface
+	apps   map[string]*appState   // by application
+	// emitted is what was last sent per service name; producedBy the
+	// service names each interface or application produced.
+	emitted    map[string]registries.Service
+	producedBy map[string][]string
+	dirty      map[string]bool // "i/<interface>" or "a/<application>" to publish
+	// relisted is the session count of the last complete re-list; failed
+	// is set by a read error since then.
+	relisted int64
+	failed   bool
+	synced   bool
+	retry    *backoff.ExponentialBackOff
+	observed time.Time
+	ctx      context.Context
+}
+
+type ifaceState struct {
+	// parsed caches each provider child's parse, by child name.
+	parsed map[string]parsedProvider
+}
+
+type parsedProvider struct {
+	p   dubbo.Provider
+	err error // nil, dubbo.ErrNotProvider or why it is malformed
+}
+
+type appState struct {
+	instances map[string]parsedInstance // by child name (ip:port)
+}
+
+type parsedInstance struct {
+	a   dubbo.AppInstance
+	err error
+}
+
+func newWatcher(r *Registry, sink registries.Sink) *watcher {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 30*time.Second, 0
+	return &watcher{
+		r: r, sink: sink, log: r.log,
+		kick:       make(chan struct{}, 1),
+		fired:      make(chan fire, 256),
+		armed:      make(map[watchKey]bool),
+		ifaces:     make(map[string]*ifaceState),
+		apps:       make(map[string]*appState),
+		emitted:    make(map[string]registries.Service),
+		producedBy: make(map[string][]string),
+		dirty:      make(map[string]bool),
+		retry:      b,
+	}
+}
+
+// sessionEvent is the client's event callback: it runs on the client's
+// goroutine and must not block. The client drops events its own channel
+// cannot hold; this one records what the loop needs and wakes it.
+func (w *watcher) sessionEvent(gen int64, ev zk.Event) {
+	if ev.Type != zk.EventSession || gen != w.gen.Load() {
+		return
+	}
+	if ev.State == zk.StateHasSession {
+		w.sessions.Add(1)
+	}
+	w.state.Store(int32(ev.State))
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) hasSession() bool { return zk.State(w.state.Load()) == zk.StateHasSession }
+
+// reconnectAfter is how long the loop waits for a session before it
+// replaces the client: twice the session timeout, by when the session is
+// gone anyway. A new client also gets past a server that refuses the old
+// one (a ZooKeeper restarted empty refuses a client that has seen a later
+// transaction: "client must try another server").
+func (w *watcher) reconnectAfter() time.Duration { return 2 * w.r.cfg.SessionTimeout.Duration }
+
+// run is the loop: session changes, fired watches and retries, until ctx is
+// done.
+func (w *watcher) run(ctx context.Context) {
+	w.ctx = ctx
+	var retry, reconnect <-chan time.Time
+	down := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+			if !w.hasSession() {
+				// Connecting and Connected (no session yet) are steps
+				// towards a session, not an outage.
+				switch st := zk.State(w.state.Load()); st {
+				case zk.StateDisconnected, zk.StateExpired, zk.StateAuthFailed:
+					if !down {
+						down = true
+						w.outage(fmt.Errorf("zookeeper: %s", st))
+					}
+				}
+				if reconnect == nil {
+					reconnect = time.After(w.reconnectAfter())
+				}
+				w.r.setStatus(func(s *Status) { s.HasSession = false })
+				continue
+			}
+			down, reconnect = false, nil
+			if n := w.sessions.Load(); n != w.relisted {
+				w.authenticate()
+				retry = w.relist(n)
+			}
+		case <-reconnect:
+			reconnect = nil
+			if w.hasSession() {
+				continue
+			}
+			w.log.Warn("No ZooKeeper session: connecting with a new client", "after", w.reconnectAfter())
+			w.conn.Close()
+			if err := w.connect(); err != nil {
+				w.log.Error("Cannot create a ZooKeeper client", "err", err)
+			}
+			reconnect = time.After(w.reconnectAfter())
+		case f := <-w.fired:
+			w.observed = time.Now()
+			w.handle(f)
+			// Drain what else fired before publishing once.
+			for more := true; more; {
+				select {
+				case f := <-w.fired:
+					w.handle(f)
+				default:
+					more = false
+				}
+			}
+			if w.failed && retry == nil && w.hasSession() {
+				retry = time.After(w.retry.NextBackOff())
+			}
+			w.publish()
+		case <-retry:
+			retry = nil
+			if w.hasSession() {
+				retry = w.relist(w.sessions.Load())
+			}
+		}
+	}
+}
+
+// authenticate adds the digest credentials once per session (the client
+// re-sends them on a reconnect within the session).
+func (w *watcher) authenticate() {
+	if w.r.creds == "" {
+		return
+	}
+	if err := w.conn.AddAuth("digest", []byte(w.r.creds)); err != nil {
+		w.fail("auth", fmt.Errorf("zookeeper: digest authentication: %w", err))
+	}
+}
+
+// relist reads everything again (doc.go rule 3): on every established
+// connection and after a failed read. It returns a retry timer when a read
+// failed.
+func (w *watcher) relist(session int64) <-chan time.Time {
+	w.failed = false
+	w.observed = time.Now()
+	if w.r.builder.Mode().Interface() {
+		w.readRoot(true)
+	}
+	if w.r.builder.Mode().Application() {
+		w.readApps(true)
+	}
+	w.r.setStatus(func(s *Status) {
+		s.HasSession = true
+		s.Relists++
+		s.Sessions = int(session)
+	})
+	if w.failed {
+		return time.After(w.retry.NextBackOff())
+	}
+	w.relisted = session
+	w.retry.Reset()
+	w.r.health.OK()
+	w.publish()
+	if !w.synced {
+		w.synced = true
+		w.sink.Synced(w.r.name)
+	}
+	return nil
+}
+
+// handle re-reads what a fired watch covers and re-arms it. A watch the
+// client dropped (EventNotWatching: the session expired or the client
+// closed) is re-read only while a session is established; otherwise the
+// next re-list sets it again.
+func (w *watcher) handle(f fire) {
+	if f.gen != w.gen.Load() {
+		return // set by a client since replaced
+	}
+	delete(w.armed, f.key)
+	if f.ev.Type == zk.EventNotWatching && !w.hasSession() {
+		return
+	}
+	switch f.key.kind {
+	case watchRoot, watchRootExists:
+		w.readRoot(false)
+	case watchProviders, watchProvidersExist:
+		iface := strings.TrimSuffix(strings.TrimPrefix(f.key.path, w.r.root+"/"), "/providers")
+		if _, ok := w.ifaces[iface]; ok {
+			w.readProviders(iface)
+		}
+	case watchApps, watchAppsExist:
+		w.readApps(false)
+	case watchAppInstances:
+		app := strings.TrimPrefix(f.key.path, ServicesRoot+"/")
+		if _, ok := w.apps[app]; ok {
+			w.readAppInstances(app, false)
+		}
+	case watchInstance:
+		app, child, _ := strings.Cut(strings.TrimPrefix(f.key.path, ServicesRoot+"/"), "/")
+		if st, ok := w.apps[app]; ok {
+			if _, ok := st.instances[child]; ok {
+				w.readInstance(app, child)
+			}
+		}
+	}
+}

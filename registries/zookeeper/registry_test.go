@@ -1,0 +1,255 @@
+package zookeeper
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+const demoIface = "com.foo.DemoService"
+
+// TestInterfaceProviders: providers appear, merge, leave; a malformed URL
+// is passed on as an Invalid instance and a consumer URL is ignored; the
+// last provider's departure removes the service.
+func TestInterfaceProviders(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	app := z.Client(t)
+	_, rec := runRegistry(t, z, dubbo.Config{})
+	rec.Eventually(t, "synced on an empty ensemble", func(s registrytest.State) bool { return s.Synced == 1 })
+
+	params := func(methods string) url.Values {
+		return url.Values{"methods": {methods}, "version": {"1.0.0"}, "group": {"g1"}, "application": {"demo"},
+			"pid": {"4242"}, "timestamp": {"1700000000000"}, "token": {"s3cret"}, "weight": {"0"}}
+	}
+	key := "providers:" + demoIface + ":1.0.0:g1"
+	p1 := register(t, app, demoIface, providerURL("dubbo", "10.0.0.1:20880", demoIface, params("sayHello,greet")))
+	rec.Eventually(t, "the first provider", func(s registrytest.State) bool { return len(s.Good[key]) == 1 })
+	st := rec.State()
+	svc := st.Last[key].Service
+	want := registries.DubboService{Interface: demoIface, Group: "g1", Version: "1.0.0", Application: "demo"}
+	if svc.Dubbo == nil || *svc.Dubbo != want {
+		t.Fatalf("Dubbo = %+v, want %+v", svc.Dubbo, want)
+	}
+	inst := st.Good[key][0]
+	if inst.ID != "10.0.0.1:20880" || inst.Protocol != "dubbo" || inst.Weight != 0 ||
+		!slices.Equal(inst.Methods, []string{"greet", "sayHello"}) {
+		t.Errorf("instance %+v", inst)
+	}
+	for _, k := range []string{"pid", "timestamp", "token", "methods"} {
+		if _, ok := inst.Labels[k]; ok {
+			t.Errorf("label %s kept: %v", k, inst.Labels)
+		}
+	}
+	if inst.Labels["interface"] != demoIface || inst.Labels["version"] != "1.0.0" || inst.Labels["application"] != "demo" {
+		t.Errorf("labels %v: want interface, version and application", inst.Labels)
+	}
+
+	// The same process over tri: one instance with two ports. Another
+	// process: a second instance.
+	register(t, app, demoIface, providerURL("tri", "10.0.0.1:50051", demoIface, params("sayHello,greet")))
+	register(t, app, demoIface, providerURL("tri", "10.0.0.2:50051", demoIface, params("greet")))
+	rec.Eventually(t, "two instances, one with both protocols", func(s registrytest.State) bool {
+		by := s.ByAddr(key)
+		return len(s.Good[key]) == 2 && len(by["10.0.0.1:20880"].Ports) == 2 && by["10.0.0.2:50051"].Protocol == "tri"
+	})
+
+	// A malformed URL and a consumer URL.
+	register(t, app, demoIface, url.QueryEscape("dubbo://10.0.0.3:notaport/"+demoIface+"?version=1.0.0&group=g1"))
+	register(t, app, demoIface, providerURL("consumer", "10.0.0.4:0", demoIface, url.Values{"side": {"consumer"}}))
+	rec.Eventually(t, "the malformed URL passed on as Invalid", func(s registrytest.State) bool {
+		n := 0
+		for _, i := range s.Good[key] {
+			if i.Invalid != "" {
+				n++
+			}
+		}
+		return n == 1 && len(s.Good[key]) == 3
+	})
+
+	// Providers leave.
+	if err := app.Delete(p1, -1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Eventually(t, "the dubbo URL gone: 10.0.0.1 serves tri only", func(s registrytest.State) bool {
+		i, ok := s.ByAddr(key)["10.0.0.1:50051"]
+		return ok && i.Protocol == "tri" && len(i.Ports) == 0
+	})
+	children, _, err := app.Children("/dubbo/" + demoIface + "/providers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		if err := app.Delete("/dubbo/"+demoIface+"/providers/"+c, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.Eventually(t, "the service removed with its last provider", func(s registrytest.State) bool {
+		_, ok := s.Last[key]
+		return !ok
+	})
+	if last := rec.Snapshots(); !last[len(last)-1].Removed {
+		t.Errorf("last snapshot %+v, want Removed", last[len(last)-1])
+	}
+}
+
+// TestApplicationInstances: Dubbo 3 instances under /services make the
+// application's service, with one port per dubbo.endpoints entry.
+func TestApplicationInstances(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	app := z.Client(t)
+	_, rec := runRegistry(t, z, dubbo.Config{})
+	path := harness.CreatePath(t, app, "/services/demo-app/10.0.0.1:20880",
+		serviceInstance("demo-app", "10.0.0.1", 20880, `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`), zk.FlagEphemeral)
+	rec.Eventually(t, "the application-level instance", func(s registrytest.State) bool {
+		i, ok := s.ByAddr("demo-app")["10.0.0.1:20880"]
+		return ok && len(i.Ports) == 2
+	})
+	svc := rec.State().Last["demo-app"].Service
+	if svc.Dubbo == nil || svc.Dubbo.Application != "demo-app" || svc.Dubbo.Interface != "" {
+		t.Fatalf("Dubbo = %+v", svc.Dubbo)
+	}
+	if l := svc.Instances[0].Labels; l["dubbo.metadata.revision"] != "" || l["dubbo.endpoints"] != "" || l["dubbo.metadata.storage-type"] != "local" {
+		t.Errorf("labels %v", l)
+	}
+	// A data change (the process's ports) is seen through the data watch.
+	if _, err := app.Set(path, serviceInstance("demo-app", "10.0.0.1", 20880, `[{"port":50051,"protocol":"tri"}]`), -1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Eventually(t, "the new endpoints", func(s registrytest.State) bool {
+		i, ok := s.ByAddr("demo-app")["10.0.0.1:50051"]
+		return ok && i.Protocol == "tri" && len(i.Ports) == 0
+	})
+	// Malformed JSON is passed on as Invalid; the good instance stays.
+	harness.CreatePath(t, app, "/services/demo-app/10.0.0.2:20880", []byte("{not json"), zk.FlagEphemeral)
+	rec.Eventually(t, "the malformed instance", func(s registrytest.State) bool {
+		return len(s.Good["demo-app"]) == 2 && slices.ContainsFunc(s.Good["demo-app"], func(i registries.Instance) bool { return i.Invalid != "" })
+	})
+	for _, p := range []string{path, "/services/demo-app/10.0.0.2:20880"} {
+		if err := app.Delete(p, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.Eventually(t, "the application removed", func(s registrytest.State) bool {
+		_, ok := s.Last["demo-app"]
+		return !ok
+	})
+}
+
+// TestMode: mode selects which services are emitted.
+func TestMode(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	app := z.Client(t)
+	register(t, app, demoIface, providerURL("tri", "10.0.0.1:50051", demoIface, nil))
+	harness.CreatePath(t, app, "/services/demo-app/10.0.0.1:50051",
+		serviceInstance("demo-app", "10.0.0.1", 50051, `[{"port":50051,"protocol":"tri"}]`), zk.FlagEphemeral)
+	// The mapping is not an interface.
+	harness.CreatePath(t, app, "/dubbo/mapping/"+demoIface, []byte("demo-app"), zk.FlagPersistent)
+	for _, tc := range []struct {
+		mode dubbo.Mode
+		want []string
+	}{
+		{dubbo.ModeBoth, []string{"demo-app", "providers:" + demoIface + "::"}},
+		{dubbo.ModeInterface, []string{"providers:" + demoIface + "::"}},
+		{dubbo.ModeApplication, []string{"demo-app"}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			_, rec := runRegistry(t, z, dubbo.Config{Mode: tc.mode})
+			rec.Eventually(t, "synced", func(s registrytest.State) bool { return s.Synced == 1 })
+			var got []string
+			for k := range rec.State().Good {
+				got = append(got, k)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("services %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestZooKeeperRestartKeepsEndpoints: while ZooKeeper is down the registry
+// reports errors and removes nothing; once it is back, the state is
+// re-listed and the watches work again.
+func TestZooKeeperRestartKeepsEndpoints(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	app := z.Client(t)
+	key := "providers:" + demoIface + "::"
+	register(t, app, demoIface, providerURL("tri", "10.0.0.1:50051", demoIface, nil))
+	reg, rec := runRegistry(t, z, dubbo.Config{})
+	rec.Eventually(t, "the provider", func(s registrytest.State) bool { return len(s.Good[key]) == 1 })
+
+	if n := countErrors(rec.Snapshots()); n != 0 {
+		t.Fatalf("%d error snapshots before the outage", n)
+	}
+	z.Stop()
+	rec.Eventually(t, "an error snapshot", func(s registrytest.State) bool { return countErrors(s.All) > 0 })
+	if reg.Health().Up {
+		t.Errorf("registry up while ZooKeeper is down")
+	}
+	z.Restart(t)
+	// The test's client kept its session: its provider node is still there.
+	register(t, app, demoIface, providerURL("tri", "10.0.0.2:50051", demoIface, nil))
+	rec.Eventually(t, "a provider registered after the restart", func(s registrytest.State) bool { return len(s.Good[key]) == 2 })
+	if !reg.Health().Up {
+		t.Errorf("registry not up after the restart")
+	}
+	for _, sn := range rec.Snapshots() {
+		if sn.Removed || (sn.Err == nil && sn.Service.Name == key && len(sn.Service.Instances) == 0) {
+			t.Errorf("snapshot %+v during the outage: endpoints must be kept", sn)
+		}
+	}
+	if st := reg.WatcherStatus().(Status); st.Relists < 2 {
+		t.Errorf("status %+v: want a re-list after the restart", st)
+	}
+}
+
+// TestSessionExpiryRelists: ZooKeeper restarted empty expires every
+// session; the registry gets a new one, re-lists (the old providers are
+// gone: removed) and sets its watches again.
+func TestSessionExpiryRelists(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	app := z.Client(t)
+	key := "providers:" + demoIface + "::"
+	register(t, app, demoIface, providerURL("tri", "10.0.0.1:50051", demoIface, nil))
+	reg, rec := runRegistry(t, z, dubbo.Config{})
+	rec.Eventually(t, "the provider", func(s registrytest.State) bool { return len(s.Good[key]) == 1 })
+
+	z.Stop()
+	if err := os.RemoveAll(filepath.Join(z.Dir(), "data")); err != nil {
+		t.Fatal(err)
+	}
+	z.Restart(t)
+	rec.Eventually(t, "the provider removed: ZooKeeper came back empty", func(s registrytest.State) bool {
+		_, ok := s.Last[key]
+		return !ok
+	})
+	harness.EventuallyTrue(t, registrytest.DefaultTimeout, "a second session", func() bool {
+		return reg.WatcherStatus().(Status).Sessions >= 2
+	})
+	// What a new client registers is seen: the old one is refused by the
+	// emptied server, as the registry's first client was.
+	register(t, z.Client(t), demoIface, providerURL("tri", "10.0.0.3:50051", demoIface, nil))
+	rec.Eventually(t, "a provider registered in the new session", func(s registrytest.State) bool {
+		_, ok := s.ByAddr(key)["10.0.0.3:50051"]
+		return ok
+	})
+}
+
+func countErrors(all []registries.Snapshot) int {
+	n := 0
+	for _, sn := range all {
+		if sn.Err != nil {
+			n++
+		}
+	}
+	return n
+}
