@@ -3,9 +3,7 @@ package zookeeper
 import (
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
@@ -22,7 +20,7 @@ func TestBlockValidate(t *testing.T) {
 		{name: "no port", block: Block{Servers: []string{"zk-1"}}, want: `servers[0]: "zk-1" is not host:port`},
 		{name: "bad port", block: Block{Servers: []string{"zk-1:0"}}, want: "servers[0]"},
 		{name: "root slash only", block: Block{Root: "/"}, want: "root:"},
-		{name: "short session", block: Block{SessionTimeout: strict.Duration{Duration: 100 * time.Millisecond}}, want: "sessionTimeout: 100ms is outside"},
+		{name: "short session", block: Block{SessionTimeout: duration("100ms")}, want: "sessionTimeout: 100ms is outside"},
 		{name: "digest", block: Block{Auth: Auth{Scheme: "digest", Credentials: "u:p"}}},
 		{name: "digest without credentials", block: Block{Auth: Auth{Scheme: "digest"}}, want: "auth: digest needs credentials"},
 		{name: "both credentials", block: Block{Auth: Auth{Scheme: "digest", Credentials: "u:p", CredentialsFile: "/f"}}, want: "auth: set credentials or credentialsFile, not both"},

@@ -21,7 +21,7 @@ import (
 // the test ends.
 func runRegistry(t *testing.T, z *harness.ZooKeeper, d dubbo.Config) (*Registry, *registrytest.Recorder) {
 	t.Helper()
-	b := &Block{Servers: z.Servers(), SessionTimeout: strict.Duration{Duration: 2 * time.Second}, Dubbo: d}
+	b := &Block{Servers: z.Servers(), SessionTimeout: duration("2s"), Dubbo: d}
 	b.Default()
 	if errs := b.Validate(); len(errs) > 0 {
 		t.Fatalf("Validate: %v", errs)
@@ -73,4 +73,13 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// duration is a strict.Duration as the configuration gives it.
+func duration(s string) strict.Duration {
+	var d strict.Duration
+	if err := json.Unmarshal([]byte(strconv.Quote(s)), &d); err != nil {
+		panic(err)
+	}
+	return d
 }

@@ -135,14 +135,14 @@ func (l zkLogger) Printf(format string, args ...any) {
 type watchKind uint8
 
 const (
-	watchRoot             watchKind = iota // children of /<root>: interfaces
-	watchRootExists                        // /<root> appearing
-	watchProviders                         // children of /<root>/<interface>/providers
-	watchProvidersExist                    // /<root>/<interface>/providers appearing
-	watchApps                              // children of /services: applications
-	watchAppsExist                         // /services appearing
-	watchAppInstances                      // children of /services/<app>
-	watchInstance                          // data of /services/<app>/<instance>
+	watchRoot           watchKind = iota // children of /<root>: interfaces
+	watchRootExists                      // /<root> appearing
+	watchProviders                       // children of /<root>/<interface>/providers
+	watchProvidersExist                  // /<root>/<interface>/providers appearing
+	watchApps                            // children of /services: applications
+	watchAppsExist                       // /services appearing
+	watchAppInstances                    // children of /services/<app>
+	watchInstance                        // data of /services/<app>/<instance>
 )
 
 // watchKey is one watch of ours: a kind and a path.
