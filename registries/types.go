@@ -17,7 +17,9 @@ type Type struct {
 	Name string
 	// HostTemplate is the default host template: a text/template over
 	// .Service, .Datacenter, .Namespace and .Group (docs/design.md §3), used when
-	// the registry sets no hostTemplate.
+	// the registry sets no hostTemplate. "" means the type's hosts come from
+	// its own block (zookeeper: the Dubbo host templates), and a registry's
+	// hostTemplate is refused.
 	HostTemplate string
 	// NewConfig returns an empty configuration block, ready to be decoded
 	// from YAML; its json tags are the block's keys.

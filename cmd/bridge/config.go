@@ -547,6 +547,18 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 		add(p+".type", "required: one of %s", registryTypes.Names())
 		return
 	}
+	if t, _ := registryTypes.Lookup(r.Type); r.HostTemplate != "" && t.HostTemplate == "" {
+		add(p+".hostTemplate", "a %s registry names its services with %s.dubbo.interfaceHostTemplate and "+
+			"applicationHostTemplate, not hostTemplate", r.Type, r.Type)
+	}
+	if d, ok := r.Block.(registries.DubboHostTemplates); ok {
+		iface, app := d.DubboHostTemplates()
+		_, err := translate.New(translate.Options{Registry: "r", Namespace: "ns",
+			DubboInterfaceHostTemplate: iface, DubboApplicationHostTemplate: app})
+		if field, msg, ok := strings.Cut(fmt.Sprint(err), ": "); err != nil && ok {
+			add(p+"."+r.Type+"."+field, "%s", msg)
+		}
+	}
 	// The block's errors name its fields first ("maxWatches: ..."): the
 	// path is the block's, then the field.
 	for _, err := range r.Block.Validate() {

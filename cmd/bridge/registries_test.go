@@ -28,6 +28,10 @@ func TestRegistryTypesDefaultHosts(t *testing.T) {
 		"nacos, another namespace": {"nacos",
 			registries.Service{Name: "echo", Namespace: "dev", Group: "DEFAULT_GROUP"}, "echo.default-group.dev.nacos"},
 		"file, the host as written": {"file", registries.Service{Name: "web.static.local"}, "web.static.local"},
+		"zookeeper, interface-level": {"zookeeper", registries.Service{Name: "providers:com.foo.DemoService:1.0.0:g1",
+			Dubbo: &registries.DubboService{Interface: "com.foo.DemoService", Group: "g1", Version: "1.0.0"}}, "com.foo.demoservice.g1.1-0-0.dubbo"},
+		"zookeeper, application-level": {"zookeeper", registries.Service{Name: "demo-app",
+			Dubbo: &registries.DubboService{Application: "demo-app"}}, "demo-app.dubbo"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
