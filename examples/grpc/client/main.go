@@ -5,6 +5,12 @@
 //	<RFC3339 time> ok <backend name>
 //	<RFC3339 time> error <message>
 //
+// It calls the echo service's Whoami, or with -method any unary method that
+// takes and returns google.protobuf.StringValue (a Dubbo triple provider's,
+// e.g. /org.apache.dubbo.demo.GreetService/Greet), sending -message and the
+// -header metadata (tri-service-version=1.0.0 for a versioned Dubbo
+// service), and printing the reply's value instead of a backend name.
+//
 // With -bootstrap it only prints a bootstrap for the xDS server -xds.
 package main
 
@@ -14,10 +20,13 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	_ "google.golang.org/grpc/xds" // registers the xds:/// resolver and balancers
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
@@ -31,6 +40,10 @@ func main() {
 	bootstrap := flag.Bool("bootstrap", false, "print a bootstrap for -xds and exit")
 	xdsAddr := flag.String("xds", "127.0.0.1:15010", "xDS server address, with -bootstrap")
 	waitForReady := flag.Bool("wait-for-ready", false, "block each call until the channel is ready (instead of failing fast)")
+	method := flag.String("method", "", "full method name of a unary StringValue → StringValue method to call instead of Whoami")
+	message := flag.String("message", "meshbridge", "the StringValue sent with -method")
+	var headers headerFlags
+	flag.Var(&headers, "header", "request metadata key=value (repeatable)")
 	flag.Parse()
 	if *bootstrap {
 		b, err := echo.Bootstrap(*xdsAddr, "meshbridge-demo-client")
@@ -51,7 +64,15 @@ func main() {
 	defer cc.Close()
 	for i := 0; *count == 0 || i < *count; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		name, err := echo.Whoami(ctx, cc)
+		ctx = metadata.NewOutgoingContext(ctx, metadata.MD(headers))
+		var name string
+		if *method != "" {
+			reply := &wrapperspb.StringValue{}
+			err = cc.Invoke(ctx, *method, wrapperspb.String(*message), reply)
+			name = reply.GetValue()
+		} else {
+			name, err = echo.Whoami(ctx, cc)
+		}
 		cancel()
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		if err != nil {
@@ -61,4 +82,22 @@ func main() {
 		}
 		time.Sleep(*interval)
 	}
+}
+
+// headerFlags collects -header key=value flags as gRPC metadata.
+type headerFlags map[string][]string
+
+func (h *headerFlags) String() string { return fmt.Sprint(map[string][]string(*h)) }
+
+func (h *headerFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", v)
+	}
+	if *h == nil {
+		*h = headerFlags{}
+	}
+	k = strings.ToLower(k)
+	(*h)[k] = append((*h)[k], val)
+	return nil
 }

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// Dubbo hosts of the test provider's GreetService (README "Naming
+// conventions").
+const (
+	greetIface  = "org.apache.dubbo.demo.GreetService"
+	greetMethod = "/" + greetIface + "/Greet"
+	greetHost   = "org.apache.dubbo.demo.greetservice.dubbo"
+)
+
+// zookeeperRegistry is the registries block of one zookeeper registry on z.
+func zookeeperRegistry(z *harness.ZooKeeper) string {
+	return fmt.Sprintf("registries:\n- name: zk-dubbo\n  type: zookeeper\n  zookeeper: {servers: [%q], sessionTimeout: 4s}\n",
+		z.Address())
+}
+
+// greeting is the test provider's answer to Greet("meshbridge").
+func greeting(p *harness.DubboProvider) string {
+	return "hello meshbridge from " + p.Options().App + "@" + p.TriAddress()
+}
+
+// servedObject is one object of /debug/configz.
+type servedObject struct {
+	Kind        string            `json:"kind"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Spec        json.RawMessage   `json:"spec"`
+}
+
+// servedObjects returns what the bridge serves, by kind and name.
+func servedObjects(b *bridge) (map[string]servedObject, error) {
+	var objs []servedObject
+	if err := json.Unmarshal([]byte(b.get("/debug/configz")), &objs); err != nil {
+		return nil, err
+	}
+	out := make(map[string]servedObject, len(objs))
+	for _, o := range objs {
+		out[o.Kind+"/"+o.Name] = o
+	}
+	return out, nil
+}
+
+// TestDubboProviderInZooKeeperThroughMeshbridge: a real dubbo-go provider
+// (Triple, registered at interface and application level in a real
+// ZooKeeper) is called through meshbridge by the proxyless grpc-go client,
+// at its interface-level and its application-level host; a second provider
+// is a second endpoint; a stopped provider's endpoint leaves (the
+// application level at once, the interface level with its ZooKeeper
+// session); with no provider left the client has no endpoint.
+func TestDubboProviderInZooKeeperThroughMeshbridge(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	p1 := harness.StartDubboProvider(t, harness.DubboProviderOptions{Registry: "zookeeper://" + z.Address(), App: "greeter"})
+	port := p1.Options().TriPort
+	b := startBridge(t, zookeeperRegistry(z))
+
+	// The ServiceEntry: host, one grpc port, methods annotation, labels.
+	eventually(t, 30*time.Second, "the provider's ServiceEntries", func() error {
+		objs, err := servedObjects(b)
+		if err != nil {
+			return err
+		}
+		se, ok := objs["ServiceEntry/"+greetHost]
+		if !ok {
+			return fmt.Errorf("no ServiceEntry %s in %d objects", greetHost, len(objs))
+		}
+		var spec struct {
+			Ports []struct {
+				Name     string `json:"name"`
+				Number   int    `json:"number"`
+				Protocol string `json:"protocol"`
+			} `json:"ports"`
+		}
+		if err := json.Unmarshal(se.Spec, &spec); err != nil {
+			return err
+		}
+		if len(spec.Ports) != 1 || spec.Ports[0].Name != "grpc-"+strconv.Itoa(port) || spec.Ports[0].Protocol != "GRPC" {
+			return fmt.Errorf("ports %+v, want grpc-%d GRPC", spec.Ports, port)
+		}
+		if got := se.Annotations["meshbridge.io/dubbo-methods"]; got != "Greet,Hello,greet,hello" {
+			return fmt.Errorf("methods annotation %q", got)
+		}
+		if _, ok := objs["ServiceEntry/greeter.dubbo"]; !ok {
+			return fmt.Errorf("no application-level ServiceEntry greeter.dubbo")
+		}
+		for _, o := range objs {
+			if o.Kind == "WorkloadEntry" && strings.HasPrefix(o.Name, greetHost+"-") {
+				var we servedWorkloadEntry
+				if err := json.Unmarshal(o.Spec, &we); err != nil {
+					return err
+				}
+				if we.Labels["interface"] != greetIface || we.Labels["application"] != "greeter" || we.Labels["pid"] != "" || we.Labels["timestamp"] != "" {
+					return fmt.Errorf("WorkloadEntry labels %v", we.Labels)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no WorkloadEntry of %s", greetHost)
+	})
+
+	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", greetHost, port), "-method", greetMethod)
+	m := c.mark()
+	c.waitSettled(m, 30*time.Second, greeting(p1))
+	app := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///greeter.dubbo:%d", port), "-method", greetMethod)
+	app.waitSettled(app.mark(), 30*time.Second, greeting(p1))
+	app.stop()
+
+	// A second provider of the same service: a second endpoint (its port
+	// maps through its WorkloadEntry).
+	p2 := harness.StartDubboProvider(t, harness.DubboProviderOptions{Registry: "zookeeper://" + z.Address(), App: "greeter"})
+	m = c.mark()
+	c.waitSettled(m, 30*time.Second, greeting(p1), greeting(p2))
+
+	// SIGTERM: dubbo-go removes its application-level node at once and
+	// leaves the interface-level one to its session's expiry (at most 4 s
+	// after the exit with this ZooKeeper).
+	p1.Stop()
+	m = c.mark()
+	c.waitSettled(m, 30*time.Second, greeting(p2))
+
+	p2.Stop()
+	m = c.mark()
+	c.waitUntil(m, 30*time.Second, "calls failing: no provider left", func(rs []callResult) bool {
+		n := 0
+		for _, r := range rs {
+			if r.backend != "" {
+				n = 0
+				continue
+			}
+			n++
+		}
+		return n >= 10
+	})
+}
+
+// TestDubboVersionedProvider: a provider with a version gets the version in
+// its host; its Triple service answers only calls that carry
+// tri-service-version, which a proxyless client must send itself (xDS
+// routing cannot add it).
+func TestDubboVersionedProvider(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	p := harness.StartDubboProvider(t, harness.DubboProviderOptions{
+		Registry: "zookeeper://" + z.Address(), App: "greeter-v1", Version: "1.0.0", Register: "interface",
+	})
+	port := p.Options().TriPort
+	b := startBridge(t, zookeeperRegistry(z))
+	host := "org.apache.dubbo.demo.greetservice.1-0-0.dubbo"
+	target := fmt.Sprintf("xds:///%s:%d", host, port)
+
+	with := startClient(t, b.xdsAddr, target, "-method", greetMethod, "-header", "tri-service-version=1.0.0")
+	with.waitSettled(with.mark(), 30*time.Second, greeting(p))
+
+	without := startClient(t, b.xdsAddr, target, "-method", greetMethod)
+	without.waitUntil(0, 30*time.Second, "Unimplemented without tri-service-version", func(rs []callResult) bool {
+		for _, r := range rs {
+			if strings.Contains(r.err, "Unimplemented") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestDubboBadRegistrationsAreSkipped: a malformed provider URL and an
+// interface that cannot make a host are skipped with a reason (log and
+// meshbridge_translate_rejected_instances_total); the good provider of the
+// same interface is still served.
+func TestDubboBadRegistrationsAreSkipped(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	conn := z.Client(t)
+	backend := startBackend(t, "backend")
+	good := "tri://127.0.0.1:" + strconv.Itoa(backend) + "/com.foo.EchoService?interface=com.foo.EchoService&side=provider&methods=Whoami"
+	harness.CreatePath(t, conn, "/dubbo/com.foo.EchoService/providers/"+url.QueryEscape(good), nil, zk.FlagEphemeral)
+	harness.CreatePath(t, conn, "/dubbo/com.foo.EchoService/providers/"+url.QueryEscape("tri://127.0.0.1:notaport/com.foo.EchoService"), nil, zk.FlagEphemeral)
+	inner := "tri://127.0.0.1:" + strconv.Itoa(backend) + "/com.foo.Outer$Inner?interface=com.foo.Outer$Inner&side=provider"
+	harness.CreatePath(t, conn, "/dubbo/com.foo.Outer$Inner/providers/"+url.QueryEscape(inner), nil, zk.FlagEphemeral)
+	b := startBridge(t, zookeeperRegistry(z))
+
+	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///com.foo.echoservice.dubbo:%d", backend))
+	c.waitSettled(c.mark(), 30*time.Second, "backend")
+	eventually(t, 15*time.Second, "both rejections counted", func() error {
+		m, err := scrape(b.httpAddr)
+		if err != nil {
+			return err
+		}
+		for _, series := range []string{
+			`meshbridge_translate_rejected_instances_total{reason="malformed",registry="zk-dubbo"}`,
+			`meshbridge_translate_rejected_instances_total{reason="invalid-host",registry="zk-dubbo"}`,
+		} {
+			if v, ok := m.get(series); !ok || v < 1 {
+				return fmt.Errorf("%s = %v", series, v)
+			}
+		}
+		return nil
+	})
+	data, err := os.ReadFile(b.proc.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(data)
+	for _, want := range []string{`reason=malformed`, `invalid port \":notaport\"`, `reason=invalid-host`, "com.foo.outer$inner.dubbo"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("bridge log lacks %q", want)
+		}
+	}
+}
