@@ -26,8 +26,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	_ "google.golang.org/grpc/xds" // registers the xds:/// resolver and balancers
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
 )
