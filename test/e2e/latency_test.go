@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/hashicorp/consul/api"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
@@ -38,6 +40,11 @@ import (
 //     2.x has no watch on the service list, so the bridge finds it at its
 //     next listing (relistInterval, default 10s; registries/nacos doc.go
 //     rule 3). Default debounce only: the listing dominates.
+//   - zookeeper: a new Dubbo interface: its Triple provider URL (pointing at
+//     the echo backend) created as an ephemeral node under
+//     /dubbo/<interface>/providers in a real ZooKeeper, as a provider
+//     registers; the bridge's watch on /dubbo fires, it reads the new
+//     interface's providers.
 //
 // Where the registration waits on a periodic refresh (Polaris's rebuild,
 // the bridge's listing), the runs register at evenly spread points of that
@@ -58,6 +65,7 @@ import (
 //	go test ./test/e2e -run '^$' -bench RegistrationToFirstCall -benchtime 20x
 //	go test ./test/e2e -run '^$' -bench 'RegistrationToFirstCall/^nacos$' -benchtime 20x
 //	go test ./test/e2e -run '^$' -bench 'RegistrationToFirstCall/nacos-new-service' -benchtime 20x
+//	go test ./test/e2e -run '^$' -bench 'RegistrationToFirstCall/zookeeper' -benchtime 20x
 func BenchmarkRegistrationToFirstCall(b *testing.B) {
 	for _, src := range []struct {
 		name      string
@@ -71,6 +79,7 @@ func BenchmarkRegistrationToFirstCall(b *testing.B) {
 		{"nacos-new-service", []string{"100ms"}, func(b *testing.B, port int) registrationSource {
 			return startNacosSource(b, port, false)
 		}},
+		{"zookeeper", []string{"100ms", "1ms"}, startZooKeeperSource},
 	} {
 		b.Run(src.name, func(b *testing.B) {
 			for _, after := range src.debounces {
@@ -165,6 +174,23 @@ func startNacosSource(b *testing.B, port int, known bool) registrationSource {
 		}
 	}
 	return src
+}
+
+// startZooKeeperSource starts ZooKeeper; service i is the Dubbo interface
+// com.bench.Svc<i>, registered by creating its provider node.
+func startZooKeeperSource(b *testing.B, port int) registrationSource {
+	z := harness.StartZooKeeper(b)
+	conn := z.Client(b)
+	iface := func(i int) string { return fmt.Sprintf("com.bench.Svc%d", i) }
+	return registrationSource{
+		registry: "zk-dubbo",
+		config:   zookeeperRegistry(z),
+		host:     func(i int) string { return strings.ToLower(iface(i)) + ".dubbo" },
+		register: func(i int) {
+			u := fmt.Sprintf("tri://127.0.0.1:%d/%s?interface=%s&side=provider&methods=Whoami&application=bench", port, iface(i), iface(i))
+			harness.CreatePath(b, conn, "/dubbo/"+iface(i)+"/providers/"+url.QueryEscape(u), nil, zk.FlagEphemeral)
+		},
+	}
 }
 
 func benchmarkRegistrationToFirstCall(b *testing.B, start func(b *testing.B, port int) registrationSource, extraConfig string) {
