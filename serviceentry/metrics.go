@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	rejectedInstances = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "meshbridge_translate_rejected_instances_total",
-		Help: "Registry instances that were not translated, by registry and reason (invalid-address, hostname-address, invalid-port, duplicate-endpoint, host-collision, invalid-host).",
+		Help: "Registry instances that were not translated, by registry and reason (invalid-address, hostname-address, invalid-port, invalid-locality, duplicate-endpoint, duplicate-id, invalid-entry, malformed, host-collision, invalid-host).",
 	}, []string{"registry", "reason"})
 	// labelsChanged counts, per instance, each registry label translate
 	// changed or dropped (translate.LabelChange, by Reason), once: when the
