@@ -9,7 +9,13 @@
 // per test, server certificates with IP/DNS SANs, client certificates with
 // URI SANs) and enforce ACLs (WithConsulACL). StartPolaris runs Polaris, a
 // Nacos-protocol server (Nacos 1.x HTTP and 2.x gRPC APIs), with every
-// listener on 127.0.0.1; polaris.go lists where it differs from Nacos. The proxyless gRPC clients of
+// listener on 127.0.0.1; polaris.go lists where it differs from Nacos.
+// StartZooKeeper runs Debian's ZooKeeper 3.8 standalone (tools/build.sh
+// zookeeper installs it), with Client and CreatePath for tests that write
+// Dubbo's nodes; StartDubboProvider runs a real dubbo-go v3.3.2 provider
+// (test/dubbo, its own module, built by tools/build.sh dubbo) registered in
+// ZooKeeper or Polaris; dubbo.go lists what dubbo-go does that tests must
+// expect. The proxyless gRPC clients of
 // other languages come from make deps (NodeXDSClient, PythonGRPC). Tests wait
 // with Eventually and read component logs through LockedBuffer.
 //
