@@ -29,17 +29,17 @@ const (
 // operators and with the Kubernetes writer's garbage collector: an object
 // without LabelManagedBy=ManagedByValue is never ours.
 const (
-	LabelManagedBy    = "app.kubernetes.io/managed-by"
-	ManagedByValue    = "meshbridge"
-	LabelRegistry     = "meshbridge.io/registry"
-	LabelService      = "meshbridge.io/service"
-	LabelRevision     = "istio.io/rev"
-	AnnotationHash    = "meshbridge.io/content-hash"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "meshbridge"
+	LabelRegistry  = "meshbridge.io/registry"
+	LabelService   = "meshbridge.io/service"
+	LabelRevision  = "istio.io/rev"
+	AnnotationHash = "meshbridge.io/content-hash"
 	// AnnotationDubboMethods is on the ServiceEntry of a Dubbo service: the
 	// sorted, comma-joined union of its providers' methods.
 	AnnotationDubboMethods = "meshbridge.io/dubbo-methods"
-	ReservedPrefixMB  = "meshbridge.io/"
-	ReservedPrefixApp = "app.kubernetes.io/"
+	ReservedPrefixMB       = "meshbridge.io/"
+	ReservedPrefixApp      = "app.kubernetes.io/"
 )
 
 // ConfigKey identifies one object in the aggregate store.
