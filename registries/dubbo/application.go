@@ -40,6 +40,9 @@ type AppInstance struct {
 	// Revision and StorageType are dubbo.metadata.revision and
 	// dubbo.metadata.storage-type.
 	Revision, StorageType string
+	// Weight is the weight metadata; 0 when absent or invalid (doc.go rule
+	// 6). A registry with a weight of its own (Nacos) may set it when 0.
+	Weight uint32
 	// Metadata are the instance's metadata, unchanged.
 	Metadata map[string]string
 }
@@ -91,6 +94,9 @@ func AppInstanceFromMetadata(application, address string, port uint32, metadata 
 		return AppInstance{}, errors.New("ServiceInstance has no address")
 	case port == 0 || port > 65535:
 		return AppInstance{}, fmt.Errorf("ServiceInstance port %d is not in 1-65535", port)
+	}
+	if w, err := strconv.ParseUint(metadata["weight"], 10, 32); err == nil {
+		a.Weight = uint32(w)
 	}
 	if raw := metadata[MetaEndpoints]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &a.Endpoints); err != nil {

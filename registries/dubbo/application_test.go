@@ -122,6 +122,14 @@ func TestAppInstanceFromMetadata(t *testing.T) {
 			want: AppInstance{Application: "shop", Address: "10.0.0.1", Port: 8080,
 				Endpoints: []Endpoint{{Port: 50051, Protocol: "tri"}}, Revision: "r1", Metadata: meta},
 		},
+		{
+			name: "a weight", app: "shop", addr: "10.0.0.1", port: 8080, meta: map[string]string{"weight": "30"},
+			want: AppInstance{Application: "shop", Address: "10.0.0.1", Port: 8080, Weight: 30, Metadata: map[string]string{"weight": "30"}},
+		},
+		{
+			name: "an invalid weight is 0", app: "shop", addr: "10.0.0.1", port: 8080, meta: map[string]string{"weight": "-3"},
+			want: AppInstance{Application: "shop", Address: "10.0.0.1", Port: 8080, Metadata: map[string]string{"weight": "-3"}},
+		},
 		{name: "no application", addr: "10.0.0.1", port: 8080, meta: meta, wantErr: "no name"},
 		{name: "no address", app: "shop", port: 8080, meta: meta, wantErr: "no address"},
 		{name: "port 0", app: "shop", addr: "10.0.0.1", meta: meta, wantErr: "port 0 is not in 1-65535"},

@@ -65,7 +65,10 @@
 //     them, its own port with an unknown protocol. Its ID is "<ip>:<port>",
 //     the ServiceInstance id (the IP spelled as in rule 4). Two instances of
 //     one ID are one, the one with the greatest timestamp metadata, as in
-//     rule 4.
+//     rule 4. Instances of one address whose dubbo.endpoints list the same
+//     ports and protocols are one process (dubbo-go registers one instance
+//     per protocol port, each listing every endpoint): one instance, the one
+//     with the lowest port, so that no endpoint is counted twice.
 //  8. Config.Mode selects which services a registry emits: interface,
 //     application or both (the default).
 //

@@ -184,12 +184,13 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 // are every instance's Methods.
 func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
 	svc := registries.Service{Name: app, Dubbo: &registries.DubboService{Application: app}}
-	for _, a := range newestPerID(insts) {
+	for _, a := range oneProcess(newestPerID(insts)) {
 		inst := registries.Instance{
 			ID:      a.id(),
 			Address: canonicalAddress(a.Address),
 			Port:    a.Port,
 			Labels:  b.labels(a.Metadata),
+			Weight:  a.Weight,
 			Methods: methods,
 		}
 		eps := slices.Clone(a.Endpoints)
@@ -203,9 +204,6 @@ func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed 
 			for _, e := range eps {
 				inst.Ports = append(inst.Ports, registries.Port{Number: e.Port, Protocol: strings.ToLower(e.Protocol)})
 			}
-		}
-		if w, err := strconv.ParseUint(a.Metadata["weight"], 10, 32); err == nil {
-			inst.Weight = uint32(w)
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}
@@ -235,6 +233,44 @@ func newestPerID(insts []AppInstance) []AppInstance {
 		return strings.Compare(encodeParams(b.Metadata), encodeParams(a.Metadata))
 	})
 	return slices.CompactFunc(out, func(a, b AppInstance) bool { return a.id() == b.id() })
+}
+
+// oneProcess keeps one instance per process (doc.go rule 7): of the
+// instances of one address with the same non-empty endpoints, the one with
+// the lowest port.
+func oneProcess(insts []AppInstance) []AppInstance {
+	kept := map[string]int{} // processKey → index in out
+	out := make([]AppInstance, 0, len(insts))
+	for _, a := range insts {
+		k := processKey(a)
+		if k == "" {
+			out = append(out, a)
+			continue
+		}
+		if i, ok := kept[k]; ok {
+			if a.Port < out[i].Port {
+				out[i] = a
+			}
+			continue
+		}
+		kept[k] = len(out)
+		out = append(out, a)
+	}
+	return out
+}
+
+// processKey is the canonical address and the sorted endpoints of an
+// instance with endpoints, "" without.
+func processKey(a AppInstance) string {
+	if len(a.Endpoints) == 0 {
+		return ""
+	}
+	eps := make([]string, len(a.Endpoints))
+	for i, e := range a.Endpoints {
+		eps[i] = strconv.FormatUint(uint64(e.Port), 10) + "/" + strings.ToLower(e.Protocol)
+	}
+	slices.Sort(eps)
+	return canonicalAddress(a.Address) + " " + strings.Join(eps, ",")
 }
 
 // labels returns params less the dropped keys (doc.go rule 5); nil when

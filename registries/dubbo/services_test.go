@@ -299,6 +299,40 @@ func TestApplicationService(t *testing.T) {
 			},
 		},
 		{
+			name: "one process's instances per protocol port (dubbo-go), each listing every endpoint, are one: the lowest port",
+			insts: []AppInstance{
+				app("10.0.0.1", 50051, map[string]string{MetaEndpoints: `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`, "id": "b"}),
+				app("10.0.0.1", 20880, map[string]string{MetaEndpoints: `[{"port":50051,"protocol":"tri"},{"port":20880,"protocol":"dubbo"}]`, "id": "a"}),
+				// Another process on the address, and one on another address.
+				app("10.0.0.1", 20881, map[string]string{MetaEndpoints: `[{"port":20881,"protocol":"dubbo"}]`}),
+				app("10.0.0.2", 20880, map[string]string{MetaEndpoints: `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`}),
+			},
+			want: registries.Service{
+				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Labels: map[string]string{"id": "a"},
+						Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
+					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo"},
+					{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
+						Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
+				},
+			},
+		},
+		{
+			name: "instances without endpoints are never merged",
+			insts: []AppInstance{
+				app("10.0.0.1", 8081, map[string]string{MetaRevision: "r"}),
+				app("10.0.0.1", 8080, map[string]string{MetaRevision: "r"}),
+			},
+			want: registries.Service{
+				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Instances: []registries.Instance{
+					{ID: "10.0.0.1:8080", Address: "10.0.0.1", Port: 8080},
+					{ID: "10.0.0.1:8081", Address: "10.0.0.1", Port: 8081},
+				},
+			},
+		},
+		{
 			name: "no instance",
 			want: registries.Service{Name: "shop", Dubbo: &registries.DubboService{Application: "shop"}},
 		},
