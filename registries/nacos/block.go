@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // HostTemplate is the Nacos registry's default host template:
@@ -45,15 +46,29 @@ type Block struct {
 	RelistInterval    strict.Duration `json:"relistInterval"`
 	ReconcileInterval strict.Duration `json:"reconcileInterval"`
 	CacheDir          string          `json:"cacheDir,omitempty"`
-	Dubbo             DubboConfig     `json:"dubbo"`
+	Dubbo             dubbo.Config    `json:"dubbo"`
 }
 
-var _ registries.Config = (*Block)(nil)
+var (
+	_ registries.Config             = (*Block)(nil)
+	_ registries.DubboHostTemplates = (*Block)(nil)
+)
 
 // Default implements registries.Config.
 func (b *Block) Default() {
 	b.RelistInterval.Default(DefaultRelistInterval)
 	b.ReconcileInterval.Default(DefaultReconcileInterval)
+	b.Dubbo.Default()
+}
+
+// DubboHostTemplates implements registries.DubboHostTemplates: the dubbo
+// block's templates while dubbo.enabled is true, else "" (no Dubbo service
+// is emitted then).
+func (b *Block) DubboHostTemplates() (interfaceLevel, applicationLevel string) {
+	if !b.Dubbo.IsEnabled() {
+		return "", ""
+	}
+	return b.Dubbo.InterfaceHostTemplate, b.Dubbo.ApplicationHostTemplate
 }
 
 // config is the Config the block describes, for registry name.

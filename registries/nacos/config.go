@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // Defaults applied to zero fields of Config.
@@ -57,12 +59,6 @@ type TLSConfig struct {
 }
 
 func (t TLSConfig) enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
-
-// DubboConfig is the dubbo block. Reading Dubbo services from Nacos is not
-// implemented yet: Enabled must be false, and Dubbo services are skipped.
-type DubboConfig struct {
-	Enabled bool `json:"enabled,omitempty"`
-}
 
 // Config configures one Nacos registry. Zero values take the defaults above;
 // the README's "Configuration" block documents the same keys.
@@ -115,8 +111,11 @@ type Config struct {
 	// registry reads every service from the server and keeps nothing on
 	// disk (doc.go rule 9).
 	CacheDir string
-	Dubbo    DubboConfig
-	Logger   *slog.Logger
+	// Dubbo is the dubbo block (doc.go rule 8): with Enabled false (the
+	// default) Dubbo services are skipped and counted; with true they are
+	// read as Dubbo services.
+	Dubbo  dubbo.Config
+	Logger *slog.Logger
 
 	// explicitDurations: a zero duration was given on purpose and is
 	// refused, instead of taking the default (set by Block).
@@ -169,6 +168,7 @@ func (c Config) withDefaults(getenv func(string) string) Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Dubbo.Default()
 	return c
 }
 
@@ -242,9 +242,8 @@ func (c Config) validate() error {
 	}
 	checkInterval("relistInterval", c.RelistInterval)
 	checkInterval("reconcileInterval", c.ReconcileInterval)
-	if c.Dubbo.Enabled {
-		add("dubbo.enabled: reading Dubbo services from Nacos is not implemented yet; set false " +
-			"(Dubbo services are then skipped and counted in meshbridge_registry_skipped_total{reason=\"dubbo\"})")
+	for _, err := range c.Dubbo.Validate() {
+		add("dubbo.%w", err)
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
@@ -51,6 +52,9 @@ func TestBlockDefaults(t *testing.T) {
 	if strings.Join(st.GRPCAddresses, ",") != "127.0.0.1:9848" {
 		t.Errorf("gRPC addresses = %v, want the HTTP port + 1000", st.GRPCAddresses)
 	}
+	if b.Dubbo.IsEnabled() || b.Dubbo.Mode != dubbo.ModeBoth || c.Dubbo.Mode != dubbo.ModeBoth {
+		t.Errorf("dubbo = %+v, want disabled, mode both", b.Dubbo)
+	}
 	if Type().HostTemplate != "{{.Service}}.{{.Group}}.{{.Namespace}}.nacos" {
 		t.Errorf("host template = %q", Type().HostTemplate)
 	}
@@ -83,7 +87,11 @@ func TestBlockValidate(t *testing.T) {
 		{"tls: {certFile: c.pem}", []string{"tls.certFile and tls.keyFile: set both or neither"}},
 		{"relistInterval: 0s", []string{"relistInterval: 0s is below the minimum 1s"}},
 		{"reconcileInterval: 10ms", []string{"reconcileInterval: 10ms is below the minimum 1s"}},
-		{"dubbo: {enabled: true}", []string{"dubbo.enabled: reading Dubbo services from Nacos is not implemented yet"}},
+		{"dubbo: {enabled: true}", nil},
+		{"dubbo: {enabled: true, mode: interface, dropParams: [owner], interfaceHostTemplate: '{{.Interface}}.rpc', " +
+			"applicationHostTemplate: '{{.Application}}.app'}", nil},
+		{"dubbo: {enabled: true, mode: all}", []string{`dubbo.mode: "all" is not one of interface, application, both`}},
+		{"dubbo: {dropParams: [owner, '']}", []string{"dubbo.dropParams[1]: empty"}},
 	} {
 		errs := decodeBlock(t, tc.yaml).Validate()
 		if len(errs) != len(tc.want) {
@@ -94,6 +102,32 @@ func TestBlockValidate(t *testing.T) {
 			if !strings.Contains(errs[i].Error(), want) {
 				t.Errorf("%s: error %d = %q, want it to contain %q", tc.yaml, i, errs[i], want)
 			}
+		}
+	}
+}
+
+// TestDubboHostTemplates: the block hands its Dubbo host templates to
+// translate only while dubbo.enabled is true (registries.DubboHostTemplates).
+func TestDubboHostTemplates(t *testing.T) {
+	for _, tc := range []struct {
+		yaml               string
+		wantIface, wantApp string
+	}{
+		{yaml: "{}"},
+		{yaml: "dubbo: {interfaceHostTemplate: '{{.Interface}}.rpc', applicationHostTemplate: '{{.Application}}.app'}"},
+		{yaml: "dubbo: {enabled: true}"},
+		{
+			yaml:      "dubbo: {enabled: true, interfaceHostTemplate: '{{.Interface}}.rpc', applicationHostTemplate: '{{.Application}}.app'}",
+			wantIface: "{{.Interface}}.rpc", wantApp: "{{.Application}}.app",
+		},
+	} {
+		var b registries.Config = decodeBlock(t, tc.yaml)
+		d, ok := b.(registries.DubboHostTemplates)
+		if !ok {
+			t.Fatal("the nacos block does not implement registries.DubboHostTemplates")
+		}
+		if iface, app := d.DubboHostTemplates(); iface != tc.wantIface || app != tc.wantApp {
+			t.Errorf("%s: DubboHostTemplates() = %q, %q; want %q, %q", tc.yaml, iface, app, tc.wantIface, tc.wantApp)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package nacos
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"math"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // Label keys and metadata keys the registry reads or sets (doc.go rule 6).
@@ -50,31 +52,30 @@ func Weight(w float64) (weight uint32, ok bool) {
 	return uint32(min(max(x, 1), maxWeight)), true
 }
 
-// read is what one read of a service (a push, a subscribe answer or a
-// reconcile query) yields: its usable instances, and whether it is a Dubbo
-// service.
-type read struct {
-	instances []registries.Instance
-	dubbo     bool
+// usableWeight reports whether a Nacos instance is usable (doc.go rule 6):
+// enabled, healthy, of weight > 0, with an address and a port in 1-65535,
+// and, with a cluster filter, in one of clusters; and its weight on the
+// common scale.
+func usableWeight(h nacosmodel.Instance, clusters []string) (uint32, bool) {
+	weight, ok := Weight(h.Weight)
+	if !ok || !h.Enable || !h.Healthy || h.Ip == "" || h.Port == 0 || h.Port > 65535 {
+		return 0, false
+	}
+	if len(clusters) > 0 && !slices.Contains(clusters, h.ClusterName) {
+		return 0, false
+	}
+	return weight, true
 }
 
 // readService converts a Nacos service's instances into the usable ones,
-// sorted by ID. An instance is usable when enabled, healthy, of weight > 0
-// and, with a cluster filter, in one of clusters. namespace, group and name
-// are the service's scope as listed (the host template's input).
-func readService(svc nacosmodel.Service, namespace, group, name string, clusters []string) read {
-	var r read
+// sorted by ID (doc.go rule 6). namespace, group and name are the service's
+// scope as listed (the host template's input).
+func readService(svc nacosmodel.Service, namespace, group, name string, clusters []string) []registries.Instance {
 	out := make([]registries.Instance, 0, len(svc.Hosts))
 	seen := map[string]bool{}
 	for _, h := range svc.Hosts {
-		if isDubboInstance(h.Metadata) {
-			r.dubbo = true
-		}
-		weight, ok := Weight(h.Weight)
-		if !ok || !h.Enable || !h.Healthy || h.Ip == "" || h.Port == 0 || h.Port > 65535 {
-			continue
-		}
-		if len(clusters) > 0 && !slices.Contains(clusters, h.ClusterName) {
+		weight, ok := usableWeight(h, clusters)
+		if !ok {
 			continue
 		}
 		id := instanceID(namespace, group, name, h.ClusterName, h.Ip, h.Port)
@@ -93,8 +94,7 @@ func readService(svc nacosmodel.Service, namespace, group, name string, clusters
 		})
 	}
 	slices.SortFunc(out, func(a, b registries.Instance) int { return cmp.Compare(a.ID, b.ID) })
-	r.instances = out
-	return r
+	return out
 }
 
 // instanceID is "<namespace>/<group>/<service>/<cluster>/<ip>:<port>" (an
@@ -133,15 +133,16 @@ func locality(meta map[string]string) string {
 }
 
 // Dubbo on Nacos (Dubbo docs, "Nacos registry"): interface-level services
-// are named "<category>:<interface>:<version>:<group>", and Dubbo 3
-// application-level instances carry these metadata keys.
-var (
-	dubboCategories = []string{"providers:", "consumers:", "routers:", "configurators:"}
-	dubboMetaKeys   = []string{"dubbo.metadata.revision", "dubbo.endpoints"}
-)
+// are named "<category>:<interface>:<version>:<group>" (only the providers
+// category holds providers), and Dubbo 3 application-level instances carry
+// dubbo.metadata.revision or dubbo.endpoints metadata.
+var dubboCategories = []string{providersPrefix, "consumers:", "routers:", "configurators:"}
+
+// providersPrefix starts the name of a Dubbo interface-level service.
+const providersPrefix = "providers:"
 
 // isDubboName reports whether a service name is a Dubbo interface-level
-// registration.
+// registration, of any category.
 func isDubboName(name string) bool {
 	for _, c := range dubboCategories {
 		if strings.HasPrefix(name, c) {
@@ -151,15 +152,111 @@ func isDubboName(name string) bool {
 	return false
 }
 
-// isDubboInstance reports whether an instance is a Dubbo 3 application-level
-// instance.
-func isDubboInstance(meta map[string]string) bool {
-	for _, k := range dubboMetaKeys {
-		if _, ok := meta[k]; ok {
-			return true
+// isDubboApplication reports whether a Nacos service holds Dubbo 3
+// application-level instances: any instance, usable or not, carries their
+// metadata.
+func isDubboApplication(hosts []nacosmodel.Instance) bool {
+	return slices.ContainsFunc(hosts, func(h nacosmodel.Instance) bool { return dubbo.IsApplicationInstance(h.Metadata) })
+}
+
+// providersService is the Dubbo service a "providers:<interface>:<version>:<group>"
+// name stands for; the version and group may be left out ("providers:<interface>").
+func providersService(name string) registries.DubboService {
+	parts := strings.SplitN(strings.TrimPrefix(name, providersPrefix), ":", 3)
+	parts = append(parts, "", "")
+	return registries.DubboService{Interface: parts[0], Version: parts[1], Group: parts[2]}
+}
+
+// dubboMetadata is an instance's metadata less the server's internal-nacos-*
+// keys: a Dubbo provider's URL parameters, or an application-level
+// instance's metadata.
+func dubboMetadata(meta map[string]string) map[string]string {
+	out := make(map[string]string, len(meta))
+	for k, v := range meta {
+		if !strings.HasPrefix(k, internalMetaPrefix) {
+			out[k] = v
 		}
 	}
-	return false
+	return out
+}
+
+// dubboEntryID names a Nacos instance that is no valid Dubbo registration:
+// "<ip>:<port>".
+func dubboEntryID(h nacosmodel.Instance) string {
+	return h.Ip + ":" + strconv.FormatUint(h.Port, 10)
+}
+
+// readDubboInterface converts the instances of the Nacos service name, a
+// "providers:" name, into its interface-level Dubbo service (doc.go rule 8):
+// each usable instance is a provider whose URL parameters are its metadata
+// and whose protocol is its protocol metadata (default dubbo); an instance
+// that is not a provider is ignored, one that is malformed is an instance
+// with Invalid set. The service is the one the name says, whatever the
+// parameters (Dubbo consumers look providers up by that name); the Dubbo
+// weight parameter, when set, wins over the Nacos weight.
+func readDubboInterface(svc nacosmodel.Service, name string, clusters []string, b *dubbo.Builder) registries.Service {
+	want := providersService(name)
+	var providers []dubbo.Provider
+	var malformed []dubbo.Malformed
+	for _, h := range svc.Hosts {
+		weight, ok := usableWeight(h, clusters)
+		if !ok {
+			continue
+		}
+		params := dubboMetadata(h.Metadata)
+		if params["interface"] == "" && want.Interface != "" {
+			params["interface"] = want.Interface
+		}
+		p, err := dubbo.ProviderFromParams(cmp.Or(params[MetaProtocol], "dubbo"), h.Ip, uint32(h.Port), params)
+		switch {
+		case errors.Is(err, dubbo.ErrNotProvider):
+			continue
+		case err != nil:
+			malformed = append(malformed, dubbo.Malformed{ID: dubboEntryID(h), Detail: err.Error()})
+			continue
+		}
+		p.Interface, p.Version, p.Group = want.Interface, want.Version, want.Group
+		if p.Weight == 0 {
+			p.Weight = weight
+		}
+		providers = append(providers, p)
+	}
+	instances := []registries.Instance{}
+	if svcs := b.InterfaceServices(want.Interface, providers, malformed); len(svcs) > 0 {
+		want.Application = svcs[0].Dubbo.Application
+		instances = svcs[0].Instances
+	}
+	return registries.Service{Name: name, Dubbo: &want, Instances: instances}
+}
+
+// readDubboApplication converts the instances of the Nacos service name, a
+// Dubbo 3 application, into its application-level Dubbo service (doc.go
+// rule 8): each usable instance is an application instance of its address,
+// port and metadata; one that is malformed is an instance with Invalid set.
+// The weight metadata, when set, wins over the Nacos weight.
+func readDubboApplication(svc nacosmodel.Service, name string, clusters []string, b *dubbo.Builder) registries.Service {
+	var insts []dubbo.AppInstance
+	var malformed []dubbo.Malformed
+	for _, h := range svc.Hosts {
+		weight, ok := usableWeight(h, clusters)
+		if !ok {
+			continue
+		}
+		a, err := dubbo.AppInstanceFromMetadata(name, h.Ip, uint32(h.Port), dubboMetadata(h.Metadata))
+		if err != nil {
+			malformed = append(malformed, dubbo.Malformed{ID: dubboEntryID(h), Detail: err.Error()})
+			continue
+		}
+		if a.Weight == 0 {
+			a.Weight = weight
+		}
+		insts = append(insts, a)
+	}
+	out := b.ApplicationService(name, insts, malformed, nil)
+	if out.Instances == nil {
+		out.Instances = []registries.Instance{}
+	}
+	return out
 }
 
 // allowed reports whether the allow-list lets a service name through; an
@@ -181,6 +278,16 @@ func allowed(patterns []string, name string) bool {
 func sameInstances(a, b []registries.Instance) bool {
 	return slices.EqualFunc(a, b, func(x, y registries.Instance) bool {
 		return x.ID == y.ID && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
-			x.Weight == y.Weight && x.Locality == y.Locality && maps.Equal(x.Labels, y.Labels)
+			x.Weight == y.Weight && x.Locality == y.Locality && maps.Equal(x.Labels, y.Labels) &&
+			slices.Equal(x.Ports, y.Ports) && slices.Equal(x.Methods, y.Methods) && x.Invalid == y.Invalid
 	})
+}
+
+// sameDubbo reports whether two services are the same Dubbo service, or
+// both not Dubbo services.
+func sameDubbo(a, b *registries.DubboService) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -8,6 +8,7 @@ import (
 	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // TestWeight: Nacos's float weights on the common scale where each
@@ -38,7 +39,7 @@ func TestWeight(t *testing.T) {
 }
 
 // TestReadService: which instances are usable and how they convert (doc.go
-// rules 6 and 8).
+// rule 6).
 func TestReadService(t *testing.T) {
 	host := func(ip string, mod func(*nacosmodel.Instance)) nacosmodel.Instance {
 		in := nacosmodel.Instance{Ip: ip, Port: 80, Weight: 1, Healthy: true, Enable: true, ClusterName: "DEFAULT"}
@@ -52,7 +53,6 @@ func TestReadService(t *testing.T) {
 		hosts    []nacosmodel.Instance
 		clusters []string
 		want     []registries.Instance
-		dubbo    bool
 	}{
 		{
 			name: "metadata, cluster label, locality, protocol; internal-nacos-* dropped",
@@ -101,15 +101,6 @@ func TestReadService(t *testing.T) {
 				Labels: map[string]string{ClusterLabel: "c1"}}},
 		},
 		{
-			name: "a Dubbo 3 application-level instance marks the service",
-			hosts: []nacosmodel.Instance{host("10.0.0.1", func(in *nacosmodel.Instance) {
-				in.Metadata = map[string]string{"dubbo.metadata.revision": "abc"}
-			})},
-			dubbo: true,
-			want: []registries.Instance{{ID: "ns/G/svc/DEFAULT/10.0.0.1:80", Address: "10.0.0.1", Port: 80, Weight: 100,
-				Labels: map[string]string{"dubbo.metadata.revision": "abc", ClusterLabel: "DEFAULT"}}},
-		},
-		{
 			name:  "no instances: an empty list",
 			hosts: nil,
 			want:  []registries.Instance{},
@@ -117,11 +108,8 @@ func TestReadService(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := readService(nacosmodel.Service{Hosts: tc.hosts}, "ns", "G", "svc", tc.clusters)
-			if diff := cmp.Diff(tc.want, got.instances); diff != "" {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("instances (-want +got):\n%s", diff)
-			}
-			if got.dubbo != tc.dubbo {
-				t.Errorf("dubbo = %v, want %v", got.dubbo, tc.dubbo)
 			}
 		})
 	}
@@ -195,6 +183,245 @@ func TestSplitServiceName(t *testing.T) {
 		g, n := splitServiceName(in)
 		if g != want[0] || n != want[1] {
 			t.Errorf("splitServiceName(%q) = %q, %q; want %q, %q", in, g, n, want[0], want[1])
+		}
+	}
+}
+
+// TestIsDubboApplication: a service is a Dubbo 3 application when any of
+// its instances, usable or not, carries dubbo.metadata.revision or
+// dubbo.endpoints (doc.go rule 8).
+func TestIsDubboApplication(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hosts []nacosmodel.Instance
+		want  bool
+	}{
+		{name: "no instances"},
+		{name: "plain metadata", hosts: []nacosmodel.Instance{{Metadata: map[string]string{"protocol": "dubbo", "version": "v1"}}}},
+		{name: "a revision", hosts: []nacosmodel.Instance{{}, {Metadata: map[string]string{"dubbo.metadata.revision": "abc"}}}, want: true},
+		{name: "endpoints on an unhealthy instance", hosts: []nacosmodel.Instance{{Healthy: false, Metadata: map[string]string{"dubbo.endpoints": "[]"}}}, want: true},
+	} {
+		if got := isDubboApplication(tc.hosts); got != tc.want {
+			t.Errorf("%s: isDubboApplication = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestProvidersService: the Dubbo service a "providers:" name stands for.
+func TestProvidersService(t *testing.T) {
+	for name, want := range map[string]registries.DubboService{
+		"providers:com.foo.Greeter:1.0.0:g1": {Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1"},
+		"providers:com.foo.Greeter::":        {Interface: "com.foo.Greeter"},
+		"providers:com.foo.Greeter::g1":      {Interface: "com.foo.Greeter", Group: "g1"},
+		"providers:com.foo.Greeter":          {Interface: "com.foo.Greeter"},
+		"providers:com.foo.Greeter:1.0.0":    {Interface: "com.foo.Greeter", Version: "1.0.0"},
+		"providers:com.foo.Greeter:1:g:x":    {Interface: "com.foo.Greeter", Version: "1", Group: "g:x"},
+		"providers:::":                       {},
+	} {
+		if got := providersService(name); got != want {
+			t.Errorf("providersService(%q) = %+v, want %+v", name, got, want)
+		}
+	}
+}
+
+// dubboHost is a usable Nacos instance of a Dubbo service with metadata.
+func dubboHost(ip string, port uint64, meta map[string]string, mod func(*nacosmodel.Instance)) nacosmodel.Instance {
+	in := nacosmodel.Instance{Ip: ip, Port: port, Weight: 1, Healthy: true, Enable: true, ClusterName: "DEFAULT", Metadata: meta}
+	if mod != nil {
+		mod(&in)
+	}
+	return in
+}
+
+// TestReadDubboInterface: a "providers:" service's instances are Dubbo
+// providers (doc.go rule 8).
+func TestReadDubboInterface(t *testing.T) {
+	const name = "providers:com.foo.Greeter:1.0.0:g1"
+	greeter := registries.DubboService{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1", Application: "app"}
+	meta := func(kv ...string) map[string]string {
+		m := map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "group": "g1", "side": "provider",
+			"application": "app", "internal-nacos-cluster": "DEFAULT"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	labels := func(kv ...string) map[string]string {
+		m := map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "group": "g1", "side": "provider", "application": "app"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		svcName  string // default name
+		cfg      dubbo.Config
+		hosts    []nacosmodel.Instance
+		clusters []string
+		want     registries.Service
+	}{
+		{
+			name: "a dubbo-go provider: protocol from metadata, labels without volatile or internal keys, methods; weight=0 takes the Nacos weight",
+			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 50051, meta("protocol", "tri", "methods", "b,a", "pid", "42",
+				"timestamp", "1700000000000", "weight", "0", "category", "providers", "path", "com.foo.Greeter"), func(in *nacosmodel.Instance) { in.Weight = 10 })},
+			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
+				ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri", Weight: 1000, Methods: []string{"a", "b"},
+				Labels: labels("protocol", "tri", "weight", "0", "category", "providers", "path", "com.foo.Greeter"),
+			}}},
+		},
+		{
+			name: "a Dubbo weight wins over the Nacos weight; no protocol is dubbo; dropParams",
+			cfg:  dubbo.Config{DropParams: []string{"owner"}},
+			hosts: []nacosmodel.Instance{
+				dubboHost("10.0.0.1", 20880, meta("weight", "30", "owner", "team"), func(in *nacosmodel.Instance) { in.Weight = 2 }),
+				dubboHost("10.0.0.2", 20880, meta(), func(in *nacosmodel.Instance) { in.Weight = 2.5 }),
+			},
+			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{
+				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 30, Labels: labels("weight", "30")},
+				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo", Weight: 250, Labels: labels()},
+			}},
+		},
+		{
+			name: "one process's dubbo and tri instances are one instance with both ports; duplicates across clusters are one",
+			hosts: []nacosmodel.Instance{
+				dubboHost("10.0.0.1", 50051, meta("protocol", "tri", "methods", "c"), nil),
+				dubboHost("10.0.0.1", 20880, meta("protocol", "dubbo", "methods", "a"), nil),
+				dubboHost("10.0.0.1", 20880, meta("protocol", "dubbo", "methods", "a"), func(in *nacosmodel.Instance) { in.ClusterName = "other" }),
+			},
+			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
+				ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
+				Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+				Methods: []string{"a", "c"}, Labels: labels("protocol", "dubbo"),
+			}}},
+		},
+		{
+			name: "unhealthy, disabled, weight-0 and filtered-out instances are not usable; consumers are ignored",
+			hosts: []nacosmodel.Instance{
+				dubboHost("10.0.0.1", 20880, meta(), func(in *nacosmodel.Instance) { in.Healthy = false }),
+				dubboHost("10.0.0.2", 20880, meta(), func(in *nacosmodel.Instance) { in.Enable = false }),
+				dubboHost("10.0.0.3", 20880, meta(), func(in *nacosmodel.Instance) { in.Weight = 0 }),
+				dubboHost("10.0.0.4", 20880, meta(), func(in *nacosmodel.Instance) { in.ClusterName = "c2" }),
+				dubboHost("10.0.0.5", 20880, meta("side", "consumer"), nil),
+				dubboHost("10.0.0.6", 20880, meta(), nil),
+			},
+			clusters: []string{"DEFAULT"},
+			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{
+				{ID: "10.0.0.6:20880", Address: "10.0.0.6", Port: 20880, Protocol: "dubbo", Weight: 100, Labels: labels()},
+			}},
+		},
+		{
+			name:    "the name's interface, version and group, whatever the parameters; a missing interface parameter is the name's",
+			svcName: "providers:com.foo.Greeter:2.0.0:",
+			hosts:   []nacosmodel.Instance{dubboHost("10.0.0.1", 20880, map[string]string{"version": "1.0.0", "application": "app"}, nil)},
+			want: registries.Service{Name: "providers:com.foo.Greeter:2.0.0:",
+				Dubbo: &registries.DubboService{Interface: "com.foo.Greeter", Version: "2.0.0", Application: "app"},
+				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
+					Labels: map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "application": "app"}}}},
+		},
+		{
+			name:    "no interface in the name nor the parameters: malformed, named <ip>:<port>",
+			svcName: "providers::1.0.0:",
+			hosts:   []nacosmodel.Instance{dubboHost("10.0.0.9", 20880, map[string]string{"side": "provider"}, nil)},
+			want: registries.Service{Name: "providers::1.0.0:", Dubbo: &registries.DubboService{Version: "1.0.0"},
+				Instances: []registries.Instance{{ID: "10.0.0.9:20880",
+					Invalid: "provider has no interface (no interface parameter and no path)"}}},
+		},
+		{
+			name: "no instance: the name's service, empty",
+			want: registries.Service{Name: name, Dubbo: &registries.DubboService{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1"},
+				Instances: []registries.Instance{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := tc.svcName
+			if n == "" {
+				n = name
+			}
+			got := readDubboInterface(nacosmodel.Service{Hosts: tc.hosts}, n, tc.clusters, dubbo.NewBuilder(tc.cfg))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("readDubboInterface (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadDubboApplication: a Dubbo 3 application's instances, ports from
+// dubbo.endpoints (doc.go rule 8).
+func TestReadDubboApplication(t *testing.T) {
+	shop := &registries.DubboService{Application: "shop"}
+	for _, tc := range []struct {
+		name  string
+		hosts []nacosmodel.Instance
+		want  registries.Service
+	}{
+		{
+			name: "ports from dubbo.endpoints; labels without volatile or internal keys; Nacos weight unless a weight is set",
+			hosts: []nacosmodel.Instance{
+				dubboHost("10.0.0.1", 20880, map[string]string{
+					"dubbo.endpoints":             `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`,
+					"dubbo.metadata.revision":     "r1",
+					"dubbo.metadata.storage-type": "local",
+					"timestamp":                   "1700000000000",
+					"internal-nacos-service":      "shop",
+				}, func(in *nacosmodel.Instance) { in.Weight = 3 }),
+				dubboHost("10.0.0.2", 20880, map[string]string{"dubbo.metadata.revision": "r1", "weight": "40"}, nil),
+				dubboHost("10.0.0.3", 20880, map[string]string{"dubbo.metadata.revision": "r1"}, func(in *nacosmodel.Instance) { in.Healthy = false }),
+			},
+			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
+				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 300,
+					Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+					Labels: map[string]string{"dubbo.metadata.storage-type": "local"}},
+				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Weight: 40, Labels: map[string]string{"weight": "40"}},
+			}},
+		},
+		{
+			name: "unreadable dubbo.endpoints: malformed, named <ip>:<port>",
+			hosts: []nacosmodel.Instance{
+				dubboHost("10.0.0.1", 20880, map[string]string{"dubbo.endpoints": "dubbo:20880"}, nil),
+			},
+			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
+				{ID: "10.0.0.1:20880", Invalid: "dubbo.endpoints: invalid character 'd' looking for beginning of value"},
+			}},
+		},
+		{
+			name: "no usable instance: an empty list",
+			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 20880, map[string]string{"dubbo.metadata.revision": "r1"},
+				func(in *nacosmodel.Instance) { in.Enable = false })},
+			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readDubboApplication(nacosmodel.Service{Hosts: tc.hosts}, "shop", nil, dubbo.NewBuilder(dubbo.Config{}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("readDubboApplication (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSameInstances: every field an emitted instance carries is compared,
+// Dubbo's ports, methods and invalid detail included.
+func TestSameInstances(t *testing.T) {
+	base := registries.Instance{ID: "a", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
+		Labels: map[string]string{"k": "v"}, Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+		Methods: []string{"a"}}
+	for _, tc := range []struct {
+		name string
+		mod  func(*registries.Instance)
+		same bool
+	}{
+		{name: "equal", mod: func(*registries.Instance) {}, same: true},
+		{name: "a port", mod: func(in *registries.Instance) { in.Ports = []registries.Port{{Number: 20880, Protocol: "dubbo"}} }},
+		{name: "a method", mod: func(in *registries.Instance) { in.Methods = []string{"a", "b"} }},
+		{name: "invalid", mod: func(in *registries.Instance) { in.Invalid = "bad" }},
+		{name: "a label", mod: func(in *registries.Instance) { in.Labels = map[string]string{"k": "w"} }},
+		{name: "the weight", mod: func(in *registries.Instance) { in.Weight = 1 }},
+	} {
+		other := base
+		tc.mod(&other)
+		if got := sameInstances([]registries.Instance{base}, []registries.Instance{other}); got != tc.same {
+			t.Errorf("%s: sameInstances = %v, want %v", tc.name, got, tc.same)
 		}
 	}
 }

@@ -80,13 +80,42 @@
 //     service that had instances treats an empty read as an error and is
 //     not removed for missing from a listing: a restarted server knows an
 //     ephemeral instance only once its client has re-registered.
-//  8. Dubbo services are skipped while Dubbo.Enabled is false (Validate
-//     refuses true: not implemented yet): names
-//     "providers:", "consumers:", "routers:", "configurators:" + "<interface>:<version>:<group>",
-//     and services whose instances carry dubbo.metadata.revision or
-//     dubbo.endpoints (Dubbo 3 application-level); each logged at debug and
-//     counted once per appearance in meshbridge_registry_skipped_total
-//     {reason="dubbo"}.
+//  8. Dubbo (the dubbo block, registries/dubbo's Config and rules). Dubbo
+//     services are the interface-level ones, named
+//     "providers:<interface>:<version>:<group>" (or "providers:<interface>"),
+//     and the Dubbo 3 application-level ones: a service any of whose
+//     instances, usable or not, carries dubbo.metadata.revision or
+//     dubbo.endpoints metadata is one, and stays one while listed.
+//     "consumers:", "routers:" and "configurators:" names are Dubbo
+//     registrations but not services. With dubbo.enabled false (the
+//     default) Dubbo services, and the other three categories, are skipped:
+//     each logged at debug and counted once per appearance in
+//     meshbridge_registry_skipped_total{reason="dubbo"} and Status.Skipped;
+//     a service found to be application-level when read is removed if it
+//     was emitted. With dubbo.enabled true they are emitted as Dubbo
+//     services (registries.Service.Dubbo set, named by translate's Dubbo
+//     host templates, never under the Nacos host template), with the Nacos
+//     namespace and group as Service.Namespace and Group and the Nacos name
+//     as Service.Name. An interface-level service's usable instances (rule
+//     6's filters) are providers: the instance metadata, less the server's
+//     internal-nacos-* keys, are the URL parameters, the protocol metadata
+//     (default dubbo) the protocol; the interface, version and group are
+//     the name's (Dubbo consumers look providers up by it), the interface
+//     also filling a missing interface parameter. An instance that side or
+//     category says is no provider is ignored; one that is not a valid
+//     provider (registries/dubbo rule 1), or an application-level instance
+//     whose dubbo.endpoints cannot be read, is an instance with Invalid set
+//     and ID "<ip>:<port>", rejected by translate as malformed. Instance
+//     IDs, ports, labels and methods follow registries/dubbo's rules 4-7;
+//     application-level instances have no methods (their MetadataInfo is
+//     not read). The weight is the Dubbo weight parameter (metadata
+//     "weight") when set and not 0, else the Nacos weight as in rule 6.
+//     The other three categories are ignored, uncounted. dubbo.mode
+//     interface leaves out the application-level services, application the
+//     interface-level ones: uncounted, logged at debug once per appearance
+//     (an application-level service found when read is removed if it was
+//     emitted, and unsubscribed). Allow-list, clusters, reads, reconcile
+//     and emission are those of every service.
 //  9. Nothing is cached on disk: a restarted bridge reads the server. The
 //     SDK gets CacheDir as its cache and log directory with
 //     NotLoadCacheAtStart, and with its naming client unused writes nothing
@@ -116,5 +145,6 @@
 // outage policy beyond "an error is not an empty list" (docs/design.md §8);
 // Nacos 1.x (HTTP API only); label selectors on service lists; the SDK's
 // endpoint (address server) discovery; re-reading rotated TLS or secret
-// files (a new Registry reads them); Dubbo services (registries/dubbo).
+// files (a new Registry reads them); the Dubbo model (registries/dubbo);
+// Dubbo's MetadataInfo, configurator and router rules.
 package nacos

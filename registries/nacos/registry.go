@@ -15,6 +15,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // redacted replaces a secret in every text that leaves the registry.
@@ -30,6 +31,7 @@ type Registry struct {
 	tls     *tls.Config // nil without TLS
 	agent   *httpAgent
 	health  *registries.Health
+	dubbo   *dubbo.Builder // Dubbo services, under cfg.Dubbo (doc.go rule 8)
 
 	mu     sync.Mutex // guards status, failing and namespaces
 	status Status
@@ -62,8 +64,9 @@ type Status struct {
 	Instances int `json:"instances"`
 	// Subscribed counts the services whose pushes the server sends now.
 	Subscribed int `json:"subscribed"`
-	// Skipped counts the services left out on purpose (Dubbo services),
-	// also counted in meshbridge_registry_skipped_total.
+	// Skipped counts the services left out on purpose (Dubbo services
+	// while dubbo.enabled is false), also counted in
+	// meshbridge_registry_skipped_total.
 	Skipped int `json:"skipped"`
 	// ReconcileCorrections counts reconcile queries that changed a service
 	// no push had updated (doc.go rule 5).
@@ -122,6 +125,7 @@ func New(cfg Config) (*Registry, error) {
 		tls:        tlsCfg,
 		agent:      newHTTPAgent(tlsCfg, sec.username),
 		health:     registries.NewHealth(cfg.Name, logger),
+		dubbo:      dubbo.NewBuilder(cfg.Dubbo),
 		failing:    map[string]bool{},
 		namespaces: map[string]*nsStatus{},
 		status:     st,

@@ -41,6 +41,9 @@ type op struct {
 // emitter goroutine alone, so the Sink sees one call at a time per service.
 type service struct {
 	group, name string
+	// providers: a Dubbo interface-level service (a "providers:" name read
+	// while dubbo.enabled is true). Set at creation.
+	providers bool
 
 	// Guarded by nsWatcher.mu.
 	ops    []op // pending, oldest first: at most [read, err] (enqueue)
@@ -62,6 +65,13 @@ type service struct {
 	hasLast bool                  // last holds an authoritative list
 	last    []registries.Instance // sorted by ID; read-only once sent
 	failing bool                  // the last snapshot sent was an error
+	// dubbo is the Dubbo service of the last list sent; nil for a plain
+	// service.
+	dubbo *registries.DubboService
+	// application: the service held Dubbo 3 application-level instances
+	// once, and stays an application-level service while listed (doc.go
+	// rule 8).
+	application bool
 }
 
 // svcKey identifies a service within a namespace.
@@ -134,13 +144,12 @@ func (w *nsWatcher) process(s *service, o op) {
 }
 
 func (w *nsWatcher) processRead(s *service, o op) {
-	r := readService(o.info, w.ns, s.group, s.name, w.cfg.Clusters)
-	if r.dubbo {
-		w.skipDubbo(s, o.observed)
+	instances, dubboSvc, ok := w.convert(s, o.info, o.observed)
+	if !ok {
 		return
 	}
 	w.mu.Lock()
-	hold := len(r.instances) == 0 && s.unconfirmed && o.observed.Before(s.confirmAfter)
+	hold := len(instances) == 0 && s.unconfirmed && o.observed.Before(s.confirmAfter)
 	if !hold {
 		s.unconfirmed = false
 	}
@@ -149,9 +158,9 @@ func (w *nsWatcher) processRead(s *service, o op) {
 		w.fail(s, errEmptyAfterReconnect, o.observed)
 		return
 	}
-	unchanged := s.hasLast && !s.failing && sameInstances(s.last, r.instances)
+	unchanged := s.hasLast && !s.failing && sameInstances(s.last, instances) && sameDubbo(s.dubbo, dubboSvc)
 	if !unchanged {
-		dServices, dInstances := 0, len(r.instances)-len(s.last)
+		dServices, dInstances := 0, len(instances)-len(s.last)
 		if !s.hasLast {
 			dServices = 1
 		}
@@ -159,16 +168,16 @@ func (w *nsWatcher) processRead(s *service, o op) {
 		if o.from == fromReconcile && s.hasLast && !s.failing {
 			corrections = 1
 			w.log.Debug("Reconcile found a change no push delivered", "group", s.group, "service", s.name,
-				"count", len(r.instances))
+				"count", len(instances))
 		}
-		s.last, s.hasLast, s.failing, s.emitted = r.instances, true, false, true
+		s.last, s.hasLast, s.failing, s.emitted, s.dubbo = instances, true, false, true, dubboSvc
 		w.sink.Snapshot(registries.Snapshot{
 			Registry: w.cfg.Name,
-			Service:  w.serviceOf(s, r.instances),
+			Service:  w.serviceOf(s, instances),
 			Observed: o.observed,
 		})
 		w.reg.noteCounts(dServices, dInstances, 0, 0, corrections)
-		w.log.Debug("Emitted Nacos service", "group", s.group, "service", s.name, "count", len(r.instances),
+		w.log.Debug("Emitted Nacos service", "group", s.group, "service", s.name, "count", len(instances),
 			"from", string(o.from))
 	}
 	w.mu.Lock()
@@ -213,11 +222,39 @@ func (w *nsWatcher) emitRemoved(s *service, observed time.Time) {
 	w.ru.markRead(w.ns, s.group, s.name)
 }
 
-// skipDubbo leaves out a service whose instances are Dubbo 3
+// convert turns one read of s into its usable instances and, for a Dubbo
+// service, its Dubbo identity (doc.go rules 6 and 8). ok is false when s is
+// left out from now on: a Dubbo 3 application while dubbo.enabled is false
+// (skipped and counted) or while dubbo.mode leaves application-level
+// services out. Emitter goroutine only.
+func (w *nsWatcher) convert(s *service, info nacosmodel.Service, observed time.Time) (
+	instances []registries.Instance, dubboSvc *registries.DubboService, ok bool) {
+	if s.providers {
+		svc := readDubboInterface(info, s.name, w.cfg.Clusters, w.reg.dubbo)
+		return svc.Instances, svc.Dubbo, true
+	}
+	if !s.application && !isDubboApplication(info.Hosts) {
+		return readService(info, w.ns, s.group, s.name, w.cfg.Clusters), nil, true
+	}
+	switch {
+	case !w.cfg.Dubbo.IsEnabled():
+		w.leaveOut(s, observed, true)
+		return nil, nil, false
+	case !w.reg.dubbo.Mode().Application():
+		w.leaveOut(s, observed, false)
+		return nil, nil, false
+	}
+	s.application = true
+	svc := readDubboApplication(info, s.name, w.cfg.Clusters, w.reg.dubbo)
+	return svc.Instances, svc.Dubbo, true
+}
+
+// leaveOut leaves out a service whose instances are Dubbo 3
 // application-level instances (doc.go rule 8): removed if it was emitted,
 // unsubscribed by the list loop, and not subscribed again while it stays
-// listed.
-func (w *nsWatcher) skipDubbo(s *service, observed time.Time) {
+// listed. With skip (dubbo.enabled is false) it is counted as skipped;
+// otherwise (dubbo.mode) it is only logged at debug.
+func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 	key := svcKey(s.group, s.name)
 	w.mu.Lock()
 	s.gone = true
@@ -225,17 +262,26 @@ func (w *nsWatcher) skipDubbo(s *service, observed time.Time) {
 	if w.services[key] == s {
 		delete(w.services, key)
 	}
-	w.skipped[key] = true
+	if skip {
+		w.skipped[key] = true
+	} else {
+		w.ignored[key] = true
+	}
 	if s.subscribed {
 		w.unsubscribeLater = append(w.unsubscribeLater, s)
 	}
 	w.mu.Unlock()
 	w.wakeList()
-	w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
+	if skip {
+		w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
+	} else {
+		w.log.Debug("Left out a Dubbo application-level service (dubbo.mode)", "group", s.group, "service", s.name,
+			"mode", string(w.reg.dubbo.Mode()))
+	}
 	w.emitRemoved(s, observed)
 }
 
 // serviceOf is the registries.Service of s in this namespace.
 func (w *nsWatcher) serviceOf(s *service, instances []registries.Instance) registries.Service {
-	return registries.Service{Name: s.name, Namespace: w.ns, Group: s.group, Instances: instances}
+	return registries.Service{Name: s.name, Namespace: w.ns, Group: s.group, Instances: instances, Dubbo: s.dubbo}
 }

@@ -124,10 +124,11 @@ type nsWatcher struct {
 
 	mu       sync.Mutex
 	services map[string]*service // by svcKey
-	skipped  map[string]bool     // listed services left out as Dubbo, by svcKey
+	skipped  map[string]bool     // listed services skipped as Dubbo (dubbo.enabled false), by svcKey
+	ignored  map[string]bool     // listed services dubbo.mode leaves out, by svcKey
 	queue    []*service          // services with pending ops, for the emitter
 	wake     chan struct{}
-	// unsubscribeLater are services skipped by the emitter whose
+	// unsubscribeLater are services left out by the emitter whose
 	// subscription the list loop ends.
 	unsubscribeLater []*service
 
@@ -146,6 +147,7 @@ func newNSWatcher(ru *run, ns string) *nsWatcher {
 		relistNow:   make(chan struct{}, 1),
 		services:    map[string]*service{},
 		skipped:     map[string]bool{},
+		ignored:     map[string]bool{},
 		wake:        make(chan struct{}, 1),
 		listFailing: map[string]bool{},
 	}
@@ -503,20 +505,30 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 	for _, n := range names {
 		key := svcKey(group, n)
 		listed[key] = true
+		providers := strings.HasPrefix(n, providersPrefix)
 		switch {
-		case isDubboName(n):
+		case isDubboName(n) && !w.cfg.Dubbo.IsEnabled():
 			if !w.skipped[key] {
 				w.skipped[key] = true
 				w.countSkippedLocked(group, n, "a Dubbo interface-level service name")
 			}
 			continue
-		case w.skipped[key], !allowed(w.cfg.Services, n):
+		case isDubboName(n) && !providers:
+			continue // consumers, routers, configurators: registrations, not services
+		case providers && !w.reg.dubbo.Mode().Interface():
+			if !w.ignored[key] {
+				w.ignored[key] = true
+				w.log.Debug("Left out a Dubbo interface-level service (dubbo.mode)", "group", group, "service", n,
+					"mode", string(w.reg.dubbo.Mode()))
+			}
+			continue
+		case w.skipped[key], w.ignored[key], !allowed(w.cfg.Services, n):
 			continue
 		}
 		wanted[key] = true
 		firstListing = append(firstListing, n)
 		if s := w.services[key]; s == nil {
-			w.services[key] = &service{group: group, name: n}
+			w.services[key] = &service{group: group, name: n, providers: providers}
 		} else if recovered {
 			// Read it again: its error snapshot went out with the
 			// listing's failure.
@@ -544,6 +556,11 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 			w.reg.noteCounts(0, 0, 0, -1, 0)
 		}
 	}
+	for key := range w.ignored {
+		if strings.HasPrefix(key, group+"@@") && !listed[key] && !partial {
+			delete(w.ignored, key)
+		}
+	}
 	w.mu.Unlock()
 	w.ru.listed(w.ns, group, firstListing)
 	for _, s := range unsubscribe {
@@ -553,7 +570,8 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 	}
 }
 
-// countSkipped counts a service left out as Dubbo (doc.go rule 8).
+// countSkipped counts a service skipped as Dubbo while dubbo.enabled is
+// false (doc.go rule 8).
 func (w *nsWatcher) countSkipped(group, name, why string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -566,7 +584,8 @@ func (w *nsWatcher) countSkippedLocked(group, name, why string) {
 	w.log.Debug("Skipped a Dubbo service (dubbo.enabled is false)", "group", group, "service", name, "why", why)
 }
 
-// unsubscribeSkipped ends the subscriptions of services the emitter skipped.
+// unsubscribeSkipped ends the subscriptions of services the emitter left
+// out.
 func (w *nsWatcher) unsubscribeSkipped(c *conn) {
 	w.mu.Lock()
 	list := w.unsubscribeLater

@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	nacosmodel "github.com/nacos-group/nacos-sdk-go/v2/model"
 
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 )
 
@@ -55,6 +57,7 @@ func (w *nsWatcher) emitRead(t *testing.T, group, name string, now time.Time) {
 // 7 and 8).
 func TestApplyListing(t *testing.T) {
 	now := time.Now()
+	enabled := true
 	for _, tc := range []struct {
 		name        string
 		cfg         Config
@@ -82,6 +85,26 @@ func TestApplyListing(t *testing.T) {
 			name: "Dubbo names and services outside the allow-list are never services",
 			cfg:  Config{Services: []string{"a*", "providers:*"}}, listed: []string{"a1", "providers:com.x.Y:1.0.0:", "b"},
 			next: []string{"a1", "providers:com.x.Y:1.0.0:", "b"}, wantKept: []string{"a1"}, wantSkipped: 1,
+		},
+		{
+			name: "with dubbo enabled, providers: names are services; the other categories are not, uncounted",
+			cfg:  Config{Dubbo: dubbo.Config{Enabled: &enabled}},
+			listed: []string{"a", "providers:com.x.Y:1.0.0:", "consumers:com.x.Y:1.0.0:", "routers:com.x.Y::",
+				"configurators:com.x.Y::"},
+			next:     []string{"a", "providers:com.x.Y:1.0.0:", "consumers:com.x.Y:1.0.0:"},
+			wantKept: []string{"a", "providers:com.x.Y:1.0.0:"},
+		},
+		{
+			name:   "with dubbo enabled the allow-list applies to providers: names",
+			cfg:    Config{Dubbo: dubbo.Config{Enabled: &enabled}, Services: []string{"providers:com.x.*"}},
+			listed: []string{"a", "providers:com.x.Y::", "providers:com.z.Y::"}, next: []string{"a", "providers:com.x.Y::", "providers:com.z.Y::"},
+			wantKept: []string{"providers:com.x.Y::"},
+		},
+		{
+			name:   "dubbo.mode application leaves out providers: names, uncounted",
+			cfg:    Config{Dubbo: dubbo.Config{Enabled: &enabled, Mode: dubbo.ModeApplication}},
+			listed: []string{"a", "providers:com.x.Y:1.0.0:"}, next: []string{"a", "providers:com.x.Y:1.0.0:"},
+			wantKept: []string{"a"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,5 +197,122 @@ func TestEmptyReadAfterReconnect(t *testing.T) {
 	w.drain()
 	if last := rec.State().Last[k]; last.Err != nil || last.Removed || len(last.Service.Instances) != 0 {
 		t.Errorf("after the grace: last = %+v, want the authoritative empty list", last)
+	}
+}
+
+// emitHosts hands the watcher a read of service name with hosts.
+func (w *nsWatcher) emitHosts(t *testing.T, group, name string, now time.Time, hosts []nacosmodel.Instance) {
+	t.Helper()
+	w.mu.Lock()
+	s := w.services[svcKey(group, name)]
+	w.mu.Unlock()
+	if s == nil {
+		t.Fatalf("no service %s/%s", group, name)
+	}
+	w.enqueue(s, op{kind: opRead, from: fromSubscribe, observed: now, info: nacosmodel.Service{Hosts: hosts}})
+	w.drain()
+}
+
+// TestApplicationLevelReads: a service whose instances turn out to be Dubbo
+// 3 application-level instances is skipped and counted (dubbo.enabled
+// false), emitted as the application's Dubbo service, or left out uncounted
+// (dubbo.mode interface); once application-level it stays so (doc.go rule
+// 8).
+func TestApplicationLevelReads(t *testing.T) {
+	enabled := true
+	now := time.Now()
+	plain := []nacosmodel.Instance{{Ip: "10.0.0.1", Port: 20880, Weight: 1, Healthy: true, Enable: true}}
+	app := []nacosmodel.Instance{{Ip: "10.0.0.1", Port: 20880, Weight: 1, Healthy: true, Enable: true,
+		Metadata: map[string]string{"dubbo.endpoints": `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`,
+			"dubbo.metadata.revision": "r1"}}}
+	shop := &registries.DubboService{Application: "shop"}
+	appInstance := registries.Instance{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
+		Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}
+	for _, tc := range []struct {
+		name        string
+		dubbo       dubbo.Config
+		reads       [][]nacosmodel.Instance
+		wantLast    *registries.Service // nil: no service recorded (never emitted, or removed)
+		wantRemoved bool
+		wantSkipped int
+		wantIgnored bool
+	}{
+		{
+			name:  "dubbo disabled: a plain service turning application-level is removed and counted",
+			reads: [][]nacosmodel.Instance{plain, app}, wantRemoved: true, wantSkipped: 1,
+		},
+		{
+			name:  "dubbo enabled: the application's Dubbo service, under the Nacos name, namespace and group",
+			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{app},
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+				Instances: []registries.Instance{appInstance}},
+		},
+		{
+			name:  "dubbo enabled: a plain service turning application-level becomes the Dubbo service",
+			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{plain, app},
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+				Instances: []registries.Instance{appInstance}},
+		},
+		{
+			name:  "dubbo enabled: an application-level service stays one when its instances go, or lose their metadata",
+			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{app, nil, plain},
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Weight: 100}}},
+		},
+		{
+			name:  "dubbo.mode interface: left out, uncounted",
+			dubbo: dubbo.Config{Enabled: &enabled, Mode: dubbo.ModeInterface}, reads: [][]nacosmodel.Instance{app},
+			wantIgnored: true,
+		},
+		{
+			name:  "dubbo.mode interface: a plain service turning application-level is removed, uncounted",
+			dubbo: dubbo.Config{Enabled: &enabled, Mode: dubbo.ModeInterface}, reads: [][]nacosmodel.Instance{plain, app},
+			wantRemoved: true, wantIgnored: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, rec := newTestWatcher(t, Config{Dubbo: tc.dubbo})
+			w.applyListing(nil, DefaultGroup, []string{"shop"}, false, now)
+			for _, hosts := range tc.reads {
+				w.emitHosts(t, DefaultGroup, "shop", now, hosts)
+				w.mu.Lock()
+				gone := w.services[svcKey(DefaultGroup, "shop")] == nil
+				w.mu.Unlock()
+				if gone {
+					break
+				}
+			}
+			k := key("public", DefaultGroup, "shop")
+			last, ok := rec.State().Last[k]
+			switch {
+			case tc.wantLast == nil && ok:
+				t.Errorf("last snapshot = %+v, want none", last)
+			case tc.wantLast != nil:
+				if diff := cmp.Diff(*tc.wantLast, last.Service); diff != "" || last.Err != nil {
+					t.Errorf("last snapshot (-want +got):\n%s (err %v)", diff, last.Err)
+				}
+			}
+			removed := slices.ContainsFunc(rec.Snapshots(), func(s registries.Snapshot) bool { return s.Removed })
+			if removed != tc.wantRemoved {
+				t.Errorf("removed = %v, want %v", removed, tc.wantRemoved)
+			}
+			if st := w.reg.Status(); st.Skipped != tc.wantSkipped {
+				t.Errorf("Status.Skipped = %d, want %d", st.Skipped, tc.wantSkipped)
+			}
+			w.mu.Lock()
+			ignored := w.ignored[svcKey(DefaultGroup, "shop")]
+			w.mu.Unlock()
+			if ignored != tc.wantIgnored {
+				t.Errorf("ignored = %v, want %v", ignored, tc.wantIgnored)
+			}
+			// A service left out is not created again by the next listing.
+			w.applyListing(nil, DefaultGroup, []string{"shop"}, false, now.Add(time.Second))
+			w.mu.Lock()
+			recreated := w.services[svcKey(DefaultGroup, "shop")] != nil
+			w.mu.Unlock()
+			if leftOut := tc.wantSkipped > 0 || tc.wantIgnored; recreated == leftOut {
+				t.Errorf("after the next listing: service present = %v, want %v", recreated, !leftOut)
+			}
+		})
 	}
 }

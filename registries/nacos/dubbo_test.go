@@ -1,0 +1,247 @@
+package nacos
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/registrytest"
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// Dubbo registrations as Dubbo writes them in Nacos: an interface-level
+// provider's instance metadata are its URL parameters (with category,
+// protocol and path added), an application-level instance's metadata carry
+// dubbo.endpoints and dubbo.metadata.revision.
+const (
+	greeterProviders = "providers:com.example.Greeter:1.0.0:g1"
+	greeterConsumers = "consumers:com.example.Greeter:1.0.0:g1"
+	greeterApp       = "greeter-app"
+)
+
+// providerMeta is the metadata of a Greeter provider over protocol.
+func providerMeta(protocol string) map[string]string {
+	return map[string]string{
+		"interface": "com.example.Greeter", "methods": "a,b", "version": "1.0.0", "group": "g1", "side": "provider",
+		"protocol": protocol, "application": greeterApp, "pid": "4242", "timestamp": "1700000000000",
+		"category": "providers", "path": "com.example.Greeter", "weight": "0", "release": "3.3.2",
+	}
+}
+
+// appMeta is the metadata of a Dubbo 3 application-level instance serving
+// dubbo on 20880 and tri on 50051.
+func appMeta() map[string]string {
+	return map[string]string{
+		"dubbo.endpoints":             `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`,
+		"dubbo.metadata.revision":     "9f3c1a",
+		"dubbo.metadata.storage-type": "local",
+		"timestamp":                   "1700000000000",
+	}
+}
+
+// dubboOn is a dubbo block with Dubbo enabled in mode.
+func dubboOn(mode dubbo.Mode) dubbo.Config {
+	on := true
+	return dubbo.Config{Enabled: &on, Mode: mode}
+}
+
+// TestDubboInterfaceLevel: with dubbo.enabled, a "providers:" service is one
+// Dubbo service: labels without the volatile parameters, methods apart,
+// one process's tri and dubbo instances one instance with both ports; a
+// "consumers:" service is ignored and not counted (doc.go rule 8).
+func TestDubboInterfaceLevel(t *testing.T) {
+	p := harness.StartPolaris(t)
+	p.RegisterInstance(t, "", "", greeterProviders, "10.0.7.1", 50051, 2, providerMeta("tri"), true, true, true)
+	p.RegisterInstance(t, "", "", greeterConsumers, "10.0.7.9", 0, 1,
+		map[string]string{"interface": "com.example.Greeter", "side": "consumer", "category": "consumers"}, true, true, true)
+	p.RegisterInstance(t, "", "", "plain", "10.0.7.5", 80, 1, nil, true, true, true)
+	for _, n := range []string{greeterProviders, greeterConsumers, "plain"} {
+		waitListed(t, p, "", "", n)
+	}
+	const name = "nacos-dubbo-iface"
+	before := skipped(name)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn("")}, nil)
+	k := key("public", "DEFAULT_GROUP", greeterProviders)
+	rec.Eventually(t, "synced with the Greeter providers", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Good[k]) == 1 && len(st.Good[key("public", "DEFAULT_GROUP", "plain")]) == 1
+	})
+	last := rec.State().Last[k].Service
+	wantDubbo := registries.DubboService{Interface: "com.example.Greeter", Group: "g1", Version: "1.0.0", Application: greeterApp}
+	if last.Dubbo == nil || *last.Dubbo != wantDubbo || last.Namespace != "public" || last.Group != "DEFAULT_GROUP" {
+		t.Errorf("service = %+v (dubbo %+v), want Dubbo %+v in public/DEFAULT_GROUP", last, last.Dubbo, wantDubbo)
+	}
+	want := registries.Instance{
+		ID: "10.0.7.1:50051", Address: "10.0.7.1", Port: 50051, Protocol: "tri", Weight: 200, Methods: []string{"a", "b"},
+		Labels: map[string]string{"interface": "com.example.Greeter", "version": "1.0.0", "group": "g1", "side": "provider",
+			"protocol": "tri", "application": greeterApp, "category": "providers", "path": "com.example.Greeter", "weight": "0"},
+	}
+	if diff := cmp.Diff([]registries.Instance{want}, last.Instances); diff != "" {
+		t.Errorf("instances (-want +got):\n%s", diff)
+	}
+
+	// The same process exports the service over dubbo too.
+	p.RegisterInstance(t, "", "", greeterProviders, "10.0.7.1", 20880, 2, providerMeta("dubbo"), true, true, true)
+	rec.Eventually(t, "one instance with the dubbo and tri ports", func(st registrytest.State) bool {
+		in := st.Good[k]
+		return len(in) == 1 && in[0].ID == "10.0.7.1:20880" && slices.Equal(in[0].Ports,
+			[]registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}})
+	})
+
+	for _, s := range rec.Snapshots() {
+		if s.Err != nil || s.Removed || strings.HasPrefix(s.Service.Name, "consumers:") {
+			t.Errorf("unexpected snapshot %+v", s)
+		}
+		if s.Service.Name == "plain" && s.Service.Dubbo != nil {
+			t.Errorf("plain is not a Dubbo service: %+v", s)
+		}
+	}
+	if got := skipped(name) - before; got != 0 {
+		t.Errorf("skipped counter moved by %v, want 0: nothing is skipped with dubbo enabled", got)
+	}
+	harness.Eventually(t, waitTimeout, "Greeter and plain subscribed", func() error {
+		if st := reg.Status(); st.Skipped != 0 || st.Services != 2 || st.Subscribed != 2 {
+			return fmt.Errorf("Status = %+v, want 2 services subscribed (Greeter, plain), none skipped", st)
+		}
+		return nil
+	})
+}
+
+// TestDubboModes: with dubbo.enabled, dubbo.mode decides which Dubbo
+// services are emitted: the application-level service, with its ports from
+// dubbo.endpoints, and the interface-level one; a service left out is not
+// counted as skipped (doc.go rule 8).
+func TestDubboModes(t *testing.T) {
+	p := harness.StartPolaris(t)
+	p.RegisterInstance(t, "", "", greeterProviders, "10.0.8.1", 20880, 1, providerMeta("dubbo"), true, true, true)
+	p.RegisterInstance(t, "", "", greeterApp, "10.0.8.1", 20880, 1, appMeta(), true, true, true)
+	p.RegisterInstance(t, "", "", greeterApp, "10.0.8.2", 20880, 1, appMeta(), true, false, true) // unhealthy
+	p.RegisterInstance(t, "", "", "plain", "10.0.8.5", 80, 1, nil, true, true, true)
+	for _, n := range []string{greeterProviders, greeterApp, "plain"} {
+		waitListed(t, p, "", "", n)
+	}
+	appKey := key("public", "DEFAULT_GROUP", greeterApp)
+	ifaceKey := key("public", "DEFAULT_GROUP", greeterProviders)
+	wantApp := []registries.Instance{{
+		ID: "10.0.8.1:20880", Address: "10.0.8.1", Port: 20880, Protocol: "dubbo", Weight: 100,
+		Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+		Labels: map[string]string{"dubbo.metadata.storage-type": "local"},
+	}}
+	for _, tc := range []struct {
+		mode             dubbo.Mode
+		wantIface, wantA bool
+	}{
+		{mode: dubbo.ModeBoth, wantIface: true, wantA: true},
+		{mode: dubbo.ModeInterface, wantIface: true},
+		{mode: dubbo.ModeApplication, wantA: true},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			name := "nacos-dubbo-" + string(tc.mode)
+			before := skipped(name)
+			reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn(tc.mode)}, nil)
+			rec.Eventually(t, "synced with the services of mode "+string(tc.mode), func(st registrytest.State) bool {
+				return st.Synced == 1 && len(st.Good[key("public", "DEFAULT_GROUP", "plain")]) == 1 &&
+					(!tc.wantA || len(st.Good[appKey]) == 1) && (!tc.wantIface || len(st.Good[ifaceKey]) == 1)
+			})
+			st := rec.State()
+			if tc.wantA {
+				svc := st.Last[appKey].Service
+				if svc.Dubbo == nil || *svc.Dubbo != (registries.DubboService{Application: greeterApp}) {
+					t.Errorf("application service Dubbo = %+v, want application %s", svc.Dubbo, greeterApp)
+				}
+				if diff := cmp.Diff(wantApp, svc.Instances); diff != "" {
+					t.Errorf("application instances (-want +got):\n%s", diff)
+				}
+			}
+			for _, s := range st.All {
+				if (!tc.wantA && s.Service.Name == greeterApp) || (!tc.wantIface && s.Service.Name == greeterProviders) {
+					t.Errorf("mode %s emitted %+v", tc.mode, s)
+				}
+			}
+			if got := skipped(name) - before; got != 0 {
+				t.Errorf("skipped counter moved by %v, want 0", got)
+			}
+			services := 1
+			for _, on := range []bool{tc.wantA, tc.wantIface} {
+				if on {
+					services++
+				}
+			}
+			harness.Eventually(t, waitTimeout, "the left-out service unsubscribed", func() error {
+				if st := reg.Status(); st.Services != services || st.Subscribed != services || st.Skipped != 0 {
+					return fmt.Errorf("Status = %+v, want %d services, all subscribed, none skipped", st, services)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestDubboGoProvider: a real dubbo-go provider registering in Nacos at
+// interface and at application level, over tri and dubbo, is read as its two
+// Dubbo services, each with one instance serving both ports (doc.go rule 8;
+// registries/dubbo rules 4 and 7: dubbo-go registers an interface-level
+// instance per protocol and an application-level instance per protocol
+// port).
+func TestDubboGoProvider(t *testing.T) {
+	p := harness.StartPolaris(t)
+	prov := harness.StartDubboProvider(t, harness.DubboProviderOptions{
+		Registry: "nacos://" + p.NacosAddress(), Register: "both", App: "greeter", Version: "1.0.0",
+		Protocols: []string{"tri", "dubbo"},
+	})
+	o := prov.Options()
+	providersName := "providers:" + o.Interface + ":1.0.0:"
+	for _, n := range []string{providersName, "greeter"} {
+		waitListed(t, p, "", "", n)
+	}
+	ports := []registries.Port{{Number: uint32(o.TriPort), Protocol: "tri"}, {Number: uint32(o.DubboPort), Protocol: "dubbo"}}
+	slices.SortFunc(ports, func(a, b registries.Port) int { return int(a.Number) - int(b.Number) })
+	id := "127.0.0.1:" + strconv.Itoa(int(ports[0].Number))
+
+	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn("")}, nil)
+	ifaceKey, appKey := key("public", "DEFAULT_GROUP", providersName), key("public", "DEFAULT_GROUP", "greeter")
+	rec.Eventually(t, "both services, each with one instance serving both ports", func(st registrytest.State) bool {
+		for _, k := range []string{ifaceKey, appKey} {
+			if in := st.Good[k]; len(in) != 1 || in[0].ID != id || !slices.Equal(in[0].Ports, ports) {
+				return false
+			}
+		}
+		return st.Synced == 1
+	})
+	st := rec.State()
+	iface, app := st.Last[ifaceKey].Service, st.Last[appKey].Service
+	wantIface := registries.DubboService{Interface: o.Interface, Version: "1.0.0", Application: "greeter"}
+	if iface.Dubbo == nil || *iface.Dubbo != wantIface {
+		t.Errorf("interface-level Dubbo = %+v, want %+v", iface.Dubbo, wantIface)
+	}
+	if app.Dubbo == nil || *app.Dubbo != (registries.DubboService{Application: "greeter"}) {
+		t.Errorf("application-level Dubbo = %+v, want application greeter", app.Dubbo)
+	}
+	in := iface.Instances[0]
+	if !slices.Equal(in.Methods, []string{"Greet", "Hello", "greet", "hello"}) || in.Weight != 100 || in.Invalid != "" {
+		t.Errorf("interface-level instance = %+v, want dubbo-go's methods, weight 100 (weight=0 and Nacos weight 1)", in)
+	}
+	for _, in := range []registries.Instance{in, app.Instances[0]} {
+		for _, k := range []string{"pid", "timestamp", "methods", "bean.name", "service.filter", "release",
+			"dubbo.metadata.revision", "dubbo.endpoints"} {
+			if _, ok := in.Labels[k]; ok {
+				t.Errorf("instance %s has the volatile label %s", in.ID, k)
+			}
+		}
+		for k := range in.Labels {
+			if strings.HasPrefix(k, "internal-nacos-") {
+				t.Errorf("instance %s has the server's label %s", in.ID, k)
+			}
+		}
+	}
+	for _, s := range rec.Snapshots() {
+		if s.Err != nil || s.Removed || (s.Service.Name != "" && s.Service.Dubbo == nil) {
+			t.Errorf("unexpected snapshot %+v", s)
+		}
+	}
+}
