@@ -75,12 +75,14 @@ func (c Config) Validate() []error {
 
 // volatileParams are left out of labels whatever the configuration (doc.go
 // rule 5): they change with every restart of the provider (pid, timestamp,
-// release, dubbo.metadata.revision), are kept elsewhere (methods), are
-// implementation details (bean.name, service.filter), hold JSON
-// (dubbo.endpoints) or a secret (token: Dubbo's token authentication).
+// release, dubbo.metadata.revision, dubbo.subscribed-services.revision),
+// are kept elsewhere (methods), are implementation details (bean.name,
+// service.filter), hold JSON (dubbo.endpoints,
+// dubbo.metadata-service.url-params) or a secret (token: Dubbo's token
+// authentication).
 var volatileParams = []string{
 	"pid", "timestamp", "release", "methods", "bean.name", "service.filter", "token",
-	MetaRevision, MetaEndpoints,
+	MetaRevision, MetaEndpoints, "dubbo.metadata-service.url-params", "dubbo.subscribed-services.revision",
 }
 
 // dropSet returns the keys left out of labels: volatileParams and

@@ -56,7 +56,8 @@
 //     metadata (application-level) less the parameters that change with
 //     every restart or hold secrets: pid, timestamp, release, methods,
 //     bean.name, service.filter, token, dubbo.metadata.revision,
-//     dubbo.endpoints, and the configured dropParams. Methods are kept apart
+//     dubbo.endpoints, dubbo.metadata-service.url-params,
+//     dubbo.subscribed-services.revision, and the configured dropParams. Methods are kept apart
 //     (registries.Instance.Methods): translate writes their union into the
 //     ServiceEntry's meshbridge.io/dubbo-methods annotation.
 //  6. Weight: the weight parameter; 0, absent or invalid is Dubbo's default
