@@ -219,3 +219,34 @@ func TestDubboBadRegistrationsAreSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestDubboProviderInNacosThroughMeshbridge: the same dubbo-go provider
+// registered in a Nacos-protocol server (Polaris) at both levels, read with
+// nacos.dubbo.enabled, is called through meshbridge at the same
+// interface-level host as from ZooKeeper and at its application-level host;
+// it does not appear under a Nacos host.
+func TestDubboProviderInNacosThroughMeshbridge(t *testing.T) {
+	polaris := harness.StartPolaris(t)
+	p := harness.StartDubboProvider(t, harness.DubboProviderOptions{Registry: "nacos://" + polaris.NacosAddress(), App: "greeter"})
+	port := p.Options().TriPort
+	b := startBridge(t, fmt.Sprintf("registries:\n- name: nacos-dubbo\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s, dubbo: {enabled: true}}\n",
+		polaris.NacosAddress()))
+
+	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", greetHost, port), "-method", greetMethod)
+	c.waitSettled(c.mark(), 30*time.Second, greeting(p))
+	app := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///greeter.dubbo:%d", port), "-method", greetMethod)
+	app.waitSettled(app.mark(), 30*time.Second, greeting(p))
+
+	objs, err := servedObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range objs {
+		if strings.HasSuffix(key, ".nacos") || strings.Contains(key, ".nacos-") {
+			t.Errorf("a Dubbo service under a Nacos host: %s", key)
+		}
+	}
+	if got := objs["ServiceEntry/"+greetHost].Annotations["meshbridge.io/dubbo-methods"]; got != "Greet,Hello,greet,hello" {
+		t.Errorf("methods annotation %q", got)
+	}
+}
