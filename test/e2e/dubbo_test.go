@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,6 +209,13 @@ func TestDubboBadRegistrationsAreSkipped(t *testing.T) {
 		}
 		return nil
 	})
+	out, err := exec.Command(bins.meshbridge, "translate", "--config", b.cfgPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("translate: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "- com.foo.echoservice.dubbo") || !strings.Contains(string(out), "meshbridge.io/dubbo-methods: Whoami") {
+		t.Errorf("translate output lacks the Dubbo ServiceEntry:\n%s", out)
+	}
 	data, err := os.ReadFile(b.proc.log)
 	if err != nil {
 		t.Fatal(err)
