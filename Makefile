@@ -51,6 +51,15 @@ demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC clien
 demo-nacos: build ## Run the demo with Nacos: real Polaris (Nacos protocol) → meshbridge → proxyless gRPC client
 	$(BIN)/demo --registry nacos --polaris "$(POLARIS_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
+.PHONY: demo-dubbo
+demo-dubbo: build ## Run the demo with Dubbo: real ZooKeeper and dubbo-go providers → meshbridge → proxyless gRPC client
+	@# ZooKeeper's classpath (apt-get installs Debian's when missing) and the
+	@# dubbo-go test provider (built when missing), from one tools/build.sh run.
+	@servers=$$(tools/build.sh zookeeper dubbo) || exit 1; \
+	zookeeper_cp=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); dubbo_bin=$$(sed -n 's/^dubbo=//p' <<<"$$servers"); \
+	echo "$(BIN)/demo --registry zookeeper --zookeeper-classpath $$zookeeper_cp --dubbo-provider $$dubbo_bin --meshbridge $(BIN)/meshbridge --client $(BIN)/echo-client"; \
+	$(BIN)/demo --registry zookeeper --zookeeper-classpath "$$zookeeper_cp" --dubbo-provider "$$dubbo_bin" --meshbridge $(BIN)/meshbridge --client $(BIN)/echo-client
+
 .PHONY: test
 test: ## Build the test servers (apt-get installs ZooKeeper when missing), then run unit, integration and e2e tests with -race
 	@# The servers build (or come from the cache) while the race-instrumented

@@ -1,10 +1,14 @@
-// Command demo is `make demo` and `make demo-nacos`: it starts a real service
-// registry on 127.0.0.1 (a Consul agent, or Polaris serving the Nacos
-// protocol), two instances of the example gRPC service, meshbridge, and a
-// proxyless gRPC client calling xds:///<host>:<port> through meshbridge
-// (echo.service.consul, or echo.default-group.public.nacos); then registers,
-// adds and deregisters instances and shows the client following. Every
-// process it starts is stopped by PID when it exits.
+// Command demo is `make demo`, `make demo-nacos` and `make demo-dubbo`: it
+// starts a real service registry on 127.0.0.1 (a Consul agent, Polaris
+// serving the Nacos protocol, or ZooKeeper), two instances of a gRPC service,
+// meshbridge, and a proxyless gRPC client calling xds:///<host>:<port>
+// through meshbridge (echo.service.consul, echo.default-group.public.nacos,
+// or org.apache.dubbo.demo.greetservice.dubbo); then registers, adds and
+// deregisters instances and shows the client following. With Consul and
+// Nacos the instances are the example echo server, registered by the demo;
+// with ZooKeeper they are dubbo-go providers (Triple), which register
+// themselves and whose GreetService/Greet the client calls. Every process it
+// starts is stopped by PID when it exits.
 package main
 
 import (
@@ -16,10 +20,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,20 +56,36 @@ type registry interface {
 	config() string
 }
 
+// selfServing is a registry whose instances are applications that serve
+// and register themselves (dubbo-go providers): register starts one on
+// 127.0.0.1:port, so the demo starts no echo server for it.
+type selfServing interface {
+	// clientArgs are the client's arguments that call the instances'
+	// method (-method ...).
+	clientArgs() []string
+	// appHost is the host meshbridge gives instance id's application, or ""
+	// when there is none.
+	appHost(id string) string
+}
+
 type demo struct {
 	bins struct{ meshbridge, server, client string }
 	dir  string
 	mu   sync.Mutex
 	// stops stop what the demo started; stopAll runs them newest first.
 	stops []func()
+	// stopped is set by stopAll: onStop then runs its function at once.
+	stopped bool
 }
 
 func main() {
 	var d demo
-	var kind, consulBin, polarisBin string
-	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, or nacos (Polaris serving the Nacos protocol)")
+	var kind, consulBin, polarisBin, zkClasspath, dubboBin string
+	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, nacos (Polaris serving the Nacos protocol), or zookeeper (with dubbo-go providers)")
 	flag.StringVar(&consulBin, "consul", "", "consul binary (--registry consul)")
 	flag.StringVar(&polarisBin, "polaris", "", "polaris binary, with polaris-server.yaml next to it (--registry nacos)")
+	flag.StringVar(&zkClasspath, "zookeeper-classpath", "", "Java classpath of the ZooKeeper server, colon-separated (--registry zookeeper)")
+	flag.StringVar(&dubboBin, "dubbo-provider", "", "dubbo-go test provider binary, test/dubbo/provider (--registry zookeeper)")
 	flag.StringVar(&d.bins.meshbridge, "meshbridge", "bin/meshbridge", "meshbridge binary")
 	flag.StringVar(&d.bins.server, "server", "bin/echo-server", "example gRPC server binary")
 	flag.StringVar(&d.bins.client, "client", "bin/echo-client", "example gRPC client binary")
@@ -79,16 +102,37 @@ func main() {
 			fail(fmt.Errorf("--polaris is required (make demo-nacos builds it with tools/build.sh polaris)"))
 		}
 		reg = &nacosRegistry{bin: polarisBin}
+	case "zookeeper":
+		if zkClasspath == "" || dubboBin == "" {
+			fail(fmt.Errorf("--zookeeper-classpath and --dubbo-provider are required (make demo-dubbo finds them with tools/build.sh zookeeper dubbo)"))
+		}
+		reg = &zookeeperRegistry{classpath: zkClasspath, provider: dubboBin}
 	default:
-		fail(fmt.Errorf("--registry %q is not one of consul, nacos", kind))
+		fail(fmt.Errorf("--registry %q is not one of consul, nacos, zookeeper", kind))
 	}
 	dir, err := os.MkdirTemp("", "meshbridge-demo-")
 	if err != nil {
 		fail(err)
 	}
 	d.dir = dir
+	// Interrupted (Ctrl-C reaches the demo, not the processes it started,
+	// each in a process group of its own), it stops them before it exits.
+	var interrupted atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		interrupted.Store(true)
+		say("%s: stopping every process the demo started", s)
+		d.stopAll()
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}()
 	err = d.run(reg)
 	d.stopAll()
+	if interrupted.Load() {
+		select {} // the signal's goroutine exits
+	}
 	_ = os.RemoveAll(dir)
 	if err != nil {
 		fail(err)
@@ -124,15 +168,21 @@ func (d *demo) run(reg registry) error {
 		}
 	}
 	p1, p2 = min(p1, p2), max(p1, p2)
-	b1, err := d.startBackend("backend-1", p1)
-	if err != nil {
-		return err
+	self, selfServed := reg.(selfServing)
+	var clientArgs []string
+	b1, b2 := fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)
+	if selfServed {
+		clientArgs = self.clientArgs()
+		say("Starting backend-1 (%s) %s", b1, reg.registered())
+	} else {
+		if err := d.startBackend("backend-1", b1); err != nil {
+			return err
+		}
+		if err := d.startBackend("backend-2", b2); err != nil {
+			return err
+		}
+		say("Registering echo instance backend-1 (%s) %s", b1, reg.registered())
 	}
-	b2, err := d.startBackend("backend-2", p2)
-	if err != nil {
-		return err
-	}
-	say("Registering echo instance backend-1 (%s) %s", b1, reg.registered())
 	if err := reg.register("backend-1", p1); err != nil {
 		return err
 	}
@@ -141,7 +191,7 @@ func (d *demo) run(reg registry) error {
 		return err
 	}
 	target := fmt.Sprintf("xds:///%s:%d", reg.host(), p1)
-	lines, err := d.startClient(xdsAddr, target)
+	lines, err := d.startClient(xdsAddr, target, clientArgs...)
 	if err != nil {
 		return err
 	}
@@ -165,6 +215,14 @@ func (d *demo) run(reg registry) error {
 	_ = show("Client calls with two instances")
 	if err := d.printObjects(); err != nil {
 		return err
+	}
+	if selfServed {
+		if host := self.appHost("backend-1"); host != "" {
+			say("backend-1's application has a host of its own, %s (its ServiceEntry above)", host)
+			if err := d.callOnce(fmt.Sprintf("xds:///%s:%d", host, p1), clientArgs); err != nil {
+				return err
+			}
+		}
 	}
 
 	say("Deregistering backend-1 from %s", reg.name())
@@ -198,15 +256,28 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// stopGrace is how long stopAll lets a process exit after SIGTERM before it
+// sends SIGKILL.
+const stopGrace = 5 * time.Second
+
 // start starts cmd in a process group of its own, with its stderr (and its
 // stdout, unless the caller set one) in <dir>/<name>.log. stopAll stops it by
-// its PID: SIGTERM, then SIGKILL after five seconds, or as soon as settled
+// its PID: SIGTERM, then SIGKILL after stopGrace, or as soon as settled
 // (when not nil) reports that the rest of the process's shutdown may be cut
 // short.
 func (d *demo) start(name string, cmd *exec.Cmd, settled func() bool) error {
+	_, err := d.startStoppable(name, cmd, settled)
+	return err
+}
+
+// startStoppable is start that also returns the stop of the process, for a
+// process the demo stops before the end: it stops the process as stopAll
+// does, with SIGKILL after grace instead of stopGrace, once (a later call,
+// stopAll's included, waits for the first).
+func (d *demo) startStoppable(name string, cmd *exec.Cmd, settled func() bool) (func(grace time.Duration), error) {
 	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cmd.Stdout == nil {
 		cmd.Stdout = logf
@@ -214,15 +285,22 @@ func (d *demo) start(name string, cmd *exec.Cmd, settled func() bool) error {
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	d.onStop(func() { stop(cmd, settled) })
-	return nil
+	var once sync.Once
+	stopOnce := func(grace time.Duration) { once.Do(func() { stop(cmd, settled, grace) }) }
+	d.onStop(func() { stopOnce(stopGrace) })
+	return stopOnce, nil
 }
 
-// onStop adds f to what stopAll runs.
+// onStop adds f to what stopAll runs; after stopAll it runs f at once.
 func (d *demo) onStop(f func()) {
 	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		f()
+		return
+	}
 	d.stops = append(d.stops, f)
 	d.mu.Unlock()
 }
@@ -231,6 +309,7 @@ func (d *demo) onStop(f func()) {
 func (d *demo) stopAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.stopped = true
 	for i := len(d.stops) - 1; i >= 0; i-- {
 		d.stops[i]()
 	}
@@ -238,12 +317,12 @@ func (d *demo) stopAll() {
 }
 
 // stop stops cmd by its PID: SIGTERM, then SIGKILL once settled reports true
-// (polled every 50 ms) or after five seconds.
-func stop(cmd *exec.Cmd, settled func() bool) {
+// (polled every 50 ms) or after grace.
+func stop(cmd *exec.Cmd, settled func() bool, grace time.Duration) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(grace)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -262,11 +341,9 @@ func stop(cmd *exec.Cmd, settled func() bool) {
 	}
 }
 
-// startBackend starts an instance of the example gRPC service on
-// 127.0.0.1:port and returns that address.
-func (d *demo) startBackend(name string, port int) (string, error) {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	return addr, d.start(name, exec.Command(d.bins.server, "-addr", addr, "-name", name), nil)
+// startBackend starts an instance of the example gRPC service on addr.
+func (d *demo) startBackend(name, addr string) error {
+	return d.start(name, exec.Command(d.bins.server, "-addr", addr, "-name", name), nil)
 }
 
 func (d *demo) startBridge(reg registry) (string, error) {
@@ -309,7 +386,9 @@ http: {address: 127.0.0.1:%d, debugAddress: 127.0.0.1:%d}
 	return "", fmt.Errorf("meshbridge not ready within 30s (log: %s)", filepath.Join(d.dir, "meshbridge.log"))
 }
 
-func (d *demo) startClient(xdsAddr, target string) (<-chan string, error) {
+// startClient starts the example client calling target every 100 ms, with
+// args added to its command line, and returns its output lines.
+func (d *demo) startClient(xdsAddr, target string, args ...string) (<-chan string, error) {
 	boot, err := echo.Bootstrap(xdsAddr, "meshbridge-demo-client")
 	if err != nil {
 		return nil, err
@@ -318,8 +397,8 @@ func (d *demo) startClient(xdsAddr, target string) (<-chan string, error) {
 	if err := os.WriteFile(path, boot, 0o644); err != nil {
 		return nil, err
 	}
-	say("Starting the proxyless gRPC client: %s (GRPC_XDS_BOOTSTRAP=%s)", target, path)
-	cmd := exec.Command(d.bins.client, "-target", target, "-interval", "100ms")
+	say("Starting the proxyless gRPC client: %s (GRPC_XDS_BOOTSTRAP=%s)", strings.Join(append([]string{target}, args...), " "), path)
+	cmd := exec.Command(d.bins.client, append([]string{"-target", target, "-interval", "100ms"}, args...)...)
 	cmd.Env = append(os.Environ(), "GRPC_XDS_BOOTSTRAP="+path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -337,6 +416,25 @@ func (d *demo) startClient(xdsAddr, target string) (<-chan string, error) {
 		close(lines)
 	}()
 	return lines, nil
+}
+
+// callOnce makes one call to target with a second client, through the
+// bootstrap startClient wrote, and shows its output line. The client waits
+// for the channel to be ready; it is killed by its PID after 30 seconds.
+func (d *demo) callOnce(target string, args []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.bins.client,
+		append([]string{"-target", target, "-count", "1", "-wait-for-ready", "-timeout", "20s"}, args...)...)
+	cmd.Env = append(os.Environ(), "GRPC_XDS_BOOTSTRAP="+filepath.Join(d.dir, "bootstrap.json"))
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	line := strings.TrimSpace(string(out))
+	if err != nil || result(line) == "error" {
+		return fmt.Errorf("one call to %s: %q (%v)", target, line, err)
+	}
+	say("One call to %s: %s", target, line)
+	return nil
 }
 
 // observe counts the client's results over d: "backend-1 ×12, backend-2 ×13".
@@ -366,13 +464,21 @@ func observe(lines <-chan string, d time.Duration) string {
 	}
 }
 
-// result is "backend-N" for a successful call, "error" otherwise.
+// result is the instance a successful call reached, "error" otherwise: the
+// echo server's name ("<time> ok backend-1"), or the application a Dubbo
+// provider names in its reply ("<time> ok hello meshbridge from
+// backend-1@127.0.0.1:<port>").
 func result(line string) string {
 	f := strings.Fields(line)
-	if len(f) >= 3 && f[1] == "ok" {
-		return f[2]
+	if len(f) < 3 || f[1] != "ok" {
+		return "error"
 	}
-	return "error"
+	if i := slices.Index(f, "from"); i >= 0 && i+1 < len(f) {
+		if app, _, ok := strings.Cut(f[i+1], "@"); ok {
+			return app
+		}
+	}
+	return f[2]
 }
 
 func waitFor(lines <-chan string, backend string, d time.Duration) error {
