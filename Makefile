@@ -116,6 +116,13 @@ bench-nacos: ## Nacos on real Polaris: cold sync of 1,000 services × 5 instance
 	$(GO) test -run '^$$' -bench ColdSync -benchtime 1x ./registries/nacos/ && \
 	$(GO) test -run '^$$' -bench 'RegistrationToFirstCall/nacos' -benchtime 20x ./test/e2e/
 
+.PHONY: bench-zookeeper
+bench-zookeeper: ## Dubbo in a real ZooKeeper: cold sync of 1,000 interfaces × 5 providers (time, memory), registration → first call (20 runs)
+	@servers=$$(tools/build.sh zookeeper) || exit 1; \
+	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_ZOOKEEPER_CLASSPATH=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); \
+	$(GO) test -run '^$$' -bench ColdSync -benchtime 1x ./registries/zookeeper/ && \
+	$(GO) test -run '^$$' -bench 'RegistrationToFirstCall/zookeeper' -benchtime 20x ./test/e2e/
+
 .PHONY: refresh-golden
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
 	REFRESH_GOLDEN=true $(GO) test ./translate/...
