@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -171,3 +173,46 @@ func LiveHeap() uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// CountingSink is a registries.Sink that counts snapshots, for benchmarks of
+// a registry alone.
+type CountingSink struct {
+	// N is the number of snapshots so far.
+	N      atomic.Int64
+	synced chan struct{}
+}
+
+// Snapshot implements registries.Sink.
+func (s *CountingSink) Snapshot(registries.Snapshot) { s.N.Add(1) }
+
+// Synced implements registries.Sink.
+func (s *CountingSink) Synced(string) { close(s.synced) }
+
+// RunCounting runs r into a new CountingSink and returns once r called
+// Synced; stop cancels the run and waits for it. It fails tb when Run
+// returns first, or when Synced has not come after timeout.
+func RunCounting(tb testing.TB, r Runner, timeout time.Duration) (stop func(), sink *CountingSink) {
+	tb.Helper()
+	sink = &CountingSink{synced: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, sink) }()
+	select {
+	case <-sink.synced:
+	case err := <-done:
+		cancel()
+		tb.Fatalf("Run returned before Synced: %v", err)
+	case <-time.After(timeout):
+		cancel()
+		tb.Fatalf("registry not synced after %s", timeout)
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	}, sink
+}
+
+// MiB is n bytes in mebibytes, for benchmark logs.
+func MiB(n uint64) float64 { return float64(n) / (1 << 20) }

@@ -1,7 +1,6 @@
 package nacos_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,7 +118,7 @@ func BenchmarkColdSync(b *testing.B) {
 			b.ReportMetric(float64(n-1)/last.Sub(first).Seconds(), "snapshots/s")
 			b.Logf("HasSynced %s, serving %s; snapshots: first at %s, %d until %s; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
 				synced.Round(time.Millisecond), serving.Round(time.Millisecond), first.Sub(br.Started).Round(time.Millisecond),
-				n, last.Sub(br.Started).Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
+				n, last.Sub(br.Started).Round(time.Millisecond), pipeline.MiB(heap), pipeline.MiB(emptyHeap), perInstance)
 		}
 	})
 
@@ -128,25 +127,25 @@ func BenchmarkColdSync(b *testing.B) {
 			b.StopTimer()
 			empty := cfg(b)
 			empty.Services = []string{"no-such-service"}
-			stop, _ := runCounting(b, empty)
+			stop, _ := pipeline.RunCounting(b, newRegistry(b, empty), 5*time.Minute)
 			emptyHeap := pipeline.LiveHeap()
 			stop()
 
 			b.StartTimer()
 			start := time.Now()
-			stop, sink := runCounting(b, cfg(b))
+			stop, sink := pipeline.RunCounting(b, newRegistry(b, cfg(b)), 5*time.Minute)
 			took := time.Since(start)
 			b.StopTimer()
 			heap := pipeline.LiveHeap()
 			stop()
-			if n := sink.n.Load(); n != benchServices {
+			if n := sink.N.Load(); n != benchServices {
 				b.Fatalf("Synced after %d snapshots, want %d", n, benchServices)
 			}
 			perInstance := (float64(heap) - float64(emptyHeap)) / float64(benchServices*benchInstances)
 			b.ReportMetric(took.Seconds(), "synced-s")
 			b.ReportMetric(perInstance, "B/instance")
 			b.Logf("registry alone: Synced after %s, %d snapshots; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
-				took.Round(time.Millisecond), sink.n.Load(), mib(heap), mib(emptyHeap), perInstance)
+				took.Round(time.Millisecond), sink.N.Load(), pipeline.MiB(heap), pipeline.MiB(emptyHeap), perInstance)
 		}
 	})
 
@@ -384,42 +383,12 @@ func (s *timingSink) times() (first, last time.Time, n int) {
 	return s.first, s.last, s.n
 }
 
-// runCounting runs a registry on cfg into a countingSink and returns once it
-// called Synced; stop ends the run.
-func runCounting(b *testing.B, cfg nacos.Config) (stop func(), sink *countingSink) {
+// newRegistry is nacos.New(cfg), failing b on an error.
+func newRegistry(b *testing.B, cfg nacos.Config) *nacos.Registry {
 	b.Helper()
 	reg, err := nacos.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink = &countingSink{synced: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- reg.Run(ctx, sink) }()
-	select {
-	case <-sink.synced:
-	case err := <-done:
-		cancel()
-		b.Fatalf("Run returned before Synced: %v", err)
-	case <-time.After(5 * time.Minute):
-		cancel()
-		b.Fatal("registry not synced after 5m")
-	}
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}, sink
+	return reg
 }
-
-// countingSink counts snapshots and closes synced on Synced.
-type countingSink struct {
-	n      atomic.Int64
-	synced chan struct{}
-}
-
-func (s *countingSink) Snapshot(registries.Snapshot) { s.n.Add(1) }
-func (s *countingSink) Synced(string)                { close(s.synced) }
-
-func mib(n uint64) float64 { return float64(n) / (1 << 20) }

@@ -1,14 +1,12 @@
 package zookeeper_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,32 +94,32 @@ func BenchmarkColdSync(b *testing.B) {
 			b.ReportMetric(serving.Seconds(), "serving-s")
 			b.ReportMetric(perInstance, "B/instance")
 			b.Logf("HasSynced %s, serving %s; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
-				synced.Round(time.Millisecond), serving.Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
+				synced.Round(time.Millisecond), serving.Round(time.Millisecond), pipeline.MiB(heap), pipeline.MiB(emptyHeap), perInstance)
 		}
 	})
 
 	b.Run("registry", func(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
-			stop, _ := runCounting(b, block("empty"))
+			stop, _ := pipeline.RunCounting(b, newRegistry(b, block("empty")), 5*time.Minute)
 			emptyHeap := pipeline.LiveHeap()
 			stop()
 
 			b.StartTimer()
 			start := time.Now()
-			stop, sink := runCounting(b, block("dubbo"))
+			stop, sink := pipeline.RunCounting(b, newRegistry(b, block("dubbo")), 5*time.Minute)
 			took := time.Since(start)
 			b.StopTimer()
 			heap := pipeline.LiveHeap()
 			stop()
-			if n := sink.n.Load(); n != benchInterfaces {
+			if n := sink.N.Load(); n != benchInterfaces {
 				b.Fatalf("Synced after %d snapshots, want %d", n, benchInterfaces)
 			}
 			perInstance := (float64(heap) - float64(emptyHeap)) / float64(benchInterfaces*benchProviders)
 			b.ReportMetric(took.Seconds(), "synced-s")
 			b.ReportMetric(perInstance, "B/instance")
 			b.Logf("registry alone: Synced after %s; live heap %.1f MiB − empty %.1f MiB = %.0f B/instance",
-				took.Round(time.Millisecond), mib(heap), mib(emptyHeap), perInstance)
+				took.Round(time.Millisecond), pipeline.MiB(heap), pipeline.MiB(emptyHeap), perInstance)
 		}
 	})
 }
@@ -173,11 +171,7 @@ func createAll(b *testing.B, conn *zk.Conn) {
 
 func startBridge(b *testing.B, bl *zookeeper.Block) *pipeline.Pipeline {
 	b.Helper()
-	reg, err := bl.New("zk-bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := pipeline.Start(reg, pipeline.Options{
+	p, err := pipeline.Start(newRegistry(b, bl), pipeline.Options{
 		Registry: "zk-bench", Type: "zookeeper", Endpoints: translate.EndpointsWorkloadEntry,
 		DebounceAfter: 100 * time.Millisecond, EDSDebounce: true,
 	})
@@ -188,42 +182,12 @@ func startBridge(b *testing.B, bl *zookeeper.Block) *pipeline.Pipeline {
 	return p
 }
 
-// runCounting runs a registry into a countingSink and returns once it
-// called Synced; stop ends the run.
-func runCounting(b *testing.B, bl *zookeeper.Block) (stop func(), sink *countingSink) {
+// newRegistry builds the registry of bl, failing b on an error.
+func newRegistry(b *testing.B, bl *zookeeper.Block) registries.Registry {
 	b.Helper()
 	reg, err := bl.New("zk-bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink = &countingSink{synced: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- reg.Run(ctx, sink) }()
-	select {
-	case <-sink.synced:
-	case err := <-done:
-		cancel()
-		b.Fatalf("Run returned before Synced: %v", err)
-	case <-time.After(5 * time.Minute):
-		cancel()
-		b.Fatal("registry not synced after 5m")
-	}
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}, sink
+	return reg
 }
-
-// countingSink counts snapshots and closes synced on Synced.
-type countingSink struct {
-	n      atomic.Int64
-	synced chan struct{}
-}
-
-func (s *countingSink) Snapshot(registries.Snapshot) { s.n.Add(1) }
-func (s *countingSink) Synced(string)                { close(s.synced) }
-
-func mib(n uint64) float64 { return float64(n) / (1 << 20) }
