@@ -265,23 +265,12 @@ func (p *DubboProvider) Dir() string { return p.srv.dir }
 func (p *DubboProvider) Pid() int { return p.srv.pid() }
 
 // Stop stops the provider by its PID: SIGTERM, which starts dubbo-go's
-// graceful shutdown (unregister, 3 s for consumers, close: about 3 s in
-// all), then SIGKILL after 10 s. It returns once the process
+// graceful shutdown (unregister, 3 s for consumers and up to 3 s more while
+// calls come, close: 3 to 6 s in all), then SIGKILL after 10 s. It returns once the process
 // exited, and is a no-op when it is not running.
 func (p *DubboProvider) Stop() { p.srv.stop() }
 
 // Kill ends the provider with SIGKILL at once, unregistering nothing: its
 // ephemeral ZooKeeper nodes stay until its sessions expire. It returns once
 // the process exited, and is a no-op when it is not running.
-func (p *DubboProvider) Kill() {
-	s := &p.srv
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (p *DubboProvider) Kill() { p.srv.kill() }

@@ -102,6 +102,20 @@ func (s *server) waitReady(done <-chan struct{}, ready func() error) error {
 	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)
 }
 
+// kill ends the server by its PID with SIGKILL at once and waits for it to
+// exit. It is a no-op when the server is not running.
+func (s *server) kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
 // stop stops the server by its PID: SIGTERM, then SIGKILL once idle holds
 // or after stopTimeout. It is a no-op when the server is not running.
 func (s *server) stop() {
