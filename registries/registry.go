@@ -26,12 +26,22 @@ type Sink interface {
 	// Synced tells that the registry has delivered its first complete
 	// listing: one Snapshot for every service it knows. It is called once.
 	Synced(registry string)
+	// Listing reports the keys (Service.Key) of every service one complete
+	// read of the registry's catalog found within scope, a prefix of the
+	// keys: "" for the whole registry, "<namespace>/<group>/" for a Nacos
+	// registry, which lists one namespace and group at a time. It is
+	// called after every complete read (the first, a re-list, a catalog
+	// change), before the Snapshots of that read, so that the consumer can
+	// judge the services the read removes together (the delete guard of
+	// package serviceentry) before any of them is applied.
+	Listing(registry, scope string, keys []string)
 }
 
 // SinkFuncs adapts functions to a Sink; a nil field ignores that call.
 type SinkFuncs struct {
 	SnapshotFunc func(Snapshot)
 	SyncedFunc   func(registry string)
+	ListingFunc  func(registry, scope string, keys []string)
 }
 
 var _ Sink = SinkFuncs{}
@@ -47,6 +57,13 @@ func (f SinkFuncs) Snapshot(s Snapshot) {
 func (f SinkFuncs) Synced(registry string) {
 	if f.SyncedFunc != nil {
 		f.SyncedFunc(registry)
+	}
+}
+
+// Listing implements Sink.
+func (f SinkFuncs) Listing(registry, scope string, keys []string) {
+	if f.ListingFunc != nil {
+		f.ListingFunc(registry, scope, keys)
 	}
 }
 
@@ -67,6 +84,14 @@ type Snapshot struct {
 	// Observed is when the watcher saw the change: the start of the
 	// event-to-push latency.
 	Observed time.Time
+	// Relist is set on a snapshot read right after a (re)connection, a
+	// registry restart or an index reset, when the registry's state may
+	// still be filling in: a disappearance it reports (an empty instance
+	// list, Removed) is held down before it is applied (package
+	// serviceentry). A snapshot of a registry that is up and stable (a
+	// deregistration, an instance turning unhealthy) leaves it unset and
+	// takes effect at once.
+	Relist bool
 }
 
 // Service is a registry service with its instances.
@@ -125,6 +150,11 @@ func (s Service) Key() string {
 	}
 	return s.Namespace + "/" + s.Group + "/" + s.Datacenter + "/" + s.Name
 }
+
+// ScopeOf returns the prefix of Key for every service of namespace and
+// group, group not empty: the scope of a listing of that namespace and
+// group (Sink.Listing).
+func ScopeOf(namespace, group string) string { return namespace + "/" + group + "/" }
 
 // Port is a port a registry declares for a service.
 type Port struct {

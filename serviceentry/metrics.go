@@ -32,7 +32,27 @@ var (
 	}, []string{"registry"})
 )
 
+var (
+	registryLastSync = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meshbridge_registry_last_sync_timestamp_seconds",
+		Help: "When the registry last reported a complete read of its catalog (Unix seconds).",
+	}, []string{"registry"})
+	registryStale = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meshbridge_registry_stale",
+		Help: "1 while anything of the registry is served from last-known-good state or from disk.",
+	}, []string{"registry"})
+	deleteGuardHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meshbridge_delete_guard_held",
+		Help: "1 while the registry's delete guard holds a listing's removals.",
+	}, []string{"registry"})
+	deleteGuardEngaged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshbridge_delete_guard_engaged_total",
+		Help: "Times the registry's delete guard engaged.",
+	}, []string{"registry"})
+)
+
 // Collectors returns the package's metrics for registration.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{rejectedInstances, labelsChanged, registryServices, registryInstances, registryServedInstances}
+	return []prometheus.Collector{rejectedInstances, labelsChanged, registryServices, registryInstances, registryServedInstances,
+		registryLastSync, registryStale, deleteGuardHeld, deleteGuardEngaged}
 }

@@ -27,6 +27,27 @@ type RegistryStatus struct {
 	Errors        int       `json:"errors"`
 	LastError     string    `json:"lastError,omitempty"`
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
+	// LastListing is when the registry last reported a complete read
+	// (registries.Sink.Listing).
+	LastListing time.Time `json:"lastListing,omitzero"`
+	// Stale is true while anything of the registry is served from
+	// last-known-good state or from disk (meshbridge_registry_stale).
+	Stale bool `json:"stale"`
+	// FromDisk is true while the registry is served from its persisted
+	// listing (SyncerConfig.StateDir), until it answers.
+	FromDisk bool `json:"fromDisk,omitempty"`
+	// HeldDown counts disappearances waiting for their hold-down;
+	// DeleteGuard is the engaged delete guard, nil when none.
+	HeldDown    int                `json:"heldDown,omitempty"`
+	DeleteGuard *DeleteGuardStatus `json:"deleteGuard,omitempty"`
+}
+
+// DeleteGuardStatus is an engaged delete guard: since when, and the
+// services (and their instances when it engaged) whose removal it holds.
+type DeleteGuardStatus struct {
+	Since     time.Time `json:"since"`
+	Services  int       `json:"services"`
+	Instances int       `json:"instances"`
 }
 
 // Status returns every registry's status, in configuration order.
@@ -35,7 +56,12 @@ func (s *Syncer) Status() []RegistryStatus {
 	out := make([]RegistryStatus, 0, len(s.regs))
 	order := make(map[string]int, len(s.regs))
 	for name, r := range s.regs {
-		out = append(out, r.status)
+		st := r.status
+		if st.DeleteGuard != nil {
+			g := *st.DeleteGuard
+			st.DeleteGuard = &g
+		}
+		out = append(out, st)
 		order[name] = r.order
 	}
 	s.mu.Unlock()

@@ -19,6 +19,8 @@ type SyncRegistry struct {
 	Name       string
 	Type       string
 	Translator *translate.Translator
+	// Policy is the registry's outage policy (hold-down, delete guard).
+	Policy OutagePolicy
 }
 
 // SyncerConfig configures a Syncer.
@@ -101,6 +103,13 @@ type registryState struct {
 	cfg    SyncRegistry
 	status RegistryStatus
 	stale  map[string]bool // services whose last read failed: served from last-known-good
+	// down is set by a registry-wide read error and cleared by the next
+	// successful read.
+	down bool
+	// guard is the engaged delete guard, nil when none; holding the
+	// disappearances waiting for their hold-down, by service key.
+	guard   *guard
+	holding map[string]*heldDown
 }
 
 // NewSyncer returns a Syncer writing to store.
@@ -123,7 +132,7 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 	}
 	for i, r := range cfg.Registries {
 		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type},
-			stale: make(map[string]bool)}
+			stale: make(map[string]bool), holding: make(map[string]*heldDown)}
 	}
 	if s.pending == 0 {
 		close(s.ready)
@@ -193,6 +202,7 @@ func (s *Syncer) Synced(registry string) {
 		return
 	}
 	r.status.Synced = true
+	registryLastSync.WithLabelValues(registry).Set(float64(time.Now().UnixNano()) / 1e9)
 	s.pending--
 	s.log.Info("Registry synced", "registry", registry, "count", r.status.Services)
 	if s.pending == 0 {
@@ -217,6 +227,9 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		// failed read is a debug line.
 		r.status.Errors++
 		r.status.LastError, r.status.LastErrorTime = snap.Err.Error(), snap.Observed
+		if snap.Service.Name == "" {
+			r.down = true
+		}
 		if snap.Service.Name != "" && s.services[id] != nil {
 			r.stale[id.name] = true
 			s.log.Debug("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
@@ -225,16 +238,49 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 			s.log.Debug("Registry read failed; nothing known to keep", "registry", snap.Registry,
 				"service", snap.Service.Name, "err", snap.Err)
 		}
-	case snap.Removed:
-		delete(r.stale, id.name)
-		s.remove(r, id)
+	case s.disappears(id, snap) && r.guarded(id.name):
+		// Held by the delete guard: it applies or drops it (rule 5).
+		r.down = false
+	case s.disappears(id, snap) && snap.Relist && r.cfg.Policy.HoldDown > 0:
+		r.down = false
+		s.holdDown(r, id, snap)
 	default:
-		delete(r.stale, id.name)
+		r.down = false
+		s.cancelHoldDown(r, id.name)
+		if !snap.Removed && r.guard != nil && r.guard.keys[id.name] {
+			delete(r.guard.keys, id.name)
+			if len(r.guard.keys) == 0 {
+				s.releaseGuard(r, "every held service is back")
+			}
+		}
+		s.applySnapshot(r, id, snap)
+	}
+	s.noteRegistry(r)
+}
+
+// applySnapshot applies an authoritative snapshot (not an error). s.mu is
+// held.
+func (s *Syncer) applySnapshot(r *registryState, id serviceID, snap registries.Snapshot) {
+	delete(r.stale, id.name)
+	if snap.Removed {
+		s.remove(r, id)
+	} else {
 		s.upsert(r, id, snap.Service)
 	}
+}
+
+// noteRegistry brings the registry's status counts and gauges up to date.
+// s.mu is held.
+func (s *Syncer) noteRegistry(r *registryState) {
 	r.status.StaleServices = len(r.stale)
+	r.status.Stale = r.down || len(r.stale) > 0 || r.status.FromDisk
 	registryServices.WithLabelValues(r.cfg.Name).Set(float64(r.status.Services))
 	registryInstances.WithLabelValues(r.cfg.Name).Set(float64(r.status.Instances))
+	stale := 0.0
+	if r.status.Stale {
+		stale = 1
+	}
+	registryStale.WithLabelValues(r.cfg.Name).Set(stale)
 }
 
 func (s *Syncer) remove(r *registryState, id serviceID) {

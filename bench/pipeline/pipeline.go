@@ -188,6 +188,9 @@ func (s *CountingSink) Snapshot(registries.Snapshot) { s.N.Add(1) }
 // Synced implements registries.Sink.
 func (s *CountingSink) Synced(string) { close(s.synced) }
 
+// Listing implements registries.Sink.
+func (s *CountingSink) Listing(string, string, []string) {}
+
 // RunCounting runs r into a new CountingSink and returns once r called
 // Synced; stop cancels the run and waits for it. It fails tb when Run
 // returns first, or when Synced has not come after timeout.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -33,6 +34,63 @@ type Config struct {
 	Sync       SyncConfig       `json:"sync"`
 	MCP        MCPConfig        `json:"mcp"`
 	Kubernetes KubernetesConfig `json:"kubernetes"`
+	// Outage is every registry's outage policy; a registry's own outage
+	// block overrides the keys it sets.
+	Outage OutageConfig `json:"outage"`
+}
+
+// OutageConfig is an outage policy (serviceentry.OutagePolicy; README
+// "Outages"): hold-down of disappearances read after a reconnection, and
+// the delete guard.
+type OutageConfig struct {
+	// HoldDown (default 10s; 0s turns it off).
+	HoldDown Duration `json:"holdDown"`
+	// MaxDeleteRatio (default 0.5, in (0, 1]; 1 turns the guard off) and
+	// DeleteGuardFloor (default 10): a listing that would remove more than
+	// both is held.
+	MaxDeleteRatio   *float64 `json:"maxDeleteRatio,omitempty"`
+	DeleteGuardFloor *int     `json:"deleteGuardFloor,omitempty"`
+	// DeleteGuardTimeout (default 5m, > 0): a held listing applies after it.
+	DeleteGuardTimeout Duration `json:"deleteGuardTimeout"`
+}
+
+// over returns base with the keys o sets.
+func (o *OutageConfig) over(base serviceentry.OutagePolicy) serviceentry.OutagePolicy {
+	if o == nil {
+		return base
+	}
+	if o.HoldDown.IsSet() {
+		base.HoldDown = o.HoldDown.Duration
+	}
+	if o.MaxDeleteRatio != nil {
+		base.MaxDeleteRatio = *o.MaxDeleteRatio
+	}
+	if o.DeleteGuardFloor != nil {
+		base.DeleteGuardFloor = *o.DeleteGuardFloor
+	}
+	if o.DeleteGuardTimeout.IsSet() {
+		base.DeleteGuardTimeout = o.DeleteGuardTimeout.Duration
+	}
+	return base
+}
+
+// validate reports the invalid keys, named under path.
+func (o *OutageConfig) validate(path string, add func(path, format string, args ...any)) {
+	if o == nil {
+		return
+	}
+	if o.HoldDown.Duration < 0 {
+		add(path+".holdDown", "must not be negative")
+	}
+	if r := o.MaxDeleteRatio; r != nil && (*r <= 0 || *r > 1) {
+		add(path+".maxDeleteRatio", "%v is outside (0, 1] (1 turns the delete guard off)", *r)
+	}
+	if f := o.DeleteGuardFloor; f != nil && *f < 0 {
+		add(path+".deleteGuardFloor", "must not be negative")
+	}
+	if o.DeleteGuardTimeout.IsSet() && o.DeleteGuardTimeout.Duration <= 0 {
+		add(path+".deleteGuardTimeout", "must be positive")
+	}
 }
 
 // KubernetesConfig turns on the Kubernetes output: the aggregate
@@ -101,6 +159,8 @@ type RegistryConfig struct {
 	HostTemplate string `json:"hostTemplate,omitempty"`
 	ServicePort  uint32 `json:"servicePort,omitempty"`
 	Resolution   string `json:"resolution,omitempty"`
+	// Outage overrides the global outage policy's keys it sets.
+	Outage *OutageConfig `json:"outage,omitempty"`
 	// Block is the type's configuration block; a block left out is the
 	// type's defaults.
 	Block registries.Config `json:"-"`
@@ -385,6 +445,15 @@ func (c *Config) setDefaults() {
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
+	o := &c.Outage
+	durIf(&o.HoldDown, serviceentry.DefaultOutagePolicy.HoldDown)
+	durIf(&o.DeleteGuardTimeout, serviceentry.DefaultOutagePolicy.DeleteGuardTimeout)
+	if o.MaxDeleteRatio == nil {
+		o.MaxDeleteRatio = ptr(serviceentry.DefaultOutagePolicy.MaxDeleteRatio)
+	}
+	if o.DeleteGuardFloor == nil {
+		o.DeleteGuardFloor = ptr(serviceentry.DefaultOutagePolicy.DeleteGuardFloor)
+	}
 	if c.Debounce.EDS == nil {
 		c.Debounce.EDS = ptr(true)
 	}
@@ -444,7 +513,9 @@ func (c *Config) validate() error {
 		}
 		names[r.Name] = i
 		validateRegistry(p, r, add)
+		r.Outage.validate(p+".outage", add)
 	}
+	c.Outage.validate("outage", add)
 	if !dns1123Label.MatchString(c.Output.Namespace) {
 		add("output.namespace", "%q is not a DNS-1123 label", c.Output.Namespace)
 	}

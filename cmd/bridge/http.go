@@ -68,6 +68,19 @@ func (b *bridge) debugHandler() http.Handler {
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, b.registryz())
 	})
+	// Applies the removals a registry's delete guard holds (README
+	// "Outages"): a write, so only on the debug address.
+	mux.HandleFunc("POST /debug/registryz/{registry}/confirm", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("registry")
+		n, err := b.syncer.ConfirmDeletes(name)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		b.log.Warn("Delete guard confirmed through the debug endpoint", "registry", name, "services", n,
+			"remote", r.RemoteAddr)
+		_, _ = fmt.Fprintf(w, "applied the removal of %d services of registry %s\n", n, name)
+	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -105,7 +118,9 @@ type registryzEntry struct {
 	Since       time.Time `json:"since,omitzero"`
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
 	// Stale is true while anything of the registry is served from
-	// last-known-good state: it is down, or some services' last read failed.
+	// last-known-good state: it is down, some services' last read failed,
+	// or it is served from disk. It shadows RegistryStatus.Stale, which
+	// knows only what the sync step saw.
 	Stale   bool `json:"stale"`
 	Watcher any  `json:"watcher,omitempty"`
 }
@@ -127,7 +142,7 @@ func (b *bridge) registryz() []registryzEntry {
 		} else {
 			e.Up = st.Synced && st.StaleServices == 0
 		}
-		e.Stale = e.Stale || st.StaleServices > 0
+		e.Stale = e.Stale || st.StaleServices > 0 || st.Stale
 		if sr, ok := r.(registries.StatusReporter); ok {
 			e.Watcher = sr.WatcherStatus()
 		}
@@ -162,9 +177,16 @@ func (b *bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		case !e.Synced:
 			lines = append(lines, fmt.Sprintf("registry %s: no complete listing yet (sync.timeout passed): its services are not served; last error: %s",
 				e.Name, cmp.Or(e.LastError, "none")))
+		case e.FromDisk:
+			lines = append(lines, fmt.Sprintf("registry %s: served from its persisted listing (state.dir) until it answers; last error: %s",
+				e.Name, cmp.Or(e.LastError, "none")))
 		case e.Stale:
 			lines = append(lines, fmt.Sprintf("registry %s: serving last-known-good state (up: %v, since %s, %d stale services); last error: %s",
 				e.Name, e.Up, e.Since.Format(time.RFC3339), e.StaleServices, cmp.Or(e.LastError, "none")))
+		}
+		if g := e.DeleteGuard; g != nil {
+			lines = append(lines, fmt.Sprintf("registry %s: the delete guard holds the removal of %d services (%d instances) since %s",
+				e.Name, g.Services, g.Instances, g.Since.Format(time.RFC3339)))
 		}
 	}
 	if len(lines) == 0 {

@@ -57,7 +57,8 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
 		}
 		regs = append(regs, reg)
-		syncRegs = append(syncRegs, serviceentry.SyncRegistry{Name: rc.Name, Type: rc.Type, Translator: tr})
+		syncRegs = append(syncRegs, serviceentry.SyncRegistry{Name: rc.Name, Type: rc.Type, Translator: tr,
+			Policy: rc.Outage.over(cfg.Outage.over(serviceentry.OutagePolicy{}))})
 	}
 	return regs, syncRegs, nil
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -48,5 +52,31 @@ func TestRegistryTypesDefaultHosts(t *testing.T) {
 				t.Fatalf("host = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOutagePolicyOverrides: a registry's outage block overrides the global
+// keys it sets; the others come from the global block, then the defaults.
+func TestOutagePolicyOverrides(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`registries:
+- {name: a, type: file, file: {path: a.yaml}}
+- {name: b, type: file, file: {path: b.yaml}, outage: {holdDown: 0s, maxDeleteRatio: 1}}
+outage: {deleteGuardFloor: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, syncRegs, err := buildRegistries(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]serviceentry.OutagePolicy{
+		"a": {HoldDown: 10 * time.Second, MaxDeleteRatio: 0.5, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
+		"b": {HoldDown: 0, MaxDeleteRatio: 1, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
+	}
+	for _, r := range syncRegs {
+		if r.Policy != want[r.Name] {
+			t.Errorf("registry %s: policy %+v, want %+v", r.Name, r.Policy, want[r.Name])
+		}
 	}
 }

@@ -22,6 +22,9 @@ func (d *Duration) Default(v time.Duration) {
 	}
 }
 
+// IsSet reports whether the configuration gave a value (or Default ran).
+func (d Duration) IsSet() bool { return d.set }
+
 // UnmarshalJSON accepts "100ms"-style strings.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string

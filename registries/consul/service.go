@@ -45,7 +45,10 @@ func (s *service) readNodes() map[string]bool {
 
 // apply emits what owner read unless it equals the last list sent. A read
 // following an error is always emitted, so the consumer sees the recovery.
-func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, observed time.Time) {
+//
+// relist marks a read right after an index reset; a read after a failed one
+// is marked too (registries.Snapshot.Relist).
+func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, observed time.Time, relist bool) {
 	instances := instancesFrom(entries, w.cfg.HealthyOnly, w.cfg.Datacenter)
 	s.mu.Lock()
 	if s.owner != owner || s.removed {
@@ -60,11 +63,13 @@ func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, o
 		if !s.hasLast {
 			dServices = 1
 		}
+		relist = relist || s.failing
 		s.last, s.hasLast, s.failing, s.emitted = instances, true, false, true
 		w.sink.Snapshot(registries.Snapshot{
 			Registry: w.cfg.Name,
 			Service:  w.serviceOf(s.name, instances),
 			Observed: observed,
+			Relist:   relist,
 		})
 		w.reg.noteCounts(dServices, dInstances)
 		w.logger.Debug("Emitted Consul service", "service", s.name, "count", len(instances))
@@ -123,8 +128,9 @@ func (w *watcher) failLocked(s *service, err error, observed time.Time) {
 }
 
 // remove emits the authoritative deletion of s, if anything was sent for it,
-// and stops every reader from emitting it again.
-func (w *watcher) remove(s *service, observed time.Time) {
+// and stops every reader from emitting it again; relist marks a deletion
+// found by a listing right after an index reset or a failed listing.
+func (w *watcher) remove(s *service, observed time.Time, relist bool) {
 	s.mu.Lock()
 	s.removed = true
 	s.owner++
@@ -134,6 +140,7 @@ func (w *watcher) remove(s *service, observed time.Time) {
 			Service:  w.serviceOf(s.name, nil),
 			Removed:  true,
 			Observed: observed,
+			Relist:   relist,
 		})
 	}
 	if s.hasLast {

@@ -247,7 +247,7 @@ func (w *watcher) reread(ctx context.Context, lim *rate.Limiter, members map[str
 				return
 			}
 			w.reg.noteOK(serviceReader(name))
-			w.apply(m.svc, m.owner, entries, now)
+			w.apply(m.svc, m.owner, entries, now, false)
 			mu.Lock()
 			ok[name] = true
 			mu.Unlock()

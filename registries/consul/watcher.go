@@ -96,17 +96,19 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		retry.reset()
 		w.reg.noteOK(readerCatalog)
+		relist := w.listFailing
 		w.listFailing = false
 		w.reg.noteACL(meta, len(names))
 		next, changed := nextIndex(index, meta.LastIndex)
 		if next == 0 {
 			w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", index)
+			relist = true
 		}
 		index = next
 		if !changed {
 			continue
 		}
-		w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
+		w.reconcile(ctx, selectServices(names, w.cfg.Services), now, relist)
 		if listed {
 			// An instance registered without checks changes no check, so
 			// state/any cannot see it: re-read check-less polled services.
@@ -165,18 +167,23 @@ func (w *watcher) failListing(err error, observed time.Time) {
 
 // reconcile brings readers in line with the wanted services (sorted by name):
 // the first MaxWatches get their own watch, the rest go to the state/any loop,
-// and services no longer wanted are removed.
-func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time) {
+// and services no longer wanted are removed, after the listing is reported
+// (registries.Sink.Listing). relist marks a listing right after an index
+// reset or a failed listing.
+func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time, relist bool) {
 	keep := make(map[string]bool, len(wanted))
-	for _, name := range wanted {
+	keys := make([]string, len(wanted))
+	for i, name := range wanted {
 		keep[name] = true
+		keys[i] = w.serviceOf(name, nil).Key()
 	}
+	w.sink.Listing(w.cfg.Name, "", keys)
 	for name, s := range w.listed {
 		if !keep[name] {
 			w.stopWatch(name)
 			w.polled.remove(name)
 			delete(w.listed, name)
-			w.remove(s, now)
+			w.remove(s, now, relist)
 		}
 	}
 	w.startListing(wanted)
@@ -252,7 +259,7 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 		next, changed := nextIndex(index, meta.LastIndex)
 		index = next
 		if changed || failing {
-			w.apply(s, owner, entries, now)
+			w.apply(s, owner, entries, now, next == 0)
 		}
 		failing = false
 	}

@@ -158,6 +158,11 @@ func (r *Registry) reload(sink registries.Sink) bool {
 	}
 	r.sum = sum
 	now := time.Now()
+	keys := make([]string, len(services))
+	for i, svc := range services {
+		keys[i] = svc.Key()
+	}
+	sink.Listing(r.cfg.Name, "", keys)
 	next := make(map[string]registries.Service, len(services))
 	for _, svc := range services {
 		next[svc.Name] = svc

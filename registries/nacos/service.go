@@ -34,6 +34,9 @@ type op struct {
 	from     source
 	err      error
 	observed time.Time
+	// relist marks a removal found by the first listing after a failed
+	// one (registries.Snapshot.Relist).
+	relist bool
 }
 
 // service is one listed service of a namespace. The scheduling fields are
@@ -139,7 +142,7 @@ func (w *nsWatcher) process(s *service, o op) {
 	case opErr:
 		w.fail(s, o.err, o.observed)
 	case opRemove:
-		w.emitRemoved(s, o.observed)
+		w.emitRemoved(s, o.observed, o.relist)
 	}
 }
 
@@ -150,6 +153,9 @@ func (w *nsWatcher) processRead(s *service, o op) {
 	}
 	w.mu.Lock()
 	hold := len(instances) == 0 && s.unconfirmed && o.observed.Before(s.confirmAfter)
+	// The first read after a reconnection is a re-list's
+	// (registries.Snapshot.Relist).
+	relist := s.unconfirmed
 	if !hold {
 		s.unconfirmed = false
 	}
@@ -175,6 +181,7 @@ func (w *nsWatcher) processRead(s *service, o op) {
 			Registry: w.cfg.Name,
 			Service:  w.serviceOf(s, instances),
 			Observed: o.observed,
+			Relist:   relist,
 		})
 		w.reg.noteCounts(dServices, dInstances, 0, 0, corrections)
 		w.log.Debug("Emitted Nacos service", "group", s.group, "service", s.name, "count", len(instances),
@@ -204,13 +211,14 @@ func (w *nsWatcher) fail(s *service, err error, observed time.Time) {
 
 // emitRemoved emits the authoritative deletion of s, if anything was sent
 // for it.
-func (w *nsWatcher) emitRemoved(s *service, observed time.Time) {
+func (w *nsWatcher) emitRemoved(s *service, observed time.Time, relist bool) {
 	if s.emitted {
 		w.sink.Snapshot(registries.Snapshot{
 			Registry: w.cfg.Name,
 			Service:  w.serviceOf(s, nil),
 			Removed:  true,
 			Observed: observed,
+			Relist:   relist,
 		})
 	}
 	if s.hasLast {
@@ -270,15 +278,31 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 	if s.subscribed {
 		w.unsubscribeLater = append(w.unsubscribeLater, s)
 	}
+	keys := w.groupKeysLocked(s.group)
 	w.mu.Unlock()
 	w.wakeList()
+	// The group's services without s, before its removal
+	// (registries.Sink.Listing).
+	w.sink.Listing(w.cfg.Name, registries.ScopeOf(w.ns, s.group), keys)
 	if skip {
 		w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
 	} else {
 		w.log.Debug("Left out a Dubbo application-level service (dubbo.mode)", "group", s.group, "service", s.name,
 			"mode", string(w.reg.dubbo.Mode()))
 	}
-	w.emitRemoved(s, observed)
+	w.emitRemoved(s, observed, false)
+}
+
+// groupKeysLocked returns the keys (registries.Service.Key) of the group's
+// listed services. w.mu is held.
+func (w *nsWatcher) groupKeysLocked(group string) []string {
+	var keys []string
+	for _, s := range w.services {
+		if s.group == group {
+			keys = append(keys, w.serviceOf(s, nil).Key())
+		}
+	}
+	return keys
 }
 
 // serviceOf is the registries.Service of s in this namespace.

@@ -538,6 +538,7 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 			}
 		}
 	}
+	var removed []*service
 	for key, s := range w.services {
 		if s.group != group || wanted[key] || partial || now.Before(s.confirmAfter) {
 			continue
@@ -548,7 +549,19 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 			s.subscribed = false
 			w.reg.noteCounts(0, 0, -1, 0, 0)
 		}
-		w.enqueueLocked(s, op{kind: opRemove, observed: now})
+		removed = append(removed, s)
+	}
+	if !partial {
+		// The listing goes to the sink before the removals it brings
+		// (registries.Sink.Listing): services held back for a reconnection's
+		// grace are still listed.
+		keys := w.groupKeysLocked(group)
+		w.mu.Unlock()
+		w.sink.Listing(w.cfg.Name, registries.ScopeOf(w.ns, group), keys)
+		w.mu.Lock()
+	}
+	for _, s := range removed {
+		w.enqueueLocked(s, op{kind: opRemove, observed: now, relist: recovered})
 	}
 	for key := range w.skipped {
 		if strings.HasPrefix(key, group+"@@") && !listed[key] && !partial {

@@ -28,8 +28,10 @@ const DefaultTimeout = 45 * time.Second
 const dumpServices = 20
 
 // Recorder is a registries.Sink that records every call and checks the Sink
-// contract: Synced is called once at most (registries.Sink), an error the
-// test that made the Recorder reports. It is safe for concurrent use.
+// contract: Synced is called once at most, and a Removed snapshot follows a
+// Listing whose scope covers the service and whose keys omit it
+// (registries.Sink); a breach is an error the test that made the Recorder
+// reports. It is safe for concurrent use.
 type Recorder struct {
 	// Timeout bounds Eventually; NewRecorder sets DefaultTimeout.
 	Timeout time.Duration
@@ -37,6 +39,8 @@ type Recorder struct {
 	t  testing.TB
 	mu sync.Mutex
 	st State
+	// unlisted are the keys the last Listing covering them omitted.
+	unlisted map[string]bool
 }
 
 var _ registries.Sink = (*Recorder)(nil)
@@ -56,6 +60,14 @@ type State struct {
 	Good map[string][]registries.Instance
 	// Synced is how many times Synced was called.
 	Synced int
+	// Listings are every Listing call, in arrival order.
+	Listings []Listing
+}
+
+// Listing is one Listing call.
+type Listing struct {
+	Registry, Scope string
+	Keys            []string
 }
 
 // NewRecorder returns an empty Recorder whose contract errors fail t.
@@ -76,6 +88,9 @@ func (r *Recorder) Snapshot(s registries.Snapshot) {
 	switch {
 	case s.Service.Name == "":
 	case s.Removed:
+		if !r.unlisted[k] {
+			r.t.Errorf("Removed %q without a Listing that omits it before (registries.Sink)", k)
+		}
 		delete(r.st.Last, k)
 		delete(r.st.Good, k)
 	case s.Err != nil:
@@ -96,15 +111,36 @@ func (r *Recorder) Synced(string) {
 	}
 }
 
+// Listing implements registries.Sink.
+func (r *Recorder) Listing(registry, scope string, keys []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Listings = append(r.st.Listings, Listing{Registry: registry, Scope: scope, Keys: slices.Clone(keys)})
+	if r.unlisted == nil {
+		r.unlisted = map[string]bool{}
+	}
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[k] = true
+		delete(r.unlisted, k)
+	}
+	for k := range r.st.Last {
+		if strings.HasPrefix(k, scope) && !listed[k] {
+			r.unlisted[k] = true
+		}
+	}
+}
+
 // State returns a copy of what has been recorded so far.
 func (r *Recorder) State() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return State{
-		All:    slices.Clone(r.st.All),
-		Last:   maps.Clone(r.st.Last),
-		Good:   maps.Clone(r.st.Good),
-		Synced: r.st.Synced,
+		All:      slices.Clone(r.st.All),
+		Last:     maps.Clone(r.st.Last),
+		Good:     maps.Clone(r.st.Good),
+		Synced:   r.st.Synced,
+		Listings: slices.Clone(r.st.Listings),
 	}
 }
 

@@ -58,8 +58,12 @@ func TestRecorderKeysServicesByKey(t *testing.T) {
 
 	failed := registries.Service{Namespace: "public", Group: "G", Name: "web"}
 	rec.Snapshot(registries.Snapshot{Service: failed, Err: errors.New("read failed")})
+	rec.Listing("", registries.ScopeOf(other.Namespace, other.Group), nil)
 	rec.Snapshot(registries.Snapshot{Service: other, Removed: true})
 	st = rec.State()
+	if len(st.Listings) != 1 || st.Listings[0].Scope != "ns2/G/" {
+		t.Errorf("Listings = %+v", st.Listings)
+	}
 	if st.Last[public.Key()].Err == nil || len(st.Good[public.Key()]) != 2 {
 		t.Errorf("after a failed read: last = %+v, good = %v; want the error, the instances kept",
 			st.Last[public.Key()], st.Good[public.Key()])

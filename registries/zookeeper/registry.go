@@ -190,10 +190,12 @@ type watcher struct {
 	// is set by a read error since then.
 	relisted int64
 	failed   bool
-	synced   bool
-	retry    *backoff.ExponentialBackOff
-	observed time.Time
-	ctx      context.Context
+	// relisting is set while a re-list publishes (registries.Snapshot.Relist).
+	relisting bool
+	synced    bool
+	retry     *backoff.ExponentialBackOff
+	observed  time.Time
+	ctx       context.Context
 }
 
 type ifaceState struct {
@@ -360,7 +362,10 @@ func (w *watcher) relist(session int64) <-chan time.Time {
 	w.relisted = session
 	w.retry.Reset()
 	w.r.health.OK()
+	// The first session's listing is the start, not a re-list.
+	w.relisting = w.synced
 	w.publish()
+	w.relisting = false
 	if !w.synced {
 		w.synced = true
 		w.sink.Synced(w.r.name)

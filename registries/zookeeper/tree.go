@@ -255,7 +255,17 @@ func (w *watcher) outage(err error) {
 
 // publish sends a Snapshot for every service of a dirty interface or
 // application that changed, and Removed for those no longer produced.
+//
+// Snapshots sent during a re-list are marked Relist. When anything is
+// removed, or during a re-list, the services the watcher then holds go to
+// the sink first as a Listing (registries.Sink.Listing).
 func (w *watcher) publish() {
+	type produced struct {
+		key  string
+		svcs []registries.Service
+	}
+	var all []produced
+	var removed []registries.Service
 	for _, key := range slices.Sorted(maps.Keys(w.dirty)) {
 		var svcs []registries.Service
 		if iface, ok := strings.CutPrefix(key, dirtyInterface); ok {
@@ -263,21 +273,16 @@ func (w *watcher) publish() {
 		} else if app, ok := strings.CutPrefix(key, dirtyApplication); ok {
 			svcs = w.applicationServices(app)
 		}
+		all = append(all, produced{key, svcs})
+		for _, old := range w.producedBy[key] {
+			if !slices.ContainsFunc(svcs, func(s registries.Service) bool { return s.Name == old }) {
+				removed = append(removed, w.emitted[old])
+				delete(w.emitted, old)
+			}
+		}
 		names := make([]string, 0, len(svcs))
 		for _, svc := range svcs {
 			names = append(names, svc.Name)
-			if old, ok := w.emitted[svc.Name]; ok && reflect.DeepEqual(old, svc) {
-				continue
-			}
-			w.emitted[svc.Name] = svc
-			w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Observed: w.observed})
-		}
-		for _, old := range w.producedBy[key] {
-			if !slices.Contains(names, old) {
-				svc := w.emitted[old]
-				delete(w.emitted, old)
-				w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Removed: true, Observed: w.observed})
-			}
 		}
 		if len(names) == 0 {
 			delete(w.producedBy, key)
@@ -286,6 +291,33 @@ func (w *watcher) publish() {
 		}
 	}
 	clear(w.dirty)
+	if len(removed) > 0 || w.relisting {
+		keys := make([]string, 0, len(w.emitted)+len(all))
+		for _, p := range all {
+			for _, svc := range p.svcs {
+				if _, ok := w.emitted[svc.Name]; !ok {
+					keys = append(keys, svc.Key())
+				}
+			}
+		}
+		for _, svc := range w.emitted {
+			keys = append(keys, svc.Key())
+		}
+		w.sink.Listing(w.r.name, "", keys)
+	}
+	for _, p := range all {
+		for _, svc := range p.svcs {
+			if old, ok := w.emitted[svc.Name]; ok && reflect.DeepEqual(old, svc) {
+				continue
+			}
+			w.emitted[svc.Name] = svc
+			w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Observed: w.observed, Relist: w.relisting})
+		}
+	}
+	for _, svc := range removed {
+		w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Removed: true, Observed: w.observed,
+			Relist: w.relisting})
+	}
 	w.r.setStatus(func(s *Status) { s.Services, s.Watches = len(w.emitted), len(w.armed) })
 }
 
