@@ -142,6 +142,18 @@ refresh-crds: ## Copy the ServiceEntry and WorkloadEntry CRDs of go.mod's istio.
 	test "$$(grep -cE '^  name: (serviceentries|workloadentries)\.networking\.istio\.io$$' "$$out.tmp")" = 2 && \
 	mv "$$out.tmp" "$$out" && echo "refresh-crds: $$out from istio.io/api $$v" || { rm -f "$$out.tmp"; exit 1; }
 
+# Fuzzing time per target; go test fuzzes one target per run, so the
+# targets run one after another.
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## Fuzz each target for 30 s (FUZZTIME), one after another; seed corpora run in go test ./... (not part of make test)
+	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(FUZZTIME) ./translate/
+	$(GO) test -run '^$$' -fuzz '^FuzzInstancesFrom$$' -fuzztime $(FUZZTIME) ./registries/consul/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/bridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./registries/file/
+	$(GO) test -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME) ./registries/nacos/
+	$(GO) test -run '^$$' -fuzz '^FuzzBuilder$$' -fuzztime $(FUZZTIME) ./registries/dubbo/
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...
