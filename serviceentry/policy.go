@@ -84,7 +84,7 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 		}
 	}
 	p := r.cfg.Policy
-	if p.MaxDeleteRatio >= 1 || !r.status.Synced {
+	if p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk) {
 		return
 	}
 	var gone []string
@@ -176,6 +176,7 @@ func (s *Syncer) applyGuard(r *registryState, why string) {
 		delete(r.stale, k)
 		s.remove(r, id)
 	}
+	s.markDirty(r)
 	s.noteRegistry(r)
 }
 

@@ -31,7 +31,10 @@ type SyncerConfig struct {
 	// Timeout bounds the wait for every registry's first listing; after it,
 	// HasSynced is true anyway (config key sync.timeout). 0 waits forever.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// StateDir, when set, is where each registry's last complete listing is
+	// persisted and read back at start (rule 7; config key state.dir).
+	StateDir string
+	Logger   *slog.Logger
 }
 
 // Syncer is the sync step between the registries and the aggregate store. It
@@ -59,10 +62,12 @@ type SyncerConfig struct {
 //
 // Concurrency: Snapshot and Synced may be called from any goroutine.
 type Syncer struct {
-	store   *Store
-	log     *slog.Logger
-	timeout time.Duration
-	ready   chan struct{}
+	store     *Store
+	log       *slog.Logger
+	timeout   time.Duration
+	ready     chan struct{}
+	stateDir  string
+	stateKick chan struct{}
 
 	mu       sync.Mutex
 	regs     map[string]*registryState
@@ -91,6 +96,7 @@ func (a serviceID) compare(b serviceID) int {
 }
 
 type serviceState struct {
+	svc       registries.Service // the last snapshot's, kept only with a state dir
 	host      string
 	sticky    translate.Sticky
 	result    translate.Result
@@ -110,6 +116,12 @@ type registryState struct {
 	// disappearances waiting for their hold-down, by service key.
 	guard   *guard
 	holding map[string]*heldDown
+	// disk is the persisted listing read at start, until served or
+	// synced; fromDisk the services served from it and not read since;
+	// dirty whether the listing changed since it was last persisted.
+	disk     []registries.Service
+	fromDisk map[string]bool
+	dirty    bool
 }
 
 // NewSyncer returns a Syncer writing to store.
@@ -121,8 +133,10 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 	s := &Syncer{
 		store:    store,
 		log:      log.With("component", "sync"),
-		timeout:  cfg.Timeout,
-		ready:    make(chan struct{}),
+		timeout:   cfg.Timeout,
+		ready:     make(chan struct{}),
+		stateDir:  cfg.StateDir,
+		stateKick: make(chan struct{}, 1),
 		regs:     make(map[string]*registryState, len(cfg.Registries)),
 		services: make(map[serviceID]*serviceState),
 		claims:   make(map[string][]serviceID),
@@ -137,15 +151,26 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 	if s.pending == 0 {
 		close(s.ready)
 	}
+	if s.stateDir != "" {
+		s.loadState()
+	}
 	return s
 }
 
 var _ registries.Sink = (*Syncer)(nil)
 
 // Run enforces the sync timeout: once it passes, HasSynced turns true even if
-// some registry has not delivered its first listing (it is logged). It
-// returns when ctx is done or the store is synced.
+// some registry has not delivered its first listing (it is logged), after
+// such a registry's persisted listing, if any, is served (rule 7). With a
+// state dir it also persists the listings until ctx is done; without one it
+// returns once the store is synced.
 func (s *Syncer) Run(ctx context.Context) {
+	if s.stateDir != "" {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); s.runState(ctx) }()
+		defer func() { <-ctx.Done() }()
+	}
 	if s.timeout <= 0 {
 		return
 	}
@@ -163,6 +188,7 @@ func (s *Syncer) Run(ctx context.Context) {
 			}
 		}
 		slices.Sort(missing)
+		s.serveFromDisk()
 		s.markReady()
 		s.mu.Unlock()
 		s.log.Warn("Sync timeout passed before every registry listed its services; serving what is known",
@@ -203,6 +229,8 @@ func (s *Syncer) Synced(registry string) {
 	}
 	r.status.Synced = true
 	registryLastSync.WithLabelValues(registry).Set(float64(time.Now().UnixNano()) / 1e9)
+	s.leaveDisk(r)
+	s.markDirty(r)
 	s.pending--
 	s.log.Info("Registry synced", "registry", registry, "count", r.status.Services)
 	if s.pending == 0 {
@@ -262,6 +290,8 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 // held.
 func (s *Syncer) applySnapshot(r *registryState, id serviceID, snap registries.Snapshot) {
 	delete(r.stale, id.name)
+	delete(r.fromDisk, id.name)
+	s.markDirty(r)
 	if snap.Removed {
 		s.remove(r, id)
 	} else {
@@ -302,6 +332,9 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	}
 	r.status.Instances += len(svc.Instances) - st.instances
 	st.instances = len(svc.Instances)
+	if s.stateDir != "" {
+		st.svc = svc
+	}
 	s.services[id] = st
 	// Reusing the last Result re-hashes only the instances that changed.
 	res, err := r.cfg.Translator.TranslateReusing(svc, st.sticky, st.result)

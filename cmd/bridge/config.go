@@ -37,6 +37,16 @@ type Config struct {
 	// Outage is every registry's outage policy; a registry's own outage
 	// block overrides the keys it sets.
 	Outage OutageConfig `json:"outage"`
+	State  StateConfig  `json:"state"`
+}
+
+// StateConfig is where meshbridge persists each registry's last complete
+// listing, to serve it when a registry cannot be read at start (README
+// "Outages"). meshbridge translate never persists.
+type StateConfig struct {
+	// Dir is a directory meshbridge creates (0700) if missing; "" (the
+	// default) persists nothing.
+	Dir string `json:"dir,omitempty"`
 }
 
 // OutageConfig is an outage policy (serviceentry.OutagePolicy; README
@@ -398,7 +408,10 @@ func checkFile(f registries.File) error {
 // configuration and the files it names move together) and for checking at
 // load that credentials and certificates can be read.
 func (c *Config) files() []registries.File {
-	fs := []registries.File{{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled}}
+	fs := []registries.File{
+		{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled},
+		{Key: "state.dir", Path: &c.State.Dir},
+	}
 	server := func(key string, t *ServerTLSConfig) {
 		if t != nil {
 			fs = append(fs,

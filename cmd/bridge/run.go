@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -51,8 +52,13 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 	}
 	b := &bridge{cfg: cfg, log: log, regs: regs, ready: make(chan struct{})}
 	b.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	if cfg.State.Dir != "" {
+		if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
+	}
 	b.syncer = serviceentry.NewSyncer(b.store, serviceentry.SyncerConfig{
-		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, Logger: log,
+		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir, Logger: log,
 	})
 	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{
 		Address:           cfg.XDS.Address,

@@ -1,0 +1,212 @@
+package serviceentry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// stateVersion is the version of the persisted listing format; a file of
+// another version is ignored.
+const stateVersion = 1
+
+// stateWriteDelay coalesces state writes: a change is written at most this
+// long after it, with every change made meanwhile.
+const stateWriteDelay = 2 * time.Second
+
+// persistedListing is a registry's last complete, authoritative listing as
+// written to <StateDir>/<registry>.json (rule 7).
+type persistedListing struct {
+	Version  int                  `json:"version"`
+	Registry string               `json:"registry"`
+	Type     string               `json:"type"`
+	Written  time.Time            `json:"written"`
+	Services []registries.Service `json:"services"`
+}
+
+// statePath is the registry's state file.
+func (s *Syncer) statePath(registry string) string {
+	return filepath.Join(s.stateDir, registry+".json")
+}
+
+// loadState reads each registry's persisted listing; a file that is missing
+// is no listing, one that is corrupt, of another version, or of another
+// registry or type is ignored with a warning.
+func (s *Syncer) loadState() {
+	for name, r := range s.regs {
+		data, err := os.ReadFile(s.statePath(name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		var pl persistedListing
+		if err == nil {
+			err = json.Unmarshal(data, &pl)
+		}
+		switch {
+		case err != nil:
+		case pl.Version != stateVersion:
+			err = fmt.Errorf("version %d, want %d", pl.Version, stateVersion)
+		case pl.Registry != name || pl.Type != r.cfg.Type:
+			err = fmt.Errorf("written for registry %q of type %q", pl.Registry, pl.Type)
+		}
+		if err != nil {
+			s.log.Warn("Ignored a persisted listing", "registry", name, "path", s.statePath(name), "err", err)
+			continue
+		}
+		r.disk = pl.Services
+		s.log.Info("Read a persisted listing; it is served if the registry does not answer within sync.timeout",
+			"registry", name, "services", len(pl.Services), "written", pl.Written)
+	}
+}
+
+// serveFromDisk serves the persisted listing of every registry that has not
+// synced (rule 7). s.mu is held.
+func (s *Syncer) serveFromDisk() {
+	for name, r := range s.regs {
+		if r.status.Synced || len(r.disk) == 0 {
+			continue
+		}
+		r.fromDisk = make(map[string]bool, len(r.disk))
+		for _, svc := range r.disk {
+			id := serviceID{order: r.order, registry: name, name: svc.Key()}
+			if s.services[id] != nil {
+				continue // read from the registry already
+			}
+			s.upsert(r, id, svc)
+			r.fromDisk[id.name] = true
+		}
+		r.disk = nil
+		r.status.FromDisk = true
+		s.noteRegistry(r)
+		s.log.Warn("Serving a registry from its persisted listing until it answers", "registry", name,
+			"services", len(r.fromDisk))
+	}
+}
+
+// leaveDisk ends serving from disk once the registry synced: what it did
+// not list again is removed, unless the delete guard holds it. s.mu is held.
+func (s *Syncer) leaveDisk(r *registryState) {
+	r.disk = nil
+	if !r.status.FromDisk {
+		return
+	}
+	for _, k := range slices.Sorted(mapKeys(r.fromDisk)) {
+		if r.guarded(k) {
+			continue
+		}
+		s.remove(r, serviceID{order: r.order, registry: r.cfg.Name, name: k})
+	}
+	r.fromDisk = nil
+	r.status.FromDisk = false
+	s.noteRegistry(r)
+	s.log.Info("Registry answered; no longer served from its persisted listing", "registry", r.cfg.Name)
+}
+
+// markDirty notes that the registry's listing changed. s.mu is held.
+func (s *Syncer) markDirty(r *registryState) {
+	if s.stateDir == "" {
+		return
+	}
+	r.dirty = true
+	select {
+	case s.stateKick <- struct{}{}:
+	default:
+	}
+}
+
+// runState writes the dirty registries' listings, stateWriteDelay after
+// the first change, until ctx is done.
+func (s *Syncer) runState(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stateKick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(stateWriteDelay):
+		}
+		for _, pl := range s.takeDirty() {
+			if err := writeAtomic(s.statePath(pl.Registry), pl); err != nil {
+				s.log.Warn("Could not persist a registry's listing", "registry", pl.Registry, "err", err)
+			}
+		}
+	}
+}
+
+// takeDirty returns the listings to write: those of dirty registries whose
+// state is complete and authoritative (synced, read, not from disk, no
+// stale service, nothing held).
+func (s *Syncer) takeDirty() []persistedListing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []persistedListing
+	for name, r := range s.regs {
+		if !r.dirty || !r.status.Synced || r.status.FromDisk || r.down || len(r.stale) > 0 ||
+			r.guard != nil || len(r.holding) > 0 {
+			continue
+		}
+		r.dirty = false
+		pl := persistedListing{Version: stateVersion, Registry: name, Type: r.cfg.Type, Written: time.Now()}
+		for id, st := range s.services {
+			if id.registry == name {
+				pl.Services = append(pl.Services, st.svc)
+			}
+		}
+		slices.SortFunc(pl.Services, func(a, b registries.Service) int {
+			switch {
+			case a.Key() < b.Key():
+				return -1
+			case a.Key() > b.Key():
+				return 1
+			}
+			return 0
+		})
+		out = append(out, pl)
+	}
+	return out
+}
+
+// writeAtomic writes v as JSON to path through a temporary file in the same
+// directory, synced and renamed over path.
+func writeAtomic(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package serviceentry
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// stateSyncer is a Syncer of registry "r" (type consul) persisting to dir,
+// with a 5 s sync timeout, its Run started until the test ends.
+func stateSyncer(t *testing.T, dir string) (*Syncer, *Store) {
+	t.Helper()
+	tr, err := translate.New(translate.Options{Registry: "r", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	sy := NewSyncer(store, SyncerConfig{
+		Registries: []SyncRegistry{{Name: "r", Type: "consul", Translator: tr, Policy: DefaultOutagePolicy}},
+		Timeout:    5 * time.Second, StateDir: dir,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sy.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return sy, store
+}
+
+// TestPersistedListing: a synced registry's listing is written to the state
+// dir; a bridge started while the registry is down serves it after
+// sync.timeout, marked from disk, and replaces it once the registry answers.
+func TestPersistedListing(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		fill(sy, 3)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+	var pl persistedListing
+	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &pl); err != nil || pl.Version != stateVersion || len(pl.Services) != 3 {
+		t.Fatalf("state file: %v, %+v", err, pl)
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		sy, store := stateSyncer(t, dir)
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if n := served(store); n != 0 || sy.HasSynced() {
+			t.Fatalf("before sync.timeout: %d served, synced %v", n, sy.HasSynced())
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		st := sy.Status()[0]
+		if n := served(store); n != 3 || !sy.HasSynced() || !st.FromDisk || !st.Stale {
+			t.Fatalf("after sync.timeout: %d served, synced %v, status %+v", n, sy.HasSynced(), st)
+		}
+		// The registry answers with one of the three services.
+		sy.Listing("r", "", []string{"svc-00"})
+		sy.Snapshot(snap("r", "svc-00", instance("svc-00-1", "10.0.0.9", 8080)))
+		sy.Synced("r")
+		st = sy.Status()[0]
+		if n := served(store); n != 1 || st.FromDisk || st.Stale {
+			t.Fatalf("after the registry answered: %d served, status %+v", n, st)
+		}
+		if we := store.List(model.KindWorkloadEntry, ""); len(we) != 1 || we[0].WorkloadEntry().GetAddress() != "10.0.0.9" {
+			t.Errorf("served %v, want the registry's instance", we)
+		}
+	})
+}
+
+// TestPersistedListingIgnoredWhenBad: a corrupt file, one of another version
+// and one of another registry are ignored: nothing is served from disk.
+func TestPersistedListingIgnoredWhenBad(t *testing.T) {
+	for name, content := range map[string]string{
+		"corrupt":          "{not json",
+		"another version":  `{"version": 99, "registry": "r", "type": "consul", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
+		"another registry": `{"version": 1, "registry": "q", "type": "consul", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
+		"another type":     `{"version": 1, "registry": "r", "type": "nacos", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "r.json"), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				sy, store := stateSyncer(t, dir)
+				time.Sleep(6 * time.Second)
+				synctest.Wait()
+				if n := served(store); n != 0 || sy.Status()[0].FromDisk {
+					t.Fatalf("%d served from a bad file", n)
+				}
+			})
+		})
+	}
+}
+
+// TestNothingPersistedWhileStale: a registry whose service failed to read is
+// not persisted (its listing is not authoritative).
+func TestNothingPersistedWhileStale(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		fill(sy, 3)
+		s := snap("r", "svc-01")
+		s.Err = os.ErrDeadlineExceeded
+		sy.Snapshot(s)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+	if _, err := os.Stat(filepath.Join(dir, "r.json")); !os.IsNotExist(err) {
+		t.Errorf("a listing with a stale service was persisted: %v", err)
+	}
+}
