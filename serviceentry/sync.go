@@ -34,6 +34,9 @@ type SyncerConfig struct {
 	// StateDir, when set, is where each registry's last complete listing is
 	// persisted and read back at start (rule 7; config key state.dir).
 	StateDir string
+	// ConflictPolicy decides a host several registries produce (rule 1):
+	// ConflictMerge (the default when "") or ConflictFirst.
+	ConflictPolicy string
 	Logger   *slog.Logger
 }
 
@@ -43,17 +46,28 @@ type SyncerConfig struct {
 // translation, skipping objects whose content hash is unchanged.
 //
 // Rules:
-//  1. One ServiceEntry per host (docs/design.md §3, istio#37981): when two
-//     services map to one host, the lowest (registry order, service name)
-//     wins and the other is rejected with reason host-collision; the winner
-//     is re-decided whenever a claimant comes or goes.
+//  1. One ServiceEntry per host (docs/design.md §3, istio#37981). Its
+//     claimants are ordered by (registry order, service name); the first is
+//     the winner, re-decided whenever a claimant comes or goes. Two
+//     services of one registry: the later is rejected (host-collision).
+//     Services of several registries (ConflictPolicy): under ConflictMerge
+//     the winner's ServiceEntry (labelled with its registry) serves the
+//     instances of every registry, each in its own WorkloadEntries (or
+//     inline endpoints) translated against the winner's ports, and a
+//     registry whose protocol differs is rejected (protocol-conflict);
+//     under ConflictFirst the later registries are rejected
+//     (host-collision). No registry's outage removes another's instances.
 //  2. A Snapshot with Err keeps the service's last-known-good objects
 //     (docs/design.md §8); only Removed deletes them.
 //  3. Ports stick per service for the life of the process (translate.Sticky).
 //  4. Within a host, creates and updates write WorkloadEntries before the
 //     ServiceEntry and deletes remove the ServiceEntry first, so the first
 //     push for a new service already carries its endpoints and a removed
-//     service causes no EDS pushes on its way out.
+//     service causes no EDS pushes on its way out. A service that changes
+//     form (inline ↔ WorkloadEntries) keeps its old objects until the new
+//     ones are written.
+//  5-7. Outage policy (OutagePolicy) and persisted listings (StateDir):
+//     policy.go and state.go.
 //
 // Cost: a Snapshot is translated against the service's last Result
 // (translate.TranslateReusing), so unchanged instances keep their objects and
@@ -62,6 +76,7 @@ type SyncerConfig struct {
 //
 // Concurrency: Snapshot and Synced may be called from any goroutine.
 type Syncer struct {
+	merge     bool
 	store     *Store
 	log       *slog.Logger
 	timeout   time.Duration
@@ -74,12 +89,18 @@ type Syncer struct {
 	services map[serviceID]*serviceState
 	claims   map[string][]serviceID       // host → claimants, winner first
 	written  map[string][]model.ConfigKey // host → keys we stored for it (a slice: a map per host cost ~300 B/instance)
-	served   map[string]servedBy          // host → whose instances its objects hold
+	served   map[string][]servedBy        // host → whose instances its objects hold
 	pending  int                          // registries not yet synced
 }
 
-// servedBy is the registry whose service won a host, and how many of its
-// instances survived translation.
+// Conflict policies (SyncerConfig.ConflictPolicy).
+const (
+	ConflictMerge = "merge"
+	ConflictFirst = "first"
+)
+
+// servedBy is a registry whose instances a host's objects hold, and how
+// many of them survived translation.
 type servedBy struct {
 	registry  string
 	instances int
@@ -96,8 +117,15 @@ func (a serviceID) compare(b serviceID) int {
 }
 
 type serviceState struct {
-	svc       registries.Service // the last snapshot's, kept only with a state dir
+	svc       registries.Service // the last snapshot's (shares the registry's slices)
 	host      string
+	// merged is the service translated against the host winner's ports
+	// (conflictPolicy merge), for mergedFor; conflict says why it cannot
+	// be merged ("" when it can).
+	merged    translate.Result
+	mergedFor translate.Sticky
+	mergedOK  bool
+	conflict  string
 	sticky    translate.Sticky
 	result    translate.Result
 	instances int
@@ -137,11 +165,12 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 		ready:     make(chan struct{}),
 		stateDir:  cfg.StateDir,
 		stateKick: make(chan struct{}, 1),
+		merge:     cfg.ConflictPolicy != ConflictFirst,
 		regs:     make(map[string]*registryState, len(cfg.Registries)),
 		services: make(map[serviceID]*serviceState),
 		claims:   make(map[string][]serviceID),
 		written:  make(map[string][]model.ConfigKey),
-		served:   make(map[string]servedBy),
+		served:   make(map[string][]servedBy),
 		pending:  len(cfg.Registries),
 	}
 	for i, r := range cfg.Registries {
@@ -332,9 +361,7 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	}
 	r.status.Instances += len(svc.Instances) - st.instances
 	st.instances = len(svc.Instances)
-	if s.stateDir != "" {
-		st.svc = svc
-	}
+	st.svc, st.mergedOK = svc, false
 	s.services[id] = st
 	// Reusing the last Result re-hashes only the instances that changed.
 	res, err := r.cfg.Translator.TranslateReusing(svc, st.sticky, st.result)
@@ -375,12 +402,28 @@ func (s *Syncer) claim(id serviceID, host string) {
 	if len(ids) == 1 {
 		return
 	}
+	// The claimant that is not first of its registry (merge) or not first
+	// at all (first) loses.
+	var winner serviceID
+	for j, other := range ids {
+		if j == i {
+			continue
+		}
+		if s.merge && other.registry != id.registry {
+			continue
+		}
+		winner = other
+		break
+	}
+	if winner.registry == "" {
+		return
+	}
 	loser := id
-	if i == 0 {
-		loser = ids[1]
+	if winner.compare(id) > 0 {
+		winner, loser = id, winner
 	}
 	s.reject(loser.registry, loser.name, "host-collision", max(1, s.services[loser].instances),
-		fmt.Errorf("host %q is produced by service %q of registry %q, which comes first", host, ids[0].name, ids[0].registry))
+		fmt.Errorf("host %q is produced by service %q of registry %q, which comes first", host, winner.name, winner.registry))
 }
 
 func (s *Syncer) release(id serviceID, host string) {

@@ -2,44 +2,54 @@ package serviceentry
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+
+	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
-// apply makes the store's objects for host equal to the translation of the
-// host's winning claimant (or removes them when nobody claims it). Only
-// objects whose content hash changed are written (rule 4 of Syncer gives the
-// order). s.mu must be held.
+// apply makes the store's objects for host equal to what its claimants
+// produce (rule 1), or removes them when nobody claims it. Only objects
+// whose content hash changed are written (rule 4 gives the order). s.mu must
+// be held.
 func (s *Syncer) apply(host string) {
-	var desired []*model.Config
-	var served servedBy
-	if ids := s.claims[host]; len(ids) > 0 {
-		st := s.services[ids[0]]
-		res := st.result
-		desired = append(desired, res.WorkloadEntries...)
-		if res.ServiceEntry != nil {
-			desired = append(desired, res.ServiceEntry)
-			served = servedBy{registry: ids[0].registry, instances: st.instances - len(res.Rejected)}
-		}
-	}
+	desired, served := s.desired(host)
 	s.noteServed(host, served)
 	written := s.written[host]
 	want := make(map[model.ConfigKey]bool, len(desired))
 	for _, cfg := range desired {
 		want[cfg.Key()] = true
 	}
-	// Deletes first, ServiceEntry before WorkloadEntries.
-	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-		for _, key := range written {
-			if key.Kind == kind && !want[key] {
-				s.write(key, nil)
+	// A host that keeps its ServiceEntry writes first and deletes after,
+	// so that a change of form never leaves a moment with neither form
+	// served; a host that loses it deletes first, ServiceEntry before
+	// WorkloadEntries.
+	keepsSE := false
+	for _, cfg := range desired {
+		keepsSE = keepsSE || cfg.Kind == model.KindServiceEntry
+	}
+	remove := func() {
+		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
+			for _, key := range written {
+				if key.Kind == kind && !want[key] {
+					s.write(key, nil)
+				}
 			}
 		}
+	}
+	if !keepsSE {
+		remove()
 	}
 	keys := make([]model.ConfigKey, 0, len(desired))
 	for _, cfg := range desired {
 		s.write(cfg.Key(), cfg)
 		keys = append(keys, cfg.Key())
+	}
+	if keepsSE {
+		remove()
 	}
 	if len(keys) == 0 {
 		delete(s.written, host)
@@ -48,24 +58,113 @@ func (s *Syncer) apply(host string) {
 	}
 }
 
+// desired returns the objects host's claimants produce, WorkloadEntries
+// before the ServiceEntry, and whose instances they hold. s.mu must be held.
+func (s *Syncer) desired(host string) ([]*model.Config, []servedBy) {
+	ids := s.claims[host]
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	first := s.services[ids[0]]
+	res := first.result
+	if res.ServiceEntry == nil {
+		return slices.Clone(res.WorkloadEntries), nil
+	}
+	desired := slices.Clone(res.WorkloadEntries)
+	served := []servedBy{{registry: ids[0].registry, instances: first.instances - len(res.Rejected)}}
+	se := res.ServiceEntry
+	if s.merge {
+		var inline []*networking.WorkloadEntry
+		seen := map[string]bool{ids[0].registry: true}
+		for _, id := range ids[1:] {
+			if seen[id.registry] {
+				continue // a later service of one registry: host-collision
+			}
+			seen[id.registry] = true
+			st := s.services[id]
+			m, ok := s.mergedResult(id, st, first)
+			if !ok {
+				continue
+			}
+			served = append(served, servedBy{registry: id.registry, instances: st.instances - len(m.Rejected)})
+			if len(res.WorkloadEntries) > 0 || se.ServiceEntry().GetWorkloadSelector() != nil {
+				desired = append(desired, m.WorkloadEntries...)
+			} else {
+				inline = append(inline, translate.InlineEndpoints(m)...)
+			}
+		}
+		if len(inline) > 0 {
+			merged, err := s.regs[ids[0].registry].cfg.Translator.MergeInline(se, inline)
+			if err != nil {
+				s.log.Warn("Cannot merge other registries' endpoints into an inline ServiceEntry; serving the first registry's",
+					"host", host, "err", err)
+			} else {
+				se = merged
+			}
+		}
+	}
+	return append(desired, se), served
+}
+
+// mergedResult is st translated against the ports of the host's first
+// claimant (conflictPolicy merge), kept until either changes; ok is false
+// when st cannot be merged: its protocol differs (protocol-conflict, logged
+// and counted when that starts), or its translation failed. s.mu must be
+// held.
+func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.Result, bool) {
+	target := translate.Sticky{Port: first.sticky.Port, Protocol: first.sticky.Protocol, ProtocolPorts: first.sticky.ProtocolPorts}
+	conflict := ""
+	if a, b := first.sticky.Protocol, st.sticky.Protocol; a != "" && b != "" && a != b {
+		conflict = fmt.Sprintf("its protocol %s differs from %s of the registry that serves the host", b, a)
+	}
+	if conflict != st.conflict {
+		st.conflict = conflict
+		if conflict != "" {
+			s.reject(id.registry, st.svc.Name, "protocol-conflict", max(1, st.instances), errors.New(conflict))
+		}
+	}
+	if conflict != "" {
+		return translate.Result{}, false
+	}
+	if st.mergedOK && sameStickyPorts(st.mergedFor, target) {
+		return st.merged, true
+	}
+	r := s.regs[id.registry]
+	res, err := r.cfg.Translator.TranslateReusing(st.svc, target, st.merged)
+	if err != nil {
+		return translate.Result{}, false
+	}
+	st.merged, st.mergedFor, st.mergedOK = res, target, true
+	return res, true
+}
+
+// sameStickyPorts reports whether two Stickies keep the same ports.
+func sameStickyPorts(a, b translate.Sticky) bool {
+	return a.Port == b.Port && a.Protocol == b.Protocol && slices.Equal(a.ProtocolPorts, b.ProtocolPorts)
+}
+
 // noteServed moves host's served instances to now, keeping each registry's
 // ServedInstances and meshbridge_registry_served_instances equal to the
 // instances its objects in the store hold. s.mu must be held.
-func (s *Syncer) noteServed(host string, now servedBy) {
+func (s *Syncer) noteServed(host string, now []servedBy) {
 	was := s.served[host]
-	if was == now {
+	if slices.Equal(was, now) {
 		return
 	}
-	for _, d := range []struct {
-		registry string
-		delta    int
-	}{{was.registry, -was.instances}, {now.registry, now.instances}} {
-		if r := s.regs[d.registry]; r != nil {
-			r.status.ServedInstances += d.delta
-			registryServedInstances.WithLabelValues(d.registry).Set(float64(r.status.ServedInstances))
+	delta := map[string]int{}
+	for _, b := range was {
+		delta[b.registry] -= b.instances
+	}
+	for _, b := range now {
+		delta[b.registry] += b.instances
+	}
+	for name, d := range delta {
+		if r := s.regs[name]; r != nil && d != 0 {
+			r.status.ServedInstances += d
+			registryServedInstances.WithLabelValues(name).Set(float64(r.status.ServedInstances))
 		}
 	}
-	if now.registry == "" {
+	if len(now) == 0 {
 		delete(s.served, host)
 	} else {
 		s.served[host] = now

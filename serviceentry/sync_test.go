@@ -41,6 +41,11 @@ func (w *writeCounter) take() []string {
 
 func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *Store, *writeCounter) {
 	t.Helper()
+	return newTestSyncerPolicy(t, ConflictMerge, regs...)
+}
+
+func newTestSyncerPolicy(t *testing.T, conflict string, regs ...string) (*Syncer, *Store, *writeCounter) {
+	t.Helper()
 	var cfgs []SyncRegistry
 	for _, name := range regs {
 		tr, err := translate.New(translate.Options{Registry: name, HostTemplate: consul.HostTemplate, Namespace: "mesh"})
@@ -54,7 +59,7 @@ func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *Store, *writeCounter
 	store.RegisterEventHandler(model.KindServiceEntry, wc.handler)
 	store.RegisterEventHandler(model.KindWorkloadEntry, wc.handler)
 	runStore(t, store)
-	return NewSyncer(store, SyncerConfig{Registries: cfgs}), store, wc
+	return NewSyncer(store, SyncerConfig{Registries: cfgs, ConflictPolicy: conflict}), store, wc
 }
 
 func instance(id, addr string, port uint32) registries.Instance {
@@ -119,9 +124,10 @@ func TestSyncerWritesOnlyWhatChanged(t *testing.T) {
 }
 
 func TestSyncerHostCollision(t *testing.T) {
-	// Two registries whose services map to one host: the first registry in
-	// configuration order wins, whatever the arrival order.
-	sy, store, _ := newTestSyncer(t, "dc1", "dc2")
+	// Two registries whose services map to one host under conflictPolicy
+	// first: the first registry in configuration order wins, whatever the
+	// arrival order.
+	sy, store, _ := newTestSyncerPolicy(t, ConflictFirst, "dc1", "dc2")
 	before := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc1", "host-collision"))
 	sy.Snapshot(snap("dc2", "web", instance("b/1", "10.0.0.2", 8080)))
 	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080)))
@@ -231,5 +237,82 @@ func TestSyncerScopesServicesByNamespaceAndGroup(t *testing.T) {
 	}
 	if st := sy.Status()[0]; st.Services != 2 || st.Instances != 2 || st.ServedInstances != 2 {
 		t.Fatalf("status = %+v, want 2 services, 2 instances, 2 served", st)
+	}
+}
+
+// TestSyncerMergesHost: under conflictPolicy merge, one ServiceEntry (the
+// first registry's) serves the instances of both registries, the later
+// registry's translated against its ports; one registry's removal or
+// outage leaves the other's; a protocol conflict rejects the later
+// registry's instances.
+func TestSyncerMergesHost(t *testing.T) {
+	sy, store, _ := newTestSyncer(t, "dc1", "dc2")
+	sy.Snapshot(snap("dc2", "web", instance("b/1", "10.0.0.2", 9090)))
+	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080)))
+	flush(t, store)
+	ses := store.List(model.KindServiceEntry, "")
+	if len(ses) != 1 || ses[0].Labels[model.LabelRegistry] != "dc1" || ses[0].ServiceEntry().Ports[0].Number != 8080 {
+		t.Fatalf("ServiceEntries = %v, want one, dc1's, on 8080", kinds(store, model.KindServiceEntry))
+	}
+	byAddr := map[string]*model.Config{}
+	for _, we := range store.List(model.KindWorkloadEntry, "") {
+		byAddr[we.WorkloadEntry().Address] = we
+	}
+	if len(byAddr) != 2 || byAddr["10.0.0.2"].Labels[model.LabelRegistry] != "dc2" ||
+		byAddr["10.0.0.2"].WorkloadEntry().Ports["grpc-8080"] != 9090 {
+		t.Fatalf("WorkloadEntries %v: want dc1's and dc2's, dc2's mapping grpc-8080 to 9090", byAddr)
+	}
+	// dc2 is down: its instances stay; dc1 leaves: dc2's take the host over.
+	failed := snap("dc2", "web")
+	failed.Err = errors.New("down")
+	sy.Snapshot(failed)
+	sy.Snapshot(registries.Snapshot{Registry: "dc1", Service: registries.Service{Name: "web"}, Removed: true})
+	flush(t, store)
+	ses = store.List(model.KindServiceEntry, "")
+	wes := store.List(model.KindWorkloadEntry, "")
+	if len(ses) != 1 || ses[0].Labels[model.LabelRegistry] != "dc2" || len(wes) != 1 || wes[0].WorkloadEntry().Address != "10.0.0.2" {
+		t.Fatalf("after dc1 left: ServiceEntries %v, WorkloadEntries %v", kinds(store, model.KindServiceEntry), kinds(store, model.KindWorkloadEntry))
+	}
+	if st := sy.Status(); st[0].ServedInstances != 0 || st[1].ServedInstances != 1 {
+		t.Errorf("served instances %d, %d; want 0, 1", st[0].ServedInstances, st[1].ServedInstances)
+	}
+
+	// A protocol conflict: dc1 comes back over http.
+	before := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc2", "protocol-conflict"))
+	http := instance("a/1", "10.0.0.1", 8080)
+	http.Protocol = "http"
+	sy.Snapshot(snap("dc1", "web", http))
+	flush(t, store)
+	wes = store.List(model.KindWorkloadEntry, "")
+	if len(wes) != 1 || wes[0].WorkloadEntry().Address != "10.0.0.1" {
+		t.Fatalf("with a protocol conflict: WorkloadEntries %v, want dc1's only", kinds(store, model.KindWorkloadEntry))
+	}
+	if got := testutil.ToFloat64(rejectedInstances.WithLabelValues("dc2", "protocol-conflict")); got != before+1 {
+		t.Errorf("protocol-conflict rejections %v, want %v", got, before+1)
+	}
+}
+
+// TestSyncerMergesInline: inline, the merged ServiceEntry lists both
+// registries' endpoints.
+func TestSyncerMergesInline(t *testing.T) {
+	var cfgs []SyncRegistry
+	for _, name := range []string{"dc1", "dc2"} {
+		tr, err := translate.New(translate.Options{Registry: name, HostTemplate: consul.HostTemplate, Namespace: "mesh",
+			Endpoints: translate.EndpointsInline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, SyncRegistry{Name: name, Type: "consul", Translator: tr})
+	}
+	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	sy := NewSyncer(store, SyncerConfig{Registries: cfgs})
+	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080)))
+	sy.Snapshot(snap("dc2", "web", instance("b/1", "10.0.0.2", 9090)))
+	se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh")
+	if se == nil || len(se.ServiceEntry().Endpoints) != 2 || se.ServiceEntry().Endpoints[1].Ports["grpc-8080"] != 9090 {
+		t.Fatalf("ServiceEntry %v: want both endpoints, dc2's mapped to 9090", se)
+	}
+	if se.ContentHash() != translate.ContentHash(se.Labels, nil, se.Spec) {
+		t.Errorf("the merged ServiceEntry's hash is not its content's")
 	}
 }

@@ -38,6 +38,9 @@ type Config struct {
 	// block overrides the keys it sets.
 	Outage OutageConfig `json:"outage"`
 	State  StateConfig  `json:"state"`
+	// ConflictPolicy decides a host several registries produce: merge (the
+	// default: one ServiceEntry, every registry's instances) or first.
+	ConflictPolicy string `json:"conflictPolicy"`
 }
 
 // StateConfig is where meshbridge persists each registry's last complete
@@ -458,6 +461,7 @@ func (c *Config) setDefaults() {
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
+	setIf(&c.ConflictPolicy, serviceentry.ConflictMerge)
 	o := &c.Outage
 	durIf(&o.HoldDown, serviceentry.DefaultOutagePolicy.HoldDown)
 	durIf(&o.DeleteGuardTimeout, serviceentry.DefaultOutagePolicy.DeleteGuardTimeout)
@@ -529,6 +533,9 @@ func (c *Config) validate() error {
 		r.Outage.validate(p+".outage", add)
 	}
 	c.Outage.validate("outage", add)
+	if c.ConflictPolicy != serviceentry.ConflictMerge && c.ConflictPolicy != serviceentry.ConflictFirst {
+		add("conflictPolicy", "%q is not one of merge, first", c.ConflictPolicy)
+	}
 	if !dns1123Label.MatchString(c.Output.Namespace) {
 		add("output.namespace", "%q is not a DNS-1123 label", c.Output.Namespace)
 	}

@@ -78,6 +78,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"zookeeper server not host:port":  {"registries:\n- {name: a, type: zookeeper, zookeeper: {servers: [zk]}}\n", `registries[0].zookeeper.servers[0]: "zk" is not host:port`},
 		"zookeeper dubbo mode":            {"registries:\n- {name: a, type: zookeeper, zookeeper: {dubbo: {mode: all}}}\n", `registries[0].zookeeper.dubbo.mode: "all" is not one of interface, application, both`},
 		"zookeeper dubbo host template":   {"registries:\n- {name: a, type: zookeeper, zookeeper: {dubbo: {interfaceHostTemplate: \"{{.Iface}}\"}}}\n", "registries[0].zookeeper.dubbo.interfaceHostTemplate: template"},
+		"conflict policy unknown":         {consul + "conflictPolicy: last\n", `conflictPolicy: "last" is not one of merge, first`},
 		"outage ratio zero":               {consul + "outage: {maxDeleteRatio: 0}\n", "outage.maxDeleteRatio: 0 is outside (0, 1]"},
 		"outage hold-down negative":       {consul + "outage: {holdDown: -1s}\n", "outage.holdDown: must not be negative"},
 		"registry outage guard timeout":   {"registries:\n- {name: a, type: file, file: {path: x}, outage: {deleteGuardTimeout: 0s}}\n", "registries[0].outage.deleteGuardTimeout: must be positive"},

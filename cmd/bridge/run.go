@@ -58,7 +58,8 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 		}
 	}
 	b.syncer = serviceentry.NewSyncer(b.store, serviceentry.SyncerConfig{
-		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir, Logger: log,
+		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
+		ConflictPolicy: cfg.ConflictPolicy, Logger: log,
 	})
 	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{
 		Address:           cfg.XDS.Address,
