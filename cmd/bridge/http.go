@@ -174,11 +174,11 @@ func (b *bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	var lines []string
 	for _, e := range b.registryz() {
 		switch {
-		case !e.Synced:
-			lines = append(lines, fmt.Sprintf("registry %s: no complete listing yet (sync.timeout passed): its services are not served; last error: %s",
-				e.Name, cmp.Or(e.LastError, "none")))
 		case e.FromDisk:
 			lines = append(lines, fmt.Sprintf("registry %s: served from its persisted listing (state.dir) until it answers; last error: %s",
+				e.Name, cmp.Or(e.LastError, "none")))
+		case !e.Synced:
+			lines = append(lines, fmt.Sprintf("registry %s: no complete listing yet (sync.timeout passed): its services are not served; last error: %s",
 				e.Name, cmp.Or(e.LastError, "none")))
 		case e.Stale:
 			lines = append(lines, fmt.Sprintf("registry %s: serving last-known-good state (up: %v, since %s, %d stale services); last error: %s",

@@ -112,6 +112,12 @@ type bridge struct {
 // answers 200.
 func startBridge(t testing.TB, registriesYAML string) *bridge {
 	t.Helper()
+	return startBridgeSync(t, registriesYAML, 20*time.Second)
+}
+
+// startBridgeSync is startBridge with sync.timeout.
+func startBridgeSync(t testing.TB, registriesYAML string, syncTimeout time.Duration) *bridge {
+	t.Helper()
 	b := &bridge{
 		t:         t,
 		cfgPath:   filepath.Join(t.TempDir(), "meshbridge.yaml"),
@@ -119,8 +125,8 @@ func startBridge(t testing.TB, registriesYAML string) *bridge {
 		httpAddr:  "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
 		debugAddr: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
 	}
-	cfg := fmt.Sprintf("%s\nxds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\nsync: {timeout: 20s}\n",
-		registriesYAML, b.xdsAddr, b.httpAddr, b.debugAddr)
+	cfg := fmt.Sprintf("%s\nxds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\nsync: {timeout: %s}\n",
+		registriesYAML, b.xdsAddr, b.httpAddr, b.debugAddr, syncTimeout)
 	if err := os.WriteFile(b.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
