@@ -58,7 +58,9 @@
 //     --max-request-bytes, 1.5 MiB; custom resources are stored as JSON), is
 //     emitted in WorkloadEntry form exactly as workloadentry mode emits it,
 //     and Result.Fallback gives the reason. The form is decided on every
-//     call, so a service that shrinks goes back inline. A host too long to
+//     call, so a service that shrinks goes back inline, once under 90 % of
+//     both limits (Sticky.InlineFallback), so that a service near them does
+//     not switch form on every change. A host too long to
 //     name WorkloadEntries (over 242 characters) that must fall back is an
 //     error.
 //

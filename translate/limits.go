@@ -58,12 +58,12 @@ const (
 // holds it equal to the encoding). Only when the walk cannot size a field,
 // or lands within sizeSlack of the limit, is the object encoded
 // (objectJSONSize, ten to twenty times the walk's cost) to decide.
-func (t *Translator) inlineSizeFallback(host string, annotations map[string]string, se *networking.ServiceEntry) string {
+func (t *Translator) inlineSizeFallback(host string, annotations map[string]string, se *networking.ServiceEntry, limit int) string {
 	labels := t.ownershipLabels()
 	withHash := map[string]string{model.AnnotationHash: hashPlaceholder}
 	maps.Copy(withHash, annotations)
 	n, ok := serviceEntryObjectJSONSize(host, t.opts.Namespace, labels, withHash, se)
-	if !ok || n > maxInlineJSONBytes-sizeSlack && n <= maxInlineJSONBytes+sizeSlack {
+	if !ok || n > limit-sizeSlack && n <= limit+sizeSlack {
 		cfg := &model.Config{
 			Meta: model.Meta{
 				Kind:        model.KindServiceEntry,
@@ -82,8 +82,12 @@ func (t *Translator) inlineSizeFallback(host string, annotations map[string]stri
 			return fmt.Sprintf("the inline ServiceEntry cannot be encoded as JSON to check its size: %v", err)
 		}
 	}
-	if n <= maxInlineJSONBytes {
+	if n <= limit {
 		return ""
+	}
+	if limit < maxInlineJSONBytes {
+		return fmt.Sprintf("the inline ServiceEntry would take %s bytes of JSON: it stays in WorkloadEntry form until under %s "+
+			"(90 %% of etcd's 1.5 MiB request limit less 8 KiB)", groupDigits(n), groupDigits(limit))
 	}
 	return fmt.Sprintf("the inline ServiceEntry would take %s bytes of JSON, over the %s bytes allowed "+
 		"(etcd's 1.5 MiB request limit less 8 KiB for the API server's metadata)",
@@ -91,8 +95,13 @@ func (t *Translator) inlineSizeFallback(host string, annotations map[string]stri
 }
 
 // endpointCountFallback is Result.Fallback for n admitted instances, past
-// MaxInlineEndpoints.
-func endpointCountFallback(n int) string {
+// limit: MaxInlineEndpoints, or 90 % of it for a service already in
+// WorkloadEntry form.
+func endpointCountFallback(n, limit int) string {
+	if limit < MaxInlineEndpoints {
+		return fmt.Sprintf("%s endpoints: it stays in WorkloadEntry form until at most %d (90 %% of the ServiceEntry CRD's limit of %d inline endpoints)",
+			groupDigits(n), limit, MaxInlineEndpoints)
+	}
 	return fmt.Sprintf("%s endpoints exceed the ServiceEntry CRD's limit of %d inline endpoints",
 		groupDigits(n), MaxInlineEndpoints)
 }

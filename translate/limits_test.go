@@ -176,7 +176,7 @@ func TestInlineFallback(t *testing.T) {
 			weOpts := tc.opts
 			weOpts.Endpoints = EndpointsWorkloadEntry
 			want := mustTranslate(t, mustNew(t, weOpts), tc.svc, Sticky{})
-			got.Fallback = ""
+			got.Fallback, got.Sticky.InlineFallback = "", false
 			if diff := diffResults(want, got); diff != "" {
 				t.Errorf("fallback differs from workloadentry mode (-want +got):\n%s", diff)
 			}
@@ -197,8 +197,9 @@ func TestFallbackWithHostTooLongForWorkloadEntries(t *testing.T) {
 }
 
 // TestTranslateReusingAcrossForms: a service that crosses a limit and comes
-// back switches form both ways; every step equals Translate, and only
-// objects of the form emitted are reused.
+// back switches form both ways (back inline only under 90 % of the limits:
+// hysteresis); every step equals Translate, and only objects of the form
+// emitted are reused.
 func TestTranslateReusingAcrossForms(t *testing.T) {
 	type step struct {
 		svc          registries.Service
@@ -211,8 +212,9 @@ func TestTranslateReusingAcrossForms(t *testing.T) {
 			{svc: wideService(4096)},
 			{svc: wideService(4097), wantFallback: true},
 			{svc: wideService(4098), wantFallback: true, wantSameSE: true, wantSameWEs: 4097},
-			{svc: wideService(4096)},
-			{svc: wideService(4096), wantSameSE: true},
+			{svc: wideService(4096), wantFallback: true, wantSameSE: true, wantSameWEs: 4096}, // hysteresis: above 90 %
+			{svc: wideService(3600)},
+			{svc: wideService(3600), wantSameSE: true},
 		},
 		"object size": {
 			{svc: heavyService(10)},
@@ -378,5 +380,36 @@ func TestGroupDigits(t *testing.T) {
 		if got := groupDigits(n); got != want {
 			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestInlineFallbackHysteresis: a service in WorkloadEntry form for want of
+// room inline goes back inline only under 90 % of the limit, so one
+// hovering near 4096 endpoints does not switch form on every change.
+func TestInlineFallbackHysteresis(t *testing.T) {
+	tr := mustNew(t, Options{Endpoints: EndpointsInline})
+	for _, tc := range []struct {
+		name     string
+		steps    []int // instance counts, translated in turn with the Sticky carried
+		wantLast bool  // the last step is in WorkloadEntry form
+	}{
+		{"over the limit falls back", []int{4097}, true},
+		{"just under the limit after a fallback stays", []int{4097, 4000}, true},
+		{"at 90 % after a fallback stays", []int{4097, 3687}, true},
+		{"under 90 % after a fallback goes back inline", []int{4097, 3686}, false},
+		{"near the limit without a fallback stays inline", []int{4000, 4096}, false},
+		{"back over after going inline falls back again", []int{4097, 3000, 4097}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prev Sticky
+			var res Result
+			for _, n := range tc.steps {
+				res = mustTranslate(t, tr, wideService(n), prev)
+				prev = res.Sticky
+			}
+			if got := res.Fallback != ""; got != tc.wantLast {
+				t.Errorf("after %v: WorkloadEntry form %v (%q), want %v", tc.steps, got, res.Fallback, tc.wantLast)
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@ func (t *Translator) MergeInline(se *model.Config, endpoints []*networking.Workl
 	spec := proto.Clone(se.ServiceEntry()).(*networking.ServiceEntry)
 	spec.Endpoints = append(spec.Endpoints, endpoints...)
 	if len(spec.Endpoints) > MaxInlineEndpoints {
-		return nil, fmt.Errorf("%s", endpointCountFallback(len(spec.Endpoints)))
+		return nil, fmt.Errorf("%s", endpointCountFallback(len(spec.Endpoints), MaxInlineEndpoints))
 	}
 	slices.SortStableFunc(spec.Endpoints, func(a, b *networking.WorkloadEntry) int {
 		return cmp.Or(strings.Compare(a.Address, b.Address), cmp.Compare(len(a.Ports), len(b.Ports)))

@@ -34,6 +34,10 @@ type Sticky struct {
 	// sorted by number (Port and Protocol are the first): a protocol keeps
 	// its number for as long as an instance serves it.
 	ProtocolPorts []ProtocolPort
+	// InlineFallback is set when the translation was in WorkloadEntry form
+	// for want of room inline (Result.Fallback): the next one goes back
+	// inline only under 90 % of the limits (rule 10).
+	InlineFallback bool
 	// LabelChanges are the label changes the translation reported
 	// (Result.LabelChanges, the same read-only slice): the next one marks
 	// those it repeats (LabelChange.Repeated) and sets Result.LabelSetChanged.

@@ -175,8 +175,14 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 	}
 	res.Sticky = plan.sticky
 	mode := t.opts.Endpoints
-	if mode == EndpointsInline && len(insts) > MaxInlineEndpoints {
-		mode, res.Fallback = EndpointsWorkloadEntry, endpointCountFallback(len(insts))
+	// Hysteresis (rule 10): a service in WorkloadEntry form stays so until
+	// it is under 90 % of the limits, so one near them does not flap.
+	countLimit, sizeLimit := MaxInlineEndpoints, maxInlineJSONBytes
+	if prev.InlineFallback {
+		countLimit, sizeLimit = MaxInlineEndpoints*9/10, maxInlineJSONBytes*9/10
+	}
+	if mode == EndpointsInline && len(insts) > countLimit {
+		mode, res.Fallback = EndpointsWorkloadEntry, endpointCountFallback(len(insts), countLimit)
 		if err := checkFallbackHost(svc, host, res.Fallback); err != nil {
 			return Result{}, err
 		}
@@ -191,7 +197,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 	// size depends on the spec, the annotations and this Translator's
 	// metadata alone.
 	if mode == EndpointsInline && !reused {
-		if reason := t.inlineSizeFallback(host, annotations, se); reason != "" {
+		if reason := t.inlineSizeFallback(host, annotations, se, sizeLimit); reason != "" {
 			mode, res.Fallback = EndpointsWorkloadEntry, reason
 			if err := checkFallbackHost(svc, host, reason); err != nil {
 				return Result{}, err
@@ -211,6 +217,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 		}
 		res.ServiceEntry = t.newConfig(model.KindServiceEntry, host, t.ownershipLabels(), annotations, se)
 	}
+	res.Sticky.InlineFallback = res.Fallback != ""
 	if mode == EndpointsWorkloadEntry {
 		res.WorkloadEntries = t.workloadEntries(host, entries)
 	}
