@@ -4,40 +4,53 @@
 // extra configuration (README "Kubernetes output").
 //
 // A Writer registers a handler on the store (package serviceentry): desired
-// state is the store's objects in output.namespace; the handler queues keys
-// on a rate-limited client-go workqueue and workers converge the apiserver on
-// the store.
+// state is the store's objects in output.namespace; the handler, and a watch
+// on the writer's own objects, queue keys on a rate-limited client-go
+// workqueue and workers converge the apiserver on the store.
+//
+// Files: plan.go is the decision, pure and shared with translate --diff
+// (diff.go); live.go what the writer knows of the apiserver; writer.go the
+// loop, queue and retries; apply.go the writes; watch.go the watch;
+// objects.go the typed clients.
 //
 // Rules:
 //  1. Server-side apply, field manager "meshbridge", force: meshbridge owns
 //     the labels, annotations and spec it sends (docs/design.md §6; the Kubernetes
 //     server-side apply contract).
 //  2. An object is written only when its meshbridge.io/content-hash differs
-//     from the apiserver's copy; the copy is known from a list at the start
-//     of leadership and from every write's response. An unchanged mesh costs
-//     zero writes, also after a restart.
+//     from the apiserver's copy, or someone else changed that copy since
+//     meshbridge wrote or listed it (a resourceVersion newer than the one its
+//     own last write returned). The copy is known from a list at the start
+//     of leadership, then from every write's response and watch event. An
+//     unchanged mesh costs zero writes, also after a restart, and
+//     meshbridge's own writes coming back through the watch cost none.
 //  3. Ownership: an object is ours only with app.kubernetes.io/managed-by=
 //     meshbridge and meshbridge.io/registry naming a configured registry.
 //     Others are never written nor deleted, even under a name we want
 //     (meshbridge_kube_conflicts_total). This is what peers get wrong:
 //     objects rewritten on every sync, never deleted, or orphaned by a
 //     restart.
-//  4. Garbage collection at the start of leadership and every resync period:
+//  4. Drift: while leading, a metadata-only watch (client-go metadata
+//     informers; labels and content hash, never specs) on our objects in
+//     output.namespace restores at once an object deleted or edited by hand.
+//  5. Garbage collection at the start of leadership and every resync period:
 //     objects of ours that the store does not hold are deleted, with a UID
 //     precondition, except those of a registry that has not synced yet
-//     (not known is not gone: docs/design.md §8).
-//  5. One writer: with leader election, only the holder of a
-//     coordination.k8s.io Lease writes (client-go leaderelection); every
-//     replica serves xDS. Losing the lease stops new writes at once;
-//     requests in flight finish. A graceful stop releases the lease.
-//  6. Errors: transport errors, 5xx, 429, 403 and 404 are retried per object
+//     (not known is not gone: docs/design.md §8). The same list corrects
+//     drift the watch missed.
+//  6. One writer: with leader election, only the holder of a
+//     coordination.k8s.io Lease writes and watches (client-go
+//     leaderelection); every replica serves xDS. Losing the lease stops new
+//     writes at once; requests in flight finish. A graceful stop releases
+//     the lease.
+//  7. Errors: transport errors, 5xx, 429, 403 and 404 are retried per object
 //     with exponential backoff (200 ms doubling to 30 s), and all at once as
 //     soon as one retry succeeds (the apiserver is back); a 4xx the
 //     apiserver would repeat (422 Invalid, 400, 413) is logged with the
 //     object and not retried until the object changes or the next resync. An
 //     object whose request exceeds translate.MaxObjectBytes is never sent
 //     (translate already emits large inline services in WorkloadEntry form).
-//  7. An apiserver outage never affects xDS: the writer is a store handler
+//  8. An apiserver outage never affects xDS: the writer is a store handler
 //     that only queues keys, so its backlog is bounded by the number of
 //     objects, holding keys, not copies.
 //

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,12 +15,11 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/serviceentry"
-	"github.com/meshbridge/meshbridge/translate"
 )
 
 // Defaults of Options.
@@ -46,7 +44,7 @@ type Source interface {
 // Options configure a Writer.
 type Options struct {
 	// Namespace is output.namespace: where every object is written, and the
-	// only namespace listed and garbage-collected.
+	// only namespace listed, watched and garbage-collected.
 	Namespace string
 	// Registries are the configured registry names. An object is ours only
 	// when it carries app.kubernetes.io/managed-by=meshbridge and a
@@ -54,14 +52,17 @@ type Options struct {
 	Registries []string
 	// Client is the istio.io/client-go clientset (networking.istio.io/v1).
 	Client versioned.Interface
+	// Metadata is the client of the watch on the writer's own objects
+	// (k8s.io/client-go/metadata: labels and annotations, not specs).
+	Metadata metadata.Interface
 	// RegistrySynced reports whether a registry delivered its first
 	// listing. Objects of a registry that has not are never deleted: the
 	// store not holding them means "not known yet" (docs/design.md §8). nil
 	// means every registry has synced.
 	RegistrySynced func(registry string) bool
 	// ResyncPeriod is how often the leader lists the apiserver's objects,
-	// garbage-collects and corrects drift (an edited or deleted object of
-	// ours). Default DefaultResyncPeriod.
+	// garbage-collects and corrects drift the watch missed. Default
+	// DefaultResyncPeriod.
 	ResyncPeriod time.Duration
 	// Workers is the number of concurrent writes. Default DefaultWorkers.
 	Workers int
@@ -72,18 +73,22 @@ type Options struct {
 // Writer writes the aggregate store's ServiceEntries and WorkloadEntries to
 // Kubernetes as networking.istio.io/v1 objects (README "Kubernetes output"):
 //
-//   - A store handler queues the key of every changed object on a
-//     rate-limited client-go workqueue; a key is queued at most once, and a
-//     worker reads the latest desired state from the store when it gets it.
-//   - Writes are server-side applies with field manager "meshbridge", sent
-//     only when the object's meshbridge.io/content-hash differs from the copy
-//     the apiserver holds; so an unchanged mesh, also after a restart, costs
-//     zero writes.
-//   - Garbage collection, at the start of leadership and every ResyncPeriod:
-//     objects carrying our ownership labels that the store no longer holds
-//     are deleted (with a UID precondition). An object without our labels is
-//     never written nor deleted, even under one of our names
+//   - A store handler and a watch on the writer's own objects queue the key
+//     of every changed object on a rate-limited client-go workqueue; a key
+//     is queued at most once, and a worker reads the latest desired state
+//     from the store when it gets it.
+//   - What to do with a key is plan's decision (plan.go), which translate
+//     --diff shares: server-side apply with field manager "meshbridge" when
+//     the object's meshbridge.io/content-hash differs from the apiserver's
+//     copy or someone else changed the copy, delete (with a UID
+//     precondition) when the object is ours and no longer desired, nothing
+//     for an object without our ownership labels
 //     (meshbridge_kube_conflicts_total).
+//   - While leading, a metadata-only watch on the writer's own objects
+//     restores an object deleted or edited by hand at once; meshbridge's
+//     own writes coming back through it cost nothing. A resync every
+//     ResyncPeriod lists the objects again, garbage-collects and corrects
+//     what the watch missed.
 //   - Only while leading (see Lead) are writes started; the handlers and the
 //     queue cost nothing otherwise.
 //   - Failed writes are retried with per-object exponential backoff up to
@@ -95,6 +100,7 @@ type Writer struct {
 	opts  Options
 	log   *slog.Logger
 	src   Source
+	rules planRules
 	kinds map[model.Kind]kindClient
 	ours  string // the label selector of our objects
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
@@ -105,9 +111,9 @@ type Writer struct {
 
 	mu sync.Mutex
 	// live is what the apiserver holds under our names: from the last
-	// resync's list, then from every lookup and write response since. A
-	// deleted object stays as a tombstone (gone) until the next resync.
-	// Valid while leading.
+	// resync's list, then from every lookup, write response and watch event
+	// since (live.go). A deleted object stays as a tombstone (gone) until
+	// the next resync. Valid while leading.
 	live map[model.ConfigKey]liveState
 	// rejected maps a key to the content the apiserver refused with a
 	// permanent error; that content is not sent again.
@@ -124,16 +130,6 @@ type Writer struct {
 	backingOff map[model.ConfigKey]struct{}
 }
 
-// liveState is the apiserver's copy of an object under one of our names.
-type liveState struct {
-	foreign  bool // the object lacks our ownership labels
-	gone     bool // deleted by this writer
-	hash     string
-	uid      types.UID
-	registry string
-	seq      uint64
-}
-
 // rejection is content of an object the apiserver refused.
 type rejection struct {
 	hash string
@@ -145,6 +141,8 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 	switch {
 	case opts.Client == nil:
 		return nil, errors.New("kube: no client")
+	case opts.Metadata == nil:
+		return nil, errors.New("kube: no metadata client")
 	case opts.Namespace == "":
 		return nil, errors.New("kube: no namespace")
 	case len(opts.Registries) == 0:
@@ -164,6 +162,7 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		opts:  opts,
 		log:   opts.Logger.With("component", "kube"),
 		src:   src,
+		rules: planRules{namespace: opts.Namespace, registries: regs, synced: opts.RegistrySynced},
 		kinds: kindClients(opts.Client),
 		ours: fmt.Sprintf("%s=%s,%s in (%s)", model.LabelManagedBy, model.ManagedByValue,
 			model.LabelRegistry, strings.Join(regs, ",")),
@@ -252,15 +251,21 @@ func (w *Writer) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// Lead makes this writer the one that writes, until ctx is done: it lists
-// the apiserver's objects of ours, queues every desired and every listed
-// object (garbage collection and drift), and does so again every
+// Lead makes this writer the one that writes, until ctx is done: it
+// forgets what it knew of the apiserver from an earlier leadership, watches
+// its own objects (watch.go), lists them, queues every desired and every
+// listed object (garbage collection and drift), and lists again every
 // ResyncPeriod. A failed list is retried with backoff up to MaxRetryDelay.
 // Writes stop being started as soon as ctx is done; requests in flight
 // finish. The caller must start Lead only once the store holds every
 // registry's first listing, or what is not there yet may be deleted.
 func (w *Writer) Lead(ctx context.Context) {
-	w.leaders.Add(1)
+	if w.leaders.Add(1) == 1 {
+		// Another replica may have written since this one last led.
+		w.mu.Lock()
+		w.live = map[model.ConfigKey]liveState{}
+		w.mu.Unlock()
+	}
 	leader.Set(1)
 	w.log.Info("Writing to Kubernetes", "namespace", w.opts.Namespace)
 	var once sync.Once
@@ -274,11 +279,14 @@ func (w *Writer) Lead(ctx context.Context) {
 	// Stop starting writes the moment leadership ends, not when this
 	// goroutine next runs.
 	stop := context.AfterFunc(ctx, release)
+	var watches sync.WaitGroup
 	defer func() {
 		stop()
 		release()
+		watches.Wait()
 		w.log.Info("Stopped writing to Kubernetes")
 	}()
+	w.watch(ctx, &watches)
 	for {
 		b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(baseRetryDelay),
 			backoff.WithMaxInterval(MaxRetryDelay), backoff.WithMaxElapsedTime(0))
@@ -298,40 +306,41 @@ func (w *Writer) Lead(ctx context.Context) {
 }
 
 // resync replaces the view of the apiserver with a fresh list of our
-// objects and queues every listed and every desired key. What workers learnt
-// while the list was in flight is newer than the list and is kept; older
-// rejections are forgotten, so refused content is tried once more per
-// resync.
+// objects, merged with what was known (merge: an object changed since
+// meshbridge knew it in sync is applied again), and queues every listed and
+// every desired key. What workers learnt while the list was in flight is
+// newer than the list and is kept; older rejections are forgotten, so
+// refused content is tried once more per resync.
 func (w *Writer) resync(ctx context.Context) error {
 	w.mu.Lock()
 	listSeq := w.seq
 	w.mu.Unlock()
-	live := map[model.ConfigKey]liveState{}
+	listed := map[model.ConfigKey]liveState{}
 	for kind, kc := range w.kinds {
 		objs, err := kc.list(ctx, w.opts.Namespace, w.ours)
 		if err != nil {
 			return fmt.Errorf("list %ss in %s: %w", kind, w.opts.Namespace, err)
 		}
 		for _, o := range objs {
-			live[model.ConfigKey{Kind: kind, Namespace: w.opts.Namespace, Name: o.Name}] = stateOf(o)
+			listed[model.ConfigKey{Kind: kind, Namespace: w.opts.Namespace, Name: o.Name}] = stateOf(o)
 		}
 	}
-	listed := slices.Collect(maps.Keys(live))
 	w.mu.Lock()
+	live := make(map[model.ConfigKey]liveState, len(listed))
+	for key, obs := range listed {
+		old, had := w.live[key]
+		live[key], _ = merge(old, had, obs, fromList)
+	}
 	for key, st := range w.live {
 		if st.seq > listSeq {
 			live[key] = st
 		}
 	}
-	for key, st := range live {
-		if st.gone {
-			delete(live, key)
-		}
-	}
+	maps.DeleteFunc(live, func(_ model.ConfigKey, st liveState) bool { return st.gone })
 	w.live = live // the workers' from now on
 	maps.DeleteFunc(w.rejected, func(_ model.ConfigKey, r rejection) bool { return r.seq <= listSeq })
 	w.mu.Unlock()
-	for _, key := range listed {
+	for key := range listed {
 		w.enqueue(key, false)
 	}
 	desired := 0
@@ -345,10 +354,6 @@ func (w *Writer) resync(ctx context.Context) error {
 	w.lastResync.Store(&now)
 	w.log.Debug("Resynced with the apiserver", "live", len(listed), "desired", desired)
 	return nil
-}
-
-func stateOf(o *liveObject) liveState {
-	return liveState{hash: o.Hash, uid: o.UID, registry: o.Labels[model.LabelRegistry]}
 }
 
 func (w *Writer) processNext(ctx context.Context) bool {
@@ -401,176 +406,60 @@ func (w *Writer) retryNow() {
 	}
 }
 
-// observe counts err as an answer from the apiserver unless it is a
-// transport failure (no HTTP status), and returns it.
-func (w *Writer) observe(err error) error {
-	var status apierrors.APIStatus
-	if err == nil || errors.As(err, &status) {
-		w.answered.Add(1)
-	}
-	return err
-}
-
-// isOurs reports whether labels mark an object as written by this bridge.
-func (w *Writer) isOurs(labels map[string]string) bool {
-	return labels[model.LabelManagedBy] == model.ManagedByValue &&
-		slices.Contains(w.opts.Registries, labels[model.LabelRegistry])
-}
-
-// state returns what the apiserver holds under key, if known.
-func (w *Writer) state(key model.ConfigKey) (liveState, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st, ok := w.live[key]
-	return st, ok && !st.gone
-}
-
-// setState records what the apiserver holds under key: st, or nothing when
-// ok is false.
-func (w *Writer) setState(key model.ConfigKey, st liveState, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seq++
-	st.seq = w.seq
-	if !ok {
-		st = liveState{gone: true, seq: w.seq}
-	}
-	w.live[key] = st
-}
-
-// sync makes the apiserver's object under key match the store's. A non-nil
-// error is retried with backoff.
+// sync makes the apiserver's object under key match the store's: it learns
+// what the apiserver holds under a desired name it knows nothing of, then
+// carries out plan's decision. A non-nil error is retried with backoff.
 func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 	if !w.leading() {
 		return nil
 	}
-	kc := w.kinds[key.Kind]
 	desired := w.src.Get(key.Kind, key.Name, key.Namespace)
 	st, known := w.state(key)
-	if desired == nil {
-		if !known || st.foreign {
-			return nil
-		}
-		if w.opts.RegistrySynced != nil && !w.opts.RegistrySynced(st.registry) {
-			return nil // not known yet is not gone
-		}
-		return w.delete(ctx, kc, key, st)
-	}
-	if !known {
-		lo, err := kc.get(ctx, key.Namespace, key.Name)
-		w.observe(err)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			writes.WithLabelValues("create", "error").Inc()
-			return fmt.Errorf("get before create: %w", err)
-		case !w.isOurs(lo.Labels):
-			conflicts.Inc()
-			w.log.Warn("Not writing: an object without meshbridge's ownership labels has this name",
-				"object", key.String(), "labels", lo.Labels)
-			w.setState(key, liveState{foreign: true}, true)
-			return nil
-		default:
-			st, known = stateOf(lo), true
-			w.setState(key, st, true)
+	if desired != nil && !known {
+		var err error
+		if st, known, err = w.lookup(ctx, key); err != nil {
+			return err
 		}
 	}
-	if known && st.foreign {
-		return nil
-	}
-	hash := desired.ContentHash()
-	if known && st.hash == hash && hash != "" {
-		return nil
-	}
-	w.mu.Lock()
-	refused := w.rejected[key].hash == hash
-	w.mu.Unlock()
-	if refused {
-		return nil
-	}
-	op := "create"
+	var live *liveState
 	if known {
-		op = "update"
+		live = &st
 	}
-	if err := checkSize(desired); err != nil {
-		writes.WithLabelValues(op, "too_large").Inc()
-		w.reject(key, hash, err)
-		return nil
-	}
-	if !w.leading() {
-		return nil
-	}
-	lo, err := kc.apply(ctx, desired)
-	if w.observe(err) != nil {
-		if permanent(err) {
-			writes.WithLabelValues(op, "invalid").Inc()
-			w.reject(key, hash, err)
-			return nil
-		}
-		writes.WithLabelValues(op, "error").Inc()
-		return fmt.Errorf("apply: %w", err)
-	}
-	writes.WithLabelValues(op, "ok").Inc()
-	w.setState(key, stateOf(lo), true)
-	return nil
-}
-
-func (w *Writer) delete(ctx context.Context, kc kindClient, key model.ConfigKey, st liveState) error {
-	if !w.leading() {
-		return nil
-	}
-	err := w.observe(kc.delete(ctx, key.Namespace, key.Name, st.uid))
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		writes.WithLabelValues("delete", "ok").Inc()
-		w.setState(key, liveState{}, false)
-		return nil
-	case apierrors.IsConflict(err):
-		// The UID precondition failed: the name now holds another object.
-		// Forget it; the next event or resync looks again.
-		writes.WithLabelValues("delete", "ok").Inc()
-		w.setState(key, liveState{}, false)
-		return nil
-	default:
-		writes.WithLabelValues("delete", "error").Inc()
-		return fmt.Errorf("delete: %w", err)
-	}
-}
-
-// reject records that the apiserver will not take this content of key.
-func (w *Writer) reject(key model.ConfigKey, hash string, err error) {
 	w.mu.Lock()
-	w.seq++
-	w.rejected[key] = rejection{hash: hash, seq: w.seq}
+	refused := w.rejected[key].hash
 	w.mu.Unlock()
-	w.log.Error("Kubernetes refused object; not retrying until it changes", "object", key.String(), "err", err)
+	act, ok := w.rules.decide(key, desired, live, refused)
+	if !ok {
+		return nil
+	}
+	switch act.op {
+	case OpCreate, OpUpdate:
+		return w.write(ctx, act)
+	case OpDelete:
+		return w.remove(ctx, act)
+	}
+	return nil // OpConflict: counted and logged by lookup
 }
 
-// checkSize refuses objects whose apply request exceeds
-// translate.MaxObjectBytes (about etcd's request limit).
-func checkSize(cfg *model.Config) error {
-	body, err := requestBody(cfg)
-	if err != nil {
-		return err
+// lookup reads the object under key from the apiserver and records it. An
+// object without our ownership labels is counted and logged as a conflict.
+func (w *Writer) lookup(ctx context.Context, key model.ConfigKey) (liveState, bool, error) {
+	lo, err := w.kinds[key.Kind].get(ctx, key.Namespace, key.Name)
+	w.observe(err)
+	switch {
+	case apierrors.IsNotFound(err):
+		return liveState{}, false, nil
+	case err != nil:
+		writes.WithLabelValues(OpCreate, "error").Inc()
+		return liveState{}, false, fmt.Errorf("get before create: %w", err)
 	}
-	if len(body) > translate.MaxObjectBytes {
-		return fmt.Errorf("object is %d bytes, over the limit of %d", len(body), translate.MaxObjectBytes)
+	st := stateOf(lo)
+	w.learn(key, st, fromList)
+	if !w.rules.ours(st) {
+		conflicts.Inc()
+		w.log.Warn("Not writing: an object without meshbridge's ownership labels has this name",
+			"object", key.String(), "labels", lo.Labels)
 	}
-	return nil
-}
-
-// permanent reports whether the apiserver would answer the same request the
-// same way: a validation failure, a malformed request or an oversized one.
-// Authorization, missing namespaces, conflicts, throttling and server errors
-// are retried: an operator or time fixes them.
-func permanent(err error) bool {
-	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code := status.Status().Code
-		return code == http.StatusUnsupportedMediaType || code == http.StatusNotAcceptable
-	}
-	return false
+	st, known := w.state(key)
+	return st, known, nil
 }

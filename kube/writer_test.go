@@ -18,6 +18,7 @@ import (
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -70,8 +71,9 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// countingClient is an istio clientset for cfg whose requests c counts.
-func countingClient(t testing.TB, cfg *rest.Config, c *requestCounter) versioned.Interface {
+// countingClients are an istio clientset and a metadata client for cfg
+// whose requests c counts.
+func countingClients(t testing.TB, cfg *rest.Config, c *requestCounter) (versioned.Interface, metadata.Interface) {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(c.wrap)
@@ -79,7 +81,11 @@ func countingClient(t testing.TB, cfg *rest.Config, c *requestCounter) versioned
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, md
 }
 
 // pipeline is the bridge's Kubernetes path: Syncer → Store → Writer →
@@ -122,10 +128,12 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.owned == nil {
 		o.owned = []string{o.registry}
 	}
+	client, md := countingClients(t, k.Config, p.requests)
 	p.writer, err = NewWriter(p.store, Options{
 		Namespace:      ns,
 		Registries:     o.owned,
-		Client:         countingClient(t, k.Config, p.requests),
+		Client:         client,
+		Metadata:       md,
 		RegistrySynced: p.syncer.RegistrySynced,
 	})
 	if err != nil {
@@ -219,9 +227,16 @@ func (p *pipeline) read() cluster {
 
 // checkMatchesStore asserts that the namespace holds exactly the store's
 // objects, with their labels, content hash and spec, applied by meshbridge.
+// Objects of other registries are not compared.
 func (p *pipeline) checkMatchesStore() {
 	p.t.Helper()
 	got := p.read()
+	maps.DeleteFunc(got.ses, func(_ string, o *clientnetworking.ServiceEntry) bool {
+		return o.Labels[model.LabelRegistry] != p.registry
+	})
+	maps.DeleteFunc(got.wes, func(_ string, o *clientnetworking.WorkloadEntry) bool {
+		return o.Labels[model.LabelRegistry] != p.registry
+	})
 	want := map[model.Kind][]*model.Config{
 		model.KindServiceEntry:  p.store.List(model.KindServiceEntry, p.ns),
 		model.KindWorkloadEntry: p.store.List(model.KindWorkloadEntry, p.ns),

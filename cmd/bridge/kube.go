@@ -6,6 +6,7 @@ import (
 
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -58,10 +59,15 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
+	md, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
 	w, err := kube.NewWriter(b.store, kube.Options{
 		Namespace:      b.cfg.Output.Namespace,
 		Registries:     registryNames,
 		Client:         istio,
+		Metadata:       md,
 		RegistrySynced: b.syncer.RegistrySynced,
 		ResyncPeriod:   k.ResyncPeriod.Duration,
 		Logger:         b.log,

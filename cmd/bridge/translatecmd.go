@@ -49,7 +49,8 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	syncer := serviceentry.NewSyncer(store, serviceentry.SyncerConfig{Registries: syncRegs, Logger: log})
+	syncer := serviceentry.NewSyncer(store, serviceentry.SyncerConfig{Registries: syncRegs,
+		ConflictPolicy: cfg.ConflictPolicy, Logger: log})
 	failures := readOnce(regs, syncer, cfg.Sync.Timeout.Duration)
 	if len(failures) > 0 {
 		fmt.Fprintf(stderr, "meshbridge: could not read %s\n", strings.Join(failures, "; "))
@@ -66,7 +67,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		for i, r := range syncRegs {
 			names[i] = r.Name
 		}
-		return printDiff(cfg, names, cfgs, stdout, stderr)
+		return printDiff(cfg, names, syncer.RegistrySynced, cfgs, stdout, stderr)
 	}
 	render := translate.ToYAML
 	if *output == "json" {
@@ -82,9 +83,10 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 }
 
 // printDiff prints kube.Diff of cfgs against the cluster, one change per
-// line ("create ServiceEntry/ns/name"), then a summary line. It writes
-// nothing to the cluster.
-func printDiff(cfg *Config, registryNames []string, cfgs []*model.Config, stdout, stderr io.Writer) int {
+// line ("create ServiceEntry/ns/name"), then a summary line: the writer's
+// decision on the same rules, synced being the registries' first listings.
+// It writes nothing to the cluster.
+func printDiff(cfg *Config, registryNames []string, synced func(string) bool, cfgs []*model.Config, stdout, stderr io.Writer) int {
 	rc, err := restConfig(cfg.Kubernetes)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
@@ -97,7 +99,7 @@ func printDiff(cfg *Config, registryNames []string, cfgs []*model.Config, stdout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	changes, err := kube.Diff(ctx, client, cfg.Output.Namespace, registryNames, cfgs)
+	changes, err := kube.Diff(ctx, client, cfg.Output.Namespace, registryNames, synced, cfgs)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: diff: %v\n", err)
 		return 1

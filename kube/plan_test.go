@@ -1,0 +1,304 @@
+package kube
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// Pure tests of the writer's decision (plan, decide) and of what it knows of
+// the apiserver (merge): no apiserver.
+
+func planKey(kind model.Kind, ns, name string) model.ConfigKey {
+	return model.ConfigKey{Kind: kind, Namespace: ns, Name: name}
+}
+
+// desiredObj is a store object of registry with content hash hash.
+func desiredObj(kind model.Kind, ns, name, registry, hash string) *model.Config {
+	c := &model.Config{Meta: model.Meta{Kind: kind, Name: name, Namespace: ns,
+		Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: registry}}}
+	if hash != "" {
+		c.Annotations = map[string]string{model.AnnotationHash: hash}
+	}
+	return c
+}
+
+// ownedLive is an object with meshbridge's labels for registry, in sync at
+// resourceVersion 10.
+func ownedLive(registry, hash string) liveState {
+	return liveState{managedBy: model.ManagedByValue, registry: registry, hash: hash, uid: types.UID("uid-" + hash), rv: "10", applied: "10"}
+}
+
+func (a action) String() string {
+	s := a.op + " " + a.key.String()
+	if a.op == OpDelete {
+		s += " uid=" + string(a.uid)
+	}
+	return s
+}
+
+func TestPlan(t *testing.T) {
+	const ns = "mesh"
+	se, we := model.KindServiceEntry, model.KindWorkloadEntry
+	synced := func(r string) bool { return r == "dc1" }
+	edited := ownedLive("dc1", "h1")
+	edited.rv = "12" // someone else's write after meshbridge's (10)
+	unknownApplied := ownedLive("dc1", "h1")
+	unknownApplied.applied = "" // appeared through a watch, written by someone else
+	gone := ownedLive("dc1", "h1")
+	gone.gone = true
+	cases := []struct {
+		name    string
+		desired []*model.Config
+		live    map[model.ConfigKey]liveState
+		refused map[model.ConfigKey]string
+		synced  func(string) bool
+		want    []string
+	}{
+		{
+			name:    "create a desired object that is absent",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			want:    []string{"create ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "update when the content hash differs",
+			desired: []*model.Config{desiredObj(we, ns, "a", "dc1", "h2")},
+			live:    map[model.ConfigKey]liveState{planKey(we, ns, "a"): ownedLive("dc1", "h1")},
+			want:    []string{"update WorkloadEntry/mesh/a"},
+		},
+		{
+			name:    "nothing when the content hash is equal",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): ownedLive("dc1", "h1")},
+		},
+		{
+			name:    "update when there is no content hash",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): ownedLive("dc1", "")},
+			want:    []string{"update ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "update an object someone else changed since meshbridge's write, though its hash is equal",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): edited},
+			want:    []string{"update ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "update an object of ours not known to be in sync",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): unknownApplied},
+			want:    []string{"update ServiceEntry/mesh/a"},
+		},
+		{
+			name: "delete an orphan of a synced registry, with its UID as precondition",
+			live: map[model.ConfigKey]liveState{planKey(we, ns, "old"): ownedLive("dc1", "h1")},
+			want: []string{"delete WorkloadEntry/mesh/old uid=uid-h1"},
+		},
+		{
+			name: "no delete for a registry that has not synced",
+			live: map[model.ConfigKey]liveState{planKey(we, ns, "old"): ownedLive("dc2", "h1")},
+		},
+		{
+			name:   "every registry has synced when synced is nil",
+			live:   map[model.ConfigKey]liveState{planKey(we, ns, "old"): ownedLive("dc2", "h1")},
+			synced: func(string) bool { return true },
+			want:   []string{"delete WorkloadEntry/mesh/old uid=uid-h1"},
+		},
+		{
+			name:    "a desired name held by an object without app.kubernetes.io/managed-by is a conflict",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): {registry: "dc1", hash: "h0", uid: "u", rv: "3", applied: "3"}},
+			want:    []string{"conflict ServiceEntry/mesh/a"},
+		},
+		{
+			name: "an object without app.kubernetes.io/managed-by is never deleted",
+			live: map[model.ConfigKey]liveState{planKey(se, ns, "b"): {registry: "dc1", uid: "u", rv: "3", applied: "3"}},
+		},
+		{
+			name:    "managed-by another tool is not ours",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live: map[model.ConfigKey]liveState{
+				planKey(se, ns, "a"): {managedBy: "helm", registry: "dc1", rv: "3", applied: "3"},
+				planKey(se, ns, "b"): {managedBy: "helm", registry: "dc1", rv: "3", applied: "3"},
+			},
+			want: []string{"conflict ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "a registry no longer configured is not ours: neither written nor deleted",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live: map[model.ConfigKey]liveState{
+				planKey(se, ns, "a"): ownedLive("dc9", "h0"),
+				planKey(se, ns, "b"): ownedLive("dc9", "h0"),
+			},
+			want: []string{"conflict ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "objects of another namespace are left alone",
+			desired: []*model.Config{desiredObj(se, "other", "a", "dc1", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, "other", "b"): ownedLive("dc1", "h1")},
+		},
+		{
+			name:    "refused content is not sent again",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1"), desiredObj(se, ns, "b", "dc1", "h2")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "b"): ownedLive("dc1", "h1")},
+			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): "h1", planKey(se, ns, "b"): "h2"},
+		},
+		{
+			name:    "changed content after a refusal is sent",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h3")},
+			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): "h1"},
+			want:    []string{"create ServiceEntry/mesh/a"},
+		},
+		{
+			name:    "a deleted object is absent",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
+			live: map[model.ConfigKey]liveState{
+				planKey(se, ns, "a"): gone,
+				planKey(se, ns, "b"): gone,
+			},
+			want: []string{"create ServiceEntry/mesh/a"},
+		},
+		{
+			name: "sorted by op, kind, then name",
+			desired: []*model.Config{
+				desiredObj(we, ns, "b", "dc1", "h1"), desiredObj(se, ns, "z", "dc1", "h1"), desiredObj(se, ns, "c", "dc1", "h2"),
+				desiredObj(se, ns, "y", "dc1", "h1"), desiredObj(we, ns, "a", "dc1", "h1"),
+			},
+			live: map[model.ConfigKey]liveState{
+				planKey(se, ns, "c"): ownedLive("dc1", "h1"),
+				planKey(se, ns, "y"): {registry: "dc1"},
+				planKey(we, ns, "d"): ownedLive("dc1", "h4"),
+				planKey(se, ns, "e"): ownedLive("dc1", "h5"),
+			},
+			want: []string{
+				"create ServiceEntry/mesh/z", "create WorkloadEntry/mesh/a", "create WorkloadEntry/mesh/b",
+				"update ServiceEntry/mesh/c",
+				"delete ServiceEntry/mesh/e uid=uid-h5", "delete WorkloadEntry/mesh/d uid=uid-h4",
+				"conflict ServiceEntry/mesh/y",
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rules := planRules{namespace: ns, registries: []string{"dc1", "dc2"}, synced: synced}
+			if c.synced != nil {
+				rules.synced = c.synced
+			}
+			got := []string{}
+			for _, a := range plan(rules, c.desired, c.live, c.refused) {
+				if (a.op == OpCreate || a.op == OpUpdate) != (a.desired != nil) {
+					t.Errorf("%s carries desired %v", a, a.desired)
+				}
+				got = append(got, a.String())
+			}
+			if want := append([]string{}, c.want...); !slices.Equal(got, want) {
+				t.Errorf("plan:\n got  %q\n want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestMerge: what the writer knows only moves forward in resourceVersion; a
+// newer copy from a watch or list keeps the resourceVersion known in sync,
+// so plan applies the object again; a write's response is in sync.
+func TestMerge(t *testing.T) {
+	at := func(uid types.UID, rv, applied string) liveState {
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: "h", uid: uid, rv: rv, applied: applied}
+	}
+	tomb := at("u1", "5", "5")
+	tomb.gone = true
+	cases := []struct {
+		name     string
+		old      *liveState
+		obs      liveState
+		src      source
+		want     liveState
+		wantNews bool
+	}{
+		{"a write's response is in sync", nil, at("u1", "5", ""), fromWrite, at("u1", "5", "5"), true},
+		{"a write's response after an older copy", ptr(at("u1", "4", "4")), at("u1", "5", ""), fromWrite, at("u1", "5", "5"), true},
+		{"a write's response after a newer change was seen", ptr(at("u1", "7", "4")), at("u1", "5", ""), fromWrite, at("u1", "7", "5"), true},
+		{"a list of an unknown object is trusted", nil, at("u1", "5", "5"), fromList, at("u1", "5", "5"), true},
+		{"a list newer than meshbridge's write keeps the write's version", ptr(at("u1", "5", "5")), at("u1", "7", "7"), fromList, at("u1", "7", "5"), true},
+		{"a list no newer changes nothing", ptr(at("u1", "7", "5")), at("u1", "7", "7"), fromList, at("u1", "7", "5"), false},
+		{"a list after a delete is trusted", ptr(tomb), at("u2", "9", "9"), fromList, at("u2", "9", "9"), true},
+		{"a list of a replaced object is not in sync", ptr(at("u1", "5", "5")), at("u2", "9", "9"), fromList, at("u2", "9", ""), true},
+		{"meshbridge's own write coming back", ptr(at("u1", "5", "5")), at("u1", "5", "5"), fromWatch, at("u1", "5", "5"), false},
+		{"an earlier write of meshbridge's coming back late", ptr(at("u1", "6", "6")), at("u1", "5", "5"), fromWatch, at("u1", "6", "6"), false},
+		{"someone else's change", ptr(at("u1", "5", "5")), at("u1", "8", "8"), fromWatch, at("u1", "8", "5"), true},
+		{"an object created by someone else", nil, at("u1", "5", "5"), fromWatch, at("u1", "5", ""), true},
+		{"an object recreated by someone else", ptr(tomb), at("u2", "9", "9"), fromWatch, at("u2", "9", ""), true},
+		{"a stale event of an older object", ptr(at("u2", "9", "9")), at("u1", "5", "5"), fromWatch, at("u2", "9", "9"), false},
+		{"versions that are not integers: a different one is newer", ptr(at("u1", "a", "a")), at("u1", "b", "b"), fromWatch, at("u1", "b", "a"), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var old liveState
+			if c.old != nil {
+				old = *c.old
+			}
+			got, news := merge(old, c.old != nil, c.obs, c.src)
+			if got != c.want || news != c.wantNews {
+				t.Errorf("merge = %+v, %v; want %+v, %v", got, news, c.want, c.wantNews)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestMergeThenDecide plays sequences of what the writer learns (writes'
+// responses and watch events, in the orders the apiserver and the watch can
+// deliver them) and checks plan's decision at the end: meshbridge's own
+// writes never make it write again; anyone else's change does.
+func TestMergeThenDecide(t *testing.T) {
+	key := planKey(model.KindServiceEntry, "mesh", "a")
+	desired := desiredObj(model.KindServiceEntry, "mesh", "a", "dc1", "h2")
+	copyAt := func(rv, hash string) liveState {
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: hash, uid: "u1", rv: rv}
+	}
+	type step struct {
+		obs liveState
+		src source
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  string // "" for nothing
+	}{
+		{"own write, then its event", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("5", "h2"), fromWatch}}, ""},
+		{"own write's event before its response", []step{{copyAt("5", "h2"), fromWatch}, {copyAt("5", "h2"), fromWrite}}, ""},
+		{"two own writes, the first's event last", []step{{copyAt("5", "h1"), fromWrite}, {copyAt("6", "h2"), fromWrite},
+			{copyAt("6", "h2"), fromWatch}, {copyAt("5", "h1"), fromWatch}}, ""},
+		{"a hand edit of the spec after the write", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "h2"), fromWatch}}, OpUpdate},
+		{"a hand edit seen before the write's response", []step{{copyAt("7", "h2"), fromWatch}, {copyAt("5", "h2"), fromWrite}}, OpUpdate},
+		{"a hand edit of the content hash", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "x"), fromWatch}}, OpUpdate},
+		{"the repair of a hand edit", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "h2"), fromWatch},
+			{copyAt("8", "h2"), fromWrite}, {copyAt("8", "h2"), fromWatch}}, ""},
+		{"a restart's list", []step{{copyAt("5", "h2"), fromList}}, ""},
+	}
+	rules := planRules{namespace: "mesh", registries: []string{"dc1"}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var (
+				st  liveState
+				had bool
+			)
+			for _, s := range c.steps {
+				st, _ = merge(st, had, s.obs, s.src)
+				had = true
+			}
+			a, ok := rules.decide(key, desired, &st, "")
+			got := ""
+			if ok {
+				got = a.op
+			}
+			if got != c.want {
+				t.Errorf("after %+v: decide = %q, want %q", st, got, c.want)
+			}
+		})
+	}
+}
