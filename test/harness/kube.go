@@ -308,7 +308,11 @@ func startKube(assets, dir string, crdFiles []string) (k *Kube, err error) {
 		// No reconciliation of the "kubernetes" Service's endpoints: there
 		// are no nodes to reach the apiserver from, and 127.0.0.1 is not a
 		// valid endpoint address.
-		Set("endpoint-reconciler-type", "none")
+		Set("endpoint-reconciler-type", "none").
+		// Open watches (the Kubernetes writer's drift-repair informers)
+		// would hold a SIGTERMed apiserver for about a minute while they
+		// drain; tests that stop it want it gone in seconds.
+		Set("shutdown-watch-termination-grace-period", "2s")
 	for _, d := range []string{etcd.DataDir, api.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			k.closeLogs()
