@@ -182,3 +182,162 @@ func TestSameHostFromTwoRegistriesMerges(t *testing.T) {
 		t.Errorf("with Consul down: %v, want both endpoints", got)
 	}
 }
+
+// faultMesh starts a persistent Consul server with n services of two
+// instances each, a bridge on it, and watchers xDS clients that have the
+// whole mesh.
+func faultMesh(t *testing.T, n, watchers int) (*harness.Consul, *bridge, []*xdsWatch, map[string][]string) {
+	t.Helper()
+	consul := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
+	want := map[string][]string{}
+	for i := range n {
+		name := fmt.Sprintf("svc-%02d", i)
+		for k := 1; k <= 2; k++ {
+			consul.RegisterInstance(t, name, fmt.Sprintf("%s-%d", name, k), fmt.Sprintf("127.0.0.%d", k), 7070, nil, grpcMeta, api.HealthPassing)
+		}
+		want[name+".service.consul"] = []string{"127.0.0.1:7070", "127.0.0.2:7070"}
+	}
+	b := startBridge(t, consulRegistry(consul))
+	ws := make([]*xdsWatch, watchers)
+	for i := range ws {
+		ws[i] = watchXDS(t, b.xdsAddr)
+	}
+	for i, w := range ws {
+		w.waitFor(60*time.Second, fmt.Sprintf("watcher %d: the mesh", i), want)
+	}
+	return consul, b, ws, want
+}
+
+// checkNothingRemoved fails t for every watcher that saw an endpoint leave.
+func checkNothingRemoved(t *testing.T, ws []*xdsWatch, when string) {
+	t.Helper()
+	for i, w := range ws {
+		if n := w.losses(); n != 0 {
+			t.Errorf("%s: watcher %d saw %d endpoints removed", when, i, n)
+		}
+	}
+}
+
+// consulOutageScenario holds an outage of Consul (down, then up after
+// outage) while 50 xDS clients watch: no endpoint leaves; after Consul is
+// back, a change reaches every client (within 5 s plus the Consul
+// watcher's retry backoff, at most 10 s).
+func consulOutageScenario(t *testing.T, down, up func(*harness.Consul), outage time.Duration) {
+	consul, b, ws, want := faultMesh(t, 5, 50)
+	down(consul)
+	<-time.After(outage) // the outage's length: a scenario parameter, not a wait for a condition
+	checkNothingRemoved(t, ws, "during the outage")
+	up(consul)
+	consul.RegisterInstance(t, "after", "after-1", "127.0.0.3", 7070, nil, grpcMeta, api.HealthPassing)
+	want["after.service.consul"] = []string{"127.0.0.3:7070"}
+	back := time.Now()
+	for i, w := range ws {
+		w.waitFor(20*time.Second, fmt.Sprintf("watcher %d: the change after the outage", i), want)
+	}
+	t.Logf("every watcher had the change %s after Consul was back", time.Since(back).Round(time.Millisecond))
+	checkNothingRemoved(t, ws, "after the outage")
+	// Every per-service read recovers within its retry backoff (at most
+	// 10 s) of Consul's return.
+	eventually(t, 20*time.Second, "every read of the registry recovered", func() error {
+		if e := registryzOf(t, b, "consul-e2e"); e["up"] != true || e["stale"] == true {
+			return fmt.Errorf("up %v, stale %v, staleServices %v", e["up"], e["stale"], e["staleServices"])
+		}
+		return nil
+	})
+	t.Logf("the registry was up and fresh %s after Consul was back", time.Since(back).Round(time.Millisecond))
+}
+
+// TestConsulKilledRemovesNothing: Consul stopped for 30 s, then started
+// again with its data.
+func TestConsulKilledRemovesNothing(t *testing.T) {
+	t.Parallel()
+	consulOutageScenario(t, func(c *harness.Consul) { c.Stop() }, func(c *harness.Consul) { c.Restart(t) }, 30*time.Second)
+}
+
+// TestConsulHungRemovesNothing: Consul stopped with SIGSTOP for 30 s (a
+// hung server: reads time out, connections stay), then continued.
+func TestConsulHungRemovesNothing(t *testing.T) {
+	t.Parallel()
+	consulOutageScenario(t, func(c *harness.Consul) {
+		c.Pause(t)
+		t.Cleanup(func() { c.Resume(t) })
+	}, func(c *harness.Consul) { c.Resume(t) }, 30*time.Second)
+}
+
+// TestConsulFlappingRemovesNothing: Consul hung and continued every second
+// for 30 s: endpoints never leave, and the pushes stay bounded.
+func TestConsulFlappingRemovesNothing(t *testing.T) {
+	t.Parallel()
+	consul, b, ws, want := faultMesh(t, 5, 10)
+	before := mustScrape(t, b).sum("meshbridge_pushes_total")
+	t.Cleanup(func() { consul.Resume(t) })
+	for range 15 {
+		consul.Pause(t)
+		<-time.After(time.Second) // the flapping's period: a scenario parameter
+		consul.Resume(t)
+		<-time.After(time.Second)
+	}
+	checkNothingRemoved(t, ws, "while Consul flapped")
+	pushes := mustScrape(t, b).sum("meshbridge_pushes_total") - before
+	t.Logf("%v pushes while Consul flapped for 30 s", pushes)
+	if pushes > 30 {
+		t.Errorf("%v pushes while nothing changed, want at most 30", pushes)
+	}
+	for i, w := range ws {
+		w.waitFor(20*time.Second, fmt.Sprintf("watcher %d: the mesh", i), want)
+	}
+}
+
+// TestServiceFlappingIsBounded: an instance registered and deregistered
+// every 500 ms for 30 s: each flip is at most one push; the bridge's
+// goroutines do not grow.
+func TestServiceFlappingIsBounded(t *testing.T) {
+	t.Parallel()
+	consul := harness.StartConsul(t)
+	consul.RegisterInstance(t, "steady", "steady-1", "127.0.0.1", 7070, nil, grpcMeta, api.HealthPassing)
+	b := startBridge(t, consulRegistry(consul))
+	w := watchXDS(t, b.xdsAddr)
+	w.waitFor(30*time.Second, "the steady service", map[string][]string{"steady.service.consul": {"127.0.0.1:7070"}})
+	m := mustScrape(t, b)
+	pushes, goroutines := m.sum("meshbridge_pushes_total"), m.sum("go_goroutines")
+	flips := 0
+	for range 30 {
+		consul.RegisterInstance(t, "flap", "flap-1", "127.0.0.2", 7070, nil, grpcMeta, api.HealthPassing)
+		<-time.After(500 * time.Millisecond) // the flapping's period: a scenario parameter
+		if err := consul.Client().Agent().ServiceDeregister("flap-1"); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(500 * time.Millisecond)
+		flips += 2
+	}
+	w.waitFor(30*time.Second, "the steady service only", map[string][]string{"steady.service.consul": {"127.0.0.1:7070"}})
+	m = mustScrape(t, b)
+	dp, dg := m.sum("meshbridge_pushes_total")-pushes, m.sum("go_goroutines")-goroutines
+	t.Logf("%d flips: %v pushes, goroutines %+v", flips, dp, dg)
+	if dp > float64(flips)+2 {
+		t.Errorf("%v pushes for %d flips, want at most one per flip", dp, flips)
+	}
+	if dg > goroutines/10+5 {
+		t.Errorf("goroutines grew by %v (from %v)", dg, goroutines)
+	}
+}
+
+// TestBridgeKilledServesNoPartialMesh: the bridge SIGKILLed and started
+// again: clients reconnect, and the first state they get is the whole mesh.
+func TestBridgeKilledServesNoPartialMesh(t *testing.T) {
+	consul, b, _, want := faultMesh(t, 20, 1)
+	_ = consul
+	if err := b.proc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.proc.done
+	b.start()
+	w := watchXDS(t, b.xdsAddr)
+	w.waitFor(30*time.Second, "the mesh after the restart", want)
+	w.mu.Lock()
+	first := w.firstCDS
+	w.mu.Unlock()
+	if first != len(want) {
+		t.Errorf("the first CDS response after the restart held %d clusters, want all %d", first, len(want))
+	}
+}

@@ -347,8 +347,21 @@ type xdsWatch struct {
 	clusters  []string            // from the last CDS response, sorted
 	endpoints map[string][]string // cluster → sorted "address:port"
 	responses int
-	err       error
-	notify    chan struct{}
+	// removed counts endpoints the stream saw leave: an address gone from
+	// a cluster's assignment, or with its cluster.
+	removed int
+	// firstCDS is how many clusters the first CDS response held, -1
+	// before it.
+	firstCDS int
+	err      error
+	notify  chan struct{}
+}
+
+// losses returns how many endpoints the stream saw leave so far.
+func (w *xdsWatch) losses() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.removed
 }
 
 // watchXDS opens the stream to a bridge's xDS address; it ends with the test.
@@ -364,7 +377,7 @@ func watchXDS(t testing.TB, xdsAddr string) *xdsWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &xdsWatch{t: t, stream: stream, endpoints: map[string][]string{}, notify: make(chan struct{}, 1)}
+	w := &xdsWatch{t: t, stream: stream, endpoints: map[string][]string{}, notify: make(chan struct{}, 1), firstCDS: -1}
 	node := &core.Node{Id: "e2e-envoy-" + strconv.Itoa(harness.FreePort(t)), Cluster: "e2e"}
 	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}); err != nil {
 		t.Fatal(err)
@@ -397,8 +410,12 @@ func (w *xdsWatch) receive() {
 				}
 			}
 			slices.Sort(names)
-			for name := range w.endpoints {
+			if w.firstCDS < 0 {
+				w.firstCDS = len(names)
+			}
+			for name, addrs := range w.endpoints {
 				if !slices.Contains(names, name) {
+					w.removed += len(addrs)
 					delete(w.endpoints, name)
 				}
 			}
@@ -429,6 +446,11 @@ func (w *xdsWatch) receive() {
 				}
 				slices.Sort(addrs)
 				if slices.Contains(w.clusters, cla.GetClusterName()) {
+					for _, old := range w.endpoints[cla.GetClusterName()] {
+						if !slices.Contains(addrs, old) {
+							w.removed++
+						}
+					}
 					w.endpoints[cla.GetClusterName()] = addrs
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,6 +201,25 @@ func (c *Consul) ready() error {
 // Stop stops the agent by its PID: SIGTERM, then SIGKILL after a timeout.
 // It is a no-op when the agent is not running.
 func (c *Consul) Stop() { c.srv.stop() }
+
+// Pause stops the agent with SIGSTOP (by its PID): a hung server, whose
+// connections stay open and whose queries time out instead of being
+// refused. Resume continues it (SIGCONT).
+func (c *Consul) Pause(t testing.TB) { c.signal(t, syscall.SIGSTOP) }
+
+// Resume continues an agent stopped by Pause.
+func (c *Consul) Resume(t testing.TB) { c.signal(t, syscall.SIGCONT) }
+
+func (c *Consul) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	pid := c.srv.pid()
+	if pid == 0 {
+		t.Fatalf("consul is not running")
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("signal consul (pid %d): %v", pid, err)
+	}
+}
 
 // Restart stops the agent and starts it again with the same arguments, data
 // dir and ports, returning once it is ready.
