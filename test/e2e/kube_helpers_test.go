@@ -354,7 +354,7 @@ type xdsWatch struct {
 	// before it.
 	firstCDS int
 	err      error
-	notify  chan struct{}
+	notify   chan struct{}
 }
 
 // losses returns how many endpoints the stream saw leave so far.
