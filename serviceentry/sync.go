@@ -37,7 +37,7 @@ type SyncerConfig struct {
 	// ConflictPolicy decides a host several registries produce (rule 1):
 	// ConflictMerge (the default when "") or ConflictFirst.
 	ConflictPolicy string
-	Logger   *slog.Logger
+	Logger         *slog.Logger
 }
 
 // Syncer is the sync step between the registries and the aggregate store. It
@@ -66,7 +66,7 @@ type SyncerConfig struct {
 //     service causes no EDS pushes on its way out. A service that changes
 //     form (inline ↔ WorkloadEntries) keeps its old objects until the new
 //     ones are written.
-//  5-7. Outage policy (OutagePolicy) and persisted listings (StateDir):
+//     5-7. Outage policy (OutagePolicy) and persisted listings (StateDir):
 //     policy.go and state.go.
 //
 // Cost: a Snapshot is translated against the service's last Result
@@ -117,8 +117,8 @@ func (a serviceID) compare(b serviceID) int {
 }
 
 type serviceState struct {
-	svc       registries.Service // the last snapshot's (shares the registry's slices)
-	host      string
+	svc  registries.Service // the last snapshot's (shares the registry's slices)
+	host string
 	// merged is the service translated against the host winner's ports
 	// (conflictPolicy merge), for mergedFor; conflict says why it cannot
 	// be merged ("" when it can).
@@ -159,19 +159,19 @@ func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
 		log = slog.Default()
 	}
 	s := &Syncer{
-		store:    store,
-		log:      log.With("component", "sync"),
+		store:     store,
+		log:       log.With("component", "sync"),
 		timeout:   cfg.Timeout,
 		ready:     make(chan struct{}),
 		stateDir:  cfg.StateDir,
 		stateKick: make(chan struct{}, 1),
 		merge:     cfg.ConflictPolicy != ConflictFirst,
-		regs:     make(map[string]*registryState, len(cfg.Registries)),
-		services: make(map[serviceID]*serviceState),
-		claims:   make(map[string][]serviceID),
-		written:  make(map[string][]model.ConfigKey),
-		served:   make(map[string][]servedBy),
-		pending:  len(cfg.Registries),
+		regs:      make(map[string]*registryState, len(cfg.Registries)),
+		services:  make(map[serviceID]*serviceState),
+		claims:    make(map[string][]serviceID),
+		written:   make(map[string][]model.ConfigKey),
+		served:    make(map[string][]servedBy),
+		pending:   len(cfg.Registries),
 	}
 	for i, r := range cfg.Registries {
 		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type},
