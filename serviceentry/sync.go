@@ -66,8 +66,12 @@ type SyncerConfig struct {
 //     service causes no EDS pushes on its way out. A service that changes
 //     form (inline ↔ WorkloadEntries) keeps its old objects until the new
 //     ones are written.
-//     5-7. Outage policy (OutagePolicy) and persisted listings (StateDir):
-//     policy.go and state.go.
+//  5. Delete guard (OutagePolicy, policy.go): a listing that would remove
+//     most of a registry is held until confirmed or timed out.
+//  6. Hold-down (OutagePolicy, policy.go): a disappearance read right after
+//     a reconnection waits before it applies.
+//  7. Persisted listings (SyncerConfig.StateDir, state.go): a registry that
+//     cannot be read at start is served from its last complete listing.
 //
 // Cost: a Snapshot is translated against the service's last Result
 // (translate.TranslateReusing), so unchanged instances keep their objects and
