@@ -123,6 +123,10 @@ bench-zookeeper: ## Dubbo in a real ZooKeeper: cold sync of 1,000 interfaces × 
 	$(GO) test -run '^$$' -bench ColdSync -benchtime 1x ./registries/zookeeper/ && \
 	$(GO) test -run '^$$' -bench 'RegistrationToFirstCall/zookeeper' -benchtime 20x ./test/e2e/
 
+.PHONY: soak
+soak: ## Soak: 200 xDS streams (SotW+Delta), 100 registry changes/s through the pipeline for 10 minutes; prints goroutines and RSS per minute
+	$(GO) run ./bench/soak -duration 10m -warmup 1m
+
 .PHONY: refresh-golden
 refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
 	REFRESH_GOLDEN=true $(GO) test ./translate/...
