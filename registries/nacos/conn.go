@@ -52,6 +52,12 @@ type conn struct {
 	// up is set once the connection was seen up: such a conn is replaced
 	// when it goes down (nsWatcher.runWatchdog).
 	up atomic.Bool
+	// inFlight is held for reading by every request and for writing by
+	// close: nacos-sdk-go v2.3.5's RpcClient.Request reads the client's
+	// status unsynchronized while it waits for a reconnect, and Shutdown
+	// writes it, so a shutdown waits for the requests in flight (at most
+	// requestTimeoutMs).
+	inFlight sync.RWMutex
 }
 
 // connHooks are called from the SDK's goroutines and must not block.
@@ -110,9 +116,11 @@ func (c *conn) connected() bool { return c.rpc.IsRunning() }
 
 // close shuts the connection down; the SDK's goroutines end with it.
 func (c *conn) close() {
+	c.inFlight.Lock()
 	sdkClientMu.Lock()
 	c.rpc.Shutdown()
 	sdkClientMu.Unlock()
+	c.inFlight.Unlock()
 	c.cancel()
 }
 
@@ -134,7 +142,9 @@ func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error)
 		return nil, errNotConnected
 	}
 	c.server.InjectSecurityInfo(req.GetHeaders(), security.BuildNamingResourceByRequest(req))
+	c.inFlight.RLock()
 	resp, err := c.rpc.Request(req, requestTimeoutMs)
+	c.inFlight.RUnlock()
 	if err != nil {
 		if !c.connected() {
 			return nil, fmt.Errorf("%w (%v)", errNotConnected, err)
