@@ -2,25 +2,15 @@ package consul
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	networking "istio.io/api/networking/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/translate/translatetest"
 )
 
 // FuzzInstancesFrom converts a /v1/health/service answer (JSON, as the
@@ -29,7 +19,7 @@ import (
 // outside 1-65535 outside it (translate then rejects the instance) and puts
 // every weight at or above the default weight (Consul's weights are at
 // least 1); that the instances are sorted by ID and sameInstances holds
-// them equal in any order; and that the translation passes checkTranslation.
+// them equal in any order; and that the translation passes translatetest.Check.
 func FuzzInstancesFrom(f *testing.F) {
 	f.Add([]byte(`[{"Node":{"Node":"n1","Address":"10.0.0.1","Datacenter":"dc1"},`+
 		`"Service":{"ID":"web-1","Service":"web","Tags":["version=v1","primary"],"Address":"","Port":8080,`+
@@ -48,7 +38,7 @@ func FuzzInstancesFrom(f *testing.F) {
 		`"Checks":[{"CheckID":"_service_maintenance:a","ServiceID":"a","Status":"critical"}]},`+
 		`{"Node":{"Node":"n1","Address":"10.0.0.1"},"Service":{"ID":"b","Port":80}}]`),
 		true, "", "Web_Service", false)
-	trs := fuzzTranslators(f, HostTemplate)
+	trs := translatetest.Translators(f, HostTemplate)
 	f.Fuzz(func(t *testing.T, payload []byte, healthyOnly bool, datacenter, name string, remote bool) {
 		var entries []*api.ServiceEntry
 		if json.Unmarshal(payload, &entries) != nil {
@@ -82,132 +72,6 @@ func FuzzInstancesFrom(f *testing.F) {
 		if remote {
 			svc.Datacenter = datacenter
 		}
-		checkTranslation(t, trs, svc)
+		translatetest.Check(t, trs, svc)
 	})
-}
-
-// fuzzTranslators are the Translators of the registry's host template in
-// both endpoint modes and both resolutions.
-func fuzzTranslators(tb testing.TB, hostTemplate string) []*translate.Translator {
-	var out []*translate.Translator
-	for _, mode := range []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline} {
-		for _, res := range []model.Resolution{model.ResolutionStatic, model.ResolutionDNS} {
-			tr, err := translate.New(translate.Options{Registry: "fuzz", Namespace: "mesh", HostTemplate: hostTemplate,
-				Resolution: res, Endpoints: mode})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			out = append(out, tr)
-		}
-	}
-	return out
-}
-
-// checkTranslation translates svc with each Translator, twice, and checks
-// that the translation is deterministic and either fails at the service
-// level or returns objects whose spec passes ValidateServiceEntry or
-// ValidateWorkloadEntry, whose metadata carries the ownership labels and
-// passes the API server's validation, with UTF-8 annotations, whose content
-// hash is ContentHash recomputed, and which render as YAML that parses back
-// into the same object.
-func checkTranslation(t *testing.T, trs []*translate.Translator, svc registries.Service) {
-	t.Helper()
-	for _, tr := range trs {
-		o := tr.Options()
-		res, err := tr.Translate(svc, translate.Sticky{})
-		again, errAgain := tr.Translate(svc, translate.Sticky{})
-		if fmt.Sprint(err) != fmt.Sprint(errAgain) {
-			t.Fatalf("%s %s: Translate is not deterministic: error %v, then %v", o.Endpoints, o.Resolution, err, errAgain)
-		}
-		if err != nil {
-			continue
-		}
-		var cfgs []*model.Config
-		if res.ServiceEntry != nil {
-			cfgs = append(cfgs, res.ServiceEntry)
-		}
-		cfgs = append(cfgs, res.WorkloadEntries...)
-		for _, c := range cfgs {
-			checkObject(t, c)
-		}
-		want := translatedSummary(t, res)
-		if got := translatedSummary(t, again); got != want {
-			t.Fatalf("%s %s: Translate is not deterministic:\n%s\nthen\n%s", o.Endpoints, o.Resolution, want, got)
-		}
-	}
-}
-
-// translatedSummary renders a Result: its objects as YAML, its host,
-// rejections, label changes and Sticky ports.
-func translatedSummary(t *testing.T, res translate.Result) string {
-	t.Helper()
-	cfgs := res.WorkloadEntries
-	if res.ServiceEntry != nil {
-		cfgs = append([]*model.Config{res.ServiceEntry}, cfgs...)
-	}
-	y, err := translate.ToYAML(cfgs)
-	if err != nil {
-		t.Fatalf("ToYAML: %v", err)
-	}
-	return fmt.Sprintf("%s\nhost %s, fallback %q, sticky %d %s %v\nrejected %q\nlabel changes %q", y, res.Host,
-		res.Fallback, res.Sticky.Port, res.Sticky.Protocol, res.Sticky.ProtocolPorts, res.Rejected, res.LabelChanges)
-}
-
-// checkObject checks one translated object (see checkTranslation).
-func checkObject(t *testing.T, c *model.Config) {
-	t.Helper()
-	var spec proto.Message
-	var err error
-	switch c.Kind {
-	case model.KindServiceEntry:
-		spec, err = &networking.ServiceEntry{}, translate.ValidateServiceEntry(c.ServiceEntry())
-	case model.KindWorkloadEntry:
-		spec, err = &networking.WorkloadEntry{}, translate.ValidateWorkloadEntry(c.WorkloadEntry())
-	default:
-		t.Fatalf("%s %q: unexpected kind", c.Kind, c.Name)
-	}
-	if err != nil {
-		t.Fatalf("%s %q fails validation: %v", c.Kind, c.Name, err)
-	}
-	if c.Labels[model.LabelManagedBy] != model.ManagedByValue || c.Labels[model.LabelRegistry] != "fuzz" {
-		t.Fatalf("%s %q: ownership labels missing: %v", c.Kind, c.Name, c.Labels)
-	}
-	meta := &metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations}
-	if errs := apivalidation.ValidateObjectMeta(meta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")); len(errs) > 0 {
-		t.Fatalf("%s %q: the API server would refuse its metadata: %v", c.Kind, c.Name, errs.ToAggregate())
-	}
-	own := map[string]string{}
-	for k, v := range c.Annotations {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			t.Fatalf("%s %q: annotation %q: %q is not UTF-8 (JSON would replace bytes, proto3 cannot marshal it)",
-				c.Kind, c.Name, k, v)
-		}
-		if k != model.AnnotationHash {
-			own[k] = v
-		}
-	}
-	if len(own) == 0 {
-		own = nil
-	}
-	if got, want := c.ContentHash(), translate.ContentHash(c.Labels, own, c.Spec); got != want {
-		t.Fatalf("%s %q: content hash %s, recomputed %s", c.Kind, c.Name, got, want)
-	}
-	y, err := translate.ToYAML([]*model.Config{c})
-	if err != nil {
-		t.Fatalf("%s %q: ToYAML: %v", c.Kind, c.Name, err)
-	}
-	var back struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     json.RawMessage   `json:"spec"`
-	}
-	if err := yaml.Unmarshal(y, &back); err != nil {
-		t.Fatalf("%s %q: its YAML does not parse: %v\n%s", c.Kind, c.Name, err, y)
-	}
-	if err := protojson.Unmarshal(back.Spec, spec); err != nil {
-		t.Fatalf("%s %q: its YAML spec does not parse: %v\n%s", c.Kind, c.Name, err, y)
-	}
-	if m := back.Metadata; m.Name != c.Name || m.Namespace != c.Namespace || !maps.Equal(m.Labels, c.Labels) ||
-		!maps.Equal(m.Annotations, c.Annotations) || !proto.Equal(spec, c.Spec) {
-		t.Fatalf("%s %q: its YAML parses back into another object:\n%s", c.Kind, c.Name, y)
-	}
 }

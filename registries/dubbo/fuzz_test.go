@@ -4,24 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	networking "istio.io/api/networking/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
-
-	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/translate/translatetest"
 )
 
 // FuzzBuilder reads an interface's provider children (one a line, as
@@ -33,7 +22,7 @@ import (
 // provider) an interface, a protocol and sorted, distinct, non-empty
 // methods; that InterfaceServices returns services sorted by name, each
 // with instances, and ApplicationService the application's; and that every
-// service passes checkTranslation.
+// service passes translatetest.Check.
 func FuzzBuilder(f *testing.F) {
 	f.Add("com.foo.DemoService", demoChild+"\n"+
 		"consumer%3A%2F%2F10.0.0.9%2Fcom.foo.DemoService%3Fside%3Dconsumer\n"+
@@ -47,7 +36,7 @@ func FuzzBuilder(f *testing.F) {
 		url.QueryEscape("dubbo://10.0.0.1:20880/a.B?weight=5&timestamp=1"),
 		"app", []byte(`{"name":"app","address":"app-1.example.com","port":65535,"payload":{"metadata":{"dubbo.endpoints":"[]","weight":"x"}}}`),
 		[]byte(`not json`), "")
-	trs := fuzzTranslators(f, "")
+	trs := translatetest.Translators(f, "")
 	f.Fuzz(func(t *testing.T, iface, children, app string, instances, metadata []byte, dropParams string) {
 		var cfg Config
 		if dropParams != "" {
@@ -77,7 +66,7 @@ func FuzzBuilder(f *testing.F) {
 				if svc.Dubbo == nil || len(svc.Instances) == 0 {
 					t.Fatalf("interface service %q: Dubbo %+v, %d instances", svc.Name, svc.Dubbo, len(svc.Instances))
 				}
-				checkTranslation(t, trs, svc)
+				translatetest.Check(t, trs, svc)
 			}
 		}
 
@@ -110,7 +99,7 @@ func FuzzBuilder(f *testing.F) {
 		if svc.Name != app || svc.Dubbo == nil || svc.Dubbo.Application != app || svc.Dubbo.Interface != "" {
 			t.Fatalf("application %q gave service %q %+v", app, svc.Name, svc.Dubbo)
 		}
-		checkTranslation(t, trs, svc)
+		translatetest.Check(t, trs, svc)
 	})
 }
 
@@ -123,131 +112,5 @@ func checkProvider(t *testing.T, child string, p Provider) {
 	}
 	if !slices.IsSorted(p.Methods) || slices.Contains(p.Methods, "") || len(slices.Compact(slices.Clone(p.Methods))) != len(p.Methods) {
 		t.Fatalf("ParseProviderURL(%q): methods %q are not sorted, distinct and non-empty", child, p.Methods)
-	}
-}
-
-// fuzzTranslators are the Translators of the registry's host template in
-// both endpoint modes and both resolutions.
-func fuzzTranslators(tb testing.TB, hostTemplate string) []*translate.Translator {
-	var out []*translate.Translator
-	for _, mode := range []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline} {
-		for _, res := range []model.Resolution{model.ResolutionStatic, model.ResolutionDNS} {
-			tr, err := translate.New(translate.Options{Registry: "fuzz", Namespace: "mesh", HostTemplate: hostTemplate,
-				Resolution: res, Endpoints: mode})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			out = append(out, tr)
-		}
-	}
-	return out
-}
-
-// checkTranslation translates svc with each Translator, twice, and checks
-// that the translation is deterministic and either fails at the service
-// level or returns objects whose spec passes ValidateServiceEntry or
-// ValidateWorkloadEntry, whose metadata carries the ownership labels and
-// passes the API server's validation, with UTF-8 annotations, whose content
-// hash is ContentHash recomputed, and which render as YAML that parses back
-// into the same object.
-func checkTranslation(t *testing.T, trs []*translate.Translator, svc registries.Service) {
-	t.Helper()
-	for _, tr := range trs {
-		o := tr.Options()
-		res, err := tr.Translate(svc, translate.Sticky{})
-		again, errAgain := tr.Translate(svc, translate.Sticky{})
-		if fmt.Sprint(err) != fmt.Sprint(errAgain) {
-			t.Fatalf("%s %s: Translate is not deterministic: error %v, then %v", o.Endpoints, o.Resolution, err, errAgain)
-		}
-		if err != nil {
-			continue
-		}
-		var cfgs []*model.Config
-		if res.ServiceEntry != nil {
-			cfgs = append(cfgs, res.ServiceEntry)
-		}
-		cfgs = append(cfgs, res.WorkloadEntries...)
-		for _, c := range cfgs {
-			checkObject(t, c)
-		}
-		want := translatedSummary(t, res)
-		if got := translatedSummary(t, again); got != want {
-			t.Fatalf("%s %s: Translate is not deterministic:\n%s\nthen\n%s", o.Endpoints, o.Resolution, want, got)
-		}
-	}
-}
-
-// translatedSummary renders a Result: its objects as YAML, its host,
-// rejections, label changes and Sticky ports.
-func translatedSummary(t *testing.T, res translate.Result) string {
-	t.Helper()
-	cfgs := res.WorkloadEntries
-	if res.ServiceEntry != nil {
-		cfgs = append([]*model.Config{res.ServiceEntry}, cfgs...)
-	}
-	y, err := translate.ToYAML(cfgs)
-	if err != nil {
-		t.Fatalf("ToYAML: %v", err)
-	}
-	return fmt.Sprintf("%s\nhost %s, fallback %q, sticky %d %s %v\nrejected %q\nlabel changes %q", y, res.Host,
-		res.Fallback, res.Sticky.Port, res.Sticky.Protocol, res.Sticky.ProtocolPorts, res.Rejected, res.LabelChanges)
-}
-
-// checkObject checks one translated object (see checkTranslation).
-func checkObject(t *testing.T, c *model.Config) {
-	t.Helper()
-	var spec proto.Message
-	var err error
-	switch c.Kind {
-	case model.KindServiceEntry:
-		spec, err = &networking.ServiceEntry{}, translate.ValidateServiceEntry(c.ServiceEntry())
-	case model.KindWorkloadEntry:
-		spec, err = &networking.WorkloadEntry{}, translate.ValidateWorkloadEntry(c.WorkloadEntry())
-	default:
-		t.Fatalf("%s %q: unexpected kind", c.Kind, c.Name)
-	}
-	if err != nil {
-		t.Fatalf("%s %q fails validation: %v", c.Kind, c.Name, err)
-	}
-	if c.Labels[model.LabelManagedBy] != model.ManagedByValue || c.Labels[model.LabelRegistry] != "fuzz" {
-		t.Fatalf("%s %q: ownership labels missing: %v", c.Kind, c.Name, c.Labels)
-	}
-	meta := &metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations}
-	if errs := apivalidation.ValidateObjectMeta(meta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")); len(errs) > 0 {
-		t.Fatalf("%s %q: the API server would refuse its metadata: %v", c.Kind, c.Name, errs.ToAggregate())
-	}
-	own := map[string]string{}
-	for k, v := range c.Annotations {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			t.Fatalf("%s %q: annotation %q: %q is not UTF-8 (JSON would replace bytes, proto3 cannot marshal it)",
-				c.Kind, c.Name, k, v)
-		}
-		if k != model.AnnotationHash {
-			own[k] = v
-		}
-	}
-	if len(own) == 0 {
-		own = nil
-	}
-	if got, want := c.ContentHash(), translate.ContentHash(c.Labels, own, c.Spec); got != want {
-		t.Fatalf("%s %q: content hash %s, recomputed %s", c.Kind, c.Name, got, want)
-	}
-	y, err := translate.ToYAML([]*model.Config{c})
-	if err != nil {
-		t.Fatalf("%s %q: ToYAML: %v", c.Kind, c.Name, err)
-	}
-	var back struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     json.RawMessage   `json:"spec"`
-	}
-	if err := yaml.Unmarshal(y, &back); err != nil {
-		t.Fatalf("%s %q: its YAML does not parse: %v\n%s", c.Kind, c.Name, err, y)
-	}
-	if err := protojson.Unmarshal(back.Spec, spec); err != nil {
-		t.Fatalf("%s %q: its YAML spec does not parse: %v\n%s", c.Kind, c.Name, err, y)
-	}
-	if m := back.Metadata; m.Name != c.Name || m.Namespace != c.Namespace || !maps.Equal(m.Labels, c.Labels) ||
-		!maps.Equal(m.Annotations, c.Annotations) || !proto.Equal(spec, c.Spec) {
-		t.Fatalf("%s %q: its YAML parses back into another object:\n%s", c.Kind, c.Name, y)
 	}
 }
