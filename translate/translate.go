@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1"
@@ -450,7 +451,14 @@ func serviceEntryAnnotations(svc registries.Service, entries []entry) map[string
 	}
 	var methods []string
 	for _, e := range entries {
-		methods = append(methods, e.methods...)
+		for _, m := range e.methods {
+			// An annotation must be UTF-8: JSON would replace the bytes
+			// (the written object would no longer match its hash) and
+			// MCP's proto3 metadata cannot carry them.
+			if utf8.ValidString(m) {
+				methods = append(methods, m)
+			}
+		}
 	}
 	if len(methods) == 0 {
 		return nil

@@ -2,7 +2,9 @@ package consul
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -62,10 +64,10 @@ func instanceFrom(e *api.ServiceEntry, warning bool, datacenter string) registri
 	return registries.Instance{
 		ID:       e.Node.Node + "/" + s.ID,
 		Address:  addr,
-		Port:     uint32(max(s.Port, 0)),
+		Port:     uint32(min(max(s.Port, 0), math.MaxUint32)), // past 65535: translate rejects it
 		Protocol: s.Meta["protocol"],
 		Labels:   labelsFrom(s.Tags, s.Meta),
-		Weight:   uint32(max(weight, 1)) * model.DefaultWeight, // Consul's default weight is 1
+		Weight:   uint32(min(max(weight, 1), math.MaxUint32/model.DefaultWeight)) * model.DefaultWeight, // Consul's default weight is 1
 		Locality: locality(datacenter, s.Meta, e.Node.Meta),
 	}
 }
@@ -119,7 +121,13 @@ func sameInstances(a, b []registries.Instance) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	byID := func(x, y registries.Instance) int { return cmp.Compare(x.ID, y.ID) }
+	// A total order, so that equal lists compare equal whatever their
+	// order, duplicate IDs included.
+	byID := func(x, y registries.Instance) int {
+		return cmp.Or(cmp.Compare(x.ID, y.ID), cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port),
+			cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Weight, y.Weight), cmp.Compare(x.Locality, y.Locality),
+			cmp.Compare(fmt.Sprint(x.Labels), fmt.Sprint(y.Labels)))
+	}
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.SortFunc(a, byID)
 	slices.SortFunc(b, byID)

@@ -2,6 +2,7 @@ package file
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ func (s ServiceSpec) toService(path string) (registries.Service, error) {
 		svc.Ports = append(svc.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
 	}
 	for j, in := range s.Instances {
+		if in.Weight > maxFileWeight {
+			return svc, fmt.Errorf("%s.instances[%d].weight: %d is over %d", path, j, in.Weight, maxFileWeight)
+		}
 		port := in.Port
 		if port == 0 && len(s.Ports) > 0 {
 			port = s.Ports[0].Number
@@ -102,3 +106,7 @@ func (s ServiceSpec) toService(path string) (registries.Service, error) {
 	}
 	return svc, nil
 }
+
+// maxFileWeight is the largest weight a file instance may have: it is
+// multiplied by model.DefaultWeight on the common scale, a uint32.
+const maxFileWeight = math.MaxUint32 / model.DefaultWeight
