@@ -539,6 +539,9 @@ func (c *Config) validate() error {
 	if !dns1123Label.MatchString(c.Output.Namespace) {
 		add("output.namespace", "%q is not a DNS-1123 label", c.Output.Namespace)
 	}
+	if err := translate.ValidateLabelValue(c.Output.Revision); err != nil {
+		add("output.revision", "%v", err)
+	}
 	if c.Output.Endpoints != "workloadentry" && c.Output.Endpoints != "inline" {
 		add("output.endpoints", "%q is not one of workloadentry, inline", c.Output.Endpoints)
 	}
@@ -641,6 +644,11 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 	if t, _ := registryTypes.Lookup(r.Type); r.HostTemplate != "" && t.HostTemplate == "" {
 		add(p+".hostTemplate", "a %s registry names its services with %s.dubbo.interfaceHostTemplate and "+
 			"applicationHostTemplate, not hostTemplate", r.Type, r.Type)
+	}
+	if r.HostTemplate != "" {
+		if _, err := translate.New(translate.Options{Registry: "r", Namespace: "ns", HostTemplate: r.HostTemplate}); err != nil {
+			add(p+".hostTemplate", "%s", strings.TrimPrefix(err.Error(), "hostTemplate: "))
+		}
 	}
 	if d, ok := r.Block.(registries.DubboHostTemplates); ok {
 		iface, app := d.DubboHostTemplates()
