@@ -23,13 +23,13 @@ type bridgeConfig struct {
 // registry.
 type bridge struct {
 	*pipeline.Pipeline
-	gen *generator
+	gen *pipeline.Generator
 }
 
 // startBridge builds the pipeline for gen and starts it.
-func startBridge(gen *generator, cfg bridgeConfig) (*bridge, error) {
+func startBridge(gen *pipeline.Generator, cfg bridgeConfig) (*bridge, error) {
 	p, err := pipeline.Start(gen, pipeline.Options{
-		Registry: gen.name, Type: "consul", HostTemplate: consul.HostTemplate, Endpoints: cfg.endpoints,
+		Registry: gen.Name(), Type: "consul", HostTemplate: consul.HostTemplate, Endpoints: cfg.endpoints,
 		DebounceAfter: cfg.debounceAfter, EDSDebounce: cfg.edsDebounce,
 	})
 	if err != nil {
@@ -47,7 +47,7 @@ func (b *bridge) address() string { return b.XDS.Addr().String() }
 
 // host returns the mesh host of generated service i.
 func (b *bridge) host(i int) string {
-	h, err := b.Translator.Host(b.gen.service(i, 0).Service)
+	h, err := b.Translator.Host(b.gen.Service(i, 0).Service)
 	if err != nil {
 		panic(err) // generated names are valid
 	}
@@ -56,7 +56,7 @@ func (b *bridge) host(i int) string {
 
 // clusterName returns the cluster (and ClusterLoadAssignment) name of
 // generated service i.
-func (b *bridge) clusterName(i int) string { return xds.ClusterName(servicePort, b.host(i)) }
+func (b *bridge) clusterName(i int) string { return xds.ClusterName(pipeline.ServicePort, b.host(i)) }
 
 // stop cancels everything and waits for it to end.
 func (b *bridge) stop() { b.Stop() }
@@ -64,7 +64,7 @@ func (b *bridge) stop() { b.Stop() }
 // startServingBridge starts a workloadentry-mode bridge with debounce.after
 // 100ms (EDS debounced when edsDebounce) on gen and waits until it serves:
 // the setup of the churn scenarios (P2, P3). The caller stops it.
-func startServingBridge(gen *generator, edsDebounce bool) (*bridge, error) {
+func startServingBridge(gen *pipeline.Generator, edsDebounce bool) (*bridge, error) {
 	b, err := startBridge(gen, bridgeConfig{endpoints: translate.EndpointsWorkloadEntry,
 		debounceAfter: 100 * time.Millisecond, edsDebounce: edsDebounce})
 	if err != nil {

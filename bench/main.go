@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -51,7 +52,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
-	loadBefore := uptime()
+	loadBefore := pipeline.Uptime()
 	began := time.Now()
 	fmt.Println(tableHeader)
 	if os.Getenv("BENCH_DEBUG") != "" {
@@ -97,7 +98,7 @@ func main() {
 	}
 	if *out != "" {
 		var buf bytes.Buffer
-		writeReport(&buf, rows, microOut, loadBefore, uptime(), time.Since(began))
+		writeReport(&buf, rows, microOut, loadBefore, pipeline.Uptime(), time.Since(began))
 		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return

@@ -21,7 +21,7 @@ func p1(opts options, mode translate.EndpointMode) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	gen := newGenerator(opts.services, opts.instances)
+	gen := pipeline.NewGenerator(opts.services, opts.instances)
 	b, err := startBridge(gen, bridgeConfig{endpoints: mode, debounceAfter: 100 * time.Millisecond, edsDebounce: true})
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func p1(opts options, mode translate.EndpointMode) ([]row, error) {
 // emptyBridgeHeap is the live heap with a serving bridge that has no
 // services.
 func emptyBridgeHeap(mode translate.EndpointMode) (uint64, error) {
-	b, err := startBridge(newGenerator(0, 0), bridgeConfig{endpoints: mode, debounceAfter: 100 * time.Millisecond, edsDebounce: true})
+	b, err := startBridge(pipeline.NewGenerator(0, 0), bridgeConfig{endpoints: mode, debounceAfter: 100 * time.Millisecond, edsDebounce: true})
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +73,7 @@ func emptyBridgeHeap(mode translate.EndpointMode) (uint64, error) {
 // every cluster it got) and returns the time from the bridge's start until
 // it holds a ClusterLoadAssignment for each of the want clusters.
 func fetchAll(b *bridge, want int) (time.Duration, error) {
-	conn, err := dial(b.address())
+	conn, err := pipeline.Dial(b.address())
 	if err != nil {
 		return 0, err
 	}
@@ -83,22 +83,22 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 	done := make(chan time.Time, 1)
 	held := make(map[string]bool, want)
 	var s *adsStream
-	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r receipt) {
-		switch r.resp.TypeUrl {
+	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r pipeline.Receipt) {
+		switch r.Resp.TypeUrl {
 		case resourcev3.ClusterType:
-			names := make([]string, 0, len(r.resp.Resources))
-			for _, res := range r.resp.Resources {
-				names = append(names, resourceName(res.GetValue()))
+			names := make([]string, 0, len(r.Resp.Resources))
+			for _, res := range r.Resp.Resources {
+				names = append(names, pipeline.ResourceName(res.GetValue()))
 			}
 			// Sent before this response is ACKed, like Envoy's CDS→EDS.
 			_ = s.subscribe(resourcev3.EndpointType, names)
 		case resourcev3.EndpointType:
-			for _, res := range r.resp.Resources {
-				held[resourceName(res.GetValue())] = true
+			for _, res := range r.Resp.Resources {
+				held[pipeline.ResourceName(res.GetValue())] = true
 			}
 			if len(held) == want {
 				select {
-				case done <- r.at:
+				case done <- r.At:
 				default:
 				}
 			}

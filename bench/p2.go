@@ -8,10 +8,9 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-)
 
-// streamsPerConn is how many ADS streams share one client connection.
-const streamsPerConn = 100
+	"github.com/meshbridge/meshbridge/bench/pipeline"
+)
 
 // fanout is the client side of P2: watchers subscribe to the changing
 // service's ClusterLoadAssignment, others to one other service's each.
@@ -33,7 +32,7 @@ func p2(opts options, edsDebounce bool) ([]row, error) {
 	params := fmt.Sprintf("%d services × %d instances, %d watching + %d other streams, %d rounds, %s",
 		opts.services, opts.instances, opts.watchers, opts.others, opts.rounds, debounce)
 	params += " (after 2 warm-up rounds)"
-	gen := newGenerator(opts.services, opts.instances)
+	gen := pipeline.NewGenerator(opts.services, opts.instances)
 	b, err := startServingBridge(gen, edsDebounce)
 	if err != nil {
 		return nil, err
@@ -55,7 +54,7 @@ func p2(opts options, edsDebounce bool) ([]row, error) {
 	const warmup = 2 // rounds not counted: the first changes after the cold sync
 	for round := range warmup + opts.rounds {
 		f.reset()
-		event := gen.change(0, round+1)
+		event := gen.Change(0, round+1)
 		if err := f.awaitWatchers(10 * time.Second); err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
@@ -106,8 +105,8 @@ func connectFanout(ctx context.Context, b *bridge, opts options) (*fanout, error
 	f := &fanout{}
 	own := b.clusterName(0)
 	total := opts.watchers + opts.others
-	for i := 0; i < total; i += streamsPerConn {
-		conn, err := dial(b.address())
+	for i := 0; i < total; i += pipeline.StreamsPerConn {
+		conn, err := pipeline.Dial(b.address())
 		if err != nil {
 			f.close()
 			return nil, err
@@ -119,8 +118,8 @@ func connectFanout(ctx context.Context, b *bridge, opts options) (*fanout, error
 		if i >= opts.watchers {
 			name = b.clusterName(1 + (i-opts.watchers)%(opts.services-1))
 		}
-		s, err := openStream(ctx, f.conns[i/streamsPerConn], fmt.Sprintf("bench-p2-%d", i),
-			func(s *adsStream, r receipt) { s.record(r, name) })
+		s, err := openStream(ctx, f.conns[i/pipeline.StreamsPerConn], fmt.Sprintf("bench-p2-%d", i),
+			func(s *adsStream, r pipeline.Receipt) { s.record(r, name) })
 		if err != nil {
 			f.close()
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/model"
 )
 
@@ -22,7 +23,7 @@ import (
 func p3(opts options) ([]row, error) {
 	params := fmt.Sprintf("%d services × %d instances, %d streams (CDS wildcard + 1 CLA each), %d rounds each, debounce.after=100ms",
 		opts.services, opts.instances, opts.p3Streams, opts.rounds)
-	gen := newGenerator(opts.services, opts.instances)
+	gen := pipeline.NewGenerator(opts.services, opts.instances)
 	b, err := startServingBridge(gen, true)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func p3(opts options) ([]row, error) {
 		before := streams[0].count.Load()
 		start, c0 := time.Now(), cpuTime()
 		gen0++
-		gen.change(0, gen0)
+		gen.Change(0, gen0)
 		if full {
 			b.XDS.ConfigUpdate(&model.PushRequest{
 				Full:           true,
@@ -128,16 +129,16 @@ func connectP3(ctx context.Context, b *bridge, opts options) ([]*adsStream, []*g
 	var conns []*grpc.ClientConn
 	var streams []*adsStream
 	for i := range opts.p3Streams {
-		if i%streamsPerConn == 0 {
-			conn, err := dial(b.address())
+		if i%pipeline.StreamsPerConn == 0 {
+			conn, err := pipeline.Dial(b.address())
 			if err != nil {
 				return nil, conns, err
 			}
 			conns = append(conns, conn)
 		}
 		name := b.clusterName(i % opts.services)
-		s, err := openStream(ctx, conns[len(conns)-1], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r receipt) {
-			if r.resp.TypeUrl == resourcev3.EndpointType {
+		s, err := openStream(ctx, conns[len(conns)-1], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r pipeline.Receipt) {
+			if r.Resp.TypeUrl == resourcev3.EndpointType {
 				s.count.Add(1)
 			}
 		})

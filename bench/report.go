@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 )
 
 // row is one line of the results table.
@@ -68,7 +68,7 @@ func writeReport(w io.Writer, rows []row, micro string, loadBefore, loadAfter st
 		"do not edit by hand. Scenarios and method: `go doc ./bench` and below; each target is in the unit column.\n\n")
 	fmt.Fprintf(w, "## Machine\n\n")
 	fmt.Fprintf(w, "- cores: %d (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	if cpu := cpuModel(); cpu != "" {
+	if cpu := pipeline.CPUModel(); cpu != "" {
 		fmt.Fprintf(w, "- cpu: %s\n", cpu)
 	}
 	fmt.Fprintf(w, "- load (uptime) before the suite: `%s`\n", loadBefore)
@@ -82,30 +82,6 @@ func writeReport(w io.Writer, rows []row, micro string, loadBefore, loadAfter st
 	if micro != "" {
 		fmt.Fprintf(w, "## Micro benchmarks (`go test -run '^$' -bench . -benchmem`)\n\n```\n%s\n```\n", strings.TrimSpace(micro))
 	}
-}
-
-// uptime returns the output of uptime(1), or /proc/loadavg.
-func uptime() string {
-	if out, err := exec.Command("uptime").Output(); err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.TrimSpace(string(b))
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }

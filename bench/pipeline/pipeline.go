@@ -2,7 +2,11 @@
 // cmd/bridge/run.go does: one registry → Syncer → Store → Controller →
 // DiscoveryServer on 127.0.0.1:0, with the same ready gate (the Syncer
 // ready, then the Store flushed) before the xDS server may serve. The scale
-// suite (bench/) and the registries' own benchmarks share it.
+// suite (bench/), the soak (bench/soak) and the registries' own benchmarks
+// share it, and the tools they drive it with: an in-process generator
+// registry (Generator), SotW and Delta ADS clients that ACK every response
+// (SotW, Delta), and the machine's figures (LiveHeap, RSS, Uptime,
+// CPUModel).
 package pipeline
 
 import (
