@@ -100,7 +100,7 @@ test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and 
 .PHONY: bench
 bench: ## Run the micro benchmarks and the scale suite in bench/; regenerates docs/benchmarks.md
 	@mkdir -p $(BIN)
-	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./xds/... | tee $(BIN)/micro-bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./syncer/... ./xds/... | tee $(BIN)/micro-bench.txt
 	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
 
 .PHONY: bench-kube

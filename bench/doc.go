@@ -7,7 +7,7 @@
 //	go run ./bench -micro micro.txt -out docs/benchmarks.md
 //
 // Method: every scenario builds cmd/bridge's pipeline in this process (an
-// in-process generator registry → serviceentry.Syncer → Store → Controller →
+// in-process generator registry → syncer.Syncer → Store → Controller →
 // xds.DiscoveryServer on 127.0.0.1:0, ready once the Syncer is ready and the
 // Store flushed) and talks to it over real grpc-go ADS streams (SotW,
 // go-control-plane protos) that ACK every response.

@@ -4,7 +4,7 @@ package main
 const methodText = `## Method
 
 Everything runs in one process (` + "`go run ./bench`" + `): the pipeline of cmd/bridge/run.go built the same way
-(registry → serviceentry.Syncer → Store → Controller → xds.DiscoveryServer on 127.0.0.1:0, ready gate = Syncer
+(registry → syncer.Syncer → Store → Controller → xds.DiscoveryServer on 127.0.0.1:0, ready gate = Syncer
 ready + Store flushed; cmd/bridge's defaults: plaintext, MCP off, debounce.max 10 s), fed by an in-process
 generator behind registries.Registry (services svc-00000…, 10 instances each on distinct IPs, port 8080,
 protocol grpc, 2 labels, 3 zones; Consul host template). Clients are

@@ -25,6 +25,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
 )
@@ -95,7 +96,7 @@ type pipeline struct {
 	ns       string
 	registry string
 	store    *serviceentry.Store
-	syncer   *serviceentry.Syncer
+	syncer   *syncer.Syncer
 	writer   *Writer
 	requests *requestCounter
 	client   versioned.Interface // uncounted, for the test's own reads
@@ -119,8 +120,8 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	}
 	p := &pipeline{t: t, ns: ns, registry: o.registry, requests: &requestCounter{counts: map[string]int{}}}
 	p.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	p.syncer = serviceentry.NewSyncer(p.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: o.registry, Type: "consul", Translator: tr}},
+	p.syncer = syncer.New(p.store, syncer.Config{
+		Registries: []syncer.Registry{{Name: o.registry, Type: "consul", Translator: tr}},
 	})
 	if p.client, err = versioned.NewForConfig(k.Config); err != nil {
 		t.Fatal(err)

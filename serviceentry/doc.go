@@ -2,8 +2,8 @@
 // ServiceEntries and WorkloadEntries — and decides, per change, between an
 // incremental EDS push and a full push.
 //
-// Registry snapshots come in through the Syncer (a registries.Sink), are
-// translated (package translate) and written to the Store; the Store's
+// Registry snapshots are translated and written to the Store by the sync
+// step (package syncer); the Store's
 // handlers, in registration order on one worker queue, drive the Controller,
 // which calls an XDSUpdater (implemented by package xds), and any other
 // handler (the Kubernetes writer, package kube; MCP change notices).
@@ -20,10 +20,8 @@
 //  3. WorkloadEntry events: the services selecting the workload before or
 //     after the event get their endpoints pushed; a DNS service among them
 //     makes a full push (Istio workloadEntryHandler).
-//  4. Sync: one ServiceEntry per host (istio#37981); no write when the content
-//     hash is unchanged; a read error keeps last-known-good (docs/design.md §8).
 //
-// Concurrency: Store and Syncer are safe for concurrent use; handlers run on
+// Concurrency: Store is safe for concurrent use; handlers run on
 // the Store's single queue; Controller.Services may be called from any
 // goroutine. Not here: xDS encoding, debounce and endpoint shards (package
 // xds), Kubernetes writes (package kube).

@@ -24,6 +24,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
 )
@@ -56,7 +57,7 @@ type Options struct {
 type Pipeline struct {
 	Translator *translate.Translator
 	Store      *serviceentry.Store
-	Syncer     *serviceentry.Syncer
+	Syncer     *syncer.Syncer
 	Controller *serviceentry.Controller
 	XDS        *xds.DiscoveryServer
 	// Started is when Start began; Synced when the ready gate opened (read
@@ -85,8 +86,8 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 	}
 	p := &Pipeline{Translator: tr, ready: make(chan struct{}), errs: make(chan error, 8)}
 	p.Store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	p.Syncer = serviceentry.NewSyncer(p.Store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: opts.Registry, Type: opts.Type, Translator: tr}},
+	p.Syncer = syncer.New(p.Store, syncer.Config{
+		Registries: []syncer.Registry{{Name: opts.Registry, Type: opts.Type, Translator: tr}},
 		Logger:     log,
 	})
 	p.XDS = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return p.Controller.Services() }), xds.Options{

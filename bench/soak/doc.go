@@ -5,7 +5,7 @@
 //	go run ./bench/soak [-duration 10m] [-warmup 1m] [-streams 200] [-rate 100]
 //
 // Method: the pipeline of package bench/pipeline (generator registry →
-// serviceentry.Syncer → Store → Controller → xds.DiscoveryServer on
+// syncer.Syncer → Store → Controller → xds.DiscoveryServer on
 // 127.0.0.1:0; endpoints=workloadentry, debounce.after 100ms with EDS
 // debounced, debounce.max 10s) with 1,000 services × 10 instances. 200 ADS
 // streams, alternately SotW and Delta (go-control-plane protos, many per

@@ -19,7 +19,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -52,7 +52,7 @@ type StateConfig struct {
 	Dir string `json:"dir,omitempty"`
 }
 
-// OutageConfig is an outage policy (serviceentry.OutagePolicy; README
+// OutageConfig is an outage policy (syncer.OutagePolicy; README
 // "Outages"): hold-down of disappearances read after a reconnection, and
 // the delete guard.
 type OutageConfig struct {
@@ -68,7 +68,7 @@ type OutageConfig struct {
 }
 
 // over returns base with the keys o sets.
-func (o *OutageConfig) over(base serviceentry.OutagePolicy) serviceentry.OutagePolicy {
+func (o *OutageConfig) over(base syncer.OutagePolicy) syncer.OutagePolicy {
 	if o == nil {
 		return base
 	}
@@ -461,15 +461,15 @@ func (c *Config) setDefaults() {
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
-	setIf(&c.ConflictPolicy, serviceentry.ConflictMerge)
+	setIf(&c.ConflictPolicy, syncer.ConflictMerge)
 	o := &c.Outage
-	durIf(&o.HoldDown, serviceentry.DefaultOutagePolicy.HoldDown)
-	durIf(&o.DeleteGuardTimeout, serviceentry.DefaultOutagePolicy.DeleteGuardTimeout)
+	durIf(&o.HoldDown, syncer.DefaultOutagePolicy.HoldDown)
+	durIf(&o.DeleteGuardTimeout, syncer.DefaultOutagePolicy.DeleteGuardTimeout)
 	if o.MaxDeleteRatio == nil {
-		o.MaxDeleteRatio = ptr(serviceentry.DefaultOutagePolicy.MaxDeleteRatio)
+		o.MaxDeleteRatio = ptr(syncer.DefaultOutagePolicy.MaxDeleteRatio)
 	}
 	if o.DeleteGuardFloor == nil {
-		o.DeleteGuardFloor = ptr(serviceentry.DefaultOutagePolicy.DeleteGuardFloor)
+		o.DeleteGuardFloor = ptr(syncer.DefaultOutagePolicy.DeleteGuardFloor)
 	}
 	if c.Debounce.EDS == nil {
 		c.Debounce.EDS = ptr(true)
@@ -533,7 +533,7 @@ func (c *Config) validate() error {
 		r.Outage.validate(p+".outage", add)
 	}
 	c.Outage.validate("outage", add)
-	if c.ConflictPolicy != serviceentry.ConflictMerge && c.ConflictPolicy != serviceentry.ConflictFirst {
+	if c.ConflictPolicy != syncer.ConflictMerge && c.ConflictPolicy != syncer.ConflictFirst {
 		add("conflictPolicy", "%q is not one of merge, first", c.ConflictPolicy)
 	}
 	if !dns1123Label.MatchString(c.Output.Namespace) {

@@ -6,7 +6,7 @@
 //	meshbridge translate --config FILE [-o yaml|json]
 //	meshbridge version
 //
-// Wiring (run.go): registries → serviceentry.Syncer → serviceentry.Store →
+// Wiring (run.go): registries → syncer.Syncer → serviceentry.Store →
 // serviceentry.Controller → xds.DiscoveryServer, plus the HTTP endpoints
 // (http.go). The configuration (config.go) is a contract documented in the
 // README; every error names the field path.

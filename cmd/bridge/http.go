@@ -19,6 +19,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
 )
 
@@ -33,7 +34,7 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo)
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, group := range [][]prometheus.Collector{
-		registries.Collectors(), serviceentry.Collectors(), xds.Collectors(), kube.Collectors(),
+		registries.Collectors(), syncer.Collectors(), xds.Collectors(), kube.Collectors(),
 	} {
 		reg.MustRegister(group...)
 	}
@@ -110,7 +111,7 @@ func (b *bridge) kubez() kubez {
 // the registry's read health and, for watchers that report one, the
 // watcher's own status.
 type registryzEntry struct {
-	serviceentry.RegistryStatus
+	syncer.RegistryStatus
 	// Up, Since and LastSuccess come from the registry's read health
 	// (registries.Health), as do errors, lastError and lastErrorTime when
 	// the registry tracks it.

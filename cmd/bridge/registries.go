@@ -12,7 +12,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/registries/nacos"
 	"github.com/meshbridge/meshbridge/registries/zookeeper"
-	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -23,9 +23,9 @@ var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type(), z
 
 // buildRegistries creates the configured registry watchers and the Syncer's
 // view of them (with their translators), in configuration order.
-func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []serviceentry.SyncRegistry, error) {
+func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []syncer.Registry, error) {
 	var regs []registries.Registry
-	var syncRegs []serviceentry.SyncRegistry
+	var syncRegs []syncer.Registry
 	for i, rc := range cfg.Registries {
 		t, ok := registryTypes.Lookup(rc.Type)
 		if !ok || rc.Block == nil {
@@ -57,8 +57,8 @@ func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []se
 			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
 		}
 		regs = append(regs, reg)
-		syncRegs = append(syncRegs, serviceentry.SyncRegistry{Name: rc.Name, Type: rc.Type, Translator: tr,
-			Policy: rc.Outage.over(cfg.Outage.over(serviceentry.OutagePolicy{}))})
+		syncRegs = append(syncRegs, syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
+			Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))})
 	}
 	return regs, syncRegs, nil
 }

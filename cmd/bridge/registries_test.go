@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -70,7 +70,7 @@ outage: {deleteGuardFloor: 3}
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]serviceentry.OutagePolicy{
+	want := map[string]syncer.OutagePolicy{
 		"a": {HoldDown: 10 * time.Second, MaxDeleteRatio: 0.5, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
 		"b": {HoldDown: 0, MaxDeleteRatio: 1, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
 	}

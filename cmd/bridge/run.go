@@ -16,6 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
 )
 
@@ -30,7 +31,7 @@ type bridge struct {
 	log        *slog.Logger
 	regs       []registries.Registry
 	store      *serviceentry.Store
-	syncer     *serviceentry.Syncer
+	syncer     *syncer.Syncer
 	controller *serviceentry.Controller
 	xds        *xds.DiscoveryServer
 	kube       *kubeOutput // nil unless kubernetes.enabled
@@ -57,7 +58,7 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
 	}
-	b.syncer = serviceentry.NewSyncer(b.store, serviceentry.SyncerConfig{
+	b.syncer = syncer.New(b.store, syncer.Config{
 		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
 		ConflictPolicy: cfg.ConflictPolicy, Logger: log,
 	})

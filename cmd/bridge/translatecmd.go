@@ -16,6 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -49,7 +50,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	syncer := serviceentry.NewSyncer(store, serviceentry.SyncerConfig{Registries: syncRegs,
+	syncer := syncer.New(store, syncer.Config{Registries: syncRegs,
 		ConflictPolicy: cfg.ConflictPolicy, Logger: log})
 	failures := readOnce(regs, syncer, cfg.Sync.Timeout.Duration)
 	if len(failures) > 0 {
@@ -118,7 +119,7 @@ func printDiff(cfg *Config, registryNames []string, synced func(string) bool, cf
 // permanently (registries.IsPermanent, or Run returned an error), or timeout
 // passes, and returns a description of each registry that did not sync,
 // with the last error it reported.
-func readOnce(regs []registries.Registry, syncer *serviceentry.Syncer, timeout time.Duration) []string {
+func readOnce(regs []registries.Registry, syncer *syncer.Syncer, timeout time.Duration) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex

@@ -44,7 +44,7 @@ const (
 //
 // Sub-benchmarks:
 //   - bridge: the pipeline of cmd/bridge (built as bench/bridge.go builds
-//     it: registry → serviceentry.Syncer → Store → Controller →
+//     it: registry → syncer.Syncer → Store → Controller →
 //     xds.DiscoveryServer on 127.0.0.1:0, workloadentry endpoints,
 //     debounce.after 100ms) fed by a nacos.Registry with the defaults.
 //     hassynced-s is the time from the start to HasSynced (Syncer ready,

@@ -24,6 +24,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
 )
@@ -44,7 +45,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // Syncer → Store → Controller → DiscoveryServer, MCP fed from the Store.
 type pipeline struct {
 	store  *serviceentry.Store
-	syncer *serviceentry.Syncer
+	syncer *syncer.Syncer
 	xds    *xds.DiscoveryServer
 }
 
@@ -61,8 +62,8 @@ func startPipeline(t *testing.T, svcs ...registries.Service) *pipeline {
 		t.Fatal(err)
 	}
 	p := &pipeline{store: serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)}
-	p.syncer = serviceentry.NewSyncer(p.store, serviceentry.SyncerConfig{
-		Registries: []serviceentry.SyncRegistry{{Name: registryName, Translator: tr}},
+	p.syncer = syncer.New(p.store, syncer.Config{
+		Registries: []syncer.Registry{{Name: registryName, Translator: tr}},
 		Logger:     quiet,
 	})
 	var ctrl *serviceentry.Controller

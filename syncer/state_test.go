@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"context"
@@ -11,20 +11,21 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
 // stateSyncer is a Syncer of registry "r" (type consul) persisting to dir,
 // with a 5 s sync timeout, its Run started until the test ends.
-func stateSyncer(t *testing.T, dir string) (*Syncer, *Store) {
+func stateSyncer(t *testing.T, dir string) (*Syncer, *serviceentry.Store) {
 	t.Helper()
 	tr, err := translate.New(translate.Options{Registry: "r", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	sy := NewSyncer(store, SyncerConfig{
-		Registries: []SyncRegistry{{Name: "r", Type: "consul", Translator: tr, Policy: DefaultOutagePolicy}},
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	sy := New(store, Config{
+		Registries: []Registry{{Name: "r", Type: "consul", Translator: tr, Policy: DefaultOutagePolicy}},
 		Timeout:    5 * time.Second, StateDir: dir,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"fmt"
@@ -10,19 +10,20 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
 // policySyncer is a Syncer of one consul-type registry "r" with policy p on
 // a store that is not run (writes land at once; no handler runs).
-func policySyncer(t *testing.T, p OutagePolicy) (*Syncer, *Store) {
+func policySyncer(t *testing.T, p OutagePolicy) (*Syncer, *serviceentry.Store) {
 	t.Helper()
 	tr, err := translate.New(translate.Options{Registry: "r", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	return NewSyncer(store, SyncerConfig{Registries: []SyncRegistry{{Name: "r", Type: "consul", Translator: tr, Policy: p}}}), store
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	return New(store, Config{Registries: []Registry{{Name: "r", Type: "consul", Translator: tr, Policy: p}}}), store
 }
 
 // fill lists and syncs n services svc-00.. of one instance each.
@@ -39,7 +40,7 @@ func fill(sy *Syncer, n int) []string {
 	return keys
 }
 
-func served(store *Store) int { return len(store.List(model.KindWorkloadEntry, "")) }
+func served(store *serviceentry.Store) int { return len(store.List(model.KindWorkloadEntry, "")) }
 
 func removed(name string, relist bool) registries.Snapshot {
 	s := snap("r", name)

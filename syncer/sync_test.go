@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/registries/nacos"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -39,27 +40,27 @@ func (w *writeCounter) take() []string {
 	return out
 }
 
-func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *Store, *writeCounter) {
+func newTestSyncer(t *testing.T, regs ...string) (*Syncer, *serviceentry.Store, *writeCounter) {
 	t.Helper()
 	return newTestSyncerPolicy(t, ConflictMerge, regs...)
 }
 
-func newTestSyncerPolicy(t *testing.T, conflict string, regs ...string) (*Syncer, *Store, *writeCounter) {
+func newTestSyncerPolicy(t *testing.T, conflict string, regs ...string) (*Syncer, *serviceentry.Store, *writeCounter) {
 	t.Helper()
-	var cfgs []SyncRegistry
+	var cfgs []Registry
 	for _, name := range regs {
 		tr, err := translate.New(translate.Options{Registry: name, HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfgs = append(cfgs, SyncRegistry{Name: name, Type: "consul", Translator: tr})
+		cfgs = append(cfgs, Registry{Name: name, Type: "consul", Translator: tr})
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	wc := &writeCounter{}
 	store.RegisterEventHandler(model.KindServiceEntry, wc.handler)
 	store.RegisterEventHandler(model.KindWorkloadEntry, wc.handler)
 	runStore(t, store)
-	return NewSyncer(store, SyncerConfig{Registries: cfgs, ConflictPolicy: conflict}), store, wc
+	return New(store, Config{Registries: cfgs, ConflictPolicy: conflict}), store, wc
 }
 
 func instance(id, addr string, port uint32) registries.Instance {
@@ -70,7 +71,7 @@ func snap(reg, name string, ins ...registries.Instance) registries.Snapshot {
 	return registries.Snapshot{Registry: reg, Service: registries.Service{Name: name, Instances: ins}}
 }
 
-func kinds(s *Store, kind model.Kind) []string {
+func kinds(s *serviceentry.Store, kind model.Kind) []string {
 	var out []string
 	for _, c := range s.List(kind, "") {
 		out = append(out, c.Name)
@@ -186,8 +187,8 @@ func TestSyncerReadiness(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tr, _ := translate.New(translate.Options{Registry: "a", HostTemplate: consul.HostTemplate, Namespace: "m"})
-				sy := NewSyncer(NewStore(nil, model.KindServiceEntry), SyncerConfig{
-					Registries: []SyncRegistry{{Name: "a", Translator: tr}, {Name: "b", Translator: tr}},
+				sy := New(serviceentry.NewStore(nil, model.KindServiceEntry), Config{
+					Registries: []Registry{{Name: "a", Translator: tr}, {Name: "b", Translator: tr}},
 					Timeout:    tc.timeout,
 				})
 				ctx, cancel := context.WithCancel(t.Context())
@@ -214,9 +215,9 @@ func TestSyncerScopesServicesByNamespaceAndGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	runStore(t, store)
-	sy := NewSyncer(store, SyncerConfig{Registries: []SyncRegistry{{Name: "nacos", Type: "nacos", Translator: tr}}})
+	sy := New(store, Config{Registries: []Registry{{Name: "nacos", Type: "nacos", Translator: tr}}})
 	scoped := func(ns, group string, removed bool, ins ...registries.Instance) registries.Snapshot {
 		return registries.Snapshot{Registry: "nacos", Removed: removed,
 			Service: registries.Service{Name: "echo", Namespace: ns, Group: group, Instances: ins}}
@@ -295,17 +296,17 @@ func TestSyncerMergesHost(t *testing.T) {
 // TestSyncerMergesInline: inline, the merged ServiceEntry lists both
 // registries' endpoints.
 func TestSyncerMergesInline(t *testing.T) {
-	var cfgs []SyncRegistry
+	var cfgs []Registry
 	for _, name := range []string{"dc1", "dc2"} {
 		tr, err := translate.New(translate.Options{Registry: name, HostTemplate: consul.HostTemplate, Namespace: "mesh",
 			Endpoints: translate.EndpointsInline})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfgs = append(cfgs, SyncRegistry{Name: name, Type: "consul", Translator: tr})
+		cfgs = append(cfgs, Registry{Name: name, Type: "consul", Translator: tr})
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	sy := NewSyncer(store, SyncerConfig{Registries: cfgs})
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	sy := New(store, Config{Registries: cfgs})
 	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080)))
 	sy.Snapshot(snap("dc2", "web", instance("b/1", "10.0.0.2", 9090)))
 	se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh")

@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -42,25 +43,25 @@ func benchService(i, instances, gen int) registries.Snapshot {
 	return registries.Snapshot{Registry: "dc1", Service: svc}
 }
 
-func newBenchPipeline(b *testing.B) (*Syncer, *Store) {
+func newBenchPipeline(b *testing.B) (*Syncer, *serviceentry.Store) {
 	b.Helper()
 	tr, err := translate.New(translate.Options{Registry: "dc1", HostTemplate: consul.HostTemplate, Namespace: "mesh"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	NewController(store, nopUpdater{}, nil)
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	serviceentry.NewController(store, nopUpdater{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	go store.Run(ctx)
-	return NewSyncer(store, SyncerConfig{Registries: []SyncRegistry{{Name: "dc1", Translator: tr}}}), store
+	return New(store, Config{Registries: []Registry{{Name: "dc1", Translator: tr}}}), store
 }
 
 // BenchmarkSyncInstanceChange: one instance of one service (10 instances)
 // changes its address, in a registry of 1,000 services: translation, store
 // diff and write, and the controller's handlers, per change.
 //
-//	go test ./serviceentry -run '^$' -bench SyncInstanceChange -benchmem
+//	go test ./syncer -run '^$' -bench SyncInstanceChange -benchmem
 func BenchmarkSyncInstanceChange(b *testing.B) {
 	sy, store := newBenchPipeline(b)
 	const services = 1000

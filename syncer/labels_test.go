@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -122,11 +123,11 @@ func TestSyncerCountsAndLogsLabelChangesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	runStore(t, store)
 	logs := &recordHandler{}
-	sy := NewSyncer(store, SyncerConfig{
-		Registries: []SyncRegistry{{Name: reg, Type: "consul", Translator: tr}},
+	sy := New(store, Config{
+		Registries: []Registry{{Name: reg, Type: "consul", Translator: tr}},
 		Logger:     slog.New(logs),
 	})
 	reasons := []string{
@@ -177,10 +178,10 @@ func TestLabelChangeExamplesAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	runStore(t, store)
 	logs := &recordHandler{}
-	sy := NewSyncer(store, SyncerConfig{Registries: []SyncRegistry{{Name: "many", Type: "consul", Translator: tr}}, Logger: slog.New(logs)})
+	sy := New(store, Config{Registries: []Registry{{Name: "many", Type: "consul", Translator: tr}}, Logger: slog.New(logs)})
 	i := instance("n1/big-1", "10.0.0.1", 8080)
 	i.Labels = labels
 	sy.Snapshot(snap("many", "big", i))

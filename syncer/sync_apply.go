@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -189,7 +190,7 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
 	default:
 		return
 	}
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, serviceentry.ErrNotFound) {
 		s.log.Error("Failed to write to the aggregate store", "kind", string(key.Kind), "name", key.Name,
 			"namespace", key.Namespace, "err", err)
 	}

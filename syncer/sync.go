@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"cmp"
@@ -11,11 +11,12 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
-// SyncRegistry is one configured registry as the Syncer sees it.
-type SyncRegistry struct {
+// Registry is one configured registry as the Syncer sees it.
+type Registry struct {
 	Name       string
 	Type       string
 	Translator *translate.Translator
@@ -23,11 +24,11 @@ type SyncRegistry struct {
 	Policy OutagePolicy
 }
 
-// SyncerConfig configures a Syncer.
-type SyncerConfig struct {
+// Config configures a Syncer.
+type Config struct {
 	// Registries in configuration order: on a host collision the service of
 	// the earlier registry wins.
-	Registries []SyncRegistry
+	Registries []Registry
 	// Timeout bounds the wait for every registry's first listing; after it,
 	// HasSynced is true anyway (config key sync.timeout). 0 waits forever.
 	Timeout time.Duration
@@ -70,7 +71,7 @@ type SyncerConfig struct {
 //     most of a registry is held until confirmed or timed out.
 //  6. Hold-down (OutagePolicy, policy.go): a disappearance read right after
 //     a reconnection waits before it applies.
-//  7. Persisted listings (SyncerConfig.StateDir, state.go): a registry that
+//  7. Persisted listings (Config.StateDir, state.go): a registry that
 //     cannot be read at start is served from its last complete listing.
 //
 // Cost: a Snapshot is translated against the service's last Result
@@ -81,7 +82,7 @@ type SyncerConfig struct {
 // Concurrency: Snapshot and Synced may be called from any goroutine.
 type Syncer struct {
 	merge     bool
-	store     *Store
+	store     *serviceentry.Store
 	log       *slog.Logger
 	timeout   time.Duration
 	ready     chan struct{}
@@ -97,7 +98,7 @@ type Syncer struct {
 	pending  int                          // registries not yet synced
 }
 
-// Conflict policies (SyncerConfig.ConflictPolicy).
+// Conflict policies (Config.ConflictPolicy).
 const (
 	ConflictMerge = "merge"
 	ConflictFirst = "first"
@@ -138,7 +139,7 @@ type serviceState struct {
 
 type registryState struct {
 	order  int
-	cfg    SyncRegistry
+	cfg    Registry
 	status RegistryStatus
 	stale  map[string]bool // services whose last read failed: served from last-known-good
 	// down is set by a registry-wide read error and cleared by the next
@@ -156,8 +157,8 @@ type registryState struct {
 	dirty    bool
 }
 
-// NewSyncer returns a Syncer writing to store.
-func NewSyncer(store *Store, cfg SyncerConfig) *Syncer {
+// New returns a Syncer writing to store.
+func New(store *serviceentry.Store, cfg Config) *Syncer {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()

@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"context"

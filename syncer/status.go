@@ -1,4 +1,4 @@
-package serviceentry
+package syncer
 
 import (
 	"slices"
@@ -34,7 +34,7 @@ type RegistryStatus struct {
 	// last-known-good state or from disk (meshbridge_registry_stale).
 	Stale bool `json:"stale"`
 	// FromDisk is true while the registry is served from its persisted
-	// listing (SyncerConfig.StateDir), until it answers.
+	// listing (Config.StateDir), until it answers.
 	FromDisk bool `json:"fromDisk,omitempty"`
 	// HeldDown counts disappearances waiting for their hold-down;
 	// DeleteGuard is the engaged delete guard, nil when none.
