@@ -63,12 +63,20 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs[registry]
-	if r == nil {
+	if r == nil || r.removed {
 		return
 	}
 	now := time.Now()
 	r.status.LastListing = now
 	registryLastSync.WithLabelValues(registry).Set(float64(now.UnixNano()) / 1e9)
+	s.listing(r, scope, keys, now, false)
+}
+
+// listing judges a complete read of r's services within scope that found
+// keys; removal tells that it is the registry's removal from the
+// configuration. s.mu is held.
+func (s *Syncer) listing(r *registryState, scope string, keys []string, now time.Time, removal bool) {
+	registry := r.cfg.Name
 	listed := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
@@ -84,7 +92,7 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 		}
 	}
 	p := r.cfg.Policy
-	if p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk) {
+	if p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk && r.relisting == nil) {
 		return
 	}
 	var gone []string
@@ -117,7 +125,11 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 		r.guard.keys[k] = true
 	}
 	r.status.DeleteGuard = r.guard.status()
-	s.log.Warn("Delete guard holds a listing that would remove most of the registry; "+
+	what := "a listing that would remove most of the registry"
+	if removal {
+		what = "the removal of the registry from the configuration"
+	}
+	s.log.Warn("Delete guard holds "+what+"; "+
 		"confirm with POST /debug/registryz/"+registry+"/confirm, or it applies after outage.deleteGuardTimeout",
 		"registry", registry, "services", len(gone), "instances", lost, "registryInstances", r.status.Instances,
 		"maxDeleteRatio", p.MaxDeleteRatio, "timeout", p.DeleteGuardTimeout, "first", gone[0])
@@ -178,6 +190,9 @@ func (s *Syncer) applyGuard(r *registryState, why string) {
 	}
 	s.markDirty(r)
 	s.noteRegistry(r)
+	if r.removed {
+		s.forget(r)
+	}
 }
 
 // releaseGuard drops the guard without applying anything. s.mu is held.

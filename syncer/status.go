@@ -40,6 +40,9 @@ type RegistryStatus struct {
 	// DeleteGuard is the engaged delete guard, nil when none.
 	HeldDown    int                `json:"heldDown,omitempty"`
 	DeleteGuard *DeleteGuardStatus `json:"deleteGuard,omitempty"`
+	// Removed is true for a registry removed from the configuration whose
+	// services the delete guard still holds.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // DeleteGuardStatus is an engaged delete guard: since when, and the
@@ -78,10 +81,11 @@ func (s *Syncer) Status() []RegistryStatus {
 // complete listing. A consumer that deletes what the store no longer holds
 // (the Kubernetes writer's garbage collection) must not act for a registry
 // that has not synced: its absence from the store means "not known yet",
-// not "gone" (docs/design.md §8). An unknown name reports false.
+// not "gone" (docs/design.md §8). An unknown name reports false, the name of
+// a registry removed at run time (RemoveRegistry) with nothing left true.
 func (s *Syncer) RegistrySynced(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs[name]
-	return r != nil && r.status.Synced
+	return (r != nil && r.status.Synced) || (r == nil && s.gone[name])
 }

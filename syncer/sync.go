@@ -95,7 +95,11 @@ type Syncer struct {
 	claims   map[string][]serviceID       // host → claimants, winner first
 	written  map[string][]model.ConfigKey // host → keys we stored for it (a slice: a map per host cost ~300 B/instance)
 	served   map[string][]servedBy        // host → whose instances its objects hold
-	pending  int                          // registries not yet synced
+	pending  int                          // registries not yet synced, counted before HasSynced
+	// nextOrder is the collision order of the next registry added;
+	// gone are registries removed with nothing of them left.
+	nextOrder int
+	gone      map[string]bool
 }
 
 // Conflict policies (Config.ConflictPolicy).
@@ -155,6 +159,18 @@ type registryState struct {
 	disk     []registries.Service
 	fromDisk map[string]bool
 	dirty    bool
+	// pending: counted in Syncer.pending until Synced. removed: removed
+	// from the configuration, kept while the delete guard holds its
+	// services. relisting: after a restart, the services the new watcher
+	// has not read yet (nil when not restarting).
+	pending   bool
+	removed   bool
+	relisting map[string]bool
+}
+
+func newRegistryState(order int, cfg Registry) *registryState {
+	return &registryState{order: order, cfg: cfg, status: RegistryStatus{Name: cfg.Name, Type: cfg.Type},
+		stale: make(map[string]bool), holding: make(map[string]*heldDown)}
 }
 
 // New returns a Syncer writing to store.
@@ -177,10 +193,13 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 		written:   make(map[string][]model.ConfigKey),
 		served:    make(map[string][]servedBy),
 		pending:   len(cfg.Registries),
+		nextOrder: len(cfg.Registries),
+		gone:      make(map[string]bool),
 	}
 	for i, r := range cfg.Registries {
-		s.regs[r.Name] = &registryState{order: i, cfg: r, status: RegistryStatus{Name: r.Name, Type: r.Type},
-			stale: make(map[string]bool), holding: make(map[string]*heldDown)}
+		st := newRegistryState(i, r)
+		st.pending = true
+		s.regs[r.Name] = st
 	}
 	if s.pending == 0 {
 		close(s.ready)
@@ -258,17 +277,23 @@ func (s *Syncer) Synced(registry string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs[registry]
-	if r == nil || r.status.Synced {
+	if r == nil || r.removed || r.status.Synced {
 		return
 	}
 	r.status.Synced = true
 	registryLastSync.WithLabelValues(registry).Set(float64(time.Now().UnixNano()) / 1e9)
 	s.leaveDisk(r)
+	if r.relisting != nil {
+		s.endRelisting(r)
+	}
 	s.markDirty(r)
-	s.pending--
+	s.noteRegistry(r)
 	s.log.Info("Registry synced", "registry", registry, "count", r.status.Services)
-	if s.pending == 0 {
-		s.markReady()
+	if r.pending {
+		r.pending = false
+		if s.pending--; s.pending == 0 {
+			s.markReady()
+		}
 	}
 }
 
@@ -277,12 +302,13 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs[snap.Registry]
-	if r == nil {
+	if r == nil || r.removed {
 		s.log.Error("Dropped snapshot of an unknown registry", "registry", snap.Registry, "service", snap.Service.Name)
 		return
 	}
 	r.status.LastEvent = snap.Observed
 	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Key()}
+	r.relisted(id.name)
 	switch {
 	case snap.Err != nil:
 		// The registry logs its outage once (registries.Health); here each

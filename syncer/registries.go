@@ -1,0 +1,169 @@
+package syncer
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"slices"
+	"time"
+)
+
+// AddRegistry adds a registry while the Syncer runs (configuration reload),
+// or, when one of that name is there, restarts it with reg's configuration.
+//
+// A new registry comes after every registry already there in the collision
+// order of rule 1 (the configuration order holds from the start until the
+// next restart of the process). Added before HasSynced, it is waited for
+// like the configured ones; added after, it is not: the mesh is already
+// served, and its services join as they are read.
+//
+// A restart keeps the registry's services, their sticky ports and its
+// collision order: the new watcher's snapshots replace them, and when it
+// reports Synced the services it did not list are removed, unless the
+// delete guard holds them (rule 5). Until then RegistrySynced is false, so
+// no consumer takes their absence for a removal. The caller stops the old
+// watcher before and starts the new one after AddRegistry.
+func (s *Syncer) AddRegistry(reg Registry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.regs[reg.Name]; r != nil {
+		s.restart(r, reg)
+		return
+	}
+	delete(s.gone, reg.Name)
+	r := newRegistryState(s.nextOrder, reg)
+	s.nextOrder++
+	s.regs[reg.Name] = r
+	if !s.HasSynced() {
+		r.pending = true
+		s.pending++
+	}
+	s.noteRegistry(r)
+	s.log.Info("Registry added", "registry", reg.Name, "type", reg.Type)
+}
+
+// restart replaces r's configuration and starts a relisting. s.mu is held.
+func (s *Syncer) restart(r *registryState, reg Registry) {
+	was := r.removed
+	r.cfg, r.removed = reg, false
+	r.status.Type, r.status.Removed = reg.Type, false
+	for k := range r.holding {
+		s.cancelHoldDown(r, k) // read by the old watcher
+	}
+	r.relisting = make(map[string]bool)
+	for id := range s.services {
+		if id.registry == reg.Name {
+			r.relisting[id.name] = true
+		}
+	}
+	if r.status.Synced {
+		r.status.Synced = false
+	}
+	if !s.HasSynced() && !r.pending {
+		r.pending = true
+		s.pending++
+	}
+	s.noteRegistry(r)
+	if was {
+		s.log.Info("Registry added back while the delete guard held its removal", "registry", reg.Name,
+			"services", len(r.relisting))
+		return
+	}
+	s.log.Info("Registry restarted with a new configuration", "registry", reg.Name, "type", reg.Type,
+		"services", len(r.relisting))
+}
+
+// RemoveRegistry removes a registry while the Syncer runs (configuration
+// reload); the caller has stopped its watcher. Its services leave the store
+// as a listing that lists nothing would remove them: at once, unless that
+// engages the delete guard (rule 5), which then holds them until an
+// operator confirms (ConfirmDeletes) or outage.deleteGuardTimeout passes;
+// the registry is shown (Status, Removed) until they are gone. Hosts it
+// shared with other registries are re-decided (rule 1); nothing of another
+// registry is removed. Once gone, RegistrySynced reports true for its name:
+// its absence from the store is authoritative. Unknown names are ignored.
+func (s *Syncer) RemoveRegistry(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.regs[name]
+	if r == nil {
+		return
+	}
+	for k := range r.holding {
+		s.cancelHoldDown(r, k)
+	}
+	if r.pending {
+		r.pending = false
+		s.pending--
+		if s.pending == 0 {
+			s.markReady()
+		}
+	}
+	r.removed, r.status.Removed = true, true
+	r.relisting = nil
+	// Judged like a complete listing of nothing: the guard's ratio and
+	// floor apply to the whole registry.
+	s.listing(r, "", nil, time.Now(), true)
+	var keys []string
+	for id := range s.services {
+		if id.registry == name && !r.guarded(id.name) {
+			keys = append(keys, id.name)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		delete(r.stale, k)
+		s.remove(r, serviceID{order: r.order, registry: name, name: k})
+	}
+	s.log.Info("Registry removed", "registry", name, "services", len(keys), "held", r.guard != nil)
+	if r.guard == nil {
+		s.forget(r)
+		return
+	}
+	s.noteRegistry(r)
+}
+
+// forget drops a removed registry once nothing of it is left. s.mu is held.
+func (s *Syncer) forget(r *registryState) {
+	name := r.cfg.Name
+	delete(s.regs, name)
+	s.gone[name] = true
+	for _, g := range []interface{ DeleteLabelValues(...string) bool }{registryServices, registryInstances,
+		registryServedInstances, registryLastSync, registryStale, deleteGuardHeld} {
+		g.DeleteLabelValues(name)
+	}
+	if s.stateDir != "" {
+		if err := os.Remove(s.statePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("Could not remove a removed registry's persisted listing", "registry", name, "err", err)
+		}
+	}
+	s.log.Info("Registry gone: nothing of it is served", "registry", name)
+}
+
+// relisted notes that the registry's current watcher read key. s.mu is held.
+func (r *registryState) relisted(key string) {
+	if r.relisting != nil {
+		delete(r.relisting, key)
+	}
+}
+
+// endRelisting removes, once a restarted registry synced, the services its
+// new watcher did not list, unless the delete guard holds them. s.mu is
+// held.
+func (s *Syncer) endRelisting(r *registryState) {
+	keys := slices.Sorted(mapKeys(r.relisting))
+	r.relisting = nil
+	n := 0
+	for _, k := range keys {
+		if r.guarded(k) {
+			continue
+		}
+		delete(r.stale, k)
+		s.remove(r, serviceID{order: r.order, registry: r.cfg.Name, name: k})
+		n++
+	}
+	if n > 0 {
+		s.markDirty(r)
+		s.log.Info("Removed what the restarted registry no longer lists", "registry", r.cfg.Name, "services", n)
+	}
+}
