@@ -122,10 +122,11 @@ type Writer struct {
 	// live and rejected records the seq of when it was learnt.
 	seq uint64
 	// outstanding are the keys queued or waiting out a retry's backoff;
-	// inflight counts the keys being synced. Together they are the queue
-	// depth (the workqueue's Len misses keys in backoff).
+	// inflight the keys being synced. The distinct keys of both are the
+	// queue depth (the workqueue's Len misses keys in backoff; a key being
+	// synced may be queued again meanwhile, and counts once).
 	outstanding map[model.ConfigKey]struct{}
-	inflight    int
+	inflight    map[model.ConfigKey]struct{}
 	// backingOff are the outstanding keys waiting out a retry's backoff.
 	backingOff map[model.ConfigKey]struct{}
 }
@@ -172,6 +173,7 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		live:        map[model.ConfigKey]liveState{},
 		rejected:    map[model.ConfigKey]rejection{},
 		outstanding: map[model.ConfigKey]struct{}{},
+		inflight:    map[model.ConfigKey]struct{}{},
 		backingOff:  map[model.ConfigKey]struct{}{},
 	}
 	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
@@ -189,7 +191,19 @@ func (w *Writer) Leading() bool { return w.leading() }
 func (w *Writer) Pending() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.outstanding) + w.inflight
+	return w.depthLocked()
+}
+
+// depthLocked is Pending with w.mu held: the distinct keys outstanding or
+// in flight.
+func (w *Writer) depthLocked() int {
+	n := len(w.outstanding)
+	for key := range w.inflight {
+		if _, queued := w.outstanding[key]; !queued {
+			n++
+		}
+	}
+	return n
 }
 
 // enqueue queues key; retry does so after key's backoff.
@@ -199,7 +213,7 @@ func (w *Writer) enqueue(key model.ConfigKey, retry bool) {
 	if retry {
 		w.backingOff[key] = struct{}{}
 	}
-	queueDepth.Set(float64(len(w.outstanding) + w.inflight))
+	queueDepth.Set(float64(w.depthLocked()))
 	w.mu.Unlock()
 	if retry {
 		w.queue.AddRateLimited(key)
@@ -364,13 +378,13 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	w.mu.Lock()
 	delete(w.outstanding, key)
 	delete(w.backingOff, key)
-	w.inflight++
+	w.inflight[key] = struct{}{}
 	w.mu.Unlock()
 	defer func() {
 		w.queue.Done(key)
 		w.mu.Lock()
-		w.inflight--
-		queueDepth.Set(float64(len(w.outstanding) + w.inflight))
+		delete(w.inflight, key)
+		queueDepth.Set(float64(w.depthLocked()))
 		w.mu.Unlock()
 	}()
 	answered := w.answered.Load()
