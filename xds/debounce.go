@@ -39,7 +39,10 @@ type debounceOptions struct {
 //
 // With edsDebounce false an EDS-only request is pushed at once in every state,
 // concurrently with a running full push; push must serialise itself.
-func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now func() time.Time, push func(*model.PushRequest)) {
+//
+// options is read at every event, so a change (DiscoveryServer.SetDebounce)
+// applies from the next request or timer on.
+func debounce(ctx context.Context, q *requestQueue, options func() debounceOptions, now func() time.Time, push func(*model.PushRequest)) {
 	var (
 		running  sync.WaitGroup
 		batch    *model.PushRequest
@@ -48,6 +51,7 @@ func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now fu
 		timer    <-chan time.Time
 		free     = true // no batch push running
 		pushDone = make(chan struct{}, 1)
+		opts     = options()
 	)
 	defer running.Wait()
 
@@ -70,6 +74,7 @@ func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now fu
 		case <-ctx.Done():
 			return
 		case <-q.ready:
+			opts = options()
 			req := q.take()
 			if req == nil {
 				continue
@@ -89,6 +94,7 @@ func debounce(ctx context.Context, q *requestQueue, opts debounceOptions, now fu
 				batch.Absorb(req)
 			}
 		case <-timer:
+			opts = options()
 			timer = nil
 			if free {
 				pushBatch()

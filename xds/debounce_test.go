@@ -112,7 +112,7 @@ func runDebounce(t *testing.T, opts debounceOptions, pushTime time.Duration, eve
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		debounce(ctx, q, opts, time.Now, push)
+		debounce(ctx, q, func() debounceOptions { return opts }, time.Now, push)
 	}()
 	for _, e := range events {
 		time.Sleep(e.at - time.Since(base))

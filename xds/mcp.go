@@ -200,13 +200,15 @@ func (c *mcpCache) changedKind(kind model.Kind) {
 // the first change of a burst, until ctx is done. States: idle (waiting for
 // a change), quiet (a change came; each further change restarts the quiet
 // period unless max passed), rebuild.
-func (c *mcpCache) run(ctx context.Context, after, maxDelay time.Duration) {
+func (c *mcpCache) run(ctx context.Context, options func() debounceOptions) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.changed:
 		}
+		o := options()
+		after, maxDelay := o.after, o.max
 		first := time.Now()
 		timer := time.NewTimer(after)
 	quiet:

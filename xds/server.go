@@ -114,6 +114,8 @@ type DiscoveryServer struct {
 	addr     atomic.Pointer[net.Addr] // the ADS listener's
 	mcpAddr  atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
 	serving  chan struct{}
+	// debounce is the live debounce (Options.Debounce*, SetDebounce).
+	debounce atomic.Pointer[debounceOptions]
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
@@ -128,7 +130,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	if opts.MCP != nil {
 		mcp = newMCPCache(opts.MCP.Source, logger)
 	}
-	return &DiscoveryServer{
+	s := &DiscoveryServer{
 		src:     src,
 		opts:    opts,
 		log:     logger,
@@ -139,7 +141,21 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
 	}
+	s.SetDebounce(opts.DebounceAfter, opts.DebounceMax, opts.EnableEDSDebounce)
+	return s
 }
+
+// SetDebounce changes the push debounce while the server runs (config keys
+// debounce.after, debounce.max, debounce.eds; a reload applies them): the
+// quiet period after, the cap maxDelay, and whether EDS-only pushes are
+// debounced. It applies from the next request on, to xDS and MCP pushes;
+// a zero after or maxDelay takes its default (100ms, 10s) as in Options.
+func (s *DiscoveryServer) SetDebounce(after, maxDelay time.Duration, eds bool) {
+	s.debounce.Store(&debounceOptions{after: cmp.Or(after, 100*time.Millisecond), max: cmp.Or(maxDelay, 10*time.Second), edsDebounce: eds})
+}
+
+// debounceOptions returns the live debounce.
+func (s *DiscoveryServer) debounceOptions() debounceOptions { return *s.debounce.Load() }
 
 // Run runs the debounce loop at once; when ready is closed (the aggregate
 // registry HasSynced, or its sync timeout passed) it pushes everything into
@@ -173,10 +189,7 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		cancel()
 		loop.Wait()
 	}()
-	loop.Go(func() {
-		opts := debounceOptions{after: s.opts.DebounceAfter, max: s.opts.DebounceMax, edsDebounce: s.opts.EnableEDSDebounce}
-		debounce(ctx, s.queue, opts, time.Now, s.push)
-	})
+	loop.Go(func() { debounce(ctx, s.queue, s.debounceOptions, time.Now, s.push) })
 
 	select {
 	case <-ready:
@@ -186,7 +199,7 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	s.initialPush()
 	if mcp := s.caches.mcp; mcp != nil {
 		mcp.rebuildAll()
-		loop.Go(func() { mcp.run(ctx, s.opts.DebounceAfter, s.opts.DebounceMax) })
+		loop.Go(func() { mcp.run(ctx, s.debounceOptions) })
 	}
 
 	for i, p := range ports {
