@@ -9,9 +9,10 @@
 # prints kube=DIR), polaris (a Nacos-protocol server; prints polaris=PATH,
 # with Polaris's config template polaris-server.yaml next to the binary),
 # zookeeper (Debian's ZooKeeper 3.8, installed with apt-get when missing;
-# prints zookeeper=CLASSPATH, the colon-joined jars the server runs from) and
+# prints zookeeper=CLASSPATH, the colon-joined jars the server runs from),
 # dubbo (the dubbo-go test provider, main package test/dubbo/provider of the
-# Go module test/dubbo; prints dubbo=PATH).
+# Go module test/dubbo; prints dubbo=PATH) and helm (the helm command the
+# chart tests lint and render charts/meshbridge with; prints helm=PATH).
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
@@ -20,7 +21,8 @@
 # computes the same key). ZooKeeper is not cached: apt-get installs it once.
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
-# a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak.
+# a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
+# ~160 CPU-s.
 #
 # apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
 # that the two never run apt-get at once (apt-get update fails at once on a
@@ -31,7 +33,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -169,6 +171,31 @@ build_dubbo() {
 	echo "dubbo=$dir/dubbo-provider"
 }
 
+build_helm() {
+	local dir="$cache/helm-$(key helm)"
+	[ -x "$dir/helm" ] || lock "$dir"
+	if [ ! -x "$dir/helm" ]; then
+		local v k8s major minor
+		v=$(awk '$1 == "require" && $2 == "helm.sh/helm/v3" {print $3}' "$here/helm/go.mod")
+		echo "tools/build.sh: building helm $v into $dir (first run only: ~160 CPU-seconds)" >&2
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		# Stamped as Helm's release build does (its Makefile): the version,
+		# and the Kubernetes version of its client-go (v0.X.Y is 1.X) as the
+		# default for .Capabilities.KubeVersion and lint's deprecation checks.
+		k8s=$(cd "$here/helm" && GOFLAGS=-mod=mod go list -m -f '{{.Version}}' k8s.io/client-go)
+		major=$(( $(echo "${k8s#v}" | cut -d. -f1) + 1 ))
+		minor=$(echo "${k8s#v}" | cut -d. -f2)
+		local vflags="-X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+		local p
+		for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+			vflags="$vflags -X $p.k8sVersionMajor=$major -X $p.k8sVersionMinor=$minor"
+		done
+		(cd "$here/helm" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w $vflags" -o "$dir.tmp/helm" helm.sh/helm/v3/cmd/helm)
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "helm=$dir/helm"
+}
+
 pids=()
 outs=()
 for s in "${servers[@]}"; do
@@ -180,6 +207,7 @@ for s in "${servers[@]}"; do
 	polaris) build_polaris >"$out" 2>"$out.err" & pids+=($!) ;;
 	zookeeper) build_zookeeper >"$out" 2>"$out.err" & pids+=($!) ;;
 	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
+	helm) build_helm >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done
