@@ -1,7 +1,8 @@
-// Package pipeline builds cmd/bridge's pipeline for benchmarks, the way
-// cmd/bridge/run.go does: one registry → Syncer → Store → Controller →
-// DiscoveryServer on 127.0.0.1:0, with the same ready gate (the Syncer
-// ready, then the Store flushed) before the xDS server may serve. The scale
+// Package pipeline runs cmd/bridge's pipeline for benchmarks, built by the
+// same constructor (package github.com/meshbridge/meshbridge/pipeline): one
+// registry → Syncer → Store → Controller → DiscoveryServer on 127.0.0.1:0,
+// with the same ready gate (the Syncer ready, then the Store flushed) before
+// the xDS server may serve. The scale
 // suite (bench/), the soak (bench/soak) and the registries' own benchmarks
 // share it, and the tools they drive it with: an in-process generator
 // registry (Generator), SotW and Delta ADS clients that ACK every response
@@ -21,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbridge/meshbridge/model"
+	core "github.com/meshbridge/meshbridge/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -64,18 +65,37 @@ type Pipeline struct {
 	// it once Ready is closed).
 	Started, Synced time.Time
 
+	core   *core.Pipeline
 	ready  chan struct{}
 	errs   chan error
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// sourceFunc adapts a function to xds.ServiceSource (as in cmd/bridge).
-type sourceFunc func() []*model.Service
+// runnerRegistry makes a Runner a registries.Registry for the pipeline; its
+// Run error also goes to errs, for WaitReady and WaitServing.
+type runnerRegistry struct {
+	name string
+	r    Runner
+	wrap func(registries.Sink) registries.Sink
+	errs chan<- error
+}
 
-func (f sourceFunc) Services() []*model.Service { return f() }
+func (x runnerRegistry) Name() string { return x.name }
 
-// Start builds the pipeline around r and starts it. Stop ends it.
+func (x runnerRegistry) Run(ctx context.Context, sink registries.Sink) error {
+	if x.wrap != nil {
+		sink = x.wrap(sink)
+	}
+	err := x.r.Run(ctx, sink)
+	if err != nil {
+		x.errs <- err
+	}
+	return err
+}
+
+// Start builds the pipeline around r with cmd/bridge's constructor
+// (package pipeline) and starts it. Stop ends it.
 func Start(r Runner, opts Options) (*Pipeline, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tr, err := translate.New(translate.Options{
@@ -85,56 +105,36 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 		return nil, fmt.Errorf("translator: %w", err)
 	}
 	p := &Pipeline{Translator: tr, ready: make(chan struct{}), errs: make(chan error, 8)}
-	p.Store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	p.Syncer = syncer.New(p.Store, syncer.Config{
-		Registries: []syncer.Registry{{Name: opts.Registry, Type: opts.Type, Translator: tr}},
-		Logger:     log,
+	p.core = core.New(core.Options{
+		Sync: syncer.Config{Registries: []syncer.Registry{{Name: opts.Registry, Type: opts.Type, Translator: tr}}},
+		XDS: xds.Options{
+			Address:           "127.0.0.1:0",
+			DebounceAfter:     opts.DebounceAfter,
+			DebounceMax:       10 * time.Second,
+			EnableEDSDebounce: opts.EDSDebounce,
+		},
+		Logger: log,
 	})
-	p.XDS = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return p.Controller.Services() }), xds.Options{
-		Address:           "127.0.0.1:0",
-		DebounceAfter:     opts.DebounceAfter,
-		DebounceMax:       10 * time.Second,
-		EnableEDSDebounce: opts.EDSDebounce,
-		Logger:            log,
-	})
-	p.Controller = serviceentry.NewController(p.Store, p.XDS, log)
-	var sink registries.Sink = p.Syncer
-	if opts.Sink != nil {
-		sink = opts.Sink(p.Syncer)
-	}
+	p.Store, p.Syncer, p.Controller, p.XDS = p.core.Store, p.core.Syncer, p.core.Controller, p.core.XDS
 
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.Started = time.Now()
-	p.wg.Go(func() { p.Store.Run(ctx) })
-	p.wg.Go(func() { p.Syncer.Run(ctx) })
+	reg := runnerRegistry{name: opts.Registry, r: r, wrap: opts.Sink, errs: p.errs}
 	p.wg.Go(func() {
-		if err := r.Run(ctx, sink); err != nil {
+		if err := p.core.Run(ctx, []registries.Registry{reg}); err != nil {
 			p.errs <- err
 		}
 	})
-	p.wg.Go(func() { p.gate(ctx) })
 	p.wg.Go(func() {
-		if err := p.XDS.Run(ctx, p.ready); err != nil {
-			p.errs <- err
+		select {
+		case <-ctx.Done():
+		case <-p.core.Ready():
+			p.Synced = time.Now()
+			close(p.ready)
 		}
 	})
 	return p, nil
-}
-
-// gate is cmd/bridge's waitReady: the xDS server may serve once every
-// registry listed its services and the store's handlers processed them.
-func (p *Pipeline) gate(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-p.Syncer.Ready():
-	}
-	if err := p.Store.Flush(ctx); err != nil {
-		return
-	}
-	p.Synced = time.Now()
-	close(p.ready)
 }
 
 // WaitReady waits until HasSynced (the ready gate opened).

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -41,6 +43,18 @@ type Config struct {
 	// ConflictPolicy decides a host several registries produce: merge (the
 	// default: one ServiceEntry, every registry's instances) or first.
 	ConflictPolicy string `json:"conflictPolicy"`
+	// Log is the logging of meshbridge run; the --log-level and
+	// --log-format flags, when given, override it.
+	Log LogConfig `json:"log"`
+}
+
+// LogConfig is the log level and format.
+type LogConfig struct {
+	// Level is debug, info (the default), warn or error; it changes on a
+	// reload.
+	Level string `json:"level"`
+	// Format is text (the default) or json.
+	Format string `json:"format"`
 }
 
 // StateConfig is where meshbridge persists each registry's last complete
@@ -267,6 +281,11 @@ type OutputConfig struct {
 	// k8s.io and their subdomains): each entry an exact key or a prefix
 	// ending in "/". Ownership and selection keys can never be allowed.
 	AllowLabels []string `json:"allowLabels,omitempty"`
+	// Instance, when set, is written as label meshbridge.io/instance on
+	// every object, and the Kubernetes writer owns only objects carrying
+	// it: bridges sharing a namespace with different instances never touch
+	// each other's objects.
+	Instance string `json:"instance,omitempty"`
 }
 
 // XDSConfig is the xDS server's listener.
@@ -462,6 +481,8 @@ func (c *Config) setDefaults() {
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
 	setIf(&c.ConflictPolicy, syncer.ConflictMerge)
+	setIf(&c.Log.Level, "info")
+	setIf(&c.Log.Format, "text")
 	o := &c.Outage
 	durIf(&o.HoldDown, syncer.DefaultOutagePolicy.HoldDown)
 	durIf(&o.DeleteGuardTimeout, syncer.DefaultOutagePolicy.DeleteGuardTimeout)
@@ -538,6 +559,16 @@ func (c *Config) validate() error {
 	}
 	if !dns1123Label.MatchString(c.Output.Namespace) {
 		add("output.namespace", "%q is not a DNS-1123 label", c.Output.Namespace)
+	}
+	if v := c.Output.Instance; v != "" && len(validation.IsValidLabelValue(v)) > 0 {
+		add("output.instance", "%q is not a valid label value: %s", v, strings.Join(validation.IsValidLabelValue(v), "; "))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		add("log.format", "%q is not one of text, json", f)
 	}
 	if err := translate.ValidateLabelValue(c.Output.Revision); err != nil {
 		add("output.revision", "%v", err)

@@ -31,7 +31,7 @@ var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 // newMetricsRegistry registers every package's metrics on a fresh registry.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo, configReloads)
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, group := range [][]prometheus.Collector{
 		registries.Collectors(), syncer.Collectors(), xds.Collectors(), kube.Collectors(),
@@ -58,7 +58,7 @@ func (b *bridge) httpHandler() http.Handler {
 func (b *bridge) debugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, b.cfg.Redacted())
+		writeJSON(w, b.configPage())
 	})
 	mux.HandleFunc("GET /debug/configz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, configzOf(b.store))
@@ -104,7 +104,7 @@ func (b *bridge) kubez() kubez {
 		return kubez{}
 	}
 	w := b.kube.writer
-	return kubez{Enabled: true, Namespace: b.cfg.Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
+	return kubez{Enabled: true, Namespace: b.config().Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
 }
 
 // registryzEntry is one registry on /debug/registryz: the sync step's view,
@@ -127,10 +127,12 @@ type registryzEntry struct {
 }
 
 func (b *bridge) registryz() []registryzEntry {
+	b.mu.Lock()
 	regs := make(map[string]registries.Registry, len(b.regs))
-	for _, r := range b.regs {
-		regs[r.Name()] = r
+	for name, r := range b.regs {
+		regs[name] = r.reg
 	}
+	b.mu.Unlock()
 	var out []registryzEntry
 	for _, st := range b.syncer.Status() {
 		e := registryzEntry{RegistryStatus: st}
@@ -162,7 +164,7 @@ func (b *bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	select {
 	case <-b.ready:
 	default:
-		http.Error(w, "waiting for every registry's first listing (sync.timeout "+b.cfg.Sync.Timeout.String()+")",
+		http.Error(w, "waiting for every registry's first listing (sync.timeout "+b.config().Sync.Timeout.String()+")",
 			http.StatusServiceUnavailable)
 		return
 	}

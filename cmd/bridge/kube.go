@@ -18,6 +18,9 @@ import (
 type kubeOutput struct {
 	writer *kube.Writer
 	client kubernetes.Interface
+	// limiter is every client's rate limit (kubernetes.qps, burst); a
+	// reload changes it in place.
+	limiter *kube.RateLimiter
 }
 
 // restConfig loads kubernetes.kubeconfig, or the in-cluster config when it
@@ -46,11 +49,13 @@ func restConfig(k KubernetesConfig) (*rest.Config, error) {
 // newKubeOutput builds the writer on the bridge's store. It contacts no
 // server; an unreachable apiserver shows up as retried writes.
 func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
-	k := b.cfg.Kubernetes
+	k := b.config().Kubernetes
 	rc, err := restConfig(k)
 	if err != nil {
 		return nil, err
 	}
+	limiter := kube.NewRateLimiter(k.QPS, k.Burst)
+	rc.RateLimiter = limiter // shared by the clients below
 	istio, err := versioned.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
@@ -64,8 +69,9 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
 	w, err := kube.NewWriter(b.store, kube.Options{
-		Namespace:      b.cfg.Output.Namespace,
+		Namespace:      b.config().Output.Namespace,
 		Registries:     registryNames,
+		Instance:       b.config().Output.Instance,
 		Client:         istio,
 		Metadata:       md,
 		RegistrySynced: b.syncer.RegistrySynced,
@@ -75,7 +81,7 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubeOutput{writer: w, client: client}, nil
+	return &kubeOutput{writer: w, client: client, limiter: limiter}, nil
 }
 
 // runKube runs the writer's workers and, once the aggregate registry has
@@ -88,7 +94,7 @@ func (b *bridge) runKube(ctx context.Context) error {
 		return nil
 	case <-b.ready:
 	}
-	le := b.cfg.Kubernetes.LeaderElection
+	le := b.config().Kubernetes.LeaderElection
 	if !*le.Enabled {
 		b.kube.writer.Lead(ctx)
 		return nil

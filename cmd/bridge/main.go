@@ -130,6 +130,9 @@ type commonFlags struct {
 	config    string
 	logLevel  string
 	logFormat string
+	// levelSet and formatSet: the flag was given, and overrides log.level
+	// or log.format.
+	levelSet, formatSet bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -138,19 +141,42 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 }
 
-func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
+// noteSet records which logging flags fs was given.
+func (c *commonFlags) noteSet(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "log-level":
+			c.levelSet = true
+		case "log-format":
+			c.formatSet = true
+		}
+	})
+}
+
+// logger returns the logger and its level variable: the flags' level and
+// format, or those of cfg (log.level, log.format) for a flag not given.
+func (c *commonFlags) logger(w io.Writer, cfg *Config) (*slog.Logger, *slog.LevelVar, error) {
+	levelText, format := c.logLevel, c.logFormat
+	if cfg != nil && !c.levelSet && cfg.Log.Level != "" {
+		levelText = cfg.Log.Level
+	}
+	if cfg != nil && !c.formatSet && cfg.Log.Format != "" {
+		format = cfg.Log.Format
+	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.logLevel)
+	if err := level.UnmarshalText([]byte(levelText)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", levelText)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(c.logFormat) {
+	lv := new(slog.LevelVar)
+	lv.Set(level)
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), lv, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), lv, nil
 	}
-	return nil, fmt.Errorf("--log-format: %q is not one of text, json", c.logFormat)
+	return nil, nil, fmt.Errorf("--log-format: %q is not one of text, json", format)
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -160,19 +186,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if done, code := parseFlags(fs, args, "run --config FILE [flags]", stdout, stderr); done {
 		return code
 	}
-	log, cfg, code := setup(cf, stderr)
+	cf.noteSet(fs)
+	log, level, cfg, code := setup(cf, stderr)
 	if cfg == nil {
 		return code
 	}
 	slog.SetDefault(log)
-	b, err := newBridge(cfg, log)
+	b, err := newBridgeWith(cfg, log, level, cf)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ignoreHangup(ctx, log)
 	if err := b.run(ctx); err != nil {
 		log.Error("Exited with an error", "err", err)
 		return 1
@@ -180,41 +206,26 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// setup parses the logging flags and loads the configuration; on failure it
-// returns a nil config and the exit code.
-func setup(cf commonFlags, stderr io.Writer) (*slog.Logger, *Config, int) {
+// setup loads the configuration and builds the logger (flags over log.*);
+// on failure it returns a nil config and the exit code.
+func setup(cf commonFlags, stderr io.Writer) (*slog.Logger, *slog.LevelVar, *Config, int) {
 	if cf.config == "" {
 		fmt.Fprintln(stderr, "meshbridge: --config is required")
-		return nil, nil, 2
+		return nil, nil, nil, 2
 	}
-	log, err := cf.logger(stderr)
-	if err != nil {
+	if _, _, err := cf.logger(io.Discard, nil); err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
-		return nil, nil, 2
+		return nil, nil, nil, 2
 	}
 	cfg, err := LoadConfig(cf.config)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
-		return nil, nil, 1
+		return nil, nil, nil, 1
 	}
-	return log, cfg, 0
-}
-
-// ignoreHangup logs and ignores SIGHUP until ctx is done: without a handler
-// it would kill the process silently (exit 129), and a changed configuration
-// takes effect only on a restart.
-func ignoreHangup(ctx context.Context, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				log.Warn("Received SIGHUP and ignored it: meshbridge does not reload its configuration; restart it to apply a change")
-			}
-		}
-	}()
+	log, level, err := cf.logger(stderr, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
+		return nil, nil, nil, 2
+	}
+	return log, level, cfg, 0
 }

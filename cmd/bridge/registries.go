@@ -26,39 +26,51 @@ var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type(), z
 func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []syncer.Registry, error) {
 	var regs []registries.Registry
 	var syncRegs []syncer.Registry
-	for i, rc := range cfg.Registries {
-		t, ok := registryTypes.Lookup(rc.Type)
-		if !ok || rc.Block == nil {
-			return nil, nil, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
-		}
-		opts := translate.Options{
-			Registry:     rc.Name,
-			Namespace:    cfg.Output.Namespace,
-			HostTemplate: cmp.Or(rc.HostTemplate, t.HostTemplate),
-			ServicePort:  rc.ServicePort,
-			Resolution:   model.Resolution(rc.Resolution),
-			Endpoints:    translate.EndpointMode(cfg.Output.Endpoints),
-			Revision:     cfg.Output.Revision,
-			AllowLabels:  cfg.Output.AllowLabels,
-		}
-		if d, ok := rc.Block.(registries.DubboHostTemplates); ok {
-			opts.DubboInterfaceHostTemplate, opts.DubboApplicationHostTemplate = d.DubboHostTemplates()
-		}
-		tr, err := translate.New(opts)
+	for i := range cfg.Registries {
+		reg, sr, err := buildRegistry(cfg, i, log)
 		if err != nil {
-			// The Dubbo templates are keys of the type's block.
-			if strings.HasPrefix(err.Error(), "dubbo.") {
-				return nil, nil, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
-			}
-			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
-		}
-		reg, err := rc.Block.New(rc.Name, log)
-		if err != nil {
-			return nil, nil, fmt.Errorf("config: registries[%d]: %w", i, err)
+			return nil, nil, err
 		}
 		regs = append(regs, reg)
-		syncRegs = append(syncRegs, syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
-			Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))})
+		syncRegs = append(syncRegs, sr)
 	}
 	return regs, syncRegs, nil
+}
+
+// buildRegistry creates registries[i]'s watcher and the Syncer's view of it;
+// errors name the key.
+func buildRegistry(cfg *Config, i int, log *slog.Logger) (registries.Registry, syncer.Registry, error) {
+	rc := cfg.Registries[i]
+	t, ok := registryTypes.Lookup(rc.Type)
+	if !ok || rc.Block == nil {
+		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
+	}
+	opts := translate.Options{
+		Registry:     rc.Name,
+		Namespace:    cfg.Output.Namespace,
+		HostTemplate: cmp.Or(rc.HostTemplate, t.HostTemplate),
+		ServicePort:  rc.ServicePort,
+		Resolution:   model.Resolution(rc.Resolution),
+		Endpoints:    translate.EndpointMode(cfg.Output.Endpoints),
+		Revision:     cfg.Output.Revision,
+		AllowLabels:  cfg.Output.AllowLabels,
+		Instance:     cfg.Output.Instance,
+	}
+	if d, ok := rc.Block.(registries.DubboHostTemplates); ok {
+		opts.DubboInterfaceHostTemplate, opts.DubboApplicationHostTemplate = d.DubboHostTemplates()
+	}
+	tr, err := translate.New(opts)
+	if err != nil {
+		// The Dubbo templates are keys of the type's block.
+		if strings.HasPrefix(err.Error(), "dubbo.") {
+			return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
+		}
+		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
+	}
+	reg, err := rc.Block.New(rc.Name, log)
+	if err != nil {
+		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
+	}
+	return reg, syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
+		Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))}, nil
 }

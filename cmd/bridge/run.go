@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -24,56 +24,60 @@ import (
 // stop signal.
 const shutdownGrace = 5 * time.Second
 
-// bridge is the running process: registries → Syncer → Store → Controller →
-// DiscoveryServer, plus the HTTP endpoints.
+// bridge is the running process: the pipeline (registries → Syncer →
+// Store → Controller → DiscoveryServer, package pipeline), the Kubernetes
+// writer and the HTTP endpoints, and the configuration reload (reload.go).
 type bridge struct {
-	cfg        *Config
-	log        *slog.Logger
-	regs       []registries.Registry
-	store      *serviceentry.Store
-	syncer     *syncer.Syncer
-	controller *serviceentry.Controller
-	xds        *xds.DiscoveryServer
-	kube       *kubeOutput // nil unless kubernetes.enabled
-	metrics    *prometheus.Registry
-	ready      chan struct{} // closed once the store holds every registry's first listing
+	log     *slog.Logger
+	level   *slog.LevelVar // the live log level (log.level, unless --log-level is given)
+	flags   commonFlags
+	pipe    *pipeline.Pipeline
+	store   *serviceentry.Store
+	syncer  *syncer.Syncer
+	xds     *xds.DiscoveryServer
+	kube    *kubeOutput // nil unless kubernetes.enabled
+	metrics *prometheus.Registry
+	ready   <-chan struct{} // closed once the store holds every registry's first listing
+
+	// mu guards the running configuration and registries, which a reload
+	// replaces; reloadMu serialises reloads.
+	mu       sync.Mutex
+	cfg      *Config
+	regs     map[string]runningRegistry
+	lastLoad reloadStatus
+	reloadMu sync.Mutex
 }
 
-// sourceFunc adapts a function to xds.ServiceSource; it breaks the
-// construction cycle between the controller (which pushes to the server) and
-// the server (which lists the controller's services).
-type sourceFunc func() []*model.Service
-
-func (f sourceFunc) Services() []*model.Service { return f() }
+// runningRegistry is a registry the pipeline runs and what it was built
+// from: fingerprint is compared on reload (registryFingerprint).
+type runningRegistry struct {
+	reg         registries.Registry
+	fingerprint string
+}
 
 func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
+	return newBridgeWith(cfg, log, nil, commonFlags{})
+}
+
+// newBridgeWith builds the bridge; level is the logger's level variable
+// (nil: the log level does not change on reload) and flags the command
+// line, whose --config is the file a reload reads.
+func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags commonFlags) (*bridge, error) {
 	regs, syncRegs, err := buildRegistries(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge{cfg: cfg, log: log, regs: regs, ready: make(chan struct{})}
-	b.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	b := &bridge{cfg: cfg, log: log, level: level, flags: flags, regs: map[string]runningRegistry{}}
+	for i, r := range regs {
+		b.regs[r.Name()] = runningRegistry{reg: r, fingerprint: registryFingerprint(cfg, i)}
+	}
 	if cfg.State.Dir != "" {
 		if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
 	}
-	b.syncer = syncer.New(b.store, syncer.Config{
-		Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
-		ConflictPolicy: cfg.ConflictPolicy, Logger: log,
-	})
-	b.xds = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return b.controller.Services() }), xds.Options{
-		Address:           cfg.XDS.Address,
-		DebounceAfter:     explicitZero(cfg.Debounce.After.Duration),
-		DebounceMax:       explicitZero(cfg.Debounce.Max.Duration),
-		EnableEDSDebounce: *cfg.Debounce.EDS,
-		Logger:            log,
-		TLS:               xdsTLS(cfg.XDS.TLS),
-		MCP:               b.mcpOptions(),
-		MCPAddress:        cfg.MCP.Address,
-		MCPTLS:            xdsTLS(cfg.MCP.TLS),
-	})
-	b.controller = serviceentry.NewController(b.store, b.xds, log)
+	b.pipe = pipeline.New(pipelineOptions(cfg, syncRegs, log))
+	b.store, b.syncer, b.xds, b.ready = b.pipe.Store, b.pipe.Syncer, b.pipe.XDS, b.pipe.Ready()
 	if cfg.Kubernetes.Enabled {
 		names := make([]string, len(syncRegs))
 		for i, r := range syncRegs {
@@ -87,21 +91,37 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 		log.Warn("mcp.enabled and kubernetes.enabled are both set: an istiod that reads this bridge over MCP and the " +
 			"cluster's CRDs sees every ServiceEntry and WorkloadEntry twice (istio#37981); point the two outputs at different istiods")
 	}
-	if cfg.MCP.Enabled {
-		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-			b.store.RegisterEventHandler(kind, func(_, _ *model.Config, _ model.Event) { b.xds.MCPConfigChanged(kind) })
-		}
-	}
 	b.metrics = newMetricsRegistry()
 	return b, nil
 }
 
-// mcpOptions serves the aggregate store to istiod when mcp.enabled.
-func (b *bridge) mcpOptions() *xds.MCPOptions {
-	if !b.cfg.MCP.Enabled {
-		return nil
+// pipelineOptions maps the configuration to the pipeline's options; the
+// Syncer's part is also what meshbridge translate reads with.
+func pipelineOptions(cfg *Config, syncRegs []syncer.Registry, log *slog.Logger) pipeline.Options {
+	return pipeline.Options{
+		Sync: syncer.Config{
+			Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
+			ConflictPolicy: cfg.ConflictPolicy, Logger: log,
+		},
+		XDS: xds.Options{
+			Address:           cfg.XDS.Address,
+			DebounceAfter:     explicitZero(cfg.Debounce.After.Duration),
+			DebounceMax:       explicitZero(cfg.Debounce.Max.Duration),
+			EnableEDSDebounce: *cfg.Debounce.EDS,
+			TLS:               xdsTLS(cfg.XDS.TLS),
+			MCPAddress:        cfg.MCP.Address,
+			MCPTLS:            xdsTLS(cfg.MCP.TLS),
+		},
+		MCP:    cfg.MCP.Enabled,
+		Logger: log,
 	}
-	return &xds.MCPOptions{Source: b.store}
+}
+
+// config returns the running configuration.
+func (b *bridge) config() *Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
 }
 
 // explicitZero passes a configured duration to xds.Options, whose zero
@@ -147,13 +167,12 @@ func (b *bridge) run(ctx context.Context) error {
 			}
 		})
 	}
-	goFn("store", func() error { b.store.Run(ctx); return nil })
-	goFn("sync", func() error { b.syncer.Run(ctx); return nil })
-	for _, r := range b.regs {
-		goFn("registry "+r.Name(), func() error { return r.Run(ctx, b.syncer) })
+	regs := make([]registries.Registry, 0, len(b.regs))
+	for _, rc := range b.cfg.Registries {
+		regs = append(regs, b.regs[rc.Name].reg)
 	}
-	goFn("ready", func() error { return b.waitReady(ctx) })
-	goFn("xds", func() error { return b.xds.Run(ctx, b.ready) })
+	goFn("pipeline", func() error { return b.pipe.Run(ctx, regs) })
+	goFn("reload", func() error { b.watchConfig(ctx); return nil })
 	if b.kube != nil {
 		goFn("kubernetes", func() error { return b.runKube(ctx) })
 	}
@@ -169,7 +188,7 @@ func (b *bridge) run(ctx context.Context) error {
 		})
 	}
 	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
-		"debug", debugLis.Addr().String(), "registries", len(b.regs), "mcp", b.cfg.MCP.Enabled,
+		"debug", debugLis.Addr().String(), "registries", len(regs), "mcp", b.cfg.MCP.Enabled,
 		"kubernetes", b.cfg.Kubernetes.Enabled)
 
 	<-ctx.Done()
@@ -182,22 +201,5 @@ func (b *bridge) run(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	return nil
-}
-
-// waitReady closes b.ready once every registry delivered its first listing
-// (or the sync timeout passed) and the store's handlers have processed it,
-// so the first xDS response already holds the whole mesh.
-func (b *bridge) waitReady(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-b.syncer.Ready():
-	}
-	if err := b.store.Flush(ctx); err != nil {
-		return nil
-	}
-	close(b.ready)
-	b.log.Info("Aggregate registry synced", "count", len(b.controller.Services()))
 	return nil
 }

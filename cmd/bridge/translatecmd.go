@@ -37,10 +37,11 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "meshbridge: -o: %q is not one of yaml, json\n", *output)
 		return 2
 	}
-	if cf.logLevel == "info" {
-		cf.logLevel = "warn"
+	// Warnings only, unless --log-level says otherwise.
+	if cf.noteSet(fs); !cf.levelSet {
+		cf.logLevel, cf.levelSet = "warn", true
 	}
-	log, cfg, code := setup(cf, stderr)
+	log, _, cfg, code := setup(cf, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -50,8 +51,11 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
-	syncer := syncer.New(store, syncer.Config{Registries: syncRegs,
-		ConflictPolicy: cfg.ConflictPolicy, Logger: log})
+	// The pipeline's Syncer configuration, without persisted state and
+	// timeout: a one-shot read persists nothing and waits as readOnce says.
+	sc := pipelineOptions(cfg, syncRegs, log).Sync
+	sc.StateDir, sc.Timeout = "", 0
+	syncer := syncer.New(store, sc)
 	failures := readOnce(regs, syncer, cfg.Sync.Timeout.Duration)
 	if len(failures) > 0 {
 		fmt.Fprintf(stderr, "meshbridge: could not read %s\n", strings.Join(failures, "; "))
