@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -176,5 +177,89 @@ func TestConfigReload(t *testing.T) {
 	w.waitFor(15*time.Second, "the removed registry's service gone", withStatic)
 	if strings.Contains(b.get("/debug/registryz"), `"name": "static"`) {
 		t.Errorf("/debug/registryz still shows the removed registry:\n%s", b.get("/debug/registryz"))
+	}
+}
+
+// TestReloadOnTokenFileChange: a registry names a file (consul.tokenFile);
+// replacing the file's content reloads the configuration and restarts that
+// registry only, which reads the new token (README "Reloading the
+// configuration": rotate a token by replacing its file).
+func TestReloadOnTokenFileChange(t *testing.T) {
+	consul := harness.StartConsul(t)
+	consul.RegisterInstance(t, "web", "web-1", "10.51.0.1", 8080, nil, map[string]string{"protocol": "grpc"}, "passing")
+	dir := t.TempDir()
+	token, static := filepath.Join(dir, "token"), filepath.Join(dir, "services.yaml")
+	writeFileAtomic(t, token, "token-1\n")
+	writeFileAtomic(t, static, "services:\n- host: static.local\n  ports: [{number: 9090, protocol: grpc}]\n  instances: [{address: 10.61.0.1, port: 9090}]\n")
+	b := startBridge(t, fmt.Sprintf("registries:\n- name: consul-e2e\n  type: consul\n  consul: {address: %q, tokenFile: %q}\n"+
+		"- name: static\n  type: file\n  file: {path: %q}\n", consul.Address(), token, static))
+	w := watchXDS(t, b.xdsAddr)
+	mesh := map[string][]string{"web.service.consul": {"10.51.0.1:8080"}, "static.local": {"10.61.0.1:9090"}}
+	w.waitFor(15*time.Second, "both registries' services", mesh)
+
+	writeFileAtomic(t, token, "token-2\n")
+	lr := b.waitReload("success", 1)
+	if strings.Join(lr.Restarted, ",") != "consul-e2e" || len(lr.Added)+len(lr.Removed) != 0 || lr.Trigger != "file change" {
+		t.Fatalf("reload after the token file changed: %+v", lr)
+	}
+	consul.RegisterInstance(t, "web", "web-2", "10.51.0.2", 8080, nil, map[string]string{"protocol": "grpc"}, "passing")
+	mesh["web.service.consul"] = []string{"10.51.0.1:8080", "10.51.0.2:8080"}
+	w.waitFor(15*time.Second, "the restarted registry following Consul", mesh)
+	if w.losses() != 0 {
+		t.Errorf("the restart removed %d endpoints from xDS", w.losses())
+	}
+}
+
+// TestReloadRemovesRegistryObjects pins README "Kubernetes output": a
+// registry removed by a reload has its ServiceEntries and WorkloadEntries
+// deleted from the cluster by the writer; the other registry's objects are
+// not written.
+func TestReloadRemovesRegistryObjects(t *testing.T) {
+	k := harness.SharedKube(t)
+	ns := k.Namespace(t)
+	ic := istioClient(t, k)
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one.yaml"), filepath.Join(dir, "two.yaml")
+	writeFileAtomic(t, one, "services:\n- host: one.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.62.0.1, port: 8080}]\n")
+	writeFileAtomic(t, two, "services:\n- host: two.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.62.0.2, port: 8080}]\n")
+	reg := func(name, path string) string {
+		return fmt.Sprintf("- name: %s\n  type: file\n  file: {path: %q}\n", name, path)
+	}
+	out := kubeOutputYAML(k.Kubeconfig(t), ns, leaderElection{})
+	b := startBridge(t, "registries:\n"+reg("one", one)+reg("two", two)+out)
+	read := func() kubeState {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := readKube(ctx, ic, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	eventually(t, 30*time.Second, "both registries' objects written", func() error {
+		if st := read(); len(st.SEs) != 2 || len(st.WEs) != 2 {
+			return fmt.Errorf("%s", st)
+		}
+		return nil
+	})
+	writes := func(op string) float64 {
+		v, _ := mustScrape(t, b).get(`meshbridge_kube_writes_total{op="` + op + `",result="ok"}`)
+		return v
+	}
+	updates, creates := writes("update"), writes("create")
+
+	b.rewriteConfig("registries:\n" + reg("two", two) + out)
+	if lr := b.waitReload("success", 1); strings.Join(lr.Removed, ",") != "one" {
+		t.Fatalf("reload removing one: %+v", lr)
+	}
+	eventually(t, 30*time.Second, "the removed registry's objects deleted", func() error {
+		if st := read(); len(st.SEs) != 1 || len(st.WEs) != 1 {
+			return fmt.Errorf("%s", st)
+		}
+		return nil
+	})
+	checkOwnership(t, read(), "two")
+	if u, c := writes("update")-updates, writes("create")-creates; u != 0 || c != 0 {
+		t.Errorf("the reload made %v updates and %v creates; the registry that stayed must not be written", u, c)
 	}
 }
