@@ -296,10 +296,11 @@ func isLive(key string) bool {
 	return false
 }
 
-// flatten writes the leaves of v under dotted paths into out.
+// flatten writes the leaves of v under dotted paths into out; an empty
+// object has none (a key set in it shows as added).
 func flatten(prefix string, v any, out map[string]any) {
 	m, ok := v.(map[string]any)
-	if !ok || len(m) == 0 {
+	if !ok {
 		out[prefix] = v
 		return
 	}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// loadString writes body as a configuration file in dir and loads it.
+func loadString(t *testing.T, dir, body string) *Config {
+	t.Helper()
+	p := filepath.Join(dir, "meshbridge.yaml")
+	writeFile(t, p, body)
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v\n%s", err, body)
+	}
+	return cfg
+}
+
+const reloadBase = `registries:
+- {name: a, type: consul, consul: {address: 127.0.0.1:8500, tokenFile: token}}
+- {name: b, type: file, file: {path: services.yaml}}
+`
+
+// TestFixedChanges: which changed keys make a reload fail (README
+// "Reloading the configuration").
+func TestFixedChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"nothing", "", nil},
+		{"registries change live", "", nil},
+		{"debounce", "debounce: {after: 1s, max: 20s, eds: false}\n", nil},
+		{"log level", "log: {level: debug}\n", nil},
+		{"log format", "log: {format: json}\n", []string{"log.format"}},
+		{"kubernetes rate limit", "kubernetes: {qps: 5, burst: 7}\n", nil},
+		{"outage and translator keys", "outage: {holdDown: 1s}\noutput: {revision: canary, allowLabels: [topology.istio.io/network]}\n", nil},
+		{"listeners", "xds: {address: 127.0.0.1:1}\nhttp: {address: 127.0.0.1:2}\n", []string{"http.address", "xds.address"}},
+		{"output", "output: {namespace: other, endpoints: inline, instance: blue}\n",
+			[]string{"kubernetes.leaderElection.leaseNamespace", "output.endpoints", "output.instance", "output.namespace"}},
+		{"outputs on", "mcp: {enabled: true}\nkubernetes: {enabled: true}\n", []string{"kubernetes.enabled", "mcp.enabled"}},
+		{"sync, state, conflicts", "sync: {timeout: 1s}\nstate: {dir: /tmp/x}\nconflictPolicy: first\n",
+			[]string{"conflictPolicy", "state.dir", "sync.timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "token"), "t1")
+			old := loadString(t, dir, reloadBase)
+			body := reloadBase + tc.extra
+			if tc.name == "registries change live" {
+				body = "registries:\n- {name: c, type: file, file: {path: other.yaml}}\n"
+			}
+			got := fixedChanges(old, loadString(t, dir, body))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("fixedChanges = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegistryFingerprint: a registry's fingerprint changes with its block,
+// the global keys it is built from and the content of the files it names,
+// and with nothing else.
+func TestRegistryFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "token"), "t1")
+	base := loadString(t, dir, reloadBase)
+	fa, fb := registryFingerprint(base, 0), registryFingerprint(base, 1)
+	for _, tc := range []struct {
+		name          string
+		body          string
+		before        func()
+		changeA, chgB bool
+	}{
+		{"same", reloadBase, nil, false, false},
+		{"debounce", reloadBase + "debounce: {after: 1s}\n", nil, false, false},
+		{"a's block", strings.Replace(reloadBase, "127.0.0.1:8500", "127.0.0.1:8501", 1), nil, true, false},
+		{"outage", reloadBase + "outage: {holdDown: 3s}\n", nil, true, true},
+		{"revision", reloadBase + "output: {revision: canary}\n", nil, true, true},
+		{"a's token file content", reloadBase, func() { writeFile(t, filepath.Join(dir, "token"), "t2") }, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before()
+				defer writeFile(t, filepath.Join(dir, "token"), "t1")
+			}
+			cfg := loadString(t, dir, tc.body)
+			if got := registryFingerprint(cfg, 0) != fa; got != tc.changeA {
+				t.Errorf("registry a changed = %v, want %v", got, tc.changeA)
+			}
+			if got := registryFingerprint(cfg, 1) != fb; got != tc.chgB {
+				t.Errorf("registry b changed = %v, want %v", got, tc.chgB)
+			}
+		})
+	}
+	if got, want := namedFiles(base), []string{filepath.Join(dir, "token")}; !slices.Equal(got, want) {
+		t.Errorf("namedFiles = %v, want %v (the file registry's own file is not among them)", got, want)
+	}
+	if err := os.Remove(filepath.Join(dir, "token")); err != nil {
+		t.Fatal(err)
+	}
+	if registryFingerprint(base, 0) == fa {
+		t.Error("a token file gone leaves the fingerprint unchanged")
+	}
+}
