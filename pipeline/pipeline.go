@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +66,8 @@ type Pipeline struct {
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil before Run
 	running  map[string]*watcher
+	early    []registries.Registry // added before Run: Run starts them
+	skip     map[string]bool       // stopped before Run: Run does not start them
 	watchers sync.WaitGroup
 }
 
@@ -116,11 +119,18 @@ func (p *Pipeline) Run(ctx context.Context, regs []registries.Registry) error {
 	defer cancel()
 	p.mu.Lock()
 	p.ctx = ctx
+	early, skip := p.early, p.skip
+	p.early, p.skip = nil, nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Store.Run(ctx) })
 	wg.Go(func() { p.Syncer.Run(ctx) })
 	for _, r := range regs {
+		if !skip[r.Name()] && !slices.ContainsFunc(early, func(e registries.Registry) bool { return e.Name() == r.Name() }) {
+			p.start(r)
+		}
+	}
+	for _, r := range early {
 		p.start(r)
 	}
 	wg.Go(func() { p.gate(ctx) })
@@ -163,12 +173,16 @@ func (p *Pipeline) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// start runs r's watcher on its own context (rule 2). It must be called
-// after Run began; a name already running is stopped first.
+// start runs r's watcher on its own context (rule 2); before Run, Run
+// starts it (in place of a registry of the same name Run is given).
 func (p *Pipeline) start(r registries.Registry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ctx == nil || p.ctx.Err() != nil {
+	if p.ctx == nil {
+		p.early = append(slices.DeleteFunc(p.early, func(e registries.Registry) bool { return e.Name() == r.Name() }), r)
+		return
+	}
+	if p.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
@@ -192,6 +206,13 @@ func (p *Pipeline) stop(name string) bool {
 	p.mu.Lock()
 	w := p.running[name]
 	delete(p.running, name)
+	if p.ctx == nil {
+		p.early = slices.DeleteFunc(p.early, func(e registries.Registry) bool { return e.Name() == name })
+		if p.skip == nil {
+			p.skip = map[string]bool{}
+		}
+		p.skip[name] = true
+	}
 	p.mu.Unlock()
 	if w == nil {
 		return false

@@ -27,7 +27,7 @@ type OutagePolicy struct {
 	// DeleteGuardFloor of them, is held: its removals wait until an operator
 	// confirms them (Syncer.ConfirmDeletes) or DeleteGuardTimeout passes, and
 	// are dropped for each service a later listing has again. A ratio of 1
-	// or more turns the guard off.
+	// or more, or 0 (the zero value), turns the guard off.
 	MaxDeleteRatio     float64
 	DeleteGuardFloor   int
 	DeleteGuardTimeout time.Duration
@@ -92,7 +92,7 @@ func (s *Syncer) listing(r *registryState, scope string, keys []string, now time
 		}
 	}
 	p := r.cfg.Policy
-	if p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk && r.relisting == nil) {
+	if p.MaxDeleteRatio <= 0 || p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk && r.relisting == nil) {
 		return
 	}
 	var gone []string

@@ -1,0 +1,143 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/file"
+	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fileRegistry writes a services file of host and returns the file
+// registry and the Syncer's view of it.
+func fileRegistry(t *testing.T, name, host string) (registries.Registry, syncer.Registry) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".yaml")
+	body := fmt.Sprintf("services:\n- host: %s\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.0.0.1, port: 8080}]\n", host)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := file.New(file.Config{Name: name, Path: path, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := translate.New(translate.Options{Registry: name, HostTemplate: file.HostTemplate, Namespace: "mesh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, syncer.Registry{Name: name, Type: "file", Translator: tr}
+}
+
+// failing is a registry whose watcher fails at once.
+type failing struct{ name string }
+
+func (f failing) Name() string { return f.name }
+func (f failing) Run(context.Context, registries.Sink) error {
+	return errors.New("cannot be watched")
+}
+
+// start runs a pipeline of regs until the test ends.
+func start(t *testing.T, regs []registries.Registry, syncRegs []syncer.Registry, before func(*Pipeline)) *Pipeline {
+	t.Helper()
+	p := New(Options{Sync: syncer.Config{Registries: syncRegs, Timeout: time.Second},
+		XDS: xds.Options{Address: "127.0.0.1:0"}, Logger: quiet})
+	if before != nil {
+		before(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, regs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if err := p.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func hosts(p *Pipeline) []string {
+	var out []string
+	for _, c := range p.Store.List(model.KindServiceEntry, "") {
+		out = append(out, c.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func waitHosts(t *testing.T, p *Pipeline, want ...string) {
+	t.Helper()
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("hosts %v", want), func() error {
+		if err := p.Store.Flush(context.Background()); err != nil {
+			return err
+		}
+		if got := hosts(p); !slices.Equal(got, want) {
+			return fmt.Errorf("hosts %v", got)
+		}
+		return nil
+	})
+}
+
+// TestRegistryLifecycle: a registry added, replaced and removed while the
+// pipeline runs (rule 3); a watcher that fails does not stop the others or
+// the pipeline (rule 2).
+func TestRegistryLifecycle(t *testing.T) {
+	a, sa := fileRegistry(t, "a", "a.local")
+	bad := failing{name: "bad"}
+	_, sbad := fileRegistry(t, "bad", "bad.local")
+	p := start(t, []registries.Registry{a, bad}, []syncer.Registry{sa, sbad}, nil)
+	waitHosts(t, p, "a.local")
+	harness.Eventually(t, 10*time.Second, "the failed watcher reported", func() error {
+		for _, st := range p.Syncer.Status() {
+			if st.Name == "bad" && st.LastError != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("status %+v", p.Syncer.Status())
+	})
+
+	b, sb := fileRegistry(t, "b", "b.local")
+	p.AddRegistry(b, sb)
+	waitHosts(t, p, "a.local", "b.local")
+
+	b2, sb2 := fileRegistry(t, "b", "b2.local")
+	p.ReplaceRegistry(b2, sb2)
+	waitHosts(t, p, "a.local", "b2.local")
+
+	p.RemoveRegistry("a")
+	waitHosts(t, p, "b2.local")
+	if got := p.Running(); slices.Contains(got, "a") || !slices.Contains(got, "b") {
+		t.Errorf("running watchers %v: want b and not a", got)
+	}
+}
+
+// TestRegistryChangedBeforeRun: a replacement or removal made before Run is
+// what Run starts.
+func TestRegistryChangedBeforeRun(t *testing.T) {
+	a, sa := fileRegistry(t, "a", "a.local")
+	b, sb := fileRegistry(t, "b", "b.local")
+	a2, sa2 := fileRegistry(t, "a", "a2.local")
+	p := start(t, []registries.Registry{a, b}, []syncer.Registry{sa, sb}, func(p *Pipeline) {
+		p.ReplaceRegistry(a2, sa2)
+		p.RemoveRegistry("b")
+	})
+	waitHosts(t, p, "a2.local")
+}
