@@ -14,8 +14,13 @@ CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
 # it), resolved (and built when missing) on first use.
 POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh
-# (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing).
-SERVERS = tools/build.sh consul kube polaris zookeeper dubbo
+# (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
+# helm=PATH: the helm the chart tests run).
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm
+# The container image make image builds; charts/meshbridge's default
+# image.repository (test/chart checks that they agree).
+IMAGE_REPOSITORY ?= ghcr.io/meshbridge/meshbridge
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
 
 .PHONY: help
 help: ## Show this help
@@ -29,7 +34,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm
 	$(SERVERS)
 
 .PHONY: deps
@@ -73,10 +78,11 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
 	polaris_bin=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
 	zookeeper_cp=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); dubbo_bin=$$(sed -n 's/^dubbo=//p' <<<"$$servers"); \
+	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); \
 	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" && \
-		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
+		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" MESHBRIDGE_POLARIS_BIN="$$polaris_bin" \
-		MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" \
+		MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" \
 		$(GO) test -race -count=1 -timeout 25m ./...
 	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
 	# istio.io/istio stays out of go.mod.
@@ -85,17 +91,25 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
 	env -u MESHBRIDGE_REQUIRE_SERVERS -u MESHBRIDGE_CONSUL_BIN -u MESHBRIDGE_KUBE_ASSETS -u MESHBRIDGE_POLARIS_BIN \
-		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN \
+		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN \
 		MESHBRIDGE_CACHE=/nonexistent $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
-test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and kube-apiserver, meshbridge binary, grpc-go xDS client)
+test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and kube-apiserver, meshbridge binary, grpc-go xDS client) and the Helm chart's (test/chart)
 	@servers=$$($(SERVERS)) || exit 1; \
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
+	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); \
+	test -x "$$helm_bin" || { echo "make test-e2e: missing helm: $$servers"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
 		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
 		MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") \
 		MESHBRIDGE_ZOOKEEPER_CLASSPATH=$$(sed -n 's/^zookeeper=//p' <<<"$$servers") \
-		MESHBRIDGE_DUBBO_PROVIDER_BIN=$$(sed -n 's/^dubbo=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/...
+		MESHBRIDGE_DUBBO_PROVIDER_BIN=$$(sed -n 's/^dubbo=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/... ./test/chart/...
+
+.PHONY: image
+image: ## Build the container image ghcr.io/meshbridge/meshbridge:VERSION (IMAGE) from the Dockerfile with docker or podman
+	@tool=$$(command -v docker || command -v podman) || { echo "make image: needs docker or podman on PATH; neither is installed"; exit 1; }; \
+	echo "$$tool build --build-arg VERSION=$(VERSION) -t $(IMAGE) ."; \
+	"$$tool" build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: bench
 bench: ## Run the micro benchmarks and the scale suite in bench/; regenerates docs/benchmarks.md

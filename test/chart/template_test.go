@@ -266,7 +266,7 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 	if dir := digString(cfg, "state", "dir"); dir != "" {
 		writable = append(writable, dir)
 	}
-	for _, reg := range registries(cfg) {
+	for _, reg := range registriesOf(cfg) {
 		if dir := digString(reg, "nacos", "cacheDir"); dir != "" && !strings.HasPrefix(dir, "/tmp/") {
 			writable = append(writable, dir)
 		}
@@ -610,8 +610,8 @@ func chartAppVersion(t testing.TB) string {
 	return c.AppVersion
 }
 
-// registries are the config's registries.
-func registries(cfg map[string]any) []map[string]any {
+// registriesOf are the config's registries.
+func registriesOf(cfg map[string]any) []map[string]any {
 	list, _ := cfg["registries"].([]any)
 	var out []map[string]any
 	for _, r := range list {
@@ -644,7 +644,7 @@ func configFiles(cfg map[string]any) map[string]string {
 		}
 	}
 	walk("", cfg)
-	for _, reg := range registries(cfg) {
+	for _, reg := range registriesOf(cfg) {
 		if p := digString(reg, "file", "path"); p != "" {
 			out[p] = "file.path"
 		}
