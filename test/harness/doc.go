@@ -16,8 +16,9 @@
 // (test/dubbo, its own module, built by tools/build.sh dubbo) registered in
 // ZooKeeper or Polaris; dubbo.go lists what dubbo-go does that tests must
 // expect. The proxyless gRPC clients of
-// other languages come from make deps (NodeXDSClient, PythonGRPC). Tests wait
-// with Eventually and read component logs through LockedBuffer.
+// other languages come from make deps (NodeXDSClient, PythonGRPC); HelmBin
+// finds the helm the chart tests run (tools/build.sh helm). Tests wait with
+// Eventually and read component logs through LockedBuffer.
 //
 // Rules:
 //  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no

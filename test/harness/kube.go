@@ -109,7 +109,11 @@ func checkKubeAssets(dir string) error {
 
 // Kube is a running etcd and kube-apiserver started by this package, both on
 // 127.0.0.1. There are no controllers: nothing garbage-collects, deletes
-// namespaces' contents or creates service accounts.
+// namespaces' contents or creates service accounts. The apiserver authorizes
+// with RBAC (envtest's --authorization-mode=RBAC): Config's admin may do
+// anything, and a user impersonated through a copy of Config
+// (rest.Config.Impersonate, e.g. system:serviceaccount:<ns>:<name>) only what
+// Roles and ClusterRoles grant it.
 type Kube struct {
 	// Config is the admin's configuration for the apiserver (user "admin" in
 	// group system:masters, client-certificate authentication, QPS 1000 and

@@ -12,9 +12,11 @@ import (
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -184,5 +186,26 @@ func TestSharedKube(t *testing.T) {
 				t.Errorf("list WorkloadEntries: %v", err)
 			}
 		})
+	}
+}
+
+// TestKubeAuthorizesWithRBAC: the apiserver authorizes with RBAC, so a user
+// impersonated through Config (rest.Config.Impersonate, as test/chart runs
+// the writer as a chart's ServiceAccount) may do only what Roles grant it,
+// while Config's admin may do anything.
+func TestKubeAuthorizesWithRBAC(t *testing.T) {
+	k := SharedKube(t)
+	ns := k.Namespace(t)
+	cfg := rest.CopyConfig(k.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":nobody"}
+	as, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list ConfigMaps as a ServiceAccount without Roles: %v; want Forbidden", err)
+	}
+	if _, err := k.client.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("list ConfigMaps as admin: %v", err)
 	}
 }
