@@ -9,9 +9,10 @@
 // workqueue and workers converge the apiserver on the store.
 //
 // Files: plan.go is the decision, pure and shared with translate --diff
-// (diff.go); live.go what the writer knows of the apiserver; writer.go the
-// loop, queue and retries; apply.go the writes; watch.go the watch;
-// objects.go the typed clients.
+// (diff.go); registries.go the known registries; live.go what the writer
+// knows of the apiserver; writer.go the loop, queue and retries; apply.go
+// the writes; watch.go the watch; objects.go the typed clients;
+// ratelimit.go the clients' rate limiter, changeable while they run.
 //
 // Rules:
 //  1. Server-side apply, field manager "meshbridge", force: meshbridge owns
@@ -25,14 +26,22 @@
 //     unchanged mesh costs zero writes, also after a restart, and
 //     meshbridge's own writes coming back through the watch cost none.
 //  3. Ownership: an object is ours only with app.kubernetes.io/managed-by=
-//     meshbridge and meshbridge.io/registry naming a configured registry.
-//     Others are never written nor deleted, even under a name we want
-//     (meshbridge_kube_conflicts_total). This is what peers get wrong:
-//     objects rewritten on every sync, never deleted, or orphaned by a
-//     restart.
+//     meshbridge, meshbridge.io/instance equal to output.instance (absent
+//     or empty when that is unset), and meshbridge.io/registry naming a
+//     registry the writer knows. The known registries are the configured
+//     ones at start, plus every registry added while the process runs
+//     (AddRegistry); none is forgotten before the process ends, so the
+//     objects of a registry removed by a reload are deleted, and those of
+//     one removed between restarts are left. Others are never written nor
+//     deleted, even under a name we want (meshbridge_kube_conflicts_total),
+//     and a desired object that would not be ours once written is not
+//     written. This is what peers get wrong: objects rewritten on every
+//     sync, never deleted, or orphaned by a restart.
 //  4. Drift: while leading, a metadata-only watch (client-go metadata
-//     informers; labels and content hash, never specs) on our objects in
-//     output.namespace restores at once an object deleted or edited by hand.
+//     informers; labels and content hash, never specs) on the objects in
+//     output.namespace that may be ours (managed-by=meshbridge and the
+//     instance label, any registry) restores at once an object of ours
+//     deleted or edited by hand.
 //  5. Garbage collection at the start of leadership and every resync period:
 //     objects of ours that the store does not hold are deleted, with a UID
 //     precondition, except those of a registry that has not synced yet
@@ -54,7 +63,7 @@
 //     that only queues keys, so its backlog is bounded by the number of
 //     objects, holding keys, not copies.
 //
-// Concurrency: Writer methods are safe for concurrent use. Not here: the
-// translation and the aggregate store (packages translate, serviceentry),
-// xDS and MCP serving (package xds).
+// Concurrency: Writer and RateLimiter methods are safe for concurrent use.
+// Not here: the translation and the aggregate store (packages translate,
+// serviceentry), xDS and MCP serving (package xds).
 package kube

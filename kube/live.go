@@ -27,7 +27,7 @@ const (
 func stateOf(o *liveObject) liveState {
 	return liveState{
 		managedBy: o.Labels[model.LabelManagedBy], registry: o.Labels[model.LabelRegistry],
-		hash: o.Hash, uid: o.UID, rv: o.ResourceVersion, applied: o.ResourceVersion,
+		instance: o.Labels[model.LabelInstance], hash: o.Hash, uid: o.UID, rv: o.ResourceVersion, applied: o.ResourceVersion,
 	}
 }
 

@@ -27,6 +27,7 @@ var opOrder = map[string]int{OpCreate: 0, OpUpdate: 1, OpDelete: 2, OpConflict: 
 type liveState struct {
 	managedBy string // its app.kubernetes.io/managed-by label
 	registry  string // its meshbridge.io/registry label
+	instance  string // its meshbridge.io/instance label
 	hash      string // its meshbridge.io/content-hash annotation
 	uid       types.UID
 	// rv is the resourceVersion of the newest copy seen.
@@ -49,10 +50,14 @@ type planRules struct {
 	// namespace is output.namespace: nothing elsewhere is created, updated
 	// or deleted.
 	namespace string
-	// registries are the configured registry names: an object is ours only
-	// with app.kubernetes.io/managed-by=meshbridge and a
-	// meshbridge.io/registry label naming one of them.
-	registries []string
+	// instance is output.instance: an object is ours only when its
+	// meshbridge.io/instance label equals it ("": only when it carries none,
+	// or an empty one).
+	instance string
+	// known reports whether the writer knows a registry: an object is ours
+	// only with app.kubernetes.io/managed-by=meshbridge and a
+	// meshbridge.io/registry label naming a known registry. nil knows none.
+	known func(registry string) bool
 	// synced reports whether a registry delivered its first listing; nil
 	// means every registry has. An object of a registry that has not is not
 	// known yet, not gone, and is never deleted (docs/design.md §8).
@@ -60,9 +65,32 @@ type planRules struct {
 }
 
 // ours reports whether the object st describes carries our ownership
-// labels.
+// labels: managed-by=meshbridge, our instance label (or none when we have
+// no instance) and a known registry.
 func (r planRules) ours(st liveState) bool {
-	return st.managedBy == model.ManagedByValue && slices.Contains(r.registries, st.registry)
+	return st.managedBy == model.ManagedByValue && st.instance == r.instance && r.known != nil && r.known(st.registry)
+}
+
+// ownsLabels reports whether an object with these labels would be ours
+// once written.
+func (r planRules) ownsLabels(labels map[string]string) bool {
+	return r.ours(liveState{
+		managedBy: labels[model.LabelManagedBy], registry: labels[model.LabelRegistry], instance: labels[model.LabelInstance],
+	})
+}
+
+// selector is the label selector of the objects that may be ours, for the
+// resync's list and the watch: managed-by=meshbridge and, when the writer
+// has an instance, its instance label. Registries are not named: the set of
+// known registries grows while the writer runs. Without an instance it
+// also selects other instances' objects (a selector cannot say "absent or
+// empty"); ours filters on both.
+func (r planRules) selector() string {
+	sel := model.LabelManagedBy + "=" + model.ManagedByValue
+	if r.instance == "" {
+		return sel
+	}
+	return sel + "," + model.LabelInstance + "=" + r.instance
 }
 
 // action is one operation plan decided on.
@@ -111,6 +139,9 @@ func plan(r planRules, desired []*model.Config, live map[model.ConfigKey]liveSta
 // be done.
 //
 //   - Outside the namespace, nothing.
+//   - A desired object that would not be ours once written (its labels lack
+//     managed-by=meshbridge, carry another instance, or name a registry not
+//     known), nothing: what is written must be collectable.
 //   - A foreign object (without our ownership labels) is never written nor
 //     deleted: OpConflict when its name is desired, else nothing.
 //   - Desired and absent: OpCreate. Desired and ours: OpUpdate when the
@@ -121,6 +152,9 @@ func plan(r planRules, desired []*model.Config, live map[model.ConfigKey]liveSta
 //     unless its registry has not synced.
 func (r planRules) decide(key model.ConfigKey, desired *model.Config, live *liveState, refused string) (action, bool) {
 	if key.Namespace != r.namespace {
+		return action{}, false
+	}
+	if desired != nil && !r.ownsLabels(desired.Labels) {
 		return action{}, false
 	}
 	if live != nil && live.gone {

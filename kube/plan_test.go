@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -30,6 +33,11 @@ func desiredObj(kind model.Kind, ns, name, registry, hash string) *model.Config 
 // resourceVersion 10.
 func ownedLive(registry, hash string) liveState {
 	return liveState{managedBy: model.ManagedByValue, registry: registry, hash: hash, uid: types.UID("uid-" + hash), rv: "10", applied: "10"}
+}
+
+// knows is planRules.known for a fixed set of registries.
+func knows(registries ...string) func(string) bool {
+	return func(r string) bool { return slices.Contains(registries, r) }
 }
 
 func (a action) String() string {
@@ -136,6 +144,19 @@ func TestPlan(t *testing.T) {
 			want: []string{"conflict ServiceEntry/mesh/a"},
 		},
 		{
+			name:    "a desired object of a registry not known is not written, nor its name's object deleted",
+			desired: []*model.Config{desiredObj(se, ns, "a", "dc9", "h1"), desiredObj(se, ns, "b", "dc9", "h1")},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "b"): ownedLive("dc1", "h0")},
+		},
+		{
+			name: "a desired object with an instance label is not written by a writer without one",
+			desired: []*model.Config{func() *model.Config {
+				c := desiredObj(se, ns, "a", "dc1", "h1")
+				c.Labels[model.LabelInstance] = "a"
+				return c
+			}()},
+		},
+		{
 			name:    "objects of another namespace are left alone",
 			desired: []*model.Config{desiredObj(se, "other", "a", "dc1", "h1")},
 			live:    map[model.ConfigKey]liveState{planKey(se, "other", "b"): ownedLive("dc1", "h1")},
@@ -183,7 +204,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rules := planRules{namespace: ns, registries: []string{"dc1", "dc2"}, synced: synced}
+			rules := planRules{namespace: ns, known: knows("dc1", "dc2"), synced: synced}
 			if c.synced != nil {
 				rules.synced = c.synced
 			}
@@ -280,7 +301,7 @@ func TestMergeThenDecide(t *testing.T) {
 			{copyAt("8", "h2"), fromWrite}, {copyAt("8", "h2"), fromWatch}}, ""},
 		{"a restart's list", []step{{copyAt("5", "h2"), fromList}}, ""},
 	}
-	rules := planRules{namespace: "mesh", registries: []string{"dc1"}}
+	rules := planRules{namespace: "mesh", known: knows("dc1")}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var (
@@ -300,5 +321,205 @@ func TestMergeThenDecide(t *testing.T) {
 				t.Errorf("after %+v: decide = %q, want %q", st, got, c.want)
 			}
 		})
+	}
+}
+
+// TestOurs: an object is ours with app.kubernetes.io/managed-by=meshbridge,
+// meshbridge.io/instance equal to the writer's instance (absent or empty
+// when the writer has none) and a known registry; the list and watch
+// selector selects every object that may be ours, whatever its registry.
+func TestOurs(t *testing.T) {
+	own := func(registry, instance string) map[string]string {
+		l := map[string]string{model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: registry}
+		if instance != "" {
+			l[model.LabelInstance] = instance
+		}
+		return l
+	}
+	with := func(l map[string]string, key, value string) map[string]string {
+		l = maps.Clone(l)
+		l[key] = value
+		return l
+	}
+	cases := []struct {
+		name     string
+		instance string // the writer's
+		labels   map[string]string
+		ours     bool
+		selected bool // by the list and watch selector
+	}{
+		{name: "no instance: a known registry's object", labels: own("dc1", ""), ours: true, selected: true},
+		{name: "no instance: an empty instance label", labels: with(own("dc1", ""), model.LabelInstance, ""), ours: true, selected: true},
+		{name: "no instance: an unknown registry's object", labels: own("dc9", ""), selected: true},
+		{name: "no instance: no registry label", labels: map[string]string{model.LabelManagedBy: model.ManagedByValue}, selected: true},
+		{name: "no instance: an object of instance a", labels: own("dc1", "a"), selected: true},
+		{name: "no instance: managed by another tool", labels: with(own("dc1", ""), model.LabelManagedBy, "helm")},
+		{name: "no instance: no labels", labels: nil},
+		{name: "instance a: its own object", instance: "a", labels: own("dc1", "a"), ours: true, selected: true},
+		{name: "instance a: an unknown registry's object", instance: "a", labels: own("dc9", "a"), selected: true},
+		{name: "instance a: an object of instance b", instance: "a", labels: own("dc1", "b")},
+		{name: "instance a: an object without an instance label", instance: "a", labels: own("dc1", "")},
+		{name: "instance a: managed by another tool", instance: "a", labels: with(own("dc1", "a"), model.LabelManagedBy, "helm")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := planRules{namespace: "mesh", instance: c.instance, known: knows("dc1", "dc2")}
+			st := stateOf(&liveObject{Name: "x", UID: "u", ResourceVersion: "1", Labels: c.labels})
+			if got := r.ours(st); got != c.ours {
+				t.Errorf("ours(%v) = %v, want %v", c.labels, got, c.ours)
+			}
+			if got := r.ownsLabels(c.labels); got != c.ours {
+				t.Errorf("ownsLabels(%v) = %v, want %v", c.labels, got, c.ours)
+			}
+			if c.ours && !c.selected {
+				t.Fatal("bad case: an object that is ours must be selected")
+			}
+			sel, err := labels.Parse(r.selector())
+			if err != nil {
+				t.Fatalf("selector %q: %v", r.selector(), err)
+			}
+			if got := sel.Matches(labels.Set(c.labels)); got != c.selected {
+				t.Errorf("selector %q matches %v: %v, want %v", r.selector(), c.labels, got, c.selected)
+			}
+		})
+	}
+}
+
+// TestPlanInstances: writers of different instances sharing a namespace
+// and registry names each create, update and delete only their own
+// objects; a name held by another instance's object is a conflict.
+func TestPlanInstances(t *testing.T) {
+	const ns = "mesh"
+	se := model.KindServiceEntry
+	desiredOf := func(name, instance, hash string) *model.Config {
+		c := desiredObj(se, ns, name, "dc1", hash)
+		if instance != "" {
+			c.Labels[model.LabelInstance] = instance
+		}
+		return c
+	}
+	liveOf := func(instance, hash string) liveState {
+		st := ownedLive("dc1", hash)
+		st.instance = instance
+		return st
+	}
+	// The cluster: each of "", a and b has a current object, an outdated
+	// one and an orphan.
+	live := map[model.ConfigKey]liveState{}
+	for _, inst := range []string{"", "a", "b"} {
+		live[planKey(se, ns, "current-"+inst)] = liveOf(inst, "h1")
+		live[planKey(se, ns, "outdated-"+inst)] = liveOf(inst, "h1")
+		live[planKey(se, ns, "orphan-"+inst)] = liveOf(inst, "h1")
+	}
+	cases := []struct {
+		instance string
+		want     []string
+	}{
+		{"", []string{"create ServiceEntry/mesh/new-", "update ServiceEntry/mesh/outdated-",
+			"delete ServiceEntry/mesh/orphan- uid=uid-h1", "conflict ServiceEntry/mesh/current-a"}},
+		{"a", []string{"create ServiceEntry/mesh/new-a", "update ServiceEntry/mesh/outdated-a",
+			"delete ServiceEntry/mesh/orphan-a uid=uid-h1", "conflict ServiceEntry/mesh/current-b"}},
+		{"b", []string{"create ServiceEntry/mesh/new-b", "update ServiceEntry/mesh/outdated-b",
+			"delete ServiceEntry/mesh/orphan-b uid=uid-h1", "conflict ServiceEntry/mesh/current-"}},
+	}
+	other := map[string]string{"": "a", "a": "b", "b": ""}
+	for _, c := range cases {
+		t.Run("instance "+c.instance, func(t *testing.T) {
+			desired := []*model.Config{
+				desiredOf("current-"+c.instance, c.instance, "h1"),
+				desiredOf("outdated-"+c.instance, c.instance, "h2"),
+				desiredOf("new-"+c.instance, c.instance, "h1"),
+				// The name of another instance's object.
+				desiredOf("current-"+other[c.instance], c.instance, "h1"),
+			}
+			rules := planRules{namespace: ns, instance: c.instance, known: knows("dc1")}
+			got := []string{}
+			for _, a := range plan(rules, desired, live, nil) {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("plan:\n got  %q\n want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestKnownRegistriesGrow: an object of a registry the writer does not know
+// is neither updated nor deleted; once the registry is added it is ours,
+// and stays ours when nothing desires it any more (a registry removed at
+// run time is still known, so its objects are deleted once it is gone).
+func TestKnownRegistriesGrow(t *testing.T) {
+	const ns = "mesh"
+	se := model.KindServiceEntry
+	known := newRegistrySet([]string{"dc1"})
+	rules := planRules{namespace: ns, known: known.has}
+	live := map[model.ConfigKey]liveState{
+		planKey(se, ns, "kept"):   ownedLive("dc3", "h1"),
+		planKey(se, ns, "orphan"): ownedLive("dc3", "h1"),
+	}
+	steps := []struct {
+		name    string
+		add     string
+		desired []*model.Config
+		want    []string
+	}{
+		{name: "dc3 not known: its objects are not ours", desired: []*model.Config{desiredObj(se, ns, "kept", "dc3", "h2")}},
+		{name: "dc3 added: its objects are ours", add: "dc3", desired: []*model.Config{desiredObj(se, ns, "kept", "dc3", "h2")},
+			want: []string{"update ServiceEntry/mesh/kept", "delete ServiceEntry/mesh/orphan uid=uid-h1"}},
+		{name: "dc3 added again: no change", add: "dc3", desired: []*model.Config{desiredObj(se, ns, "kept", "dc3", "h2")},
+			want: []string{"update ServiceEntry/mesh/kept", "delete ServiceEntry/mesh/orphan uid=uid-h1"}},
+		{name: "dc3 removed from the configuration: its objects are deleted",
+			want: []string{"delete ServiceEntry/mesh/kept uid=uid-h1", "delete ServiceEntry/mesh/orphan uid=uid-h1"}},
+	}
+	for _, s := range steps {
+		if s.add != "" {
+			known.add(s.add)
+		}
+		got := []string{}
+		for _, a := range plan(rules, s.desired, live, nil) {
+			got = append(got, a.String())
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("%s: plan:\n got  %q\n want %q", s.name, got, s.want)
+		}
+	}
+}
+
+// TestRegistrySetConcurrent: adds race with reads (run under -race); every
+// added name is known at the end, and add reports each as new once.
+func TestRegistrySetConcurrent(t *testing.T) {
+	s := newRegistrySet([]string{"dc1"})
+	names := []string{"dc1", "dc2", "dc3", "dc4", "dc5", "dc6", "dc7", "dc8"}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		added = map[string]int{}
+	)
+	for range 4 {
+		wg.Go(func() {
+			for _, n := range names {
+				if s.add(n) {
+					mu.Lock()
+					added[n]++
+					mu.Unlock()
+				}
+				for _, m := range names {
+					s.has(m)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		if !s.has(n) {
+			t.Errorf("%s not known", n)
+		}
+		want := 1
+		if n == "dc1" {
+			want = 0
+		}
+		if added[n] != want {
+			t.Errorf("add(%s) reported new %d times, want %d", n, added[n], want)
+		}
 	}
 }

@@ -23,8 +23,9 @@ var resources = map[model.Kind]schema.GroupVersionResource{
 }
 
 // watch runs, until ctx is done, one metadata-only informer per kind
-// (client-go metadatainformer) on the objects in output.namespace that
-// carry our ownership labels, and queues the key of every object whose copy
+// (client-go metadatainformer) on the objects in output.namespace that may
+// be ours (managed-by=meshbridge and our instance label; any registry, as
+// the known ones grow), and queues the key of every object whose copy
 // is news (merge): deleted, created, or changed by someone else. The cache
 // keeps, per object, its name, UID, resourceVersion, ownership labels and
 // content hash; never a spec.
@@ -127,7 +128,7 @@ func trimMetadata(obj any) (any, error) {
 	}
 	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels:      keep(m.Labels, model.LabelManagedBy, model.LabelRegistry),
+		Labels:      keep(m.Labels, model.LabelManagedBy, model.LabelRegistry, model.LabelInstance),
 		Annotations: keep(m.Annotations, model.AnnotationHash),
 	}}, nil
 }

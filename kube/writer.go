@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 // Defaults of Options.
@@ -46,9 +46,17 @@ type Options struct {
 	// Namespace is output.namespace: where every object is written, and the
 	// only namespace listed, watched and garbage-collected.
 	Namespace string
-	// Registries are the configured registry names. An object is ours only
-	// when it carries app.kubernetes.io/managed-by=meshbridge and a
-	// meshbridge.io/registry label naming one of them.
+	// Instance is output.instance, a label value: when set, an object is
+	// ours only when it carries meshbridge.io/instance with this value;
+	// when "", only when it carries none (or an empty one). It must be the
+	// translators' translate.Options.Instance: the writer writes only
+	// objects that are its own.
+	Instance string
+	// Registries are the registries the writer knows from the start; the
+	// set grows with AddRegistry and never shrinks. An object is ours only
+	// when it carries app.kubernetes.io/managed-by=meshbridge, the instance
+	// label (see Instance) and a meshbridge.io/registry label naming a
+	// known registry.
 	Registries []string
 	// Client is the istio.io/client-go clientset (networking.istio.io/v1).
 	Client versioned.Interface
@@ -100,9 +108,10 @@ type Writer struct {
 	opts  Options
 	log   *slog.Logger
 	src   Source
+	known *registrySet // the registries whose objects may be ours
 	rules planRules
 	kinds map[model.Kind]kindClient
-	ours  string // the label selector of our objects
+	ours  string // the label selector of the objects that may be ours
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
 
 	leaders    atomic.Int32 // active Lead calls
@@ -146,8 +155,9 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		return nil, errors.New("kube: no metadata client")
 	case opts.Namespace == "":
 		return nil, errors.New("kube: no namespace")
-	case len(opts.Registries) == 0:
-		return nil, errors.New("kube: no registries")
+	}
+	if err := translate.ValidateLabelValue(opts.Instance); err != nil {
+		return nil, fmt.Errorf("kube: instance: %w", err)
 	}
 	if opts.ResyncPeriod <= 0 {
 		opts.ResyncPeriod = DefaultResyncPeriod
@@ -158,15 +168,16 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	regs := slices.Sorted(slices.Values(opts.Registries))
+	known := newRegistrySet(opts.Registries)
+	rules := planRules{namespace: opts.Namespace, instance: opts.Instance, known: known.has, synced: opts.RegistrySynced}
 	w := &Writer{
 		opts:  opts,
 		log:   opts.Logger.With("component", "kube"),
 		src:   src,
-		rules: planRules{namespace: opts.Namespace, registries: regs, synced: opts.RegistrySynced},
+		known: known,
+		rules: rules,
 		kinds: kindClients(opts.Client),
-		ours: fmt.Sprintf("%s=%s,%s in (%s)", model.LabelManagedBy, model.ManagedByValue,
-			model.LabelRegistry, strings.Join(regs, ",")),
+		ours:  rules.selector(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ConfigKey](baseRetryDelay, MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[model.ConfigKey]{Name: "meshbridge-kube"}),
@@ -180,6 +191,44 @@ func NewWriter(src Source, opts Options) (*Writer, error) {
 		src.RegisterEventHandler(kind, w.onEvent)
 	}
 	return w, nil
+}
+
+// AddRegistry makes registry known to the writer for the life of the
+// process (see Options.Registries): its objects become ours, to write and,
+// once it has synced and the store no longer holds them, to delete. A
+// registry is never forgotten, so the objects of one removed from the
+// configuration while the process runs are deleted with it; one removed
+// between restarts is not known to the new process, and its objects stay.
+// Call it before the registry's objects reach the store; when it adds a
+// registry while leading, the keys of its objects the store or the
+// apiserver holds are queued again. Idempotent and safe for concurrent
+// use.
+func (w *Writer) AddRegistry(registry string) {
+	if !w.known.add(registry) {
+		return
+	}
+	w.log.Info("Registry known to the Kubernetes output", "registry", registry)
+	if !w.leading() {
+		return // leadership starts with a resync that queues everything
+	}
+	var keys []model.ConfigKey
+	w.mu.Lock()
+	for key, st := range w.live {
+		if !st.gone && st.registry == registry {
+			keys = append(keys, key)
+		}
+	}
+	w.mu.Unlock()
+	for kind := range w.kinds {
+		for _, c := range w.src.List(kind, w.opts.Namespace) {
+			if c.Labels[model.LabelRegistry] == registry {
+				keys = append(keys, c.Key())
+			}
+		}
+	}
+	for _, key := range keys {
+		w.enqueue(key, false)
+	}
 }
 
 // Leading reports whether this writer currently writes (holds the Lease,
@@ -281,7 +330,7 @@ func (w *Writer) Lead(ctx context.Context) {
 		w.mu.Unlock()
 	}
 	leader.Set(1)
-	w.log.Info("Writing to Kubernetes", "namespace", w.opts.Namespace)
+	w.log.Info("Writing to Kubernetes", "namespace", w.opts.Namespace, "instance", w.opts.Instance)
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
@@ -428,6 +477,12 @@ func (w *Writer) sync(ctx context.Context, key model.ConfigKey) error {
 		return nil
 	}
 	desired := w.src.Get(key.Kind, key.Name, key.Namespace)
+	if desired != nil && !w.rules.ownsLabels(desired.Labels) {
+		w.log.Warn("Not writing: the object would not be meshbridge's once written (its registry is not known to "+
+			"the writer, or its instance label is not output.instance)", "object", key.String(), "labels", desired.Labels,
+			"instance", w.opts.Instance)
+		return nil
+	}
 	st, known := w.state(key)
 	if desired != nil && !known {
 		var err error

@@ -95,6 +95,7 @@ type pipeline struct {
 	t        testing.TB
 	ns       string
 	registry string
+	instance string
 	store    *serviceentry.Store
 	syncer   *syncer.Syncer
 	writer   *Writer
@@ -107,6 +108,10 @@ type pipelineOptions struct {
 	registry  string
 	// owned are the writer's registries; default: registry alone.
 	owned []string
+	// instance is output.instance: the translator's and the writer's.
+	instance string
+	// synced is the writer's RegistrySynced; default: the syncer's.
+	synced func(registry string) bool
 }
 
 func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *pipeline {
@@ -114,11 +119,12 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.registry == "" {
 		o.registry = "dc1"
 	}
-	tr, err := translate.New(translate.Options{Registry: o.registry, HostTemplate: consul.HostTemplate, Namespace: ns, Endpoints: o.endpoints})
+	tr, err := translate.New(translate.Options{Registry: o.registry, HostTemplate: consul.HostTemplate, Namespace: ns,
+		Endpoints: o.endpoints, Instance: o.instance})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pipeline{t: t, ns: ns, registry: o.registry, requests: &requestCounter{counts: map[string]int{}}}
+	p := &pipeline{t: t, ns: ns, registry: o.registry, instance: o.instance, requests: &requestCounter{counts: map[string]int{}}}
 	p.store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	p.syncer = syncer.New(p.store, syncer.Config{
 		Registries: []syncer.Registry{{Name: o.registry, Type: "consul", Translator: tr}},
@@ -129,13 +135,17 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.owned == nil {
 		o.owned = []string{o.registry}
 	}
+	if o.synced == nil {
+		o.synced = p.syncer.RegistrySynced
+	}
 	client, md := countingClients(t, k.Config, p.requests)
 	p.writer, err = NewWriter(p.store, Options{
 		Namespace:      ns,
+		Instance:       o.instance,
 		Registries:     o.owned,
 		Client:         client,
 		Metadata:       md,
-		RegistrySynced: p.syncer.RegistrySynced,
+		RegistrySynced: o.synced,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,15 +238,15 @@ func (p *pipeline) read() cluster {
 
 // checkMatchesStore asserts that the namespace holds exactly the store's
 // objects, with their labels, content hash and spec, applied by meshbridge.
-// Objects of other registries are not compared.
+// Objects of other registries or instances are not compared.
 func (p *pipeline) checkMatchesStore() {
 	p.t.Helper()
 	got := p.read()
 	maps.DeleteFunc(got.ses, func(_ string, o *clientnetworking.ServiceEntry) bool {
-		return o.Labels[model.LabelRegistry] != p.registry
+		return o.Labels[model.LabelRegistry] != p.registry || o.Labels[model.LabelInstance] != p.instance
 	})
 	maps.DeleteFunc(got.wes, func(_ string, o *clientnetworking.WorkloadEntry) bool {
-		return o.Labels[model.LabelRegistry] != p.registry
+		return o.Labels[model.LabelRegistry] != p.registry || o.Labels[model.LabelInstance] != p.instance
 	})
 	want := map[model.Kind][]*model.Config{
 		model.KindServiceEntry:  p.store.List(model.KindServiceEntry, p.ns),

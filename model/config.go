@@ -32,6 +32,10 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "meshbridge"
 	LabelRegistry  = "meshbridge.io/registry"
+	// LabelInstance is on every object of a bridge whose output.instance is
+	// set, with that value: bridges sharing a namespace under different
+	// instances own disjoint objects.
+	LabelInstance  = "meshbridge.io/instance"
 	LabelService   = "meshbridge.io/service"
 	LabelRevision  = "istio.io/rev"
 	AnnotationHash = "meshbridge.io/content-hash"

@@ -31,8 +31,8 @@
 //     spec labels are the sanitized instance labels plus meshbridge.io/service,
 //     which the ServiceEntry's workloadSelector matches (ServiceLabelValue).
 //  5. Every object carries app.kubernetes.io/managed-by=meshbridge,
-//     meshbridge.io/registry=<name>, istio.io/rev when configured, and the
-//     annotation meshbridge.io/content-hash = ContentHash(labels,
+//     meshbridge.io/registry=<name>, meshbridge.io/instance and istio.io/rev
+//     when configured, and the annotation meshbridge.io/content-hash = ContentHash(labels,
 //     annotations, spec), over meshbridge's own annotations: a Dubbo
 //     service's ServiceEntry carries meshbridge.io/dubbo-methods, the sorted
 //     union of its admitted instances' methods, at most

@@ -18,12 +18,12 @@ import (
 )
 
 // Fuzz input flags: the endpoint mode, the resolution, the allow-list, the
-// revision and the host templates of the Translator.
+// revision and instance, and the host templates of the Translator.
 const (
 	fuzzInline      = 1 << 0
 	fuzzDNS         = 1 << 1
 	fuzzAllowLabels = 1 << 2
-	fuzzRevision    = 1 << 3
+	fuzzRevision    = 1 << 3 // and an instance
 	fuzzTemplates   = 3 << 4 // consul's, the default, a Nacos-style one, or custom ones
 )
 
@@ -42,6 +42,7 @@ func fuzzOptions(flags uint8, servicePort uint32) Options {
 	}
 	if flags&fuzzRevision != 0 {
 		o.Revision = "canary"
+		o.Instance = "blue"
 	}
 	switch (flags & fuzzTemplates) >> 4 {
 	case 0:
@@ -361,6 +362,9 @@ func checkFuzzResult(t *testing.T, opts Options, res Result) {
 		}
 		if opts.Revision != "" && c.Labels[model.LabelRevision] != opts.Revision {
 			t.Fatalf("%s %q: labels %v without %s=%s", c.Kind, c.Name, c.Labels, model.LabelRevision, opts.Revision)
+		}
+		if c.Labels[model.LabelInstance] != opts.Instance {
+			t.Fatalf("%s %q: labels %v, want %s=%q", c.Kind, c.Name, c.Labels, model.LabelInstance, opts.Instance)
 		}
 	}
 	y, err := ToYAML(fuzzConfigs(res))

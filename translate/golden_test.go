@@ -30,6 +30,7 @@ type goldenOptions struct {
 	Resolution   string   `json:"resolution"`
 	Endpoints    string   `json:"endpoints"`
 	Revision     string   `json:"revision"`
+	Instance     string   `json:"instance"`
 	AllowLabels  []string `json:"allowLabels"`
 }
 
@@ -82,7 +83,8 @@ func (in goldenInput) options() Options {
 	return Options{
 		Registry: o.Registry, Namespace: o.Namespace, HostTemplate: o.hostTemplate(),
 		ServicePort: o.ServicePort, Resolution: model.Resolution(o.Resolution),
-		Endpoints: EndpointMode(o.Endpoints), Revision: o.Revision, AllowLabels: o.AllowLabels,
+		Endpoints: EndpointMode(o.Endpoints), Revision: o.Revision, Instance: o.Instance,
+		AllowLabels: o.AllowLabels,
 	}
 }
 

@@ -99,6 +99,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"resolution must be STATIC or DNS":       {func(o *Options) { o.Resolution = "NONE" }, "resolution:"},
 		"endpoints must be a known mode":         {func(o *Options) { o.Endpoints = "both" }, "endpoints:"},
 		"revision must be a label value":         {func(o *Options) { o.Revision = "1.2/3" }, "revision:"},
+		"instance must be a label value":         {func(o *Options) { o.Instance = "blue/green" }, "instance:"},
+		"instance is at most 63 characters":      {func(o *Options) { o.Instance = strings.Repeat("a", 64) }, "instance:"},
 		"hostTemplate must parse":                {func(o *Options) { o.HostTemplate = "{{.Service" }, "hostTemplate:"},
 		"hostTemplate may use known fields only": {func(o *Options) { o.HostTemplate = "{{.Cluster}}" }, "hostTemplate:"},
 	}

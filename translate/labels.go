@@ -475,12 +475,15 @@ func trimNonAlnum(s string) string {
 }
 
 // ownershipLabels returns the labels every object carries: managed-by,
-// registry and, when set, istio.io/rev (docs/design.md §3; README "Naming
-// conventions").
+// registry and, when set, meshbridge.io/instance and istio.io/rev
+// (docs/design.md §3; README "Naming conventions").
 func (t *Translator) ownershipLabels() map[string]string {
 	l := map[string]string{
 		model.LabelManagedBy: model.ManagedByValue,
 		model.LabelRegistry:  t.opts.Registry,
+	}
+	if t.opts.Instance != "" {
+		l[model.LabelInstance] = t.opts.Instance
 	}
 	if t.opts.Revision != "" {
 		l[model.LabelRevision] = t.opts.Revision

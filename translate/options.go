@@ -52,6 +52,11 @@ type Options struct {
 	Endpoints EndpointMode
 	// Revision, when set, is the value of label istio.io/rev on every object.
 	Revision string
+	// Instance, when set, is the value of label meshbridge.io/instance on
+	// every object (config key output.instance), a label value. The
+	// Kubernetes writer of the same bridge owns only objects carrying it
+	// (kube.Options.Instance must be the same value).
+	Instance string
 	// AllowLabels lets registry labels under a reserved prefix (ReservedLabel:
 	// meshbridge.io/, istio.io/, kubernetes.io/, k8s.io/ and their
 	// subdomains) through. Each entry is an exact label key
@@ -135,6 +140,9 @@ func validateOptions(o Options) error {
 	}
 	if err := ValidateLabelValue(o.Revision); err != nil {
 		return fmt.Errorf("revision: %w", err)
+	}
+	if err := ValidateLabelValue(o.Instance); err != nil {
+		return fmt.Errorf("instance: %w", err)
 	}
 	return nil
 }

@@ -91,6 +91,70 @@ func TestObjectsCarryOwnershipLabelsAndHash(t *testing.T) {
 	}
 }
 
+// TestInstanceLabel: output.instance puts meshbridge.io/instance on every
+// object, in both endpoint modes, and the content hash covers it; a
+// registry label of that name is dropped (reserved-prefix), whatever the
+// allow-list says.
+func TestInstanceLabel(t *testing.T) {
+	svc := registries.Service{Name: "web", Instances: []registries.Instance{
+		{ID: "n1/web-1", Address: "10.0.0.1", Port: 80, Labels: map[string]string{model.LabelInstance: "forged"}},
+	}}
+	cases := []struct {
+		name     string
+		opts     Options
+		want     string // the label's value; "" = absent
+		objects  int
+		sameHash bool // the hashes equal those of the translation without an instance
+	}{
+		{name: "unset: no label", opts: Options{}, objects: 2, sameHash: true},
+		{name: "workloadentry mode", opts: Options{Instance: "blue"}, want: "blue", objects: 2},
+		{name: "inline mode", opts: Options{Instance: "blue", Endpoints: EndpointsInline}, want: "blue", objects: 1},
+		{name: "with a revision", opts: Options{Instance: "a", Revision: "canary"}, want: "a", objects: 2},
+		{name: "with an allow-list", opts: Options{Instance: "b", AllowLabels: []string{"topology.istio.io/"}}, want: "b", objects: 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := mustTranslate(t, mustNew(t, c.opts), svc, Sticky{})
+			plain := c.opts
+			plain.Instance = ""
+			base := mustTranslate(t, mustNew(t, plain), svc, Sticky{})
+			objs := append([]*model.Config{res.ServiceEntry}, res.WorkloadEntries...)
+			baseObjs := append([]*model.Config{base.ServiceEntry}, base.WorkloadEntries...)
+			if len(objs) != c.objects || len(baseObjs) != c.objects {
+				t.Fatalf("%d and %d objects, want %d", len(objs), len(baseObjs), c.objects)
+			}
+			for i, o := range objs {
+				got, ok := o.Labels[model.LabelInstance]
+				if got != c.want || ok != (c.want != "") {
+					t.Errorf("%s: label %s = %q (present %v), want %q", o.Key(), model.LabelInstance, got, ok, c.want)
+				}
+				if h := ContentHash(o.Labels, ownAnnotations(o.Annotations), o.Spec); o.ContentHash() != h {
+					t.Errorf("%s: content hash %s, recomputed %s", o.Key(), o.ContentHash(), h)
+				}
+				if same := o.ContentHash() == baseObjs[i].ContentHash(); same != c.sameHash {
+					t.Errorf("%s: hash equal to the one without an instance: %v, want %v", o.Key(), same, c.sameHash)
+				}
+				endpointLabels := []map[string]string{o.WorkloadEntry().GetLabels()}
+				for _, ep := range o.ServiceEntry().GetEndpoints() {
+					endpointLabels = append(endpointLabels, ep.GetLabels())
+				}
+				for _, l := range endpointLabels {
+					if _, ok := l[model.LabelInstance]; ok {
+						t.Errorf("%s: the registry's %s reached the endpoint labels %v", o.Key(), model.LabelInstance, l)
+					}
+				}
+			}
+			dropped := false
+			for _, lc := range res.LabelChanges {
+				dropped = dropped || lc.Key == model.LabelInstance && lc.Reason == DropReservedPrefix && lc.Dropped()
+			}
+			if !dropped {
+				t.Errorf("label changes %+v: want %s dropped as %s", res.LabelChanges, model.LabelInstance, DropReservedPrefix)
+			}
+		})
+	}
+}
+
 func TestInlineMode(t *testing.T) {
 	tr := mustNew(t, Options{Endpoints: EndpointsInline})
 	svc := registries.Service{Name: "web", Instances: []registries.Instance{
