@@ -29,7 +29,13 @@ const chartDir = "../../charts/meshbridge"
 // plane installs, the same file test/e2e and package kube use.
 const istioCRDs = "../../kube/testdata/crds/istio-networking.yaml"
 
-func TestMain(m *testing.M) { os.Exit(harness.KubeMain(m, istioCRDs)) }
+func TestMain(m *testing.M) {
+	code := harness.KubeMain(m, istioCRDs)
+	if bridgeBin.dir != "" {
+		_ = os.RemoveAll(bridgeBin.dir)
+	}
+	os.Exit(code)
+}
 
 // valueSet is one way of installing the chart: a values file of testdata
 // ("" for the chart's defaults) and --set flags that depend on the
