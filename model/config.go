@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1"
@@ -68,6 +69,15 @@ type Meta struct {
 	// ResourceVersion is set by the store on every mutation. On Update, a
 	// non-empty value must equal the stored one (optimistic concurrency).
 	ResourceVersion string
+	// Observed is when the registry observation that caused this write was
+	// made (registries.Snapshot.Observed), set by the sync step on the
+	// objects it writes while applying a snapshot; zero for a write no
+	// observation caused (a hold-down or delete guard ending, a registry
+	// added or removed). The ServiceEntry controller starts the
+	// PushRequest of an event at it, so convergence is measured from the
+	// registry. It is bookkeeping, not content: no content hash covers it,
+	// and neither Kubernetes nor MCP is sent it.
+	Observed time.Time
 }
 
 // Config is one object of the aggregate store: metadata plus an istio.io/api

@@ -36,8 +36,13 @@ type PushRequest struct {
 	ConfigsUpdated map[ConfigKey]struct{}
 	// Reason counts why the push was requested.
 	Reason ReasonStats
-	// Start is when the first event merged into this request happened; the
-	// push's event-to-push latency is measured from it.
+	// Start is when the first change merged into this request was
+	// observed: for a change a registry made, the registry's observation
+	// (Meta.Observed of the object written for it); for any other change,
+	// when the ServiceEntry controller or the xDS server received it. Merge
+	// keeps the oldest. The push's convergence stages
+	// (meshbridge_convergence_seconds{stage="push"|"ack"}) are measured
+	// from it.
 	Start time.Time
 }
 

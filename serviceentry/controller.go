@@ -62,6 +62,17 @@ func (c *Controller) Endpoints(namespace, host string) []*model.Endpoint {
 	return nil
 }
 
+// startOf is the PushRequest.Start of an event on cfg: the registry
+// observation that caused it (Meta.Observed), or now for a change no
+// observation caused. So a registry-caused push measures its convergence
+// from the registry, not from this handler.
+func (c *Controller) startOf(cfg *model.Config) time.Time {
+	if cfg != nil && !cfg.Observed.IsZero() {
+		return cfg.Observed
+	}
+	return c.now()
+}
+
 // shardOf names the endpoint shard a ServiceEntry's endpoints belong to: the
 // registry that produced it (Istio shards by provider and cluster).
 func shardOf(cfg *model.Config) string {

@@ -20,6 +20,11 @@
 //  3. WorkloadEntry events: the services selecting the workload before or
 //     after the event get their endpoints pushed; a DNS service among them
 //     makes a full push (Istio workloadEntryHandler).
+//  4. A push an event requests starts (PushRequest.Start) at the event's
+//     object's Meta.Observed, the registry observation the sync step
+//     wrote it for (a deletion's comes with DeleteObserved), else at the
+//     handler's clock. meshbridge_convergence_seconds is declared here
+//     (convergence.go), upstream of syncer and xds, which observe it.
 //
 // Concurrency: Store is safe for concurrent use; handlers run on
 // the Store's single queue; Controller.Services may be called from any

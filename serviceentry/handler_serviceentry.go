@@ -33,7 +33,7 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	}
 	c.mu.Unlock()
 
-	shard := shardOf(cur)
+	shard, start := shardOf(cur), c.startOf(cur)
 	for _, svc := range d.Added {
 		c.xds.SvcUpdate(shard, svc.Hostname, svc.Namespace, model.EventAdd)
 	}
@@ -45,7 +45,7 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	}
 	if !d.Full() {
 		for _, he := range eds {
-			c.xds.EDSUpdate(shard, he.svc.Hostname, he.svc.Namespace, he.endpoints)
+			c.xds.EDSUpdate(shard, he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
 		}
 		return
 	}
@@ -56,7 +56,7 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 		Full:           true,
 		ConfigsUpdated: d.ConfigsUpdated,
 		Reason:         model.NewReason(model.ServiceUpdate),
-		Start:          c.now(),
+		Start:          start,
 	})
 	c.log.Debug("Handled ServiceEntry event", "name", cur.Name, "namespace", cur.Namespace,
 		"event", event.String(), "count", len(d.ConfigsUpdated))

@@ -36,12 +36,12 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 	}
 	c.mu.Unlock()
 
-	full := len(d.ConfigsUpdated) > 0
+	full, start := len(d.ConfigsUpdated) > 0, c.startOf(cur)
 	for i, he := range eds {
 		if full {
 			c.xds.EDSCacheUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints)
 		} else {
-			c.xds.EDSUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints)
+			c.xds.EDSUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
 		}
 	}
 	if full {
@@ -49,7 +49,7 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 			Full:           true,
 			ConfigsUpdated: d.ConfigsUpdated,
 			Reason:         model.NewReason(model.EndpointUpdate),
-			Start:          c.now(),
+			Start:          start,
 		})
 	}
 }

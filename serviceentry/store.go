@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -22,7 +23,8 @@ var (
 
 // Handler is told about one change: old is the previous object on update and
 // nil otherwise; cur is the new object, or the deleted one on delete (as in
-// Istio's memory store). Both are read-only.
+// Istio's memory store) carrying the deletion's Meta.Observed. Both are
+// read-only.
 type Handler func(old, cur *model.Config, event model.Event)
 
 // Store is the aggregate registry: an in-memory ConfigStore / ConfigStoreCache
@@ -122,8 +124,15 @@ func (s *Store) Update(cfg *model.Config) (string, error) {
 
 // Delete removes an object. A non-empty resourceVersion must match.
 func (s *Store) Delete(kind model.Kind, name, namespace, resourceVersion string) error {
+	return s.DeleteObserved(kind, name, namespace, resourceVersion, time.Time{})
+}
+
+// DeleteObserved is Delete for a removal a registry observation caused:
+// handlers get the deleted object with Meta.Observed set to observed (zero:
+// none), as a Create or Update carries it in the object written.
+func (s *Store) DeleteObserved(kind model.Kind, name, namespace, resourceVersion string, observed time.Time) error {
 	key := model.ConfigKey{Kind: kind, Namespace: namespace, Name: name}
-	_, err := s.mutate(key, model.EventDelete, &model.Config{Meta: model.Meta{ResourceVersion: resourceVersion}})
+	_, err := s.mutate(key, model.EventDelete, &model.Config{Meta: model.Meta{ResourceVersion: resourceVersion, Observed: observed}})
 	return err
 }
 
@@ -146,6 +155,11 @@ func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config) (
 	if ev == model.EventDelete {
 		delete(objs, nn)
 		old = nil
+		if !cur.Observed.Equal(cfg.Observed) {
+			deleted := *cur
+			deleted.Observed = cfg.Observed
+			cur = &deleted
+		}
 	} else {
 		stored := *cfg
 		stored.ResourceVersion = rv

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -16,6 +17,9 @@ import (
 type recordingUpdater struct {
 	mu     sync.Mutex
 	events []string
+	// starts are the Start of every push requested (EDSUpdate and
+	// ConfigUpdate), in order.
+	starts []time.Time
 }
 
 var _ XDSUpdater = (*recordingUpdater)(nil)
@@ -26,8 +30,24 @@ func (r *recordingUpdater) add(s string) {
 	r.mu.Unlock()
 }
 
-func (r *recordingUpdater) EDSUpdate(_, host, ns string, eps []*model.Endpoint) {
+func (r *recordingUpdater) EDSUpdate(_, host, ns string, eps []*model.Endpoint, start time.Time) {
+	r.addStart(start)
 	r.add(fmt.Sprintf("eds %s.%s %d", host, ns, len(eps)))
+}
+
+func (r *recordingUpdater) addStart(t time.Time) {
+	r.mu.Lock()
+	r.starts = append(r.starts, t)
+	r.mu.Unlock()
+}
+
+// takeStarts returns and clears the recorded starts.
+func (r *recordingUpdater) takeStarts() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.starts
+	r.starts = nil
+	return out
 }
 
 func (r *recordingUpdater) EDSCacheUpdate(_, host, ns string, eps []*model.Endpoint) {
@@ -39,6 +59,7 @@ func (r *recordingUpdater) SvcUpdate(_, host, ns string, ev model.Event) {
 }
 
 func (r *recordingUpdater) ConfigUpdate(req *model.PushRequest) {
+	r.addStart(req.Start)
 	var keys []string
 	for k := range req.ConfigsUpdated {
 		keys = append(keys, k.Name+"."+k.Namespace)

@@ -1,6 +1,10 @@
 package serviceentry
 
-import "github.com/meshbridge/meshbridge/model"
+import (
+	"time"
+
+	"github.com/meshbridge/meshbridge/model"
+)
 
 // XDSUpdater receives the ServiceEntry controller's push decisions. It is
 // declared here, by its caller, and implemented by xds.DiscoveryServer. It
@@ -12,7 +16,9 @@ type XDSUpdater interface {
 	// turns it into a full push when the host had no endpoint shards before
 	// or the service accounts changed (Istio EndpointShards rules). An empty
 	// list keeps the service key, so 0↔N flaps never cause full pushes.
-	EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint)
+	// start is the requested push's PushRequest.Start: when the change was
+	// observed (zero: when the server received it).
+	EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time)
 	// EDSCacheUpdate does what EDSUpdate does without requesting any push: a
 	// full push that follows picks the endpoints up.
 	EDSCacheUpdate(shard, host, namespace string, endpoints []*model.Endpoint)

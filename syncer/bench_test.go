@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -16,10 +17,10 @@ import (
 // the sync step and the controller alone.
 type nopUpdater struct{}
 
-func (nopUpdater) EDSUpdate(string, string, string, []*model.Endpoint)      {}
-func (nopUpdater) EDSCacheUpdate(string, string, string, []*model.Endpoint) {}
-func (nopUpdater) SvcUpdate(string, string, string, model.Event)            {}
-func (nopUpdater) ConfigUpdate(*model.PushRequest)                          {}
+func (nopUpdater) EDSUpdate(string, string, string, []*model.Endpoint, time.Time) {}
+func (nopUpdater) EDSCacheUpdate(string, string, string, []*model.Endpoint)       {}
+func (nopUpdater) SvcUpdate(string, string, string, model.Event)                  {}
+func (nopUpdater) ConfigUpdate(*model.PushRequest)                                {}
 
 // changed moves instance 0 by 100 on odd generations: a generation changes
 // one instance of the service, as BenchmarkSyncInstanceChange says.

@@ -12,5 +12,12 @@
 // while the Syncer runs (configuration reload). A removed registry's objects
 // leave the store; the hosts it shared with another registry are re-decided.
 //
+// The objects a Snapshot call writes, deletions included, carry its
+// Observed (model.Meta.Observed), from which the pushes they cause start;
+// each Snapshot that wrote anything is a sample of the store stage of
+// meshbridge_convergence_seconds (sync_apply.go). Writes no snapshot caused
+// (a hold-down or delete guard ending, a registry added or removed) carry
+// none.
+//
 // Concurrency: every exported method is safe for concurrent use.
 package syncer

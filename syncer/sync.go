@@ -100,6 +100,7 @@ type Syncer struct {
 	// gone are registries removed with nothing of them left.
 	nextOrder int
 	gone      map[string]bool
+	obs       observation // the Snapshot being applied (sync_apply.go)
 }
 
 // Conflict policies (Config.ConflictPolicy).
@@ -307,6 +308,7 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		return
 	}
 	r.status.LastEvent = snap.Observed
+	defer s.observing(snap.Observed)()
 	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Key()}
 	r.relisted(id.name)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	networking "istio.io/api/networking/v1"
 
@@ -173,25 +174,64 @@ func (s *Syncer) noteServed(host string, now []servedBy) {
 }
 
 // write creates, updates (when the content hash differs) or, with a nil cfg,
-// deletes one object. The Syncer is the store's only writer, so a conflict
-// is a bug: it is logged, never retried in a loop.
+// deletes one object, carrying the observation being applied (observing).
+// The Syncer is the store's only writer, so a conflict is a bug: it is
+// logged, never retried in a loop.
 func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
 	existing := s.store.Get(key.Kind, key.Name, key.Namespace)
 	var err error
 	switch {
 	case cfg == nil && existing != nil:
-		err = s.store.Delete(key.Kind, key.Name, key.Namespace, "")
+		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, "", s.obs.at)
 	case cfg == nil:
 		return
 	case existing == nil:
-		_, err = s.store.Create(cfg)
+		_, err = s.store.Create(s.obs.stamp(cfg))
 	case existing.ContentHash() != cfg.ContentHash() || existing.ContentHash() == "":
-		_, err = s.store.Update(cfg)
+		_, err = s.store.Update(s.obs.stamp(cfg))
 	default:
 		return
 	}
 	if err != nil && !errors.Is(err, serviceentry.ErrNotFound) {
 		s.log.Error("Failed to write to the aggregate store", "kind", string(key.Kind), "name", key.Name,
 			"namespace", key.Namespace, "err", err)
+		return
+	}
+	s.obs.wrote = true
+}
+
+// observation is the registry observation a Snapshot call applies: the
+// objects written for it carry its time (model.Meta.Observed), from which
+// the ServiceEntry controller starts the pushes they cause, and it is the
+// start of the store stage of meshbridge_convergence_seconds. Writes made
+// outside a Snapshot (a hold-down or delete guard ending, a registry added
+// or removed) carry none. Guarded by s.mu.
+type observation struct {
+	at    time.Time // registries.Snapshot.Observed; zero outside Snapshot
+	wrote bool      // an object was written for it
+}
+
+// stamp returns cfg carrying o's time: a copy, since the translator keeps
+// cfg for its next result; cfg itself when there is no observation.
+func (o observation) stamp(cfg *model.Config) *model.Config {
+	if o.at.IsZero() {
+		return cfg
+	}
+	c := *cfg
+	c.Observed = o.at
+	return &c
+}
+
+// observing makes the writes until the returned function runs carry
+// observed; that function then records the store stage, once, when
+// anything was written. s.mu must be held from the call until the returned
+// function has run.
+func (s *Syncer) observing(observed time.Time) func() {
+	s.obs = observation{at: observed}
+	return func() {
+		if s.obs.wrote && !s.obs.at.IsZero() {
+			serviceentry.ObserveConvergence(serviceentry.StageStore, time.Since(s.obs.at))
+		}
+		s.obs = observation{}
 	}
 }

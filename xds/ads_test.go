@@ -3,6 +3,7 @@ package xds
 import (
 	"slices"
 	"testing"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -115,7 +116,7 @@ func TestIncrementalPushSendsOnlyChangedAssignments(t *testing.T) {
 
 	// First endpoints of a.local are a full push (new service key) that
 	// regenerates only a.local's assignment; the ACK then waits for it.
-	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")})
+	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")}, time.Time{})
 	resp = ads.ask(&discovery.DiscoveryRequest{
 		TypeUrl: resourcev3.EndpointType, ResourceNames: clusters,
 		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
@@ -123,7 +124,7 @@ func TestIncrementalPushSendsOnlyChangedAssignments(t *testing.T) {
 	assertEqual(t, []string{ClusterName(80, "a.local")}, resourceNames(t, resp))
 
 	// A second endpoint is an EDS push.
-	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, ""), ep("10.0.0.2", 80, "")})
+	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, ""), ep("10.0.0.2", 80, "")}, time.Time{})
 	resp = ads.ask(&discovery.DiscoveryRequest{
 		TypeUrl: resourcev3.EndpointType, ResourceNames: clusters,
 		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),

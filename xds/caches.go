@@ -33,11 +33,16 @@ func newCaches(logger log.Logger, mcp *mcpCache) *caches {
 	linear := func(typeURL string) *cachev3.LinearCache {
 		return cachev3.NewLinearCache(typeURL, cachev3.WithLogger(logger))
 	}
+	set := func(typeURL string) *resourceSet {
+		r := newResourceSet(linear(typeURL))
+		r.typeURL = typeURL
+		return r
+	}
 	c := &caches{
-		clusters:  newResourceSet(linear(resourcev3.ClusterType)),
-		endpoints: newResourceSet(linear(resourcev3.EndpointType)),
-		listeners: newResourceSet(linear(resourcev3.ListenerType)),
-		routes:    newResourceSet(linear(resourcev3.RouteType)),
+		clusters:  set(resourcev3.ClusterType),
+		endpoints: set(resourcev3.EndpointType),
+		listeners: set(resourcev3.ListenerType),
+		routes:    set(resourcev3.RouteType),
 		mcp:       mcp,
 	}
 	c.xds = map[string]cachev3.Cache{
@@ -49,6 +54,11 @@ func newCaches(logger log.Logger, mcp *mcpCache) *caches {
 		keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
 	}
 	return c
+}
+
+// generated returns the resource sets pushes write.
+func (c *caches) generated() []*resourceSet {
+	return []*resourceSet{c.clusters, c.endpoints, c.listeners, c.routes}
 }
 
 // listenerRole is what a listener serves.

@@ -3,11 +3,13 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/credentials"
@@ -30,32 +32,99 @@ func (k streamKey) mode() string {
 
 // streamState is what callbacks knows of one open stream.
 type streamState struct {
-	gen    Generator            // "" until the first request, which carries the Node
-	node   string               // node ID from the first request
-	client string               // for logs: "mcp" when the first request is an Istio config type, else gen
-	peer   peerInfo             // from the stream's context
-	opened time.Time            // when the stream opened
-	sent   map[string]sentReply // by type URL: the last response sent
-	acked  map[string]string    // by type URL: the version of the last ACKed response
+	gen    Generator             // "" until the first request, which carries the Node
+	node   string                // node ID from the first request
+	client string                // for logs: "mcp" when the first request is an Istio config type, else gen
+	peer   peerInfo              // from the stream's context
+	opened time.Time             // when the stream opened
+	types  map[string]*typeState // by type URL, from the type's first request or response
 }
 
-// sentReply is a response awaiting its ACK or NACK. version is the
-// DiscoveryResponse's version_info (SotW) or system_version_info (Delta),
-// both the LinearCache's version when it answered.
+// typeState is what a stream asked and was sent of one type.
+type typeState struct {
+	sent     sentReply // the last response sent
+	awaiting bool      // sent awaits the client's answer (ACK or NACK, by its nonce)
+	acked    string    // the version of the last ACKed response
+	ackedAt  time.Time
+	nack     *nackRecord // the last NACK
+	// sub mirrors go-control-plane's subscription of the type on this
+	// stream (hasSub once a request was taken), for the types meshbridge
+	// generates: which resources the stream watches (convergence.go).
+	// names is the resource list of SotW's last request taken, so that an
+	// ACK repeating it leaves sub alone.
+	sub    stream.Subscription
+	hasSub bool
+	names  []string
+}
+
+// sentReply is a response sent. version is the DiscoveryResponse's
+// version_info (SotW) or system_version_info (Delta), both the
+// LinearCache's version when it answered.
 type sentReply struct {
 	nonce, version string
+	at             time.Time
+}
+
+// nackRecord is a NACK: the version of the response it rejected ("" when
+// its nonce named no response awaiting an answer) and the client's message.
+type nackRecord struct {
+	version, message string
+	at               time.Time
+}
+
+// requestedNames is what a request says of its type's subscription: SotW's
+// complete list of names, or Delta's changes to it.
+type requestedNames struct {
+	names, subscribe, unsubscribe []string
+}
+
+// typ returns the stream's state of typeURL, creating it on first sight.
+func (st *streamState) typ(typeURL string) *typeState {
+	ts, ok := st.types[typeURL]
+	if !ok {
+		ts = &typeState{}
+		st.types[typeURL] = ts
+	}
+	return ts
+}
+
+// subscribe applies a request taken by go-control-plane to the mirrored
+// subscription, by go-control-plane's own rules (server/stream/v3
+// Subscription): a SotW request replaces the names, a Delta request
+// changes them, and an empty first request is a wildcard for the types
+// whose legacy wildcard is on (server.go, legacyWildcardOff).
+func (ts *typeState) subscribe(delta bool, typeURL string, rn requestedNames) {
+	legacy := !slices.Contains(legacyWildcardOff, typeURL)
+	switch {
+	case !delta && ts.hasSub && slices.Equal(ts.names, rn.names):
+	case !delta && ts.hasSub:
+		ts.sub.SetResourceSubscription(rn.names)
+		ts.names = rn.names
+	case !delta:
+		ts.sub = stream.NewSotwSubscription(rn.names, legacy)
+		ts.names = rn.names
+	case ts.hasSub:
+		ts.sub.UpdateResourceSubscriptions(rn.subscribe, rn.unsubscribe)
+	default:
+		ts.sub = stream.NewDeltaSubscription(rn.subscribe, rn.unsubscribe, nil, legacy)
+	}
+	ts.hasSub = true
 }
 
 // callbacks observes the ADS streams of one listener: it logs who connected,
 // counts streams per mode and clients per generator, counts responses and
-// their bytes, and keeps per stream and type the last ACKed version, logging
-// and counting NACKs. go-control-plane
-// calls it synchronously from each stream's goroutine, so it only takes a
-// short lock. It decides nothing: which versions a stream was sent, and so
-// what it is sent next, go-control-plane's subscription keeps (nack.go).
+// their bytes, and keeps per stream and type what was sent, ACKed and
+// NACKed (logging and counting NACKs) and what the stream subscribes to
+// (/debug/syncz, syncz.go; the convergence stages, convergence.go).
+// go-control-plane calls it synchronously from each stream's goroutine, so
+// it only takes a short lock, and it tells conv of responses and answers
+// after releasing it. It decides nothing: which versions a stream was sent,
+// and so what it is sent next, go-control-plane's subscription keeps
+// (nack.go).
 type callbacks struct {
 	log      *slog.Logger
-	listener string // "xds" or "mcp", for logs
+	listener string       // "xds" or "mcp", for logs
+	conv     *convergence // nil: no convergence stages
 	mu       sync.Mutex
 	streams  map[streamKey]*streamState
 }
@@ -73,11 +142,13 @@ func (c *callbacks) funcs() serverv3.Callbacks {
 			return nil
 		},
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			c.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail())
+			c.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+				requestedNames{names: req.GetResourceNames()})
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			c.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail())
+			c.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+				requestedNames{subscribe: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe()})
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
@@ -107,7 +178,7 @@ func (c *callbacks) opened(ctx context.Context, key streamKey) {
 func (c *callbacks) state(key streamKey) *streamState {
 	st, ok := c.streams[key]
 	if !ok {
-		st = &streamState{sent: make(map[string]sentReply), acked: make(map[string]string)}
+		st = &streamState{types: make(map[string]*typeState)}
 		c.streams[key] = st
 	}
 	return st
@@ -115,8 +186,12 @@ func (c *callbacks) state(key streamKey) *streamState {
 
 // request registers the stream's generator at its first request (the one that
 // carries the Node), logging who connected, and settles the response the
-// request answers: an ACK records its version, a NACK is logged and counted.
-func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce string, nack *status.Status) {
+// request answers: an ACK records its version, a NACK is recorded, logged
+// and counted. A request go-control-plane takes (SotW ignores one quoting
+// a nonce other than the last response's while that awaits its answer;
+// Delta takes every request) updates the mirrored subscription.
+func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce string, nack *status.Status, rn requestedNames) {
+	now := time.Now()
 	c.mu.Lock()
 	st := c.state(key)
 	if st.gen == "" {
@@ -128,19 +203,30 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 		c.log.Info("Connected xDS client", append([]any{"listener", c.listener, "streamID", key.id, "mode", key.mode(),
 			"node", st.node, "generator", st.client}, st.peer.attrs()...)...)
 	}
-	sent, answers := st.sent[typeURL]
-	if answers && sent.nonce == nonce {
-		delete(st.sent, typeURL)
+	ts := st.typ(typeURL)
+	answers := ts.awaiting && ts.sent.nonce == nonce
+	var settled sentReply
+	if answers {
+		ts.awaiting, settled = false, ts.sent
 		if nack == nil {
-			st.acked[typeURL] = sent.version
+			ts.acked, ts.ackedAt = settled.version, now
 		}
 	}
-	acked, nodeID := st.acked[typeURL], st.node
+	if nack != nil {
+		ts.nack = &nackRecord{version: settled.version, message: nack.GetMessage(), at: now}
+	}
+	if (key.delta || !ts.awaiting) && servedXDSTypes[typeURL] {
+		ts.subscribe(key.delta, typeURL, rn)
+	}
+	acked, nodeID := ts.acked, st.node
 	c.mu.Unlock()
+	if answers && c.conv != nil {
+		c.conv.answered(st, typeURL, settled.version, nack == nil, now)
+	}
 	if nack != nil {
 		nacksTotal.WithLabelValues(typeLabel(typeURL)).Inc()
 		c.log.Warn("Received NACK", "typeURL", typeURL, "node", nodeID, "streamID", key.id, "mode", key.mode(),
-			"version", sent.version, "ackedVersion", acked, "err", nack.GetMessage())
+			"version", settled.version, "ackedVersion", acked, "err", nack.GetMessage())
 	}
 }
 
@@ -150,9 +236,15 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp proto.Message) {
 	streamPushesTotal.WithLabelValues(typeLabel(typeURL)).Inc()
 	pushBytesTotal.WithLabelValues(typeLabel(typeURL)).Add(float64(proto.Size(resp)))
+	now := time.Now()
 	c.mu.Lock()
-	c.state(key).sent[typeURL] = sentReply{nonce: nonce, version: version}
+	st := c.state(key)
+	ts := st.typ(typeURL)
+	ts.sent, ts.awaiting = sentReply{nonce: nonce, version: version, at: now}, true
 	c.mu.Unlock()
+	if c.conv != nil {
+		c.conv.sent(st, typeURL, version, now)
+	}
 }
 
 // ackedVersion returns the version of the last response of typeURL the
@@ -160,23 +252,27 @@ func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp
 func (c *callbacks) ackedVersion(key streamKey, typeURL string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.streams[key]; ok {
-		return st.acked[typeURL]
+	if st, ok := c.streams[key]; ok && st.types[typeURL] != nil {
+		return st.types[typeURL].acked
 	}
 	return ""
 }
 
 func (c *callbacks) closed(key streamKey) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st, ok := c.streams[key]
 	if !ok {
+		c.mu.Unlock()
 		return
 	}
 	delete(c.streams, key)
+	c.mu.Unlock()
 	xdsStreams.WithLabelValues(key.mode()).Dec()
 	if st.gen != "" {
 		xdsClients.WithLabelValues(st.client).Dec()
+	}
+	if c.conv != nil {
+		c.conv.closed(st)
 	}
 	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", st.node,
 		"generator", st.client, "peer", st.peer.addr, "duration", time.Since(st.opened))

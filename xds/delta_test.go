@@ -2,6 +2,7 @@ package xds
 
 import (
 	"testing"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -27,7 +28,7 @@ func (ts *testServer) setEndpoints(t *testing.T, host string, addrs ...string) {
 	for _, a := range addrs {
 		eps = append(eps, ep(a, 80, ""))
 	}
-	ts.EDSUpdate("test", host, "mesh", eps)
+	ts.EDSUpdate("test", host, "mesh", eps, time.Time{})
 	ts.waitPushes(t, 1)
 }
 

@@ -104,6 +104,16 @@
 //  17. Run stops both listeners when its context ends: the ADS streams end
 //     with it, each gRPC server stops gracefully (GOAWAY, responses in
 //     flight finish), and hard after 5s. server.go.
+//  18. Per stream and type the callbacks keep the subscription (mirrored
+//     by go-control-plane's own Subscription rules from the requests it
+//     takes), the last response sent, ACK and NACK; SyncStatus shows them
+//     (/debug/syncz). syncz.go.
+//  19. A push is followed to the streams subscribed to what it changed,
+//     noted before the caches can answer: meshbridge_convergence_seconds'
+//     push stage is its first response with a cache version past the
+//     push's, ack the last such stream's ACK, both from
+//     PushRequest.Start. At most 8 pushes are followed at once, each for
+//     at most 60s. convergence.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One

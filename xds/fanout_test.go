@@ -99,8 +99,8 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 	src := &staticSource{}
 	src.set(grpcService("a.local", 80), grpcService("big1.local", 80), grpcService("big2.local", 80))
 	ts := startServer(t, src, "127.0.0.1:0")
-	ts.EDSUpdate("test", "big1.local", "mesh", bigEndpoints(6000))
-	ts.EDSUpdate("test", "big2.local", "mesh", bigEndpoints(6000))
+	ts.EDSUpdate("test", "big1.local", "mesh", bigEndpoints(6000), time.Time{})
+	ts.EDSUpdate("test", "big2.local", "mesh", bigEndpoints(6000), time.Time{})
 	close(ts.ready)
 	<-ts.Serving()
 	ts.waitPushes(t, 1)
@@ -277,7 +277,7 @@ func TestManyStreamsConvergeUnderChurn(t *testing.T) {
 			for _, a := range addrsAt(i, round) {
 				eps = append(eps, ep(a, 80, ""))
 			}
-			ts.EDSUpdate("test", host(i), "mesh", eps)
+			ts.EDSUpdate("test", host(i), "mesh", eps, time.Time{})
 		}
 		if round%5 == 0 {
 			ts.waitPushes(t, 1)

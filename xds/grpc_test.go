@@ -86,7 +86,7 @@ func TestProxylessGRPCClientFollowsEndpoints(t *testing.T) {
 	src := &staticSource{}
 	src.set(echoServiceModel())
 	ts := startServer(t, src, "127.0.0.1:0")
-	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1})
+	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1}, time.Time{})
 	close(ts.ready)
 	<-ts.Serving()
 	ts.waitPushes(t, 1)
@@ -96,12 +96,12 @@ func TestProxylessGRPCClientFollowsEndpoints(t *testing.T) {
 		awaitBackends(t, conn, 5, "b1")
 	})
 	t.Run("an added endpoint receives traffic", func(t *testing.T) {
-		ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1, b2})
+		ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1, b2}, time.Time{})
 		ts.waitPushes(t, 1)
 		awaitBackends(t, conn, 1, "b2")
 	})
 	t.Run("a removed endpoint stops receiving traffic", func(t *testing.T) {
-		ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b2})
+		ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b2}, time.Time{})
 		ts.waitPushes(t, 1)
 		awaitBackends(t, conn, 20, "b2")
 	})
@@ -122,7 +122,7 @@ func TestNoXDSBeforeReady(t *testing.T) {
 	_ = lis.Close()
 
 	ts := startServer(t, src, addr)
-	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1})
+	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1}, time.Time{})
 	conn := dialXDS(t, addr)
 	conn.Connect() // the xDS client starts talking to the not yet listening server
 

@@ -73,10 +73,13 @@ var (
 			"(a TCP probe) is not counted.",
 	}, []string{"listener"})
 
+	// eventToPush is deprecated for meshbridge_convergence_seconds
+	// (package serviceentry); it stays for one release.
 	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: metricEventToPush,
-		Help: "Seconds from the first event merged into a push request (registry event seen by the " +
-			"ServiceEntry controller) to the push of its resources into the xDS caches.",
+		Help: "Deprecated, removed in the next release: use meshbridge_convergence_seconds{stage=\"push\"}. " +
+			"Seconds from the observation of the first change merged into a push request to the push of its " +
+			"resources into the xDS caches.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	})
 )

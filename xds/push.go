@@ -34,6 +34,11 @@ func (s *DiscoveryServer) push(req *model.PushRequest) {
 
 func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 	began := time.Now()
+	s.tracked = s.conv.begin(req.Start, began)
+	defer func() {
+		s.conv.seal(s.tracked)
+		s.tracked = nil
+	}()
 	var services, changed int
 	pushType := pushTypeEDS
 	if req.Full {

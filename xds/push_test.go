@@ -125,7 +125,7 @@ func TestUpdatesBeforeTheFirstPushQueueNothing(t *testing.T) {
 	src.set(grpcService("a.local", 80))
 	s := NewDiscoveryServer(src, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.SvcUpdate("test", "a.local", "mesh", model.EventAdd)
-	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")})
+	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")}, time.Time{})
 	s.ConfigUpdate(&model.PushRequest{Full: true})
 	if req := s.queue.take(); req != nil {
 		t.Fatalf("queued %+v before the first full push, want nothing", req)
@@ -134,7 +134,7 @@ func TestUpdatesBeforeTheFirstPushQueueNothing(t *testing.T) {
 	if got := len(s.caches.endpoints.names()); got != 1 {
 		t.Fatalf("the first full push holds %d ClusterLoadAssignments, want 1 (the early update's)", got)
 	}
-	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.2", 80, "")})
+	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.2", 80, "")}, time.Time{})
 	if req := s.queue.take(); req == nil || req.Full {
 		t.Fatalf("after the first push an endpoint change queued %+v, want an EDS request", req)
 	}

@@ -17,6 +17,15 @@ import (
 type resourceSet struct {
 	cache *cachev3.LinearCache
 	last  map[string]types.Resource
+	// typeURL is the cache's type; version counts the cache's updates,
+	// which is the LinearCache's version (the version_info of its
+	// responses) since nothing else updates it.
+	typeURL string
+	version uint64
+	// observe, when set, is told of each update before the cache gets it:
+	// the type, the version before it, and the names it updates and
+	// removes (the convergence stages, convergence.go).
+	observe func(typeURL string, before uint64, update map[string]types.Resource, remove []string)
 }
 
 func newResourceSet(cache *cachev3.LinearCache) *resourceSet {
@@ -45,6 +54,11 @@ func (r *resourceSet) apply(want map[string]types.Resource, remove []string) (in
 	if len(update)+len(del) == 0 {
 		return 0, nil
 	}
+	if r.observe != nil {
+		r.observe(r.typeURL, r.version, update, del)
+	}
+	// UpdateResources raises the cache's version even when it fails.
+	r.version++
 	if err := r.cache.UpdateResources(update, del); err != nil {
 		return 0, fmt.Errorf("update %d and delete %d resources: %w", len(update), len(del), err)
 	}

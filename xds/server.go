@@ -12,6 +12,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -116,6 +117,14 @@ type DiscoveryServer struct {
 	serving  chan struct{}
 	// debounce is the live debounce (Options.Debounce*, SetDebounce).
 	debounce atomic.Pointer[debounceOptions]
+
+	// listeners are the stream callbacks of each listener, by name
+	// (listenerXDS, listenerMCP); conv follows pushes to their streams;
+	// tracked is the push being followed while it runs (guarded by
+	// pushMu).
+	listeners map[string]*callbacks
+	conv      *convergence
+	tracked   *trackedPush
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
@@ -140,8 +149,18 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		sends:   newSendLimiter(defaultMaxSends(), slowSendAfter),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
+		listeners: map[string]*callbacks{
+			listenerXDS: newCallbacks(logger, listenerXDS),
+			listenerMCP: newCallbacks(logger, listenerMCP),
+		},
 	}
 	s.SetDebounce(opts.DebounceAfter, opts.DebounceMax, opts.EnableEDSDebounce)
+	s.conv = newConvergence(s.listeners[listenerXDS], s.listeners[listenerMCP])
+	for _, set := range s.caches.generated() {
+		set.observe = func(typeURL string, before uint64, update map[string]types.Resource, remove []string) {
+			s.conv.expect(s.tracked, typeURL, before, update, remove)
+		}
+	}
 	return s
 }
 
@@ -305,6 +324,14 @@ func (s *DiscoveryServer) ports() ([]*port, error) {
 	return ports, nil
 }
 
+// legacyWildcardOff are the types whose empty first request subscribes to
+// nothing rather than everything, SotW and Delta alike (go-control-plane
+// hands the option to both). grpc-go unsubscribes with an empty request,
+// which legacy wildcard would read as "everything"; Envoy names what it
+// wants for these types and asks CDS by wildcard, which therefore keeps
+// legacy mode.
+var legacyWildcardOff = []string{resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
+
 // Listener names: the listener label of
 // meshbridge_xds_tls_handshake_errors_total and the listener log field.
 const (
@@ -318,12 +345,9 @@ const (
 // one stream keeps CDS and EDS ordered.
 func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Server {
 	log := s.log.With("listener", p.name)
-	xdsServer := serverv3.NewServer(ctx, s.caches.forListener(p.role, log), newCallbacks(s.log, p.name).funcs(),
+	xdsServer := serverv3.NewServer(ctx, s.caches.forListener(p.role, log), s.listeners[p.name].funcs(),
 		sotw.WithLogger(gcpLogger(log)),
-		// grpc-go unsubscribes with an empty request, which legacy wildcard
-		// would read as "everything"; Envoy names what it wants for these
-		// types and asks CDS by wildcard, which therefore keeps legacy mode.
-		sotw.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}),
+		sotw.DeactivateLegacyWildcardForTypes(legacyWildcardOff),
 	)
 	opts := []grpc.ServerOption{
 		// Bound concurrent stream sends; a slow client holds a slot for at

@@ -130,19 +130,19 @@ func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
 		t.Errorf("delta streams rose by %v, want 1", got)
 	}
 	typ := resourcev3.EndpointType
-	c.request(key, grpcNode(), typ, "", nil)
+	c.request(key, grpcNode(), typ, "", nil, requestedNames{})
 	c.response(key, typ, "1", "v1", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "1"})
-	c.request(key, nil, typ, "1", nil)
+	c.request(key, nil, typ, "1", nil, requestedNames{})
 	c.response(key, typ, "2", "v2", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "2"})
 	if got := c.ackedVersion(key, typ); got != "v1" {
 		t.Errorf("acked %q while v2 is un-ACKed, want v1", got)
 	}
-	c.request(key, nil, typ, "2", &status.Status{Message: "rejected"})
+	c.request(key, nil, typ, "2", &status.Status{Message: "rejected"}, requestedNames{})
 	if got := c.ackedVersion(key, typ); got != "v1" {
 		t.Errorf("acked %q after v2's NACK, want v1", got)
 	}
 	c.response(key, typ, "3", "v3", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "3"})
-	c.request(key, nil, typ, "3", nil)
+	c.request(key, nil, typ, "3", nil, requestedNames{})
 	if got := c.ackedVersion(key, typ); got != "v3" {
 		t.Errorf("acked %q, want v3", got)
 	}

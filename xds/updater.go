@@ -12,10 +12,12 @@ var _ serviceentry.XDSUpdater = (*DiscoveryServer)(nil)
 // EDSUpdate replaces the endpoints shard contributes to (host, namespace) and
 // requests the push the endpointShards rules decide (see endpointShards.update):
 // a full push for the first endpoints of a service or changed service
-// accounts, an EDS push for other changes, none when nothing changed. Never
-// blocks.
-func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint) {
-	start := time.Now()
+// accounts, an EDS push for other changes, none when nothing changed. start
+// is the request's Start (zero: now). Never blocks.
+func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time) {
+	if start.IsZero() {
+		start = time.Now()
+	}
 	kind := s.shards.update(shard, host, namespace, endpoints)
 	s.log.Debug("Updated endpoints", "host", host, "namespace", namespace, "shard", shard, "count", len(endpoints), "push", kind)
 	if kind == noPush || !s.queueing() {
