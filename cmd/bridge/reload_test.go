@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // loadString writes body as a configuration file in dir and loads it.
@@ -105,5 +111,56 @@ func TestRegistryFingerprint(t *testing.T) {
 	}
 	if registryFingerprint(base, 0) == fa {
 		t.Error("a token file gone leaves the fingerprint unchanged")
+	}
+}
+
+// TestWarnsWorkloadEntriesForIstiod: with an istiod reader (MCP) and
+// WorkloadEntry mode, more than istiodWorkloadEntryWarn services log one
+// warning once synced; inline mode, or no istiod reader, logs none.
+func TestWarnsWorkloadEntriesForIstiod(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		extra    string
+		services int
+		warn     bool
+	}{
+		{"mcp, workloadentry, above", "mcp: {enabled: true}\n", istiodWorkloadEntryWarn + 1, true},
+		{"mcp, workloadentry, at the threshold", "mcp: {enabled: true}\n", istiodWorkloadEntryWarn, false},
+		{"mcp, inline", "mcp: {enabled: true}\noutput: {endpoints: inline}\n", istiodWorkloadEntryWarn + 1, false},
+		{"no istiod reader", "", istiodWorkloadEntryWarn + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var svcs strings.Builder
+			svcs.WriteString("services:\n")
+			for i := range tc.services {
+				fmt.Fprintf(&svcs, "- host: s%d.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.0.%d.%d}]\n", i, i/250, i%250+1)
+			}
+			writeFile(t, filepath.Join(dir, "services.yaml"), svcs.String())
+			cfg := loadString(t, dir, fmt.Sprintf("registries:\n- {name: static, type: file, file: {path: services.yaml}}\n"+
+				"xds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\n%s", freeAddr(t), freeAddr(t), freeAddr(t), tc.extra))
+			var logs harness.LockedBuffer
+			b, err := newBridge(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- b.run(ctx) }()
+			harness.Eventually(t, 20*time.Second, "the endpoint mode checked", func() error {
+				if l := logs.String(); !strings.Contains(l, "Endpoint mode suits the istiod readers") &&
+					!strings.Contains(l, "istiod reads these objects in WorkloadEntry mode") {
+					return fmt.Errorf("not yet")
+				}
+				return nil
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(logs.String(), "istiod reads these objects in WorkloadEntry mode"); got != tc.warn {
+				t.Errorf("warned = %v, want %v", got, tc.warn)
+			}
+		})
 	}
 }
