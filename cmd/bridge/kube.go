@@ -18,9 +18,9 @@ import (
 type kubeOutput struct {
 	writer *kube.Writer
 	client kubernetes.Interface
-	// limiter is every client's rate limit (kubernetes.qps, burst); a
-	// reload changes it in place.
-	limiter *kube.RateLimiter
+	// limiters are the clients' rate limits (kubernetes.qps, burst): the
+	// writer's and leader election's; a reload changes them in place.
+	limiters [2]*kube.RateLimiter
 }
 
 // restConfig loads kubernetes.kubeconfig, or the in-cluster config when it
@@ -54,13 +54,17 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := kube.NewRateLimiter(k.QPS, k.Burst)
-	rc.RateLimiter = limiter // shared by the clients below
+	// The writer's clients share one limit; leader election has its own,
+	// so that Lease renewals never queue behind writes.
+	limiter, leLimiter := kube.NewRateLimiter(k.QPS, k.Burst), kube.NewRateLimiter(k.QPS, k.Burst)
+	leConfig := rest.CopyConfig(rc)
+	leConfig.RateLimiter = leLimiter
+	rc.RateLimiter = limiter
 	istio, err := versioned.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubernetes.NewForConfig(leConfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
@@ -81,7 +85,7 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubeOutput{writer: w, client: client, limiter: limiter}, nil
+	return &kubeOutput{writer: w, client: client, limiters: [2]*kube.RateLimiter{limiter, leLimiter}}, nil
 }
 
 // runKube runs the writer's workers and, once the aggregate registry has

@@ -254,7 +254,9 @@ func (b *bridge) applyLive(next *Config) {
 		}
 	}
 	if b.kube != nil {
-		b.kube.limiter.Set(next.Kubernetes.QPS, next.Kubernetes.Burst)
+		for _, l := range b.kube.limiters {
+			l.Set(next.Kubernetes.QPS, next.Kubernetes.Burst)
+		}
 	}
 }
 

@@ -87,7 +87,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printDiff prints kube.Diff of cfgs against the cluster, one change per
+// printDiff prints kube.DiffWith of cfgs against the cluster, one change per
 // line ("create ServiceEntry/ns/name"), then a summary line: the writer's
 // decision on the same rules, synced being the registries' first listings.
 // It writes nothing to the cluster.
@@ -104,7 +104,8 @@ func printDiff(cfg *Config, registryNames []string, synced func(string) bool, cf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	changes, err := kube.Diff(ctx, client, cfg.Output.Namespace, registryNames, synced, cfgs)
+	changes, err := kube.DiffWith(ctx, kube.Options{Client: client, Namespace: cfg.Output.Namespace,
+		Instance: cfg.Output.Instance, Registries: registryNames, RegistrySynced: synced}, cfgs)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: diff: %v\n", err)
 		return 1
