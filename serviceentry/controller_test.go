@@ -94,14 +94,62 @@ func TestControllerPushes(t *testing.T) {
 	}
 }
 
-func TestControllerDNSWorkloadPushesFull(t *testing.T) {
+// TestControllerDNSWorkloadPushesEDS: a DNS-resolution entry's workloads
+// come and go by EDS, the last one's deletion included (meshbridge's clusters
+// are type EDS; Istio pushes fully here).
+func TestControllerDNSWorkloadPushesEDS(t *testing.T) {
 	s, _, rec := newTestController(t)
 	mustCreate(t, s, seConfig("d.example", func(se *networking.ServiceEntry) { se.Resolution = networking.ServiceEntry_DNS }))
 	flush(t, s)
 	rec.take()
 	mustCreate(t, s, weConfig("d-1", "d.example", "backend.internal"))
 	flush(t, s)
-	rec.strictMatch(t, "edscache d.example.ns 1", "full d.example.ns endpoint")
+	rec.strictMatch(t, "eds d.example.ns 1")
+	if err := s.Delete(model.KindWorkloadEntry, "d-1", "ns", ""); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, s)
+	rec.strictMatch(t, "eds d.example.ns 0")
+}
+
+// TestControllerUpdatesNoGeneratorReads: a ServiceEntry update that changes
+// only what no CDS, LDS or RDS generator reads (labels, exportTo, addresses,
+// resolution, location, the selector) pushes the host's endpoints as EDS,
+// never fully; a port change still pushes fully.
+func TestControllerUpdatesNoGeneratorReads(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*networking.ServiceEntry)
+		want   []string
+	}{
+		{"labels", nil, []string{"eds u.example.ns 1"}},
+		{"exportTo", func(se *networking.ServiceEntry) { se.ExportTo = []string{"."} }, []string{"eds u.example.ns 1"}},
+		{"addresses", func(se *networking.ServiceEntry) { se.Addresses = []string{"240.0.0.1"} }, []string{"eds u.example.ns 1"}},
+		{"resolution", func(se *networking.ServiceEntry) { se.Resolution = networking.ServiceEntry_DNS }, []string{"eds u.example.ns 1"}},
+		{"location", func(se *networking.ServiceEntry) { se.Location = networking.ServiceEntry_MESH_EXTERNAL }, []string{"eds u.example.ns 1"}},
+		{"selector that selects nothing", func(se *networking.ServiceEntry) {
+			se.WorkloadSelector = &networking.WorkloadSelector{Labels: map[string]string{"app": "none"}}
+		}, []string{"eds u.example.ns 0"}},
+		{"port", func(se *networking.ServiceEntry) { se.Ports[0].Number = 9090 },
+			[]string{"svc u.example.ns update", "edscache u.example.ns 1", "full u.example.ns service"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, rec := newTestController(t)
+			mustCreate(t, s, seConfig("u.example"))
+			mustCreate(t, s, weConfig("u-1", "u.example", "10.0.0.1"))
+			flush(t, s)
+			rec.take()
+			var muts []func(*networking.ServiceEntry)
+			if tc.mutate != nil {
+				muts = append(muts, tc.mutate)
+			}
+			cfg := seConfig("u.example", muts...)
+			cfg.Labels = map[string]string{"team": "x"}
+			mustUpdate(t, s, cfg)
+			flush(t, s)
+			rec.strictMatch(t, tc.want...)
+		})
+	}
 }
 
 func TestControllerInlineEndpoints(t *testing.T) {

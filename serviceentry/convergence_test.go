@@ -48,14 +48,12 @@ func TestPushesStartAtTheObservation(t *testing.T) {
 			},
 			want: []string{"eds a.example.ns 0"}, start: obs,
 		},
-		"a DNS workload's full push": {
-			before: []write{func(t *testing.T, s *Store) {
-				mustCreate(t, s, seConfig("d.example", func(se *networking.ServiceEntry) { se.Resolution = networking.ServiceEntry_DNS }))
-			}},
+		"an entry update's full push (a port changed)": {
+			before: []write{func(t *testing.T, s *Store) { mustCreate(t, s, seConfig("d.example")) }},
 			write: func(t *testing.T, s *Store) {
-				mustCreate(t, s, observedAt(weConfig("d-1", "d.example", "10.0.0.1"), obs))
+				mustUpdate(t, s, observedAt(seConfig("d.example", func(se *networking.ServiceEntry) { se.Ports[0].Number = 9090 }), obs))
 			},
-			want: []string{"edscache d.example.ns 1", "full d.example.ns endpoint"}, start: obs,
+			want: []string{"svc d.example.ns update", "edscache d.example.ns 0", "full d.example.ns service"}, start: obs,
 		},
 		"a workload's deletion, observed": {
 			before: []write{

@@ -1,7 +1,6 @@
 package serviceentry
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -11,26 +10,33 @@ import (
 type serviceEntryDecision struct {
 	Added, Updated, Deleted, Unchanged []*model.Service
 	// ConfigsUpdated names every host whose clusters, listeners or routes
-	// may change. Empty means the event only touches endpoints.
+	// change. Empty means the event only touches endpoints.
 	ConfigsUpdated map[model.ConfigKey]struct{}
 }
 
 // Full reports whether the decision needs a full push.
 func (d serviceEntryDecision) Full() bool { return len(d.ConfigsUpdated) > 0 }
 
-// decideServiceEntry mirrors Istio's serviceEntryHandler
-// (pilot/pkg/serviceregistry/serviceentry/controller.go, release-1.29):
+// decideServiceEntry follows Istio's serviceEntryHandler
+// (pilot/pkg/serviceregistry/serviceentry/controller.go, release-1.29),
+// stricter where Istio pushes fully for a change no generated resource
+// shows (docs/design.md §5: a full push exactly when some client's clusters,
+// listeners or routes must change):
 //
 //  1. add: every host is added; delete: every host is deleted;
-//  2. update: hosts are diffed by service equality (servicesEqual: ports,
-//     labels, selector, exportTo, addresses, resolution, location — never
-//     endpoints);
-//  3. added, updated and deleted hosts go into ConfigsUpdated;
-//  4. an unchanged host of a DNS-resolution entry whose endpoints changed goes
-//     into ConfigsUpdated too (its clusters carry the endpoints);
-//  5. no ConfigsUpdated: the event is an incremental EDS push for every
-//     unchanged host; otherwise one full push.
-func decideServiceEntry(old, cur []*model.Service, event model.Event, endpointsChanged bool) serviceEntryDecision {
+//  2. update: hosts are diffed by what the CDS, LDS and RDS generators read
+//     (sameGeneratorInputs: host, namespace, ports), not by Istio's service
+//     equality: a change of labels, workload selector, exportTo, addresses,
+//     resolution or location changes no Cluster, Listener or
+//     RouteConfiguration meshbridge serves (every cluster is type EDS), so
+//     the host is unchanged;
+//  3. added, updated and deleted hosts go into ConfigsUpdated (one full
+//     push);
+//  4. every unchanged host gets its endpoints recomputed and pushed as EDS
+//     (new inline endpoints, a new selector, DNS-resolution endpoints alike:
+//     Istio pushes a DNS entry's endpoint change fully because its clusters
+//     carry them, meshbridge's do not).
+func decideServiceEntry(old, cur []*model.Service, event model.Event) serviceEntryDecision {
 	var d serviceEntryDecision
 	switch event {
 	case model.EventAdd:
@@ -44,13 +50,6 @@ func decideServiceEntry(old, cur []*model.Service, event model.Event, endpointsC
 	for _, group := range [][]*model.Service{d.Added, d.Updated, d.Deleted} {
 		for _, svc := range group {
 			d.ConfigsUpdated[model.ServiceKey(svc.Namespace, svc.Hostname)] = struct{}{}
-		}
-	}
-	if endpointsChanged {
-		for _, svc := range d.Unchanged {
-			if svc.Resolution == model.ResolutionDNS {
-				d.ConfigsUpdated[model.ServiceKey(svc.Namespace, svc.Hostname)] = struct{}{}
-			}
 		}
 	}
 	return d
@@ -68,7 +67,7 @@ func servicesDiff(old, cur []*model.Service) (added, deleted, updated, unchanged
 		switch {
 		case !ok:
 			added = append(added, s)
-		case servicesEqual(o, s):
+		case sameGeneratorInputs(o, s):
 			unchanged = append(unchanged, s)
 		default:
 			updated = append(updated, s)
@@ -83,32 +82,24 @@ func servicesDiff(old, cur []*model.Service) (added, deleted, updated, unchanged
 	return added, deleted, updated, unchanged
 }
 
-// servicesEqual reports whether two services generate the same clusters,
-// listeners and routes (Istio model.Service.Equals without endpoints).
-func servicesEqual(a, b *model.Service) bool {
-	return a.Hostname == b.Hostname && a.Namespace == b.Namespace &&
-		a.Resolution == b.Resolution && a.MeshExternal == b.MeshExternal &&
-		slices.Equal(a.Ports, b.Ports) && slices.Equal(a.ExportTo, b.ExportTo) &&
-		slices.Equal(a.Addresses, b.Addresses) &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Selector, b.Selector)
+// sameGeneratorInputs reports whether two services generate the same
+// clusters, listeners and routes: the generators (package xds: cds.go,
+// lds.go, rds.go) read the host and each port's number and protocol, and
+// EDS maps endpoints to clusters by port name, which the xDS server reads
+// from the service of its last full push. Labels, selector, exportTo,
+// addresses, resolution and location are read by none of them.
+func sameGeneratorInputs(a, b *model.Service) bool {
+	return a.Hostname == b.Hostname && a.Namespace == b.Namespace && slices.Equal(a.Ports, b.Ports)
 }
 
-// workloadEntryDecision is what one WorkloadEntry event asks of the xDS
-// server: recompute the endpoints of Hosts, then push them incrementally, or
-// fully when a DNS-resolution entry selects the workload.
-type workloadEntryDecision struct {
-	Hosts []*model.Service
-	// ConfigsUpdated is non-empty when a full push is needed.
-	ConfigsUpdated map[model.ConfigKey]struct{}
-}
-
-// decideWorkloadEntry mirrors Istio's workloadEntryHandler: the services a
+// decideWorkloadEntry follows Istio's workloadEntryHandler: the services a
 // workload is selected by before or after the event (union of old and new
 // selection, so an entry that stops matching loses the instance) get their
-// endpoints recomputed; a DNS-resolution service among them needs a full
-// push for its hosts, the others an incremental EDS push.
-func decideWorkloadEntry(oldSelected, newSelected []*model.Service) workloadEntryDecision {
-	var d workloadEntryDecision
+// endpoints recomputed and pushed as EDS. Istio pushes fully for a
+// DNS-resolution service (its clusters carry the endpoints); meshbridge's
+// clusters are type EDS, so a workload never needs a full push.
+func decideWorkloadEntry(oldSelected, newSelected []*model.Service) []*model.Service {
+	var hosts []*model.Service
 	seen := make(map[model.ConfigKey]bool, len(oldSelected)+len(newSelected))
 	for _, group := range [][]*model.Service{oldSelected, newSelected} {
 		for _, svc := range group {
@@ -117,14 +108,8 @@ func decideWorkloadEntry(oldSelected, newSelected []*model.Service) workloadEntr
 				continue
 			}
 			seen[key] = true
-			d.Hosts = append(d.Hosts, svc)
-			if svc.Resolution == model.ResolutionDNS {
-				if d.ConfigsUpdated == nil {
-					d.ConfigsUpdated = make(map[model.ConfigKey]struct{})
-				}
-				d.ConfigsUpdated[key] = struct{}{}
-			}
+			hosts = append(hosts, svc)
 		}
 	}
-	return d
+	return hosts
 }

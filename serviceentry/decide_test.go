@@ -44,12 +44,11 @@ func keyHosts(keys map[model.ConfigKey]struct{}) []string {
 
 func TestDecideServiceEntryPush(t *testing.T) {
 	cases := map[string]struct {
-		old, cur         []*model.Service
-		event            model.Event
-		endpointsChanged bool
-		wantFull         bool
-		wantConfigs      []string
-		wantUnchanged    []string
+		old, cur      []*model.Service
+		event         model.Event
+		wantFull      bool
+		wantConfigs   []string
+		wantUnchanged []string
 	}{
 		"add makes every host added and pushes full": {
 			cur: []*model.Service{svc("a"), svc("b")}, event: model.EventAdd,
@@ -76,27 +75,41 @@ func TestDecideServiceEntryPush(t *testing.T) {
 			old: []*model.Service{svc("a"), svc("b")}, cur: []*model.Service{svc("a")}, event: model.EventUpdate,
 			wantFull: true, wantConfigs: []string{"b"}, wantUnchanged: []string{"a"},
 		},
-		"update changing labels is a service update": {
+		"update changing labels pushes EDS only: no generator reads them": {
 			old:   []*model.Service{svc("a")},
 			cur:   []*model.Service{svc("a", func(s *model.Service) { s.Labels = map[string]string{"x": "y"} })},
+			event: model.EventUpdate, wantUnchanged: []string{"a"},
+		},
+		"update changing resolution pushes EDS only: every cluster is type EDS": {
+			old: []*model.Service{svc("a")}, cur: []*model.Service{svc("a", dns)}, event: model.EventUpdate,
+			wantUnchanged: []string{"a"},
+		},
+		"update changing exportTo, addresses, location or selector pushes EDS only": {
+			old: []*model.Service{svc("a")},
+			cur: []*model.Service{svc("a", func(s *model.Service) {
+				s.ExportTo, s.Addresses, s.MeshExternal = []string{"."}, []string{"240.0.0.1"}, true
+				s.Selector = map[string]string{"app": "other"}
+			})},
+			event: model.EventUpdate, wantUnchanged: []string{"a"},
+		},
+		"update changing a port's protocol pushes full": {
+			old:   []*model.Service{svc("a")},
+			cur:   []*model.Service{svc("a", func(s *model.Service) { s.Ports[0].Protocol = model.ProtocolTCP })},
 			event: model.EventUpdate, wantFull: true, wantConfigs: []string{"a"},
 		},
-		"update changing resolution is a service update": {
-			old: []*model.Service{svc("a")}, cur: []*model.Service{svc("a", dns)}, event: model.EventUpdate,
-			wantFull: true, wantConfigs: []string{"a"},
+		"update changing a port's name pushes full: EDS maps endpoints by it": {
+			old:   []*model.Service{svc("a")},
+			cur:   []*model.Service{svc("a", func(s *model.Service) { s.Ports[0].Name = "grpc-x" })},
+			event: model.EventUpdate, wantFull: true, wantConfigs: []string{"a"},
 		},
-		"inline endpoints changing on a DNS entry push full": {
+		"inline endpoints changing on a DNS entry push EDS only": {
 			old: []*model.Service{svc("a", dns)}, cur: []*model.Service{svc("a", dns)}, event: model.EventUpdate,
-			endpointsChanged: true, wantFull: true, wantConfigs: []string{"a"}, wantUnchanged: []string{"a"},
-		},
-		"inline endpoints changing on a STATIC entry push EDS only": {
-			old: []*model.Service{svc("a")}, cur: []*model.Service{svc("a")}, event: model.EventUpdate,
-			endpointsChanged: true, wantUnchanged: []string{"a"},
+			wantUnchanged: []string{"a"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := decideServiceEntry(tc.old, tc.cur, tc.event, tc.endpointsChanged)
+			d := decideServiceEntry(tc.old, tc.cur, tc.event)
 			if d.Full() != tc.wantFull {
 				t.Errorf("Full() = %v, want %v", d.Full(), tc.wantFull)
 			}
@@ -114,7 +127,6 @@ func TestDecideWorkloadEntryPush(t *testing.T) {
 	cases := map[string]struct {
 		oldSel, newSel []*model.Service
 		wantHosts      []string
-		wantConfigs    []string
 	}{
 		"new workload selected by a STATIC entry pushes EDS only": {
 			newSel: []*model.Service{svc("a")}, wantHosts: []string{"a"},
@@ -125,42 +137,48 @@ func TestDecideWorkloadEntryPush(t *testing.T) {
 		"workload selected before and after is pushed once": {
 			oldSel: []*model.Service{svc("a")}, newSel: []*model.Service{svc("a")}, wantHosts: []string{"a"},
 		},
-		"workload selected by a DNS entry pushes full for that host": {
-			newSel: []*model.Service{svc("a"), svc("d", dns)}, wantHosts: []string{"a", "d"}, wantConfigs: []string{"d"},
+		"workload selected by a DNS entry pushes EDS only: meshbridge's clusters do not carry endpoints": {
+			newSel: []*model.Service{svc("a"), svc("d", dns)}, wantHosts: []string{"a", "d"},
+		},
+		"the last workload of a DNS entry deleted pushes EDS only": {
+			oldSel: []*model.Service{svc("d", dns)}, wantHosts: []string{"d"},
 		},
 		"workload selected by nothing pushes nothing": {},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := decideWorkloadEntry(tc.oldSel, tc.newSel)
-			if got := hosts(d.Hosts); !slices.Equal(got, tc.wantHosts) && !(len(got) == 0 && len(tc.wantHosts) == 0) {
+			if got := hosts(decideWorkloadEntry(tc.oldSel, tc.newSel)); !slices.Equal(got, tc.wantHosts) && !(len(got) == 0 && len(tc.wantHosts) == 0) {
 				t.Errorf("Hosts = %v, want %v", got, tc.wantHosts)
-			}
-			if got := keyHosts(d.ConfigsUpdated); !slices.Equal(got, tc.wantConfigs) && !(len(got) == 0 && len(tc.wantConfigs) == 0) {
-				t.Errorf("ConfigsUpdated = %v, want %v", got, tc.wantConfigs)
 			}
 		})
 	}
 }
 
-func TestServicesEqual(t *testing.T) {
+// TestSameGeneratorInputs: only what the CDS, LDS and RDS generators (and
+// EDS's port mapping) read makes two services differ.
+func TestSameGeneratorInputs(t *testing.T) {
 	base := svc("a")
 	cases := map[string]struct {
 		other *model.Service
 		want  bool
 	}{
-		"identical services are equal":       {svc("a"), true},
-		"another port number is not equal":   {svc("a", func(s *model.Service) { s.Ports[0].Number = 1 }), false},
-		"another port protocol is not equal": {svc("a", func(s *model.Service) { s.Ports[0].Protocol = model.ProtocolTCP }), false},
-		"another selector is not equal":      {svc("a", func(s *model.Service) { s.Selector = map[string]string{"x": "y"} }), false},
-		"another exportTo is not equal":      {svc("a", func(s *model.Service) { s.ExportTo = []string{"."} }), false},
-		"another address is not equal":       {svc("a", func(s *model.Service) { s.Addresses = []string{"10.0.0.1"} }), false},
-		"mesh external is not equal":         {svc("a", func(s *model.Service) { s.MeshExternal = true }), false},
+		"identical services are the same": {svc("a"), true},
+		"another port number differs":     {svc("a", func(s *model.Service) { s.Ports[0].Number = 1 }), false},
+		"another port protocol differs":   {svc("a", func(s *model.Service) { s.Ports[0].Protocol = model.ProtocolTCP }), false},
+		"another port name differs":       {svc("a", func(s *model.Service) { s.Ports[0].Name = "x" }), false},
+		"another port added differs":      {svc("a", func(s *model.Service) { s.Ports = append(s.Ports, model.Port{Name: "tcp-1", Number: 1}) }), false},
+		"another namespace differs":       {svc("a", func(s *model.Service) { s.Namespace = "other" }), false},
+		"another selector is the same":    {svc("a", func(s *model.Service) { s.Selector = map[string]string{"x": "y"} }), true},
+		"another exportTo is the same":    {svc("a", func(s *model.Service) { s.ExportTo = []string{"."} }), true},
+		"another address is the same":     {svc("a", func(s *model.Service) { s.Addresses = []string{"10.0.0.1"} }), true},
+		"mesh external is the same":       {svc("a", func(s *model.Service) { s.MeshExternal = true }), true},
+		"DNS resolution is the same":      {svc("a", dns), true},
+		"other labels are the same":       {svc("a", func(s *model.Service) { s.Labels = map[string]string{"x": "y"} }), true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := servicesEqual(base, tc.other); got != tc.want {
-				t.Errorf("servicesEqual = %v, want %v", got, tc.want)
+			if got := sameGeneratorInputs(base, tc.other); got != tc.want {
+				t.Errorf("sameGeneratorInputs = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -13,13 +13,17 @@
 //     resource versions and optimistic concurrency; handlers see state at least
 //     as new as their event (Istio pilot/pkg/model/config.go ConfigStore and
 //     ConfigStoreController; pilot/pkg/config/memory).
-//  2. ServiceEntry events: hosts diffed by service equality; added, updated and
-//     deleted hosts, and unchanged DNS hosts whose endpoints changed, make one
-//     full push; otherwise incremental EDS for every host (Istio release-1.29
-//     serviceentry/controller.go serviceEntryHandler).
+//  2. ServiceEntry events: hosts diffed by what the CDS, LDS and RDS
+//     generators read (host, namespace, ports); added, updated and deleted
+//     hosts make one full push; every unchanged host gets incremental EDS
+//     (Istio release-1.29 serviceentry/controller.go serviceEntryHandler,
+//     stricter: Istio's service equality also counts labels, selector,
+//     exportTo, addresses, resolution and location, and pushes a DNS host's
+//     endpoint change fully; no meshbridge Cluster, Listener or
+//     RouteConfiguration shows them).
 //  3. WorkloadEntry events: the services selecting the workload before or
-//     after the event get their endpoints pushed; a DNS service among them
-//     makes a full push (Istio workloadEntryHandler).
+//     after the event get their endpoints pushed as EDS, DNS services
+//     included (Istio workloadEntryHandler pushes those fully).
 //  4. A push an event requests starts (PushRequest.Start) at the event's
 //     object's Meta.Observed, the registry observation the sync step
 //     wrote it for (a deletion's comes with DeleteObserved), else at the

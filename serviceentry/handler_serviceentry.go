@@ -3,16 +3,15 @@ package serviceentry
 import (
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshbridge/meshbridge/model"
 )
 
 // serviceEntryHandler applies a ServiceEntry event to the index and makes
 // the push that decideServiceEntry calls for: SvcUpdate for every added,
-// updated and deleted host; then either an incremental EDSUpdate per
-// unchanged host, or an EDS cache update (no push) for the remaining hosts
-// and one full PushRequest with Reason ServiceUpdate.
+// updated and deleted host; an incremental EDSUpdate per unchanged host;
+// and, when hosts were added or updated, an EDS cache update (no push) for
+// them and one full PushRequest with Reason ServiceUpdate, which the
+// debounce merges with the EDS requests of the same event.
 func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Event) {
 	key := cur.Key()
 	curSvcs := convertServices(cur)
@@ -24,12 +23,11 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	} else {
 		c.idx.putEntry(key, cur, curSvcs)
 	}
-	d := decideServiceEntry(oldSvcs, curSvcs, event, inlineEndpointsChanged(old, cur))
-	var eds []hostEndpoints
+	d := decideServiceEntry(oldSvcs, curSvcs, event)
+	unchanged := c.endpointsOf(d.Unchanged)
+	var changed []hostEndpoints
 	if d.Full() {
-		eds = c.endpointsOf(slices.Concat(d.Added, d.Updated, d.Unchanged))
-	} else {
-		eds = c.endpointsOf(d.Unchanged)
+		changed = c.endpointsOf(slices.Concat(d.Added, d.Updated))
 	}
 	c.mu.Unlock()
 
@@ -43,13 +41,13 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	for _, svc := range d.Deleted {
 		c.xds.SvcUpdate(shard, svc.Hostname, svc.Namespace, model.EventDelete)
 	}
+	for _, he := range unchanged {
+		c.xds.EDSUpdate(shard, he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
+	}
 	if !d.Full() {
-		for _, he := range eds {
-			c.xds.EDSUpdate(shard, he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
-		}
 		return
 	}
-	for _, he := range eds {
+	for _, he := range changed {
 		c.xds.EDSCacheUpdate(shard, he.svc.Hostname, he.svc.Namespace, he.endpoints)
 	}
 	c.xds.ConfigUpdate(&model.PushRequest{
@@ -60,22 +58,4 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	})
 	c.log.Debug("Handled ServiceEntry event", "name", cur.Name, "namespace", cur.Namespace,
 		"event", event.String(), "count", len(d.ConfigsUpdated))
-}
-
-// inlineEndpointsChanged reports whether an update changed a ServiceEntry's
-// inline endpoints (what decides rule 4 of decideServiceEntry).
-func inlineEndpointsChanged(old, cur *model.Config) bool {
-	if old == nil || cur == nil {
-		return false
-	}
-	a, b := old.ServiceEntry().GetEndpoints(), cur.ServiceEntry().GetEndpoints()
-	if len(a) != len(b) {
-		return true
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return true
-		}
-	}
-	return false
 }

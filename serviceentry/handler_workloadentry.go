@@ -6,9 +6,7 @@ import (
 
 // workloadEntryHandler applies a WorkloadEntry event to the index and pushes
 // the endpoints of every service that selects the workload before or after
-// the event (decideWorkloadEntry): incrementally, or, when a DNS-resolution
-// service is among them, as an EDS cache update plus one full push for those
-// hosts with Reason EndpointUpdate.
+// the event (decideWorkloadEntry), incrementally.
 //
 // meshbridge's watchers never emit unhealthy instances, so a WorkloadEntry
 // carries no health condition and Istio's "unhealthy counts as delete" rule
@@ -28,28 +26,16 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 		c.idx.putWorkload(cur, false)
 		newSel = c.idx.selecting(cur.Namespace, cur.Labels)
 	}
-	d := decideWorkloadEntry(oldSel, newSel)
-	eds := c.endpointsOf(d.Hosts)
-	shards := make([]string, len(d.Hosts))
-	for i, svc := range d.Hosts {
+	hosts := decideWorkloadEntry(oldSel, newSel)
+	eds := c.endpointsOf(hosts)
+	shards := make([]string, len(hosts))
+	for i, svc := range hosts {
 		shards[i] = shardOf(c.idx.entries[c.idx.hosts[labelKey(svc.Namespace, svc.Hostname)]])
 	}
 	c.mu.Unlock()
 
-	full, start := len(d.ConfigsUpdated) > 0, c.startOf(cur)
+	start := c.startOf(cur)
 	for i, he := range eds {
-		if full {
-			c.xds.EDSCacheUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints)
-		} else {
-			c.xds.EDSUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
-		}
-	}
-	if full {
-		c.xds.ConfigUpdate(&model.PushRequest{
-			Full:           true,
-			ConfigsUpdated: d.ConfigsUpdated,
-			Reason:         model.NewReason(model.EndpointUpdate),
-			Start:          start,
-		})
+		c.xds.EDSUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
 	}
 }

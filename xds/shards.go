@@ -18,7 +18,7 @@ const (
 	noPush pushKind = iota
 	// edsPush: only the service's ClusterLoadAssignments changed.
 	edsPush
-	// fullPush: clusters may change too (new service key, new service accounts).
+	// fullPush: clusters may change too (a new service key).
 	fullPush
 )
 
@@ -48,16 +48,17 @@ func newEndpointShards() *endpointShards {
 }
 
 // update replaces shard's endpoints of (host, namespace) and returns the push
-// this requires. It mirrors Istio's DiscoveryServer.edsCacheUpdate
-// (pilot/pkg/xds/eds.go, release-1.29):
+// this requires. It follows Istio's DiscoveryServer.edsCacheUpdate
+// (pilot/pkg/xds/eds.go, release-1.29) but for service accounts:
 //  1. no endpoints for an unknown service: no key is created, no push;
 //  2. no endpoints for a known service: the key stays (0↔N flaps never cause
 //     full pushes); EDS push when the shard had endpoints, else none;
 //  3. first endpoints of an unknown service: full push (clients have no
 //     cluster for it yet);
-//  4. the service's set of service accounts changed: full push;
-//  5. the shard's endpoint set is unchanged (in any order): no push;
-//  6. otherwise: EDS push.
+//  4. the shard's endpoint set is unchanged (in any order): no push;
+//  5. otherwise: EDS push. A changed set of service accounts is an EDS push
+//     too: Istio pushes fully because its clusters carry the accounts as
+//     TLS subject alt names; meshbridge's clusters carry none.
 func (e *endpointShards) update(shard, host, namespace string, endpoints []*model.Endpoint) pushKind {
 	id := serviceID{host, namespace}
 	e.mu.Lock()
@@ -75,13 +76,9 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 		e.services[id] = map[string][]*model.Endpoint{shard: sorted}
 		return fullPush
 	}
-	oldAccounts := serviceAccounts(shards)
 	old := shards[shard]
 	shards[shard] = sorted
-	switch {
-	case !maps.Equal(oldAccounts, serviceAccounts(shards)):
-		return fullPush
-	case slices.EqualFunc(old, sorted, (*model.Endpoint).Equal):
+	if slices.EqualFunc(old, sorted, (*model.Endpoint).Equal) {
 		return noPush
 	}
 	return edsPush
@@ -122,18 +119,6 @@ func (e *endpointShards) known(host, namespace string) bool {
 	defer e.mu.RUnlock()
 	_, ok := e.services[serviceID{host, namespace}]
 	return ok
-}
-
-func serviceAccounts(shards map[string][]*model.Endpoint) map[string]struct{} {
-	out := make(map[string]struct{})
-	for _, eps := range shards {
-		for _, ep := range eps {
-			if ep.ServiceAccount != "" {
-				out[ep.ServiceAccount] = struct{}{}
-			}
-		}
-	}
-	return out
 }
 
 // sortEndpoints returns a sorted copy, so that equal sets compare equal

@@ -69,10 +69,21 @@ func TestEndpointShardsUpdate(t *testing.T) {
 			update: update{"consul", nil},
 			want:   noPush, known: true,
 		},
-		"changed set of service accounts pushes full": {
+		"changed set of service accounts pushes EDS: no cluster carries them": {
 			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}},
 			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1"), withAccount(b, "sa2")}},
-			want:   fullPush, known: true,
+			want:   edsPush, known: true,
+		},
+		"an account's endpoints back after zero push EDS, not full": {
+			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}, {"consul", nil}},
+			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1")}},
+			want:   edsPush, known: true,
+		},
+		"an account's endpoints flapping 0 → N → 0 → N push EDS each time": {
+			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}, {"consul", nil},
+				{"consul", []*model.Endpoint{withAccount(a, "sa1")}}, {"consul", nil}},
+			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1")}},
+			want:   edsPush, known: true,
 		},
 		"same service accounts from another endpoint push EDS": {
 			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}},
