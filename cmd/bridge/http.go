@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,17 +29,21 @@ var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Always 1; labels carry the build's version and Go version.",
 }, []string{"version", "goversion"})
 
-// newMetricsRegistry registers every package's metrics on a fresh registry.
+// newMetricsRegistry registers the Go and process metrics and meshbridge's
+// own on a fresh registry.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo, configReloads)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
-	for _, group := range [][]prometheus.Collector{
-		registries.Collectors(), syncer.Collectors(), xds.Collectors(), kube.Collectors(),
-	} {
-		reg.MustRegister(group...)
-	}
+	reg.MustRegister(metricCollectors()...)
 	return reg
+}
+
+// metricCollectors are meshbridge's own metrics, every package's: the
+// README's metrics table lists exactly these (metrics_test.go).
+func metricCollectors() []prometheus.Collector {
+	return slices.Concat([]prometheus.Collector{buildInfo, configReloads},
+		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), kube.Collectors())
 }
 
 // httpHandler serves http.address: what a kubelet and Prometheus need and
@@ -69,6 +74,9 @@ func (b *bridge) debugHandler() http.Handler {
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, b.registryz())
 	})
+	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, b.xds.SyncStatus())
+	})
 	// Applies the removals a registry's delete guard holds (README
 	// "Outages"): a write, so only on the debug address.
 	mux.HandleFunc("POST /debug/registryz/{registry}/confirm", func(w http.ResponseWriter, r *http.Request) {
@@ -90,13 +98,17 @@ func (b *bridge) debugHandler() http.Handler {
 	return mux
 }
 
-// kubez is /debug/kubez: the Kubernetes writer's state.
+// kubez is /debug/kubez: the Kubernetes writer's state. LastError is the
+// last error the writer logged (a failed write, list or watch, an object
+// the apiserver refused), with its time.
 type kubez struct {
-	Enabled    bool      `json:"enabled"`
-	Namespace  string    `json:"namespace,omitempty"`
-	Leading    bool      `json:"leading"`
-	Pending    int       `json:"pending"`
-	LastResync time.Time `json:"lastResync,omitzero"`
+	Enabled       bool      `json:"enabled"`
+	Namespace     string    `json:"namespace,omitempty"`
+	Leading       bool      `json:"leading"`
+	Pending       int       `json:"pending"`
+	LastResync    time.Time `json:"lastResync,omitzero"`
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
 }
 
 func (b *bridge) kubez() kubez {
@@ -104,7 +116,9 @@ func (b *bridge) kubez() kubez {
 		return kubez{}
 	}
 	w := b.kube.writer
-	return kubez{Enabled: true, Namespace: b.config().Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
+	k := kubez{Enabled: true, Namespace: b.config().Output.Namespace, Leading: w.Leading(), Pending: w.Pending(), LastResync: w.LastResync()}
+	k.LastError, k.LastErrorTime = b.kube.errs.last()
+	return k
 }
 
 // registryzEntry is one registry on /debug/registryz: the sync step's view,

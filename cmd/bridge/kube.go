@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +22,8 @@ type kubeOutput struct {
 	// limiters are the clients' rate limits (kubernetes.qps, burst): the
 	// writer's and leader election's; a reload changes them in place.
 	limiters [2]*kube.RateLimiter
+	// errs is the last error the writer logged (/debug/kubez, errtap.go).
+	errs *lastError
 }
 
 // restConfig loads kubernetes.kubeconfig, or the in-cluster config when it
@@ -72,6 +75,8 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
+	errs := &lastError{}
+	log := slog.New(errorTap{next: b.log.Handler(), last: errs})
 	w, err := kube.NewWriter(b.store, kube.Options{
 		Namespace:      b.config().Output.Namespace,
 		Registries:     registryNames,
@@ -80,12 +85,12 @@ func (b *bridge) newKubeOutput(registryNames []string) (*kubeOutput, error) {
 		Metadata:       md,
 		RegistrySynced: b.syncer.RegistrySynced,
 		ResyncPeriod:   k.ResyncPeriod.Duration,
-		Logger:         b.log,
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &kubeOutput{writer: w, client: client, limiters: [2]*kube.RateLimiter{limiter, leLimiter}}, nil
+	return &kubeOutput{writer: w, client: client, limiters: [2]*kube.RateLimiter{limiter, leLimiter}, errs: errs}, nil
 }
 
 // runKube runs the writer's workers and, once the aggregate registry has

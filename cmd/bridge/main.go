@@ -29,12 +29,14 @@ const usageText = `Usage:
   meshbridge run --config FILE [--log-level LEVEL] [--log-format text|json]
   meshbridge translate --config FILE [-o yaml|json] [--diff] [--allow-empty]
   meshbridge bootstrap --node-id ID [--config FILE | --xds-address ADDR] [--locality R/Z/S]
+  meshbridge status [--address http://127.0.0.1:15015] [-o json]
   meshbridge version
 
 Commands:
   run        follow the registries; serve xDS (and MCP), write to Kubernetes when configured
   translate  read every registry once and print the objects, or with --diff what would change in the cluster
   bootstrap  print the xDS bootstrap of a proxyless gRPC client
+  status     show a running bridge's registries, xDS clients and Kubernetes writer (its debug address)
   version    print the version
 
 "meshbridge COMMAND --help" describes a command's flags.
@@ -76,6 +78,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdTranslate(args[1:], stdout, stderr)
 	case "bootstrap":
 		return cmdBootstrap(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "meshbridge version: unexpected argument %q\n", args[1])
