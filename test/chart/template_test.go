@@ -179,7 +179,7 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if want := []string{"run", "--config", "/etc/meshbridge/config.yaml", "--log-level", "info", "--log-format", "json"}; !slices.Equal(c.Args, want) {
+	if want := []string{"run", "--config", "/etc/meshbridge/config.yaml", "--log-format", "json"}; !slices.Equal(c.Args, want) {
 		t.Errorf("args %q, want %q", c.Args, want)
 	}
 	if !strings.HasPrefix(c.Image, "ghcr.io/meshbridge/meshbridge:") {
@@ -217,8 +217,8 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 	if !subset(d.Spec.Selector.MatchLabels, podLabels) || !subset(svc.Spec.Selector, podLabels) {
 		t.Errorf("selectors: Deployment %v, Service %v; pod labels %v", d.Spec.Selector.MatchLabels, svc.Spec.Selector, podLabels)
 	}
-	if d.Spec.Template.Annotations["checksum/config"] == "" {
-		t.Error("no checksum/config annotation: a config change would not roll the pods")
+	if sum, ok := d.Spec.Template.Annotations["checksum/config"]; ok {
+		t.Errorf("checksum/config annotation %q by default: a config change would roll the pods instead of reloading", sum)
 	}
 	pdb := typed[policyv1.PodDisruptionBudget](t, r.one(t, "PodDisruptionBudget", d.Name))
 	if !subset(pdb.Spec.Selector.MatchLabels, podLabels) || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
@@ -501,15 +501,23 @@ func checkSingleReplica(t *testing.T, r *release) {
 	}
 }
 
-// TestTemplateConfigChecksum: a change of config changes the pods'
-// checksum/config annotation (meshbridge reads its configuration at start
-// only, so the pods must roll); other values leave it alone.
+// TestTemplateConfigChecksum: with rollOnConfigChange, a change of config
+// changes the pods' checksum/config annotation (the pods roll); other values
+// leave it alone. Without it (the default) there is none: meshbridge reloads
+// the mounted config.
 func TestTemplateConfigChecksum(t *testing.T) {
 	helm := harness.HelmBin(t)
 	sum := func(args ...string) string {
+		args = append([]string{"--set", "rollOnConfigChange=true"}, args...)
 		return render(t, helm, chartDir, releaseNS, args...).deployment(t).Spec.Template.Annotations["checksum/config"]
 	}
 	base := sum()
+	if base == "" {
+		t.Fatal("no checksum/config annotation with rollOnConfigChange")
+	}
+	if got := render(t, helm, chartDir, releaseNS, "--set", "logLevel=debug").deployment(t).Spec.Template.Spec.Containers[0].Args; !slices.Contains(got, "--log-level") {
+		t.Errorf("logLevel=debug: args %v lack --log-level", got)
+	}
 	if sum("--set", "config.sync.timeout=45s") == base {
 		t.Error("config change kept checksum/config")
 	}
