@@ -1,7 +1,7 @@
 // Package registries defines what a registry watcher delivers: the
 // registry-neutral model (Service, Instance, Snapshot) and the Registry
-// interface. One sub-package per registry implements it (consul, file; nacos
-// and zookeeper later).
+// interface. One sub-package per registry implements it (consul, file, nacos,
+// zookeeper); dubbo holds the Dubbo model nacos and zookeeper share.
 //
 // Rules:
 //  1. A Snapshot is authoritative for one service: its Instances replace every

@@ -33,7 +33,7 @@ type Sink interface {
 	// called after every complete read (the first, a re-list, a catalog
 	// change), before the Snapshots of that read, so that the consumer can
 	// judge the services the read removes together (the delete guard of
-	// package serviceentry) before any of them is applied.
+	// package syncer) before any of them is applied.
 	Listing(registry, scope string, keys []string)
 }
 
@@ -88,7 +88,7 @@ type Snapshot struct {
 	// registry restart or an index reset, when the registry's state may
 	// still be filling in: a disappearance it reports (an empty instance
 	// list, Removed) is held down before it is applied (package
-	// serviceentry). A snapshot of a registry that is up and stable (a
+	// syncer). A snapshot of a registry that is up and stable (a
 	// deregistration, an instance turning unhealthy) leaves it unset and
 	// takes effect at once.
 	Relist bool

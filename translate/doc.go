@@ -66,8 +66,8 @@
 //
 // # Registry labels
 //
-// Registry labels are Consul tags and meta (later Nacos metadata and Dubbo
-// parameters). Each label is kept as written, changed or dropped; a changed
+// Registry labels are Consul tags and meta, Nacos metadata and Dubbo URL
+// parameters. Each label is kept as written, changed or dropped; a changed
 // or dropped one is reported (LabelChange) with one reason, the first that
 // applies in this order:
 //   - volatile: a Dubbo pid, timestamp, …; dropped: it changes on every

@@ -6,8 +6,9 @@
 //
 // Rules:
 //  1. Endpoints are kept per service (host, namespace) and per shard; the first
-//     endpoints of a service nobody declared (SvcUpdate) and a change of its
-//     service accounts push full, other changes push EDS, an unchanged set
+//     endpoints of a service nobody declared (SvcUpdate) push full, other
+//     changes (service accounts included: no cluster carries them) push EDS,
+//     an unchanged set
 //     pushes nothing, an empty set keeps the service key (Istio release-1.29
 //     pilot/pkg/xds/eds.go edsCacheUpdate; docs/design.md §5). A declared service's
 //     first endpoints push EDS only: its clusters came with the ServiceEntry's
