@@ -251,8 +251,9 @@ func (p *Pipeline) ReplaceRegistry(r registries.Registry, cfg syncer.Registry) {
 
 // RemoveRegistry stops a registry's watcher and removes it from the Syncer
 // (syncer.Syncer.RemoveRegistry: its services leave the store, through the
-// delete guard).
+// delete guard), and drops its watcher metrics (registries.Forget).
 func (p *Pipeline) RemoveRegistry(name string) {
 	p.stop(name)
 	p.Syncer.RemoveRegistry(name)
+	registries.Forget(name)
 }

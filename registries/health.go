@@ -82,7 +82,13 @@ func NewHealth(registry string, log *slog.Logger) *Health {
 	if log == nil {
 		log = slog.Default()
 	}
-	registryUp.WithLabelValues(registry).Set(0)
+	// A new registry is down until its first read; a registry rebuilt with
+	// a new configuration (a reload) keeps its state until the new watcher
+	// reads, and one built by a reload that then fails is never run: its
+	// series stays the running registry's.
+	if _, known := upSeries.LoadOrStore(registry, struct{}{}); !known {
+		registryUp.WithLabelValues(registry).Set(0)
+	}
 	return &Health{registry: registry, log: log, now: time.Now}
 }
 

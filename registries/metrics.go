@@ -1,6 +1,10 @@
 package registries
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // RegistryErrors counts failed registry reads; every watcher increments it,
 // through Health.Fail. The reason label is low-cardinality (e.g. "catalog",
@@ -25,6 +29,20 @@ var registryUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "meshbridge_registry_up",
 	Help: "1 while the registry's last read succeeded, 0 from a failed read (or before the first read) until one succeeds.",
 }, []string{"registry"})
+
+// upSeries are the registries whose meshbridge_registry_up series exists.
+var upSeries sync.Map // registry name → struct{}
+
+// Forget drops the metric series of a registry removed from the
+// configuration (meshbridge_registry_up, meshbridge_registry_errors_total,
+// meshbridge_registry_skipped_total), so that no alert keeps firing for a
+// registry that is gone.
+func Forget(registry string) {
+	upSeries.Delete(registry)
+	registryUp.DeleteLabelValues(registry)
+	RegistryErrors.DeletePartialMatch(prometheus.Labels{"registry": registry})
+	RegistrySkipped.DeletePartialMatch(prometheus.Labels{"registry": registry})
+}
 
 // Collectors returns the metrics shared by every registry watcher.
 func Collectors() []prometheus.Collector {

@@ -178,6 +178,15 @@ func TestConfigReload(t *testing.T) {
 	if strings.Contains(b.get("/debug/registryz"), `"name": "static"`) {
 		t.Errorf("/debug/registryz still shows the removed registry:\n%s", b.get("/debug/registryz"))
 	}
+	m := mustScrape(t, b)
+	for _, series := range []string{`meshbridge_registry_up{registry="static"}`, `meshbridge_registry_services{registry="static"}`} {
+		if v, ok := m.get(series); ok {
+			t.Errorf("%s = %v after the registry was removed; want no series", series, v)
+		}
+	}
+	if v, _ := m.get(`meshbridge_registry_up{registry="consul-e2e"}`); v != 1 {
+		t.Errorf(`meshbridge_registry_up{registry="consul-e2e"} = %v, want 1`, v)
+	}
 }
 
 // TestReloadOnTokenFileChange: a registry names a file (consul.tokenFile);
