@@ -1,8 +1,13 @@
 package file
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +66,177 @@ func TestParse(t *testing.T) {
 			}
 			tc.check(t, svcs)
 		})
+	}
+}
+
+// TestReloadConvertsAndEmitsOnlyChangedServices: after a good read, a read
+// of a changed file converts only the services whose document changed,
+// takes the others from the last read, lists every service before any
+// snapshot, and emits what changed, then what was removed. A failed read
+// keeps the last good state.
+func TestReloadConvertsAndEmitsOnlyChangedServices(t *testing.T) {
+	const (
+		a      = "- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1, labels: {version: v1}}]\n"
+		b      = "- host: b.local\n  ports: [{number: 81, protocol: http}]\n  instances: [{address: 10.0.1.1}, {address: 10.0.1.2}]\n"
+		before = "services:\n" + a + b
+	)
+	cases := map[string]struct {
+		after         string
+		wantEvents    []string // "listing a.local,b.local", "snapshot b.local", "removed b.local", "error ..."
+		wantConverted []string // services converted from their document: not known from the read of before
+	}{
+		"unchanged content, with a comment and in flow style": {
+			after:      "# edited\nservices:\n- {host: a.local, ports: [{number: 80}], instances: [{address: 10.0.0.1, labels: {version: v1}}]}\n" + b,
+			wantEvents: []string{"listing a.local,b.local"},
+		},
+		"one service changed": {
+			after:         "services:\n" + a + strings.Replace(b, "10.0.1.2", "10.0.1.3", 1),
+			wantEvents:    []string{"listing a.local,b.local", "snapshot b.local"},
+			wantConverted: []string{"b.local"},
+		},
+		"one service added": {
+			after:         before + "- {host: c.local, ports: [{number: 82}]}\n",
+			wantEvents:    []string{"listing a.local,b.local,c.local", "snapshot c.local"},
+			wantConverted: []string{"c.local"},
+		},
+		"one service removed": {
+			after:      "services:\n" + a,
+			wantEvents: []string{"listing a.local", "removed b.local"},
+		},
+		"services reordered": {
+			after:      "services:\n" + b + a,
+			wantEvents: []string{"listing a.local,b.local"},
+		},
+		"only an instance's label changed": {
+			after:         "services:\n" + strings.Replace(a, "version: v1", "version: v2", 1) + b,
+			wantEvents:    []string{"listing a.local,b.local", "snapshot a.local"},
+			wantConverted: []string{"a.local"},
+		},
+		"a document written differently that converts to the same service is converted, not emitted": {
+			after:         "services:\n" + strings.Replace(a, "10.0.0.1,", "10.0.0.1, port: 80,", 1) + b,
+			wantEvents:    []string{"listing a.local,b.local"},
+			wantConverted: []string{"a.local"},
+		},
+		"a duplicate of an unchanged service": {
+			after:      before + a,
+			wantEvents: []string{`error services[2].host: "a.local" is already declared by services[0]`},
+		},
+		"a changed service with the host of an unchanged one": {
+			after:      "services:\n" + b + strings.Replace(b, "10.0.1.2", "10.0.1.3", 1),
+			wantEvents: []string{`error services[1].host: "b.local" is already declared by services[0]`},
+		},
+		"a parse error names the changed service by its place in the file": {
+			after:      "services:\n" + b + strings.Replace(a, "labels:", "bogus: 1, labels:", 1),
+			wantEvents: []string{"error services[1].instances[0].bogus: unknown field"},
+		},
+		"a conversion error names the changed service by its place in the file": {
+			after:      "services:\n" + b + strings.Replace(a, "number: 80", "number: 0", 1),
+			wantEvents: []string{"error services[1].ports[0].number: 0 is not a port (1-65535)"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "services.yaml")
+			r, err := New(Config{Name: "diff", Path: path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var events []string
+			sink := registries.SinkFuncs{
+				ListingFunc: func(_, _ string, keys []string) { events = append(events, "listing "+strings.Join(keys, ",")) },
+				SnapshotFunc: func(s registries.Snapshot) {
+					switch {
+					case s.Err != nil:
+						events = append(events, "error "+strings.TrimPrefix(s.Err.Error(), path+": "))
+					case s.Removed:
+						events = append(events, "removed "+s.Service.Name)
+					default:
+						events = append(events, "snapshot "+s.Service.Name)
+					}
+				},
+			}
+			read := func(content string) []string {
+				t.Helper()
+				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				events = nil
+				r.reload(sink)
+				return events
+			}
+			if got := read(before); !slices.Equal(got, []string{"listing a.local,b.local", "snapshot a.local", "snapshot b.local"}) {
+				t.Fatalf("first read: %q", got)
+			}
+			if got := read(tc.after); !slices.Equal(got, tc.wantEvents) {
+				t.Errorf("events = %q, want %q", got, tc.wantEvents)
+			}
+			// Which services were converted: those not taken from the
+			// last read, which a field the file never sets tells apart.
+			first, err := parse([]byte(before), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known := make(map[docSum]registries.Service)
+			for _, p := range first {
+				p.Service.Datacenter = "known"
+				known[p.Sum] = p.Service
+			}
+			next, err := parse([]byte(tc.after), known)
+			if strings.HasPrefix(tc.wantEvents[0], "error ") {
+				if err == nil {
+					t.Errorf("parse with the known services accepted the file")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var converted []string
+			for _, p := range next {
+				if p.Datacenter != "known" {
+					converted = append(converted, p.Name)
+				}
+			}
+			if !slices.Equal(converted, tc.wantConverted) {
+				t.Errorf("converted %q, want %q", converted, tc.wantConverted)
+			}
+		})
+	}
+}
+
+// TestReloadAfterAFailedReadDiffsAgainstTheLastGoodRead: the services a
+// failed read found are not remembered, and a service removed in a file
+// that failed is removed by the next good read.
+func TestReloadAfterAFailedReadDiffsAgainstTheLastGoodRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "services.yaml")
+	r, err := New(Config{Name: "diff", Path: path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := registrytest.NewRecorder(t)
+	for i, content := range []string{
+		"services:\n- {host: a.local, ports: [{number: 80}]}\n- {host: b.local, ports: [{number: 81}]}\n",
+		"services:\n- {host: a.local, ports: [{number: 8080}]}\n- {host: c.local, ports: [{number: 82}]}\n- {host: c.local, ports: [{number: 83}]}\n",
+		"services:\n- {host: a.local, ports: [{number: 80}]}\n- {host: c.local, ports: [{number: 82}]}\n",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if ok := r.reload(rec); ok != (i != 1) {
+			t.Fatalf("read %d: ok = %v", i, ok)
+		}
+	}
+	var got []string
+	for _, s := range rec.Snapshots() {
+		got = append(got, fmt.Sprintf("%s removed=%v err=%v", s.Service.Name, s.Removed, s.Err != nil))
+	}
+	want := []string{
+		"a.local removed=false err=false", "b.local removed=false err=false",
+		" removed=false err=true",
+		"c.local removed=false err=false", "b.local removed=true err=false",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("snapshots:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
