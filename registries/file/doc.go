@@ -27,15 +27,6 @@
 //     and by a periodic re-read as a safety net; a re-read whose content is
 //     unchanged emits nothing. A directory that cannot be watched yet (it
 //     does not exist) is retried at each resync.
-//  5. A changed file is parsed whole (YAML to JSON), but only its changed
-//     services are converted: a service's document is its element of the
-//     services list in that JSON, and a service whose document's SHA-256 the
-//     last good read had is taken from that read, wherever it now stands in
-//     the file. A converted service is emitted only when it differs from
-//     the one last emitted for its host; a host the file no longer declares
-//     is removed. The Listing of every host comes before these snapshots.
-//     The services and the error of a read (which error, and its path, when
-//     there are several) are those of a parse of the whole file (Parse).
 //
 // Not here: host validation and label sanitizing (package translate).
 package file

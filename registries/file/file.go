@@ -36,7 +36,6 @@ type Registry struct {
 	log    *slog.Logger
 	health *registries.Health
 	last   map[string]registries.Service // by name: what was emitted last; nil before the first good read
-	known  map[docSum]registries.Service // the services of the last good read, by their document's docSum
 	sum    [sha256.Size]byte
 	// failed is the text of the error snapshot sent for the current run of
 	// failures; "" while reads succeed.
@@ -152,7 +151,7 @@ func (r *Registry) reload(sink registries.Sink) bool {
 		r.ok()
 		return true
 	}
-	services, err := parse(data, r.known)
+	services, err := Parse(data)
 	if err != nil {
 		r.fail(sink, "parse", fmt.Errorf("%s: %w", r.cfg.Path, err))
 		return false
@@ -165,23 +164,19 @@ func (r *Registry) reload(sink registries.Sink) bool {
 	}
 	sink.Listing(r.cfg.Name, "", keys)
 	next := make(map[string]registries.Service, len(services))
-	known := make(map[docSum]registries.Service, len(services))
 	for _, svc := range services {
-		next[svc.Name], known[svc.Sum] = svc.Service, svc.Service
-		if _, same := r.known[svc.Sum]; same {
-			continue // the same document as in the last read: the same service
+		next[svc.Name] = svc
+		if prev, ok := r.last[svc.Name]; ok && reflect.DeepEqual(prev, svc) {
+			continue
 		}
-		if prev, ok := r.last[svc.Name]; ok && reflect.DeepEqual(prev, svc.Service) {
-			continue // written differently, the same service
-		}
-		sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Service: svc.Service, Observed: now})
+		sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Service: svc, Observed: now})
 	}
 	for name, prev := range r.last {
 		if _, ok := next[name]; !ok {
 			sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Service: prev, Removed: true, Observed: now})
 		}
 	}
-	r.last, r.known = next, known
+	r.last = next
 	r.ok()
 	r.log.Info("Read registry file", "count", len(services))
 	return true

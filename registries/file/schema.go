@@ -1,9 +1,6 @@
 package file
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -47,96 +44,24 @@ var protocols = []string{"", "http", "http2", "grpc", "tcp"}
 // Parse decodes and checks a file's content and returns its services, sorted
 // by host. Errors name the field path, e.g. "services[1].ports[0].protocol".
 func Parse(data []byte) ([]registries.Service, error) {
-	parsed, err := parse(data, nil)
-	if err != nil {
+	var doc Document
+	if err := strict.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	out := make([]registries.Service, len(parsed))
-	for i, p := range parsed {
-		out[i] = p.Service
-	}
-	return out, nil
-}
-
-// docSum is the SHA-256 of one service's document: its element of the
-// services list in the JSON the file's YAML converts to. Equal content gives
-// equal JSON, wherever the service stands in the file and however its YAML
-// is written.
-type docSum [sha256.Size]byte
-
-// parsedService is a service of the file and the docSum of its document.
-type parsedService struct {
-	registries.Service
-	Sum docSum
-}
-
-// rawDocument is the file's top level with each service left as JSON.
-type rawDocument struct {
-	Services []json.RawMessage `json:"services"`
-}
-
-// parse is Parse with each service's docSum. A service whose docSum is a
-// key of known is taken from known as it is; only the others are decoded,
-// checked and converted. known holds services of an earlier parse: each
-// passed every check, and whether a document passes does not depend on its
-// place in the file, so parse finds the services, or fails with the error,
-// that a parse without known would.
-func parse(data []byte, known map[docSum]registries.Service) ([]parsedService, error) {
-	var raw rawDocument
-	if err := strict.Unmarshal(data, &raw); err != nil {
-		// A whole-document decode reports a service's error before an
-		// unknown key that sorts after "services"; report what it reports.
-		if err := strict.Unmarshal(data, new(Document)); err != nil {
+	seen := make(map[string]int, len(doc.Services))
+	out := make([]registries.Service, 0, len(doc.Services))
+	for i, s := range doc.Services {
+		svc, err := s.toService(fmt.Sprintf("services[%d]", i))
+		if err != nil {
 			return nil, err
 		}
-		return nil, err
-	}
-	out := make([]parsedService, len(raw.Services))
-	isKnown := make([]bool, len(raw.Services))
-	fresh := false
-	for i, doc := range raw.Services {
-		out[i].Sum = sha256.Sum256(doc)
-		out[i].Service, isKnown[i] = known[out[i].Sum]
-		fresh = fresh || !isKnown[i]
-	}
-	var specs Document
-	if fresh {
-		// One decode of the file's document with the known services
-		// replaced by null: strict reports the first error, and its path,
-		// as for the whole document, since no known service has one.
-		var b bytes.Buffer
-		b.WriteString(`{"services":[`)
-		for i, doc := range raw.Services {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if isKnown[i] {
-				b.WriteString("null")
-			} else {
-				b.Write(doc)
-			}
+		if j, dup := seen[s.Host]; dup {
+			return nil, fmt.Errorf("services[%d].host: %q is already declared by services[%d]", i, s.Host, j)
 		}
-		b.WriteString("]}")
-		if err := strict.UnmarshalJSON(b.Bytes(), &specs); err != nil {
-			return nil, err
-		}
+		seen[s.Host] = i
+		out = append(out, svc)
 	}
-	seen := make(map[string]int, len(out))
-	for i := range out {
-		if !isKnown[i] {
-			svc, err := specs.Services[i].toService(fmt.Sprintf("services[%d]", i))
-			if err != nil {
-				return nil, err
-			}
-			out[i].Service = svc
-		}
-		host := out[i].Name
-		if j, dup := seen[host]; dup {
-			return nil, fmt.Errorf("services[%d].host: %q is already declared by services[%d]", i, host, j)
-		}
-		seen[host] = i
-	}
-	slices.SortFunc(out, func(a, b parsedService) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
