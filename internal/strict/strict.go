@@ -30,8 +30,14 @@ func Unmarshal(data []byte, v any) error {
 }
 
 // singleDocument fails when data holds more than one non-empty YAML
-// document.
+// document. Documents are separated only by a marker ("---" or "...") at the
+// start of a line (YAML 1.2 §9.1; inside a scalar such a line is not
+// allowed), so data without one is a single document and is not parsed here:
+// the parse is a third of Unmarshal's cost.
 func singleDocument(data []byte) error {
+	if !hasDocumentMarker(data) {
+		return nil
+	}
 	dec := yamlv3.NewDecoder(bytes.NewReader(data))
 	for i := 0; ; i++ {
 		var doc yamlv3.Node
@@ -46,6 +52,21 @@ func singleDocument(data []byte) error {
 			return fmt.Errorf("line %d: a second YAML document; a configuration is one document (remove the \"---\" and what follows, or merge it)", doc.Line)
 		}
 	}
+}
+
+// hasDocumentMarker reports whether a line of data starts with a document
+// marker: "---" or "..." followed by a space, a tab, a line break or the
+// end.
+func hasDocumentMarker(data []byte) bool {
+	for line := range bytes.Lines(data) {
+		if len(line) < 3 || (!bytes.HasPrefix(line, []byte("---")) && !bytes.HasPrefix(line, []byte("..."))) {
+			continue
+		}
+		if len(line) == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\n' || line[3] == '\r' {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyDocument reports whether doc holds nothing but an empty or null value

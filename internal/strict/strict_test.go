@@ -58,3 +58,26 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		})
 	}
 }
+
+// TestHasDocumentMarker: only a marker at the start of a line separates
+// documents; data without one skips the document check's parse.
+func TestHasDocumentMarker(t *testing.T) {
+	for in, want := range map[string]bool{
+		"a: 1\n":                       false,
+		"a: |\n  ---\n  text\n":        false,
+		"a: \"x --- y\"\n":             false,
+		"a: ----\n":                    false,
+		"----\n":                       false,
+		"---\na: 1\n":                  true,
+		"a: 1\n---\n":                  true,
+		"a: 1\n--- \nb: 2\n":           true,
+		"a: 1\n...\n":                  true,
+		"a: 1\n---":                    true,
+		"a: 1\r\n---\r\nb: 2\r\n":      true,
+		"a: 1\n---\t# comment\nb: 2\n": true,
+	} {
+		if got := hasDocumentMarker([]byte(in)); got != want {
+			t.Errorf("hasDocumentMarker(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
