@@ -118,12 +118,13 @@ func startBridge(t testing.TB, registriesYAML string) *bridge {
 // startBridgeSync is startBridge with sync.timeout.
 func startBridgeSync(t testing.TB, registriesYAML string, syncTimeout time.Duration) *bridge {
 	t.Helper()
+	ports := harness.FreePorts(t, 3)
 	b := &bridge{
 		t:         t,
 		cfgPath:   filepath.Join(t.TempDir(), "meshbridge.yaml"),
-		xdsAddr:   "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
-		httpAddr:  "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
-		debugAddr: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
+		xdsAddr:   "127.0.0.1:" + strconv.Itoa(ports[0]),
+		httpAddr:  "127.0.0.1:" + strconv.Itoa(ports[1]),
+		debugAddr: "127.0.0.1:" + strconv.Itoa(ports[2]),
 	}
 	cfg := fmt.Sprintf("%s\nxds: {address: %q}\nhttp: {address: %q, debugAddress: %q}\nsync: {timeout: %s}\n",
 		registriesYAML, b.xdsAddr, b.httpAddr, b.debugAddr, syncTimeout)

@@ -167,11 +167,12 @@ func TestProxylessClientMTLS(t *testing.T) {
 		host, port, port), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ports := harness.FreePorts(t, 2)
 	b := &bridge{
 		t:        t,
 		cfgPath:  filepath.Join(dir, "meshbridge.yaml"),
-		xdsAddr:  "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
-		httpAddr: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
+		xdsAddr:  "127.0.0.1:" + strconv.Itoa(ports[0]),
+		httpAddr: "127.0.0.1:" + strconv.Itoa(ports[1]),
 	}
 	cfg := fmt.Sprintf("registries:\n- name: static\n  type: file\n  file: {path: %q}\n"+
 		"xds: {address: %q, tls: {certFile: %q, keyFile: %q, clientCAFile: %q}}\nhttp: {address: %q}\n",

@@ -26,7 +26,8 @@ type ConsulPorts struct {
 
 // FreeConsulPorts picks free ports for a Consul agent.
 func FreeConsulPorts(t testing.TB) ConsulPorts {
-	return ConsulPorts{HTTP: FreePort(t), SerfLAN: FreePort(t), SerfWAN: FreePort(t), Server: FreePort(t)}
+	p := FreePorts(t, 4)
+	return ConsulPorts{HTTP: p[0], SerfLAN: p[1], SerfWAN: p[2], Server: p[3]}
 }
 
 // ConsulOption changes how StartConsul starts the agent.

@@ -153,15 +153,17 @@ func (o DubboProviderOptions) resolve(t testing.TB) (DubboProviderOptions, error
 		o.Protocols = []string{"tri"}
 	}
 	o.Protocols = append([]string(nil), o.Protocols...)
+	// Distinct ports for every listener the provider may open.
+	free := FreePorts(t, 3)
 	for _, proto := range o.Protocols {
 		switch proto {
 		case "tri":
 			if o.TriPort == 0 {
-				o.TriPort = FreePort(t)
+				o.TriPort = free[0]
 			}
 		case "dubbo":
 			if o.DubboPort == 0 {
-				o.DubboPort = FreePort(t)
+				o.DubboPort = free[1]
 			}
 		default:
 			return o, fmt.Errorf("protocol %q: want tri or dubbo", proto)
@@ -171,7 +173,7 @@ func (o DubboProviderOptions) resolve(t testing.TB) (DubboProviderOptions, error
 		o.MetadataType = "local"
 	}
 	if o.MetadataType == "local" && o.MetadataPort == 0 {
-		o.MetadataPort = FreePort(t)
+		o.MetadataPort = free[2]
 	}
 	return o, nil
 }

@@ -608,24 +608,3 @@ func (k *Kube) logTails(n int) string {
 	return fmt.Sprintf("kube-apiserver log (%s), last lines:\n%s\netcd log (%s), last lines:\n%s",
 		k.apiLog, tail(k.apiLog, n), k.etcdLog, tail(k.etcdLog, n))
 }
-
-// freePorts returns n distinct TCP ports on 127.0.0.1 that were free a moment
-// ago (see FreePort), holding each open until all are picked so none repeats.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
