@@ -48,6 +48,15 @@
 //     cachedResource per version whose bytes are memoized (sync.OnceValues)
 //     and shared by every stream's response; only the envelope is per
 //     stream (go-control-plane pkg/cache/v3 cached_resource.go). resources.go.
+//     A ClusterLoadAssignment reaches its cache already encoded: the
+//     endpoint shards encode an endpoint's LbEndpoint when it arrives and
+//     keep the bytes while its address, port and weight stay; a push
+//     assembles each changed assignment from them (protowire), byte for
+//     byte what proto.Marshal gives for buildLoadAssignment's message, and
+//     the cache's marshal returns those bytes without copying them.
+//     Whether an assignment changed is decided on its bytes. Where a string
+//     is not valid UTF-8 the push hands over the message itself, whose
+//     marshal fails as proto.Marshal's does. shards.go, edswire.go.
 //  11. A stream is sent a type's next response only after it answered the
 //     previous one: the cache answers a watch once and the next watch opens
 //     with the next request (SotW and Delta), so pushes to an un-ACKed

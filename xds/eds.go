@@ -13,68 +13,100 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// buildLoadAssignments returns one ClusterLoadAssignment per port of svc,
-// keyed by cluster name, from the service's endpoints (all shards). A port
-// without endpoints still gets an empty assignment, so a client learns "no
-// endpoints" instead of waiting for one.
-func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[string]*endpoint.ClusterLoadAssignment {
-	out := make(map[string]*endpoint.ClusterLoadAssignment, len(svc.Ports))
-	if len(svc.Ports) == 1 {
-		// The common case: every endpoint serves the one port, so the
-		// caller's slice is selected as is, without a copy.
-		port := svc.Ports[0]
-		name := ClusterName(port.Number, svc.Hostname)
-		selected := endpoints
-		if !allServe(endpoints, port.Name) {
-			selected = selectPort(endpoints, port.Name)
-		}
-		out[name] = buildLoadAssignment(name, selected)
-		return out
-	}
-	for _, port := range svc.Ports {
-		name := ClusterName(port.Number, svc.Hostname)
-		out[name] = buildLoadAssignment(name, selectPort(endpoints, port.Name))
+// encodedEndpoint is an endpoint with its LbEndpoint's encoding
+// (encodeLbEndpoint). lb is nil where no encoding is needed
+// (buildLoadAssignment) and where the address is not valid UTF-8, which
+// proto.Marshal refuses.
+type encodedEndpoint struct {
+	ep *model.Endpoint
+	lb []byte
+}
+
+// plain pairs endpoints with no encoding.
+func plain(endpoints []*model.Endpoint) []encodedEndpoint {
+	out := make([]encodedEndpoint, len(endpoints))
+	for i, ep := range endpoints {
+		out[i].ep = ep
 	}
 	return out
 }
 
-func allServe(endpoints []*model.Endpoint, portName string) bool {
-	for _, ep := range endpoints {
-		if ep.ServicePortName != portName {
+// forEachPort calls f with the cluster name of each port of svc and the
+// endpoints serving it; f may reorder the slice it gets, which can be
+// endpoints itself. A port without endpoints still gets its call, so a client
+// learns "no endpoints" instead of waiting for one.
+func forEachPort(svc *model.Service, endpoints []encodedEndpoint, f func(name string, selected []encodedEndpoint)) {
+	if len(svc.Ports) == 1 {
+		// The common case: every endpoint serves the one port, so the
+		// slice is selected as is, without a copy.
+		port := svc.Ports[0]
+		selected := endpoints
+		if !allServe(endpoints, port.Name) {
+			selected = selectPort(endpoints, port.Name)
+		}
+		f(ClusterName(port.Number, svc.Hostname), selected)
+		return
+	}
+	for _, port := range svc.Ports {
+		f(ClusterName(port.Number, svc.Hostname), selectPort(endpoints, port.Name))
+	}
+}
+
+func allServe(endpoints []encodedEndpoint, portName string) bool {
+	for _, e := range endpoints {
+		if e.ep.ServicePortName != portName {
 			return false
 		}
 	}
 	return true
 }
 
-func selectPort(endpoints []*model.Endpoint, portName string) []*model.Endpoint {
-	var selected []*model.Endpoint
-	for _, ep := range endpoints {
-		if ep.ServicePortName == portName {
-			selected = append(selected, ep)
+func selectPort(endpoints []encodedEndpoint, portName string) []encodedEndpoint {
+	var selected []encodedEndpoint
+	for _, e := range endpoints {
+		if e.ep.ServicePortName == portName {
+			selected = append(selected, e)
 		}
 	}
 	return selected
 }
 
-// buildLoadAssignment groups endpoints into one LocalityLbEndpoints per
-// distinct locality. The output is sorted (localities by name, endpoints by
-// address and port) so equal inputs give equal protos. grpc-go NACKs a
-// ClusterLoadAssignment with a weight-0 endpoint, a duplicate address or a
-// duplicate locality, and ignores a locality without weight (gRFC A27,
-// xdsresource/unmarshal_eds.go), hence:
+// buildLoadAssignments returns one ClusterLoadAssignment message per port of
+// svc, keyed by cluster name, from the service's endpoints (all shards): the
+// messages whose encodings encodeLoadAssignments assembles.
+func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[string]*endpoint.ClusterLoadAssignment {
+	out := make(map[string]*endpoint.ClusterLoadAssignment, len(svc.Ports))
+	forEachPort(svc, plain(endpoints), func(name string, selected []encodedEndpoint) {
+		out[name] = loadAssignmentMessage(name, sortCompact(selected))
+	})
+	return out
+}
+
+// buildLoadAssignment returns the ClusterLoadAssignment message of
+// endpoints: one LocalityLbEndpoints per distinct locality. The output is
+// sorted (localities by name, endpoints by address and port) so equal inputs
+// give equal protos. grpc-go NACKs a ClusterLoadAssignment with a weight-0
+// endpoint, a duplicate address or a duplicate locality, and ignores a
+// locality without weight (gRFC A27, xdsresource/unmarshal_eds.go), hence:
 //   - endpoint weight 0 becomes 1;
 //   - of several endpoints with one address:port the first (in shard order)
 //     wins;
 //   - each locality's load_balancing_weight is the sum of its endpoints'
 //     weights, capped at MaxUint32.
 //
-// An EDS push runs this for every changed cluster, so it allocates per
-// assignment, not per endpoint: the messages of all endpoints are carved
-// from a few slices (BenchmarkEDSGeneration).
+// Pushes serve its encoding, assembled by encodeLoadAssignment from
+// per-endpoint encodings; the message is the reference those bytes are
+// tested against, and what encodeLoadAssignment falls back to for a string
+// that is not valid UTF-8.
 func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.ClusterLoadAssignment {
+	return loadAssignmentMessage(name, sortCompact(plain(endpoints)))
+}
+
+// loadAssignmentMessage builds the message of unique (sortCompact's
+// output). It allocates per assignment, not per endpoint: the messages of
+// all endpoints are carved from a few slices.
+func loadAssignmentMessage(name string, unique []encodedEndpoint) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
-	unique := dedupe(endpoints)
 	if len(unique) == 0 {
 		return cla
 	}
@@ -86,13 +118,14 @@ func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.Clu
 	weights := make([]wrapperspb.UInt32Value, len(groups))
 	for i, g := range groups {
 		var total uint64
-		lbEndpoints := msgs.lbEndpoints[:0:len(g.endpoints)]
-		for _, ep := range g.endpoints {
+		lbEndpoints := msgs.lbEndpoints[:0:len(g.members)]
+		for _, m := range g.members {
+			ep := unique[m].ep
 			weight := max(ep.Weight, 1)
 			total += uint64(weight)
 			lbEndpoints = append(lbEndpoints, msgs.next(ep, weight))
 		}
-		msgs.lbEndpoints = msgs.lbEndpoints[len(g.endpoints):]
+		msgs.lbEndpoints = msgs.lbEndpoints[len(g.members):]
 		setLocality(&coreLocalities[i], g.locality)
 		weights[i].Value = uint32(min(total, math.MaxUint32))
 		loc := &localities[i]
@@ -104,37 +137,42 @@ func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.Clu
 	return cla
 }
 
-// localityGroup is one locality's endpoints, sorted by address and port.
+// localityGroup is one locality's endpoints, as indexes into the slice
+// groupByLocality split, in its order.
 type localityGroup struct {
-	locality  string
-	endpoints []*model.Endpoint
+	locality string
+	members  []int32
 }
 
 // groupByLocality splits endpoints (sorted by address and port) by locality,
 // keeping their order within a group; groups are sorted by locality. A mesh
 // has few localities, so distinct ones are found by a linear scan.
-func groupByLocality(endpoints []*model.Endpoint) []localityGroup {
+func groupByLocality(endpoints []encodedEndpoint) []localityGroup {
 	var groups []localityGroup
 	counts := make([]int, 0, 4)
-	index := make([]int, len(endpoints))
-	for i, ep := range endpoints {
-		g := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == ep.Locality })
-		if g < 0 {
-			g = len(groups)
-			groups = append(groups, localityGroup{locality: ep.Locality})
+	index := make([]int32, len(endpoints))
+	for i, e := range endpoints {
+		loc := e.ep.Locality
+		g := 0
+		for g < len(groups) && groups[g].locality != loc {
+			g++
+		}
+		if g == len(groups) {
+			groups = append(groups, localityGroup{locality: loc})
 			counts = append(counts, 0)
 		}
-		index[i] = g
+		index[i] = int32(g)
 		counts[g]++
 	}
-	backing := make([]*model.Endpoint, len(endpoints))
+	// Every group's members, one group after the other.
+	backing := make([]int32, len(endpoints))
 	off := 0
 	for g := range groups {
-		groups[g].endpoints = backing[off : off : off+counts[g]]
+		groups[g].members = backing[off : off : off+counts[g]]
 		off += counts[g]
 	}
-	for i, ep := range endpoints {
-		groups[index[i]].endpoints = append(groups[index[i]].endpoints, ep)
+	for i, g := range index {
+		groups[g].members = append(groups[g].members, int32(i))
 	}
 	slices.SortFunc(groups, func(a, b localityGroup) int { return strings.Compare(a.locality, b.locality) })
 	return groups
@@ -155,10 +193,10 @@ type endpointMessages struct {
 }
 
 // newEndpointMessages allocates the messages of endpoints.
-func newEndpointMessages(endpoints []*model.Endpoint) *endpointMessages {
+func newEndpointMessages(endpoints []encodedEndpoint) *endpointMessages {
 	n, weighted := len(endpoints), 0
-	for _, ep := range endpoints {
-		if max(ep.Weight, 1) != model.DefaultWeight {
+	for _, e := range endpoints {
+		if max(e.ep.Weight, 1) != model.DefaultWeight {
 			weighted++
 		}
 	}
@@ -203,19 +241,22 @@ func (m *endpointMessages) next(ep *model.Endpoint, weight uint32) *endpoint.LbE
 	return lb
 }
 
-// dedupe returns the endpoints sorted by address and port, keeping the first
-// of each address:port in input order. Shard endpoints arrive sorted, so the
-// sort is skipped when it would not change the order.
-func dedupe(endpoints []*model.Endpoint) []*model.Endpoint {
-	byAddress := func(a, b *model.Endpoint) int {
-		return cmp.Or(strings.Compare(a.Address, b.Address), cmp.Compare(a.EndpointPort, b.EndpointPort))
+// sortCompact sorts endpoints by address and port in place, stably, and
+// drops all but the first of each address:port (in input order). Shard
+// endpoints arrive sorted, so the sort is skipped when it would not change
+// the order.
+func sortCompact(endpoints []encodedEndpoint) []encodedEndpoint {
+	byAddress := func(a, b encodedEndpoint) int {
+		if c := strings.Compare(a.ep.Address, b.ep.Address); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ep.EndpointPort, b.ep.EndpointPort)
 	}
-	sorted := slices.Clone(endpoints)
-	if !slices.IsSortedFunc(sorted, byAddress) {
-		slices.SortStableFunc(sorted, byAddress)
+	if !slices.IsSortedFunc(endpoints, byAddress) {
+		slices.SortStableFunc(endpoints, byAddress)
 	}
-	return slices.CompactFunc(sorted, func(a, b *model.Endpoint) bool {
-		return a.Address == b.Address && a.EndpointPort == b.EndpointPort
+	return slices.CompactFunc(endpoints, func(a, b encodedEndpoint) bool {
+		return a.ep.Address == b.ep.Address && a.ep.EndpointPort == b.ep.EndpointPort
 	})
 }
 

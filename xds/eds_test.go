@@ -72,6 +72,7 @@ func TestBuildLoadAssignment(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			assertEqual(t, tc.want, buildLoadAssignment("outbound|80||a.local", tc.endpoints))
+			assertEncodes(t, tc.want, encodeLoadAssignment("outbound|80||a.local", encodeEach(tc.endpoints)))
 		})
 	}
 }
@@ -81,7 +82,8 @@ func TestBuildLoadAssignmentsSelectsByPortName(t *testing.T) {
 		{Name: "grpc-80", Number: 80, Protocol: model.ProtocolGRPC},
 		{Name: "grpc-90", Number: 90, Protocol: model.ProtocolGRPC},
 	}}
-	got := buildLoadAssignments(svc, []*model.Endpoint{ep("10.0.0.1", 80, ""), ep("10.0.0.2", 90, "")})
+	endpoints := []*model.Endpoint{ep("10.0.0.1", 80, ""), ep("10.0.0.2", 90, "")}
+	got := buildLoadAssignments(svc, endpoints)
 	want := map[string]*endpoint.ClusterLoadAssignment{
 		"outbound|80||a.local": {ClusterName: "outbound|80||a.local", Endpoints: []*endpoint.LocalityLbEndpoints{
 			locality("", "", "", 1, lbEndpoint("10.0.0.1", 80, 1)),
@@ -91,4 +93,11 @@ func TestBuildLoadAssignmentsSelectsByPortName(t *testing.T) {
 		}},
 	}
 	assertEqual(t, want, got)
+	encoded := encodeLoadAssignments(svc, encodeEach(endpoints))
+	if len(encoded) != len(want) {
+		t.Fatalf("%d encoded assignments, want %d", len(encoded), len(want))
+	}
+	for name, cla := range want {
+		assertEncodes(t, cla, encoded[name])
+	}
 }

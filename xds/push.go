@@ -129,7 +129,7 @@ func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int
 }
 
 func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc *model.Service) {
-	for name, cla := range buildLoadAssignments(svc, s.shards.endpoints(svc.Hostname, svc.Namespace)) {
+	for name, cla := range encodeLoadAssignments(svc, s.shards.encoded(svc.Hostname, svc.Namespace)) {
 		dst[name] = cla
 	}
 }

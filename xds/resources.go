@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -38,7 +39,7 @@ func newResourceSet(cache *cachev3.LinearCache) *resourceSet {
 func (r *resourceSet) apply(want map[string]types.Resource, remove []string) (int, error) {
 	update := make(map[string]types.Resource)
 	for name, res := range want {
-		if old, ok := r.last[name]; ok && proto.Equal(old, res) {
+		if old, ok := r.last[name]; ok && sameResource(old, res) {
 			continue
 		}
 		update[name] = res
@@ -96,6 +97,17 @@ func (r *resourceSet) names() []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// sameResource reports whether a and b are equal messages. Pre-encoded
+// resources compare by their encodings, which are equal exactly when the
+// messages are (encodedLoadAssignment); anything else by proto.Equal.
+func sameResource(a, b types.Resource) bool {
+	ea, ok := a.(interface{ encoded() []byte })
+	if eb, ok2 := b.(interface{ encoded() []byte }); ok && ok2 {
+		return bytes.Equal(ea.encoded(), eb.encoded())
+	}
+	return proto.Equal(a, b)
 }
 
 // asResources converts a generator's typed map to the cache's.

@@ -35,16 +35,27 @@ type serviceID struct {
 // namespace) and per shard (the registry or controller that contributed
 // them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
 // A service key exists from SvcUpdate(add) or its first non-empty update until
-// SvcUpdate deletes it; an empty update keeps it. Safe for concurrent use; the endpoint slices it
-// hands out are read-only.
+// SvcUpdate deletes it; an empty update keeps it. Each endpoint's LbEndpoint
+// is encoded when the endpoint arrives and kept while an endpoint with the
+// same address, port and weight replaces it (encodeShard). Safe for
+// concurrent use; the endpoint slices and encodings it hands out are
+// read-only.
 type endpointShards struct {
 	mu       sync.RWMutex
-	services map[serviceID]map[string][]*model.Endpoint
+	services map[serviceID]map[string]shardEndpoints
+}
+
+// shardEndpoints is one shard's endpoints of a service, sorted
+// (sortEndpoints); lb[i] is endpoints[i]'s LbEndpoint encoding
+// (encodeLbEndpoint).
+type shardEndpoints struct {
+	endpoints []*model.Endpoint
+	lb        [][]byte
 }
 
 // newEndpointShards returns an empty index.
 func newEndpointShards() *endpointShards {
-	return &endpointShards{services: make(map[serviceID]map[string][]*model.Endpoint)}
+	return &endpointShards{services: make(map[serviceID]map[string]shardEndpoints)}
 }
 
 // update replaces shard's endpoints of (host, namespace) and returns the push
@@ -65,7 +76,7 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 	defer e.mu.Unlock()
 	shards, known := e.services[id]
 	if len(endpoints) == 0 {
-		if !known || len(shards[shard]) == 0 {
+		if !known || len(shards[shard].endpoints) == 0 {
 			return noPush
 		}
 		delete(shards, shard)
@@ -73,15 +84,43 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 	}
 	sorted := sortEndpoints(endpoints)
 	if !known {
-		e.services[id] = map[string][]*model.Endpoint{shard: sorted}
+		e.services[id] = map[string]shardEndpoints{shard: encodeShard(sorted, shardEndpoints{})}
 		return fullPush
 	}
 	old := shards[shard]
-	shards[shard] = sorted
-	if slices.EqualFunc(old, sorted, (*model.Endpoint).Equal) {
+	shards[shard] = encodeShard(sorted, old)
+	if slices.EqualFunc(old.endpoints, sorted, (*model.Endpoint).Equal) {
 		return noPush
 	}
 	return edsPush
+}
+
+// encodeShard pairs sorted with LbEndpoint encodings: old's encoding of an
+// endpoint at the same place in the sort order with the same LbEndpoint
+// (sameLbEndpoint), else a new one. Both are sorted, so one merge walk
+// finds them.
+func encodeShard(sorted []*model.Endpoint, old shardEndpoints) shardEndpoints {
+	lb := make([][]byte, len(sorted))
+	j := 0
+	for i, ep := range sorted {
+		c := -1
+		for j < len(old.endpoints) {
+			if c = compareEndpoints(old.endpoints[j], ep); c >= 0 {
+				break
+			}
+			j++
+		}
+		if c == 0 {
+			if sameLbEndpoint(old.endpoints[j], ep) {
+				lb[i] = old.lb[j]
+			}
+			j++
+		}
+		if lb[i] == nil {
+			lb[i] = encodeLbEndpoint(ep)
+		}
+	}
+	return shardEndpoints{endpoints: sorted, lb: lb}
 }
 
 // ensure creates the key of (host, namespace) with no endpoints, if absent.
@@ -89,7 +128,7 @@ func (e *endpointShards) ensure(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if id := (serviceID{host, namespace}); e.services[id] == nil {
-		e.services[id] = make(map[string][]*model.Endpoint)
+		e.services[id] = make(map[string]shardEndpoints)
 	}
 }
 
@@ -108,7 +147,27 @@ func (e *endpointShards) endpoints(host, namespace string) []*model.Endpoint {
 	shards := e.services[serviceID{host, namespace}]
 	var out []*model.Endpoint
 	for _, name := range slices.Sorted(maps.Keys(shards)) {
-		out = append(out, shards[name]...)
+		out = append(out, shards[name].endpoints...)
+	}
+	return out
+}
+
+// encoded returns what endpoints returns, each endpoint with its LbEndpoint
+// encoding. Read-only.
+func (e *endpointShards) encoded(host, namespace string) []encodedEndpoint {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	shards := e.services[serviceID{host, namespace}]
+	n := 0
+	for _, s := range shards {
+		n += len(s.endpoints)
+	}
+	out := make([]encodedEndpoint, 0, n)
+	for _, name := range slices.Sorted(maps.Keys(shards)) {
+		s := shards[name]
+		for i, ep := range s.endpoints {
+			out = append(out, encodedEndpoint{ep: ep, lb: s.lb[i]})
+		}
 	}
 	return out
 }
@@ -125,13 +184,21 @@ func (e *endpointShards) known(host, namespace string) bool {
 // whatever order the caller listed them in.
 func sortEndpoints(endpoints []*model.Endpoint) []*model.Endpoint {
 	out := slices.Clone(endpoints)
-	slices.SortFunc(out, func(a, b *model.Endpoint) int {
-		return cmp.Or(
-			strings.Compare(a.Address, b.Address),
-			cmp.Compare(a.EndpointPort, b.EndpointPort),
-			strings.Compare(a.ServicePortName, b.ServicePortName),
-			strings.Compare(a.WorkloadName, b.WorkloadName),
-		)
-	})
+	slices.SortFunc(out, compareEndpoints)
 	return out
+}
+
+// compareEndpoints is sortEndpoints' order: address, port, service port
+// name, workload name.
+func compareEndpoints(a, b *model.Endpoint) int {
+	if c := strings.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.EndpointPort, b.EndpointPort); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ServicePortName, b.ServicePortName); c != 0 {
+		return c
+	}
+	return strings.Compare(a.WorkloadName, b.WorkloadName)
 }

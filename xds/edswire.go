@@ -1,0 +1,296 @@
+package xds
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/runtime/protoiface"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// Pre-encoded ClusterLoadAssignments. The endpoint shards encode each
+// endpoint's LbEndpoint when the endpoint changes (encodeLbEndpoint); an
+// EDS push assembles a service port's ClusterLoadAssignment from those
+// bytes (encodeLoadAssignment) and hands the cache an encodedLoadAssignment,
+// whose marshal returns the assembled bytes. The bytes are exactly what
+// proto.Marshal, deterministic or not, gives for the message
+// buildLoadAssignment builds from the same endpoints
+// (TestEncodedLoadAssignmentMatchesMarshal, FuzzEncodedLoadAssignment): a
+// message's fields in field-number order, except that its oneof fields come
+// last (protobuf-go's wire order, internal/order.LegacyFieldOrder); unset
+// messages and zero scalars are left out, a set oneof scalar (the port) is
+// not.
+
+// Field numbers of the messages an assignment is assembled from
+// (envoy/config/endpoint/v3/endpoint.proto and endpoint_components.proto,
+// envoy/config/core/v3/address.proto and base.proto,
+// google/protobuf/wrappers.proto).
+const (
+	claClusterName       protowire.Number = 1 // ClusterLoadAssignment.cluster_name
+	claEndpoints         protowire.Number = 2 // ClusterLoadAssignment.endpoints
+	localityLocality     protowire.Number = 1 // LocalityLbEndpoints.locality
+	localityLbEndpoints  protowire.Number = 2 // LocalityLbEndpoints.lb_endpoints
+	localityWeight       protowire.Number = 3 // LocalityLbEndpoints.load_balancing_weight
+	coreLocalityRegion   protowire.Number = 1 // Locality.region
+	coreLocalityZone     protowire.Number = 2 // Locality.zone
+	coreLocalitySubZone  protowire.Number = 3 // Locality.sub_zone
+	lbEndpointEndpoint   protowire.Number = 1 // LbEndpoint.endpoint (oneof host_identifier)
+	lbEndpointHealth     protowire.Number = 2 // LbEndpoint.health_status
+	lbEndpointWeight     protowire.Number = 4 // LbEndpoint.load_balancing_weight
+	endpointAddress      protowire.Number = 1 // Endpoint.address
+	addressSocket        protowire.Number = 1 // Address.socket_address (oneof address)
+	socketAddressAddress protowire.Number = 2 // SocketAddress.address
+	socketAddressPort    protowire.Number = 3 // SocketAddress.port_value (oneof port_specifier)
+	uint32ValueValue     protowire.Number = 1 // UInt32Value.value
+)
+
+// encodeLbEndpoint returns the encoding of the LbEndpoint buildLoadAssignment
+// makes of ep: socket address (protocol TCP, the zero value), HEALTHY,
+// weight max(ep.Weight, 1). It depends only on the address, the port and
+// the weight (sameLbEndpoint). nil when the address is not valid UTF-8.
+func encodeLbEndpoint(ep *model.Endpoint) []byte {
+	if !utf8.ValidString(ep.Address) {
+		return nil
+	}
+	weight := uint64(max(ep.Weight, 1))
+	port := uint64(ep.EndpointPort)
+	socket := stringSize(socketAddressAddress, ep.Address) + protowire.SizeTag(socketAddressPort) + protowire.SizeVarint(port)
+	address := messageSize(addressSocket, socket)
+	endpointMsg := messageSize(endpointAddress, address)
+	weightMsg := protowire.SizeTag(uint32ValueValue) + protowire.SizeVarint(weight)
+	size := messageSize(lbEndpointEndpoint, endpointMsg) +
+		protowire.SizeTag(lbEndpointHealth) + protowire.SizeVarint(uint64(core.HealthStatus_HEALTHY)) +
+		messageSize(lbEndpointWeight, weightMsg)
+
+	// The oneofs (LbEndpoint.endpoint, SocketAddress.port_value) come after
+	// the other fields of their message.
+	b := make([]byte, 0, size)
+	b = protowire.AppendTag(b, lbEndpointHealth, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(core.HealthStatus_HEALTHY))
+	b = appendMessageHeader(b, lbEndpointWeight, weightMsg)
+	b = protowire.AppendTag(b, uint32ValueValue, protowire.VarintType)
+	b = protowire.AppendVarint(b, weight)
+	b = appendMessageHeader(b, lbEndpointEndpoint, endpointMsg)
+	b = appendMessageHeader(b, endpointAddress, address)
+	b = appendMessageHeader(b, addressSocket, socket)
+	b = appendString(b, socketAddressAddress, ep.Address)
+	b = protowire.AppendTag(b, socketAddressPort, protowire.VarintType)
+	b = protowire.AppendVarint(b, port)
+	return b
+}
+
+// sameLbEndpoint reports whether a and b have the same LbEndpoint, so one's
+// encoding serves the other.
+func sameLbEndpoint(a, b *model.Endpoint) bool {
+	return a.Address == b.Address && a.EndpointPort == b.EndpointPort && max(a.Weight, 1) == max(b.Weight, 1)
+}
+
+// encodeLoadAssignments is buildLoadAssignments over encoded endpoints: one
+// assignment per port of svc, keyed by cluster name. It takes endpoints
+// over (endpointShards.encoded returns a fresh slice) and reorders it.
+func encodeLoadAssignments(svc *model.Service, endpoints []encodedEndpoint) map[string]types.Resource {
+	out := make(map[string]types.Resource, len(svc.Ports))
+	forEachPort(svc, endpoints, func(name string, selected []encodedEndpoint) {
+		out[name] = encodeLoadAssignment(name, selected)
+	})
+	return out
+}
+
+// encodeLoadAssignment assembles the ClusterLoadAssignment
+// buildLoadAssignment builds from endpoints (the same endpoints dropped,
+// grouping, order and weights) from the endpoints' LbEndpoint encodings, in
+// one allocation of the exact size. When a string it would encode is not
+// valid UTF-8 it returns the message instead, so the cache's marshal fails
+// as it does for that message. It reorders endpoints in place.
+func encodeLoadAssignment(name string, endpoints []encodedEndpoint) types.Resource {
+	unique := sortCompact(endpoints)
+	groups := groupByLocality(unique)
+	valid := utf8.ValidString(name)
+	size := stringSize(claClusterName, name)
+	type groupSize struct {
+		locality, group int
+		weight          uint64
+	}
+	sizes := make([]groupSize, len(groups))
+	for i, g := range groups {
+		valid = valid && utf8.ValidString(g.locality)
+		region, zone, subZone := splitLocality(g.locality)
+		loc := stringSize(coreLocalityRegion, region) + stringSize(coreLocalityZone, zone) + stringSize(coreLocalitySubZone, subZone)
+		n := messageSize(localityLocality, loc)
+		var weight uint64
+		for _, m := range g.members {
+			e := unique[m]
+			valid = valid && e.lb != nil
+			n += messageSize(localityLbEndpoints, len(e.lb))
+			weight += uint64(max(e.ep.Weight, 1))
+		}
+		weight = min(weight, math.MaxUint32)
+		n += messageSize(localityWeight, protowire.SizeTag(uint32ValueValue)+protowire.SizeVarint(weight))
+		sizes[i] = groupSize{locality: loc, group: n, weight: weight}
+		size += messageSize(claEndpoints, n)
+	}
+	if !valid {
+		return loadAssignmentMessage(name, unique)
+	}
+
+	b := make([]byte, 0, size)
+	b = appendString(b, claClusterName, name)
+	for i, g := range groups {
+		s := sizes[i]
+		b = appendMessageHeader(b, claEndpoints, s.group)
+		region, zone, subZone := splitLocality(g.locality)
+		b = appendMessageHeader(b, localityLocality, s.locality)
+		b = appendString(b, coreLocalityRegion, region)
+		b = appendString(b, coreLocalityZone, zone)
+		b = appendString(b, coreLocalitySubZone, subZone)
+		for _, m := range g.members {
+			lb := unique[m].lb
+			b = appendMessageHeader(b, localityLbEndpoints, len(lb))
+			b = append(b, lb...)
+		}
+		b = appendMessageHeader(b, localityWeight, protowire.SizeTag(uint32ValueValue)+protowire.SizeVarint(s.weight))
+		b = protowire.AppendTag(b, uint32ValueValue, protowire.VarintType)
+		b = protowire.AppendVarint(b, s.weight)
+	}
+	return &encodedLoadAssignment{name: name, wire: b}
+}
+
+// splitLocality splits "region/zone/subzone" as setLocality does.
+func splitLocality(s string) (region, zone, subZone string) {
+	region, s, _ = strings.Cut(s, "/")
+	zone, subZone, _ = strings.Cut(s, "/")
+	return region, zone, subZone
+}
+
+// stringSize is the encoded size of a proto3 string field: nothing when
+// empty.
+func stringSize(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// messageSize is the encoded size of a set message field whose content
+// takes n bytes.
+func messageSize(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// appendMessageHeader appends the tag and length of a message field whose
+// content (n bytes) follows.
+func appendMessageHeader(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
+// encodedLoadAssignment is a ClusterLoadAssignment held as its encoding. It
+// is what the EDS cache holds: marshalling it (proto.Marshal, deterministic
+// or not, which is how go-control-plane's cache.MarshalResource encodes each
+// resource version once) returns the encoding itself, shared, without a
+// copy; callers must not modify it. Everything else the proto API does with
+// it (proto.Equal, Clone, protojson, a reflective marshal under the
+// protoreflect build tag) goes through the message decoded from the
+// encoding on first use. It is read-only: the reflective setters panic.
+type encodedLoadAssignment struct {
+	name string
+	wire []byte
+
+	once    sync.Once
+	decoded *endpoint.ClusterLoadAssignment
+}
+
+var _ types.ResourceWithName = (*encodedLoadAssignment)(nil)
+
+// ProtoReflect returns the message's reflective view; it allocates nothing.
+func (e *encodedLoadAssignment) ProtoReflect() protoreflect.Message { return (*encodedView)(e) }
+
+// GetName is the cluster name (go-control-plane's cache.GetResourceName).
+func (e *encodedLoadAssignment) GetName() string { return e.name }
+
+// encoded returns the encoding.
+func (e *encodedLoadAssignment) encoded() []byte { return e.wire }
+
+// message returns the decoded message.
+func (e *encodedLoadAssignment) message() *endpoint.ClusterLoadAssignment {
+	e.once.Do(func() {
+		e.decoded = &endpoint.ClusterLoadAssignment{}
+		if err := proto.Unmarshal(e.wire, e.decoded); err != nil {
+			panic("xds: a pre-encoded ClusterLoadAssignment does not decode: " + err.Error())
+		}
+	})
+	return e.decoded
+}
+
+// encodedView is encodedLoadAssignment's protoreflect.Message: its fast-path
+// methods marshal the encoding; reads go to the decoded message.
+type encodedView encodedLoadAssignment
+
+var (
+	claType        = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
+	encodedMethods = &protoiface.Methods{
+		Flags: protoiface.SupportMarshalDeterministic,
+		Marshal: func(in protoiface.MarshalInput) (protoiface.MarshalOutput, error) {
+			wire := in.Message.(*encodedView).wire
+			if in.Buf == nil {
+				return protoiface.MarshalOutput{Buf: wire[:len(wire):len(wire)]}, nil
+			}
+			return protoiface.MarshalOutput{Buf: append(in.Buf, wire...)}, nil
+		},
+		// proto3: no required fields.
+		CheckInitialized: func(protoiface.CheckInitializedInput) (protoiface.CheckInitializedOutput, error) {
+			return protoiface.CheckInitializedOutput{}, nil
+		},
+	}
+)
+
+func (v *encodedView) read() protoreflect.Message {
+	return (*encodedLoadAssignment)(v).message().ProtoReflect()
+}
+
+func readOnly() { panic("xds: a pre-encoded ClusterLoadAssignment is read-only") }
+
+func (v *encodedView) Descriptor() protoreflect.MessageDescriptor { return claType.Descriptor() }
+func (v *encodedView) Type() protoreflect.MessageType             { return claType }
+func (v *encodedView) New() protoreflect.Message                  { return claType.New() }
+func (v *encodedView) Interface() protoreflect.ProtoMessage       { return (*encodedLoadAssignment)(v) }
+func (v *encodedView) Range(f func(protoreflect.FieldDescriptor, protoreflect.Value) bool) {
+	v.read().Range(f)
+}
+func (v *encodedView) Has(fd protoreflect.FieldDescriptor) bool { return v.read().Has(fd) }
+func (v *encodedView) Clear(protoreflect.FieldDescriptor)       { readOnly() }
+func (v *encodedView) Get(fd protoreflect.FieldDescriptor) protoreflect.Value {
+	return v.read().Get(fd)
+}
+func (v *encodedView) Set(protoreflect.FieldDescriptor, protoreflect.Value) { readOnly() }
+func (v *encodedView) Mutable(protoreflect.FieldDescriptor) protoreflect.Value {
+	readOnly()
+	return protoreflect.Value{}
+}
+func (v *encodedView) NewField(fd protoreflect.FieldDescriptor) protoreflect.Value {
+	return v.read().NewField(fd)
+}
+func (v *encodedView) WhichOneof(od protoreflect.OneofDescriptor) protoreflect.FieldDescriptor {
+	return v.read().WhichOneof(od)
+}
+func (v *encodedView) GetUnknown() protoreflect.RawFields { return v.read().GetUnknown() }
+func (v *encodedView) SetUnknown(protoreflect.RawFields)  { readOnly() }
+func (v *encodedView) IsValid() bool                      { return v != nil }
+func (v *encodedView) ProtoMethods() *protoiface.Methods  { return encodedMethods }

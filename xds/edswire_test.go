@@ -1,0 +1,440 @@
+package xds
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// encodeEach pairs endpoints with their LbEndpoint encodings.
+func encodeEach(endpoints []*model.Endpoint) []encodedEndpoint {
+	out := plain(endpoints)
+	for i := range out {
+		out[i].lb = encodeLbEndpoint(out[i].ep)
+	}
+	return out
+}
+
+// assertEncodes fails the test unless got is pre-encoded, its marshal is
+// proto.Marshal's of want, and it reads as want.
+func assertEncodes(t *testing.T, want *endpoint.ClusterLoadAssignment, got types.Resource) {
+	t.Helper()
+	res, ok := got.(*encodedLoadAssignment)
+	if !ok {
+		t.Fatalf("got a %T, want the encoded form", got)
+	}
+	wantBytes, err := cachev3.MarshalResource(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotBytes, err := cachev3.MarshalResource(res); err != nil || !bytes.Equal(gotBytes, wantBytes) {
+		t.Fatalf("encoding %x (err %v), want proto.Marshal's %x", gotBytes, err, wantBytes)
+	}
+	assertEqual(t, want, res.message())
+}
+
+// endpointGen makes random services and endpoint sets for the byte-exactness
+// tests: duplicate addresses, weights 0 to MaxUint32 (locality sums past
+// the cap), ports of every varint size, localities with missing and extra
+// parts, labels, accounts and workload names (not encoded), unicode, strings
+// long enough for multi-byte lengths, and now and then invalid UTF-8.
+type endpointGen struct{ r *rand.Rand }
+
+func (g endpointGen) pick(options ...string) string { return options[g.r.IntN(len(options))] }
+
+// raw is a string of random bytes, often invalid UTF-8.
+func (g endpointGen) raw() string {
+	b := make([]byte, g.r.IntN(6))
+	for i := range b {
+		b[i] = byte(g.r.Uint32())
+	}
+	return string(b)
+}
+
+// rare is true once in n.
+func (g endpointGen) rare(n int) bool { return g.r.IntN(n) == 0 }
+
+func (g endpointGen) service() *model.Service {
+	host := g.pick("a.local", "b.mesh.svc.cluster.local", "ü.local")
+	if g.rare(50) {
+		host = g.raw()
+	}
+	svc := &model.Service{Hostname: host, Namespace: "mesh"}
+	for i := range 1 + g.r.IntN(3) {
+		svc.Ports = append(svc.Ports, model.Port{Name: fmt.Sprintf("p%d", i), Number: uint32(80 + i), Protocol: model.ProtocolGRPC})
+	}
+	return svc
+}
+
+func (g endpointGen) address() string {
+	switch g.r.IntN(10) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("h%d.example.com", g.r.IntN(4))
+	case 2:
+		return fmt.Sprintf("fd00::%x", g.r.IntN(8))
+	case 3:
+		return strings.Repeat("x", 100+g.r.IntN(200)) // a length past one varint byte
+	case 4:
+		if g.rare(10) {
+			return g.raw()
+		}
+	}
+	return fmt.Sprintf("10.0.%d.%d", g.r.IntN(2), g.r.IntN(32))
+}
+
+func (g endpointGen) weight() uint32 {
+	switch g.r.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return 1
+	case 2:
+		return model.DefaultWeight
+	case 3:
+		return math.MaxUint32 - uint32(g.r.IntN(3))
+	}
+	return g.r.Uint32() >> g.r.IntN(32)
+}
+
+func (g endpointGen) port() uint32 {
+	switch g.r.IntN(5) {
+	case 0:
+		return 0
+	case 1:
+		return math.MaxUint32
+	}
+	return g.r.Uint32() >> g.r.IntN(32)
+}
+
+func (g endpointGen) locality() string {
+	if g.rare(30) {
+		return g.raw()
+	}
+	return g.pick("", "r1", "r1/z1", "r1/z1/s1", "r1/z2/", "/z1/", "//", "r1/z1/s1/x", "région/zöne/", strings.Repeat("r", 130))
+}
+
+func (g endpointGen) endpoint(svc *model.Service) *model.Endpoint {
+	portName := svc.Ports[g.r.IntN(len(svc.Ports))].Name
+	if g.rare(20) {
+		portName = "other"
+	}
+	ep := &model.Endpoint{
+		Address:         g.address(),
+		ServicePortName: portName,
+		EndpointPort:    g.port(),
+		Weight:          g.weight(),
+		Locality:        g.locality(),
+		ServiceAccount:  g.pick("", "sa1", "sa2"),
+		WorkloadName:    g.pick("", "w1", "w2", "w3"),
+	}
+	if g.rare(2) {
+		ep.Labels = map[string]string{"app": g.pick("a", "b"), "version": g.pick("v1", "v2")}
+	}
+	return ep
+}
+
+func (g endpointGen) endpoints(svc *model.Service) []*model.Endpoint {
+	n := g.r.IntN(12)
+	switch g.r.IntN(20) {
+	case 0:
+		n = 0
+	case 1:
+		n = 200 + g.r.IntN(600) // groups past two varint bytes of length
+	}
+	out := make([]*model.Endpoint, n)
+	for i := range out {
+		out[i] = g.endpoint(svc)
+	}
+	return out
+}
+
+// mutate returns eps with a few endpoints changed (weight, address, port,
+// locality, labels), removed or added; unchanged ones are fresh copies, as
+// the ServiceEntry controller hands them over.
+func (g endpointGen) mutate(svc *model.Service, eps []*model.Endpoint) []*model.Endpoint {
+	out := make([]*model.Endpoint, 0, len(eps)+2)
+	for _, ep := range eps {
+		c := *ep
+		switch g.r.IntN(12) {
+		case 0:
+			c.Weight = g.weight()
+		case 1:
+			c.Address = g.address()
+		case 2:
+			c.EndpointPort = g.port()
+		case 3:
+			c.Locality = g.locality()
+		case 4:
+			c.Labels = map[string]string{"version": g.pick("v1", "v2", "v3")}
+		case 5:
+			continue
+		}
+		out = append(out, &c)
+	}
+	for range g.r.IntN(3) {
+		out = append(out, g.endpoint(svc))
+	}
+	g.r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// checkEncodedMatchesMarshal checks every assignment pushed from shards for
+// svc: its marshal is byte for byte what proto.Marshal (deterministic, as
+// go-control-plane's cache.MarshalResource, and not) gives for the message
+// buildLoadAssignments makes from the same endpoints, both fail alike, and
+// the encoded resource reads as that message.
+func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model.Service) {
+	t.Helper()
+	got := encodeLoadAssignments(svc, shards.encoded(svc.Hostname, svc.Namespace))
+	want := buildLoadAssignments(svc, shards.endpoints(svc.Hostname, svc.Namespace))
+	if len(got) != len(want) {
+		t.Fatalf("%d assignments, want %d", len(got), len(want))
+	}
+	for name, msg := range want {
+		res, ok := got[name]
+		if !ok {
+			t.Fatalf("no assignment %q", name)
+		}
+		for _, opts := range []proto.MarshalOptions{{Deterministic: true}, {}} {
+			gotBytes, gotErr := opts.Marshal(res)
+			wantBytes, wantErr := opts.Marshal(msg)
+			if (gotErr != nil) != (wantErr != nil) {
+				t.Fatalf("%q (deterministic %v): marshal error %v, want %v", name, opts.Deterministic, gotErr, wantErr)
+			}
+			if !bytes.Equal(gotBytes, wantBytes) {
+				t.Fatalf("%q (deterministic %v): encoding differs from proto.Marshal\n got %x\nwant %x\nmessage %v",
+					name, opts.Deterministic, gotBytes, wantBytes, msg)
+			}
+		}
+		if _, err := cachev3.MarshalResource(msg); err != nil {
+			continue // invalid UTF-8: the resource is the message itself
+		}
+		if _, ok := res.(*encodedLoadAssignment); !ok {
+			t.Fatalf("%q is a %T, want the encoded form", name, res)
+		}
+		if !proto.Equal(res, msg) {
+			t.Fatalf("%q reads as another message than it encodes", name)
+		}
+	}
+}
+
+func TestEncodedLoadAssignmentMatchesMarshal(t *testing.T) {
+	g := endpointGen{rand.New(rand.NewPCG(1, 2))}
+	for i := range 1500 {
+		svc := g.service()
+		shards := newEndpointShards()
+		names := []string{"consul", "file", "zk"}[:1+g.r.IntN(3)]
+		sets := make(map[string][]*model.Endpoint)
+		for _, shard := range names {
+			sets[shard] = g.endpoints(svc)
+			shards.update(shard, svc.Hostname, svc.Namespace, sets[shard])
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			checkEncodedMatchesMarshal(t, shards, svc)
+			// Later updates reuse the encodings of unchanged endpoints.
+			for range 1 + g.r.IntN(3) {
+				shard := names[g.r.IntN(len(names))]
+				sets[shard] = g.mutate(svc, sets[shard])
+				shards.update(shard, svc.Hostname, svc.Namespace, sets[shard])
+				checkEncodedMatchesMarshal(t, shards, svc)
+			}
+		})
+	}
+}
+
+// bytesSource is a rand.Source that reads the fuzzer's bytes, then goes on
+// from a generator seeded by them.
+type bytesSource struct {
+	data []byte
+	rest *rand.PCG
+}
+
+func (s *bytesSource) Uint64() uint64 {
+	if len(s.data) >= 8 {
+		v := binary.LittleEndian.Uint64(s.data)
+		s.data = s.data[8:]
+		return v
+	}
+	if s.rest == nil {
+		var tail [8]byte
+		copy(tail[:], s.data)
+		s.rest = rand.NewPCG(binary.LittleEndian.Uint64(tail[:]), uint64(len(s.data)))
+		s.data = nil
+	}
+	return s.rest.Uint64()
+}
+
+func FuzzEncodedLoadAssignment(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff"))
+	f.Add(bytes.Repeat([]byte{0x80}, 64))
+	f.Add([]byte("r1/z1/s1 10.0.0.1:80 weight 4294967295 \xff\xfe"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := endpointGen{rand.New(&bytesSource{data: data})}
+		svc := g.service()
+		shards := newEndpointShards()
+		eps := g.endpoints(svc)
+		shards.update("consul", svc.Hostname, svc.Namespace, eps)
+		shards.update("file", svc.Hostname, svc.Namespace, g.endpoints(svc))
+		checkEncodedMatchesMarshal(t, shards, svc)
+		shards.update("consul", svc.Hostname, svc.Namespace, g.mutate(svc, eps))
+		checkEncodedMatchesMarshal(t, shards, svc)
+	})
+}
+
+func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
+	shards := newEndpointShards()
+	a, b, c := ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r1"), ep("10.0.0.3", 80, "r2")
+	shards.update("consul", "a.local", "mesh", []*model.Endpoint{a, b, c})
+	before := shards.encoded("a.local", "mesh")
+
+	// Fresh copies, b reweighted and c moved to another locality.
+	a2, b2, c2 := *a, *b, *c
+	b2.Weight = 7
+	c2.Locality = "r3"
+	shards.update("consul", "a.local", "mesh", []*model.Endpoint{&c2, &b2, &a2})
+	after := shards.encoded("a.local", "mesh")
+
+	same := func(x, y []byte) bool { return unsafe.SliceData(x) == unsafe.SliceData(y) }
+	if !same(before[0].lb, after[0].lb) {
+		t.Error("unchanged endpoint re-encoded, want its encoding kept")
+	}
+	if same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(&b2)) {
+		t.Error("reweighted endpoint kept its old encoding")
+	}
+	if !same(before[2].lb, after[2].lb) {
+		t.Error("endpoint moved to another locality re-encoded; its LbEndpoint did not change")
+	}
+	for i, e := range after {
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(
+			lbEndpoint(e.ep.Address, e.ep.EndpointPort, max(e.ep.Weight, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(e.lb, want) {
+			t.Errorf("endpoint %d: encoding %x, want proto.Marshal's %x", i, e.lb, want)
+		}
+	}
+}
+
+func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
+	shards := newEndpointShards()
+	shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r2")})
+	svc := grpcService("a.local", 80)
+	encoded := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
+	res := encoded[ClusterName(80, "a.local")].(*encodedLoadAssignment)
+
+	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))
+	if _, err := set.apply(encoded, nil); err != nil {
+		t.Fatal(err)
+	}
+	name := ClusterName(80, "a.local")
+	out := make(chan cachev3.Response, 1)
+	req := &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{name}}
+	if _, err := set.cache.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), out); err != nil {
+		t.Fatal(err)
+	}
+	sotw, err := (<-out).GetDiscoveryResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltaOut := make(chan cachev3.DeltaResponse, 1)
+	dreq := &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{name}}
+	if _, err := set.cache.CreateDeltaWatch(dreq, stream.NewDeltaSubscription(dreq.ResourceNamesSubscribe, nil, nil, false), deltaOut); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := (<-deltaOut).GetDeltaDiscoveryResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, v := range map[string][]byte{"SotW": sotw.GetResources()[0].GetValue(), "Delta": delta.GetResources()[0].GetResource().GetValue()} {
+		if unsafe.SliceData(v) != unsafe.SliceData(res.wire) {
+			t.Errorf("%s response carries a marshalled copy, want the pre-encoded bytes", what)
+		}
+	}
+	if got, want := delta.GetResources()[0].GetVersion(), cachev3.HashResource(res.wire); got != want {
+		t.Errorf("Delta version %q, want the hash of the encoding %q", got, want)
+	}
+	if got := cachev3.GetResourceName(res); got != name {
+		t.Errorf("resource name %q, want %q", got, name)
+	}
+
+	// The same content again changes nothing: no new version, no wake-up.
+	again := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
+	if n, err := set.apply(again, nil); err != nil || n != 0 {
+		t.Errorf("re-applying equal content changed %d resources (err %v), want 0", n, err)
+	}
+}
+
+func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
+	endpoints := []*model.Endpoint{ep("10.0.0.2", 80, "r1/z1/s1"), ep("10.0.0.1", 81, "r2")}
+	name := ClusterName(80, "a.local")
+	want := buildLoadAssignment(name, endpoints)
+	eps := encodeEach(endpoints)
+	res := encodeLoadAssignment(name, eps).(*encodedLoadAssignment)
+
+	assertEqual(t, want, proto.Clone(res))
+	if !proto.Equal(res, want) || !proto.Equal(want, res) {
+		t.Error("proto.Equal: the encoded resource differs from its message")
+	}
+	if got, want := proto.Size(res), proto.Size(want); got != want {
+		t.Errorf("proto.Size = %d, want %d", got, want)
+	}
+	gotJSON, err := protojson.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantJSON, _ := protojson.Marshal(want); !bytes.Equal(gotJSON, wantJSON) {
+		t.Errorf("protojson:\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+	appended, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte("prefix"), res)
+	if err != nil || !bytes.Equal(appended, append([]byte("prefix"), res.wire...)) {
+		t.Errorf("MarshalAppend = %q, %v; want the prefix and the encoding", appended, err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("proto.Reset of a pre-encoded assignment did not panic, want read-only")
+			}
+		}()
+		proto.Reset(res)
+	}()
+	if !slices.Equal(encodeLoadAssignment(name, eps).(*encodedLoadAssignment).wire, res.wire) {
+		t.Error("encoding again gives other bytes")
+	}
+}
+
+func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
+	bad := ep("10.0.0.1", 80, "r\xff")
+	name := ClusterName(80, "a.local")
+	eps := []encodedEndpoint{{ep: bad, lb: encodeLbEndpoint(bad)}}
+	res := encodeLoadAssignment(name, eps)
+	if _, ok := res.(*endpoint.ClusterLoadAssignment); !ok {
+		t.Fatalf("got %T, want the message", res)
+	}
+	if _, err := cachev3.MarshalResource(res); err == nil {
+		t.Error("marshal of an invalid UTF-8 locality succeeded, want proto.Marshal's error")
+	}
+	if encodeLbEndpoint(ep("10.0.0.\xff", 80, "")) != nil {
+		t.Error("an invalid UTF-8 address got an encoding")
+	}
+}
