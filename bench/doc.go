@@ -24,7 +24,8 @@
 //  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
 //     change pushed incrementally vs the same change forced to a full push,
 //     100 streams connected, rounds interleaved in one run.
-//  4. P6 EDS generation: read from BenchmarkEDSGeneration's output (-micro).
+//  4. P6 EDS build + encode: read from BenchmarkEDSBuildEncode's and
+//     BenchmarkEDSGeneration's output (-micro).
 //
 // Figures are measurements, never assertions: nothing here runs under
 // `go test`, which keeps CI fast. The machine's core count and load are
