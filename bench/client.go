@@ -7,14 +7,14 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 
-	"github.com/meshbridge/meshbridge/bench/pipeline"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
-// adsStream is one SotW ADS stream (pipeline.SotW: node on the first
-// request, every response ACKed with the same names) with the fan-out
-// scenario's counters.
+// adsStream is one SotW ADS stream (ads.SotW: node on the first request,
+// every response ACKed with the same names, versions and nonces recorded
+// but not resources) with the fan-out scenario's counters.
 type adsStream struct {
-	*pipeline.SotW
+	*ads.SotW
 
 	// Counters for the fan-out scenario, reset between rounds.
 	count atomic.Int64 // responses received
@@ -27,16 +27,17 @@ type adsStream struct {
 // openStream opens an ADS stream on conn for node and starts its receive
 // loop, which reports each response to onResponse (may be nil) before
 // ACKing it.
-func openStream(ctx context.Context, conn *grpc.ClientConn, node string, onResponse func(*adsStream, pipeline.Receipt)) (*adsStream, error) {
-	st, err := pipeline.OpenSotW(ctx, conn, &core.Node{Id: node, Cluster: "bench"})
+func openStream(ctx context.Context, conn *grpc.ClientConn, node string, onResponse func(*adsStream, ads.Receipt)) (*adsStream, error) {
+	st, err := ads.OpenSotW(ctx, conn, ads.Options{Node: &core.Node{Id: node, Cluster: "bench"}, DiscardResources: true})
 	if err != nil {
 		return nil, err
 	}
 	s := &adsStream{SotW: st}
-	st.Receive(func(r pipeline.Receipt) {
+	st.Receive(func(r ads.Receipt) error {
 		if onResponse != nil {
 			onResponse(s, r)
 		}
+		return nil
 	})
 	return s, nil
 }
@@ -50,14 +51,14 @@ func (s *adsStream) subscribe(typeURL string, names []string) error {
 func (s *adsStream) close() { s.Close() }
 
 // record adds r to the fan-out counters; own is the stream's CLA name.
-func (s *adsStream) record(r pipeline.Receipt, own string) {
+func (s *adsStream) record(r ads.Receipt, own string) {
 	if s.count.Add(1) == 1 {
 		s.first.Store(r.At.UnixNano())
 	}
 	s.bytes.Add(int64(r.Size))
 	s.last.Store(r.At.UnixNano())
 	for _, res := range r.Resp.Resources {
-		if name := pipeline.ResourceName(res.GetValue()); name != own {
+		if name := ads.ResourceName(res.GetValue()); name != own {
 			s.other.Add(1)
 		}
 	}

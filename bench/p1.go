@@ -8,6 +8,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/meshbridge/meshbridge/bench/pipeline"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -73,7 +74,7 @@ func emptyBridgeHeap(mode translate.EndpointMode) (uint64, error) {
 // every cluster it got) and returns the time from the bridge's start until
 // it holds a ClusterLoadAssignment for each of the want clusters.
 func fetchAll(b *bridge, want int) (time.Duration, error) {
-	conn, err := pipeline.Dial(b.address())
+	conn, err := ads.Dial(b.address())
 	if err != nil {
 		return 0, err
 	}
@@ -83,18 +84,18 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 	done := make(chan time.Time, 1)
 	held := make(map[string]bool, want)
 	var s *adsStream
-	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r pipeline.Receipt) {
+	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r ads.Receipt) {
 		switch r.Resp.TypeUrl {
 		case resourcev3.ClusterType:
 			names := make([]string, 0, len(r.Resp.Resources))
 			for _, res := range r.Resp.Resources {
-				names = append(names, pipeline.ResourceName(res.GetValue()))
+				names = append(names, ads.ResourceName(res.GetValue()))
 			}
 			// Sent before this response is ACKed, like Envoy's CDS→EDS.
 			_ = s.subscribe(resourcev3.EndpointType, names)
 		case resourcev3.EndpointType:
 			for _, res := range r.Resp.Resources {
-				held[pipeline.ResourceName(res.GetValue())] = true
+				held[ads.ResourceName(res.GetValue())] = true
 			}
 			if len(held) == want {
 				select {

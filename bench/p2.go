@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshbridge/meshbridge/bench/pipeline"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // fanout is the client side of P2: watchers subscribe to the changing
@@ -106,7 +107,7 @@ func connectFanout(ctx context.Context, b *bridge, opts options) (*fanout, error
 	own := b.clusterName(0)
 	total := opts.watchers + opts.others
 	for i := 0; i < total; i += pipeline.StreamsPerConn {
-		conn, err := pipeline.Dial(b.address())
+		conn, err := ads.Dial(b.address())
 		if err != nil {
 			f.close()
 			return nil, err
@@ -119,7 +120,7 @@ func connectFanout(ctx context.Context, b *bridge, opts options) (*fanout, error
 			name = b.clusterName(1 + (i-opts.watchers)%(opts.services-1))
 		}
 		s, err := openStream(ctx, f.conns[i/pipeline.StreamsPerConn], fmt.Sprintf("bench-p2-%d", i),
-			func(s *adsStream, r pipeline.Receipt) { s.record(r, name) })
+			func(s *adsStream, r ads.Receipt) { s.record(r, name) })
 		if err != nil {
 			f.close()
 			return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // p3 compares the process CPU time of one single-instance change pushed
@@ -130,14 +131,14 @@ func connectP3(ctx context.Context, b *bridge, opts options) ([]*adsStream, []*g
 	var streams []*adsStream
 	for i := range opts.p3Streams {
 		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := pipeline.Dial(b.address())
+			conn, err := ads.Dial(b.address())
 			if err != nil {
 				return nil, conns, err
 			}
 			conns = append(conns, conn)
 		}
 		name := b.clusterName(i % opts.services)
-		s, err := openStream(ctx, conns[len(conns)-1], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r pipeline.Receipt) {
+		s, err := openStream(ctx, conns[len(conns)-1], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r ads.Receipt) {
 			if r.Resp.TypeUrl == resourcev3.EndpointType {
 				s.count.Add(1)
 			}

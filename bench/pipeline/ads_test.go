@@ -13,6 +13,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -31,21 +32,21 @@ func TestSotWFollowsAddedCluster(t *testing.T) {
 	if err := p.WaitServing(time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := Dial(p.XDS.Addr().String())
+	conn, err := ads.Dial(p.XDS.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	s, err := OpenSotW(t.Context(), conn, &core.Node{Id: "sotw-test"})
+	s, err := ads.OpenSotW(t.Context(), conn, ads.Options{Node: &core.Node{Id: "sotw-test"}, DiscardResources: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	held := make(map[string]bool)
-	s.Receive(func(r Receipt) {
+	s.Receive(func(r ads.Receipt) error {
 		var names []string
 		for _, res := range r.Resp.Resources {
-			names = append(names, ResourceName(res.GetValue()))
+			names = append(names, ads.ResourceName(res.GetValue()))
 		}
 		switch r.Resp.TypeUrl {
 		case resourcev3.ClusterType:
@@ -58,6 +59,7 @@ func TestSotWFollowsAddedCluster(t *testing.T) {
 			}
 			mu.Unlock()
 		}
+		return nil
 	})
 	if err := s.Subscribe(resourcev3.ClusterType, nil); err != nil {
 		t.Fatal(err)

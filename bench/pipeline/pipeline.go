@@ -5,9 +5,9 @@
 // the xDS server may serve. The scale
 // suite (bench/), the soak (bench/soak) and the registries' own benchmarks
 // share it, and the tools they drive it with: an in-process generator
-// registry (Generator), SotW and Delta ADS clients that ACK every response
-// (SotW, Delta), and the machine's figures (LiveHeap, RSS, Uptime,
-// CPUModel).
+// registry (Generator) and the machine's figures (LiveHeap, RSS, Uptime,
+// CPUModel). Their ADS clients are the tests' (package test/harness/ads),
+// StreamsPerConn streams per connection.
 package pipeline
 
 import (
@@ -32,6 +32,10 @@ import (
 
 // Namespace is the output namespace, cmd/bridge's default.
 const Namespace = "meshbridge"
+
+// StreamsPerConn is how many ADS streams the benchmarks open on one client
+// connection.
+const StreamsPerConn = 100
 
 // Runner is what the pipeline runs: a registries.Registry, or a generator
 // with the same Run.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshbridge/meshbridge/bench/pipeline"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // client is one ADS stream, SotW or Delta, behaving like Envoy: CDS by
@@ -84,18 +85,18 @@ func (c *client) setCLA(b []byte) {
 // openSotW opens a SotW client: every CDS response is the whole set, and a
 // changed set is re-requested on EDS by its complete list of names.
 func openSotW(ctx context.Context, conn *grpc.ClientConn, name string) (*client, error) {
-	s, err := pipeline.OpenSotW(ctx, conn, &core.Node{Id: name, Cluster: "soak"})
+	s, err := ads.OpenSotW(ctx, conn, ads.Options{Node: &core.Node{Id: name, Cluster: "soak"}, DiscardResources: true})
 	if err != nil {
 		return nil, err
 	}
 	c := newClient(name, false)
 	c.done, c.err = s.Done(), s.Err
-	s.Receive(func(r pipeline.Receipt) {
+	s.Receive(func(r ads.Receipt) error {
 		switch r.Resp.TypeUrl {
 		case resourcev3.ClusterType:
 			set := make(map[string]struct{}, len(r.Resp.Resources))
 			for _, res := range r.Resp.Resources {
-				set[pipeline.ResourceName(res.GetValue())] = struct{}{}
+				set[ads.ResourceName(res.GetValue())] = struct{}{}
 			}
 			c.mu.Lock()
 			changed := !c.eds || len(set) != len(c.clusters)
@@ -119,6 +120,7 @@ func openSotW(ctx context.Context, conn *grpc.ClientConn, name string) (*client,
 			c.lastEDS = r.At
 			c.mu.Unlock()
 		}
+		return nil
 	})
 	if err := s.Subscribe(resourcev3.ClusterType, nil); err != nil {
 		s.Close()
@@ -130,13 +132,13 @@ func openSotW(ctx context.Context, conn *grpc.ClientConn, name string) (*client,
 // openDelta opens a Delta client: CDS responses add and remove clusters,
 // and EDS subscriptions follow them name by name.
 func openDelta(ctx context.Context, conn *grpc.ClientConn, name string) (*client, error) {
-	d, err := pipeline.OpenDelta(ctx, conn, &core.Node{Id: name, Cluster: "soak"})
+	d, err := ads.OpenDelta(ctx, conn, ads.Options{Node: &core.Node{Id: name, Cluster: "soak"}, DiscardResources: true})
 	if err != nil {
 		return nil, err
 	}
 	c := newClient(name, true)
 	c.done, c.err = d.Done(), d.Err
-	d.Receive(func(r pipeline.DeltaReceipt) {
+	d.Receive(func(r ads.DeltaReceipt) error {
 		switch r.Resp.TypeUrl {
 		case resourcev3.ClusterType:
 			var sub, unsub []string
@@ -169,6 +171,7 @@ func openDelta(ctx context.Context, conn *grpc.ClientConn, name string) (*client
 			c.lastEDS = r.At
 			c.mu.Unlock()
 		}
+		return nil
 	})
 	if err := d.Subscribe(resourcev3.ClusterType, nil, nil); err != nil {
 		d.Close()
@@ -189,7 +192,7 @@ func connect(ctx context.Context, addr string, n int) (*fleet, error) {
 	f := &fleet{}
 	for i := range n {
 		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := pipeline.Dial(addr)
+			conn, err := ads.Dial(addr)
 			if err != nil {
 				f.close()
 				return nil, err

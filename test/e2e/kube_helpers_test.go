@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -20,15 +21,13 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // istioCRDs are the ServiceEntry and WorkloadEntry CRDs the shared control
@@ -336,25 +335,21 @@ func (g *gaugeMax) finish() (maxValue float64, scrapes, errs int) {
 	return g.max, g.scrapes, g.errs
 }
 
-// xdsWatch is a raw SotW ADS client with an Envoy node (so CDS by wildcard,
-// then EDS for every cluster), keeping the latest endpoints of every
-// cluster: the mesh as the bridge serves it over xDS.
+// xdsWatch is an Envoy over xDS (an ads.SotW with an Envoy node and
+// FollowCDS: CDS by wildcard, then EDS for exactly the clusters it holds),
+// keeping the latest endpoints of every cluster: the mesh as the bridge
+// serves it over xDS.
 type xdsWatch struct {
-	t      testing.TB
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	t testing.TB
+	s *ads.SotW
 
-	mu        sync.Mutex
-	clusters  []string            // from the last CDS response, sorted
-	endpoints map[string][]string // cluster → sorted "address:port"
-	responses int
+	mu sync.Mutex
 	// removed counts endpoints the stream saw leave: an address gone from
 	// a cluster's assignment, or with its cluster.
 	removed int
 	// firstCDS is how many clusters the first CDS response held, -1
 	// before it.
 	firstCDS int
-	err      error
-	notify   chan struct{}
 }
 
 // losses returns how many endpoints the stream saw leave so far.
@@ -367,131 +362,88 @@ func (w *xdsWatch) losses() int {
 // watchXDS opens the stream to a bridge's xDS address; it ends with the test.
 func watchXDS(t testing.TB, xdsAddr string) *xdsWatch {
 	t.Helper()
-	conn, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := ads.Dial(xdsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); _ = conn.Close() })
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &xdsWatch{t: t, stream: stream, endpoints: map[string][]string{}, notify: make(chan struct{}, 1), firstCDS: -1}
+	t.Cleanup(func() { _ = conn.Close() })
 	node := &core.Node{Id: "e2e-envoy-" + strconv.Itoa(harness.FreePort(t)), Cluster: "e2e"}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}); err != nil {
+	w := &xdsWatch{t: t, firstCDS: -1}
+	w.s = ads.NewSotW(t, conn, ads.Options{Node: node, FollowCDS: true}, w.observe)
+	if err := w.s.Subscribe(resourcev3.ClusterType, nil); err != nil {
 		t.Fatal(err)
 	}
-	go w.receive()
 	return w
 }
 
-func (w *xdsWatch) receive() {
-	var edsVersion, edsNonce string
-	for {
-		resp, err := w.stream.Recv()
-		if err != nil {
-			w.mu.Lock()
-			w.err = err
-			w.mu.Unlock()
-			w.signal()
-			return
+// observe counts the endpoints a response removes and the size of the
+// first CDS response. It runs before the stream accepts the response, so
+// the stream still holds what the response replaces; as it accepts every
+// one, a CDS response is the clusters held next, an EDS response's
+// assignments those of the clusters it holds.
+func (w *xdsWatch) observe(r ads.Receipt) error {
+	switch r.Resp.GetTypeUrl() {
+	case resourcev3.ClusterType:
+		names := make(map[string]bool)
+		for _, a := range r.Resp.GetResources() {
+			c := &cluster.Cluster{}
+			if err := a.UnmarshalTo(c); err == nil {
+				names[c.GetName()] = true
+			}
 		}
-		var reqs []*discovery.DiscoveryRequest
+		held := w.s.Resources(resourcev3.EndpointType)
 		w.mu.Lock()
-		w.responses++
-		switch resp.GetTypeUrl() {
-		case resourcev3.ClusterType:
-			var names []string
-			for _, a := range resp.GetResources() {
-				c := &cluster.Cluster{}
-				if err := a.UnmarshalTo(c); err == nil {
-					names = append(names, c.GetName())
-				}
-			}
-			slices.Sort(names)
-			if w.firstCDS < 0 {
-				w.firstCDS = len(names)
-			}
-			for name, addrs := range w.endpoints {
-				if !slices.Contains(names, name) {
-					w.removed += len(addrs)
-					delete(w.endpoints, name)
-				}
-			}
-			changed := !slices.Equal(names, w.clusters)
-			w.clusters = names
-			reqs = append(reqs, &discovery.DiscoveryRequest{TypeUrl: resourcev3.ClusterType,
-				VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
-			if changed {
-				// A stale nonce may make the server ignore this request;
-				// the ACK of the next EDS response carries the names again.
-				reqs = append(reqs, &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType,
-					ResourceNames: names, VersionInfo: edsVersion, ResponseNonce: edsNonce})
-			}
-		case resourcev3.EndpointType:
-			// Incremental EDS: a response may hold only the changed
-			// assignments.
-			for _, a := range resp.GetResources() {
-				cla := &endpoint.ClusterLoadAssignment{}
-				if err := a.UnmarshalTo(cla); err != nil {
-					continue
-				}
-				var addrs []string
-				for _, loc := range cla.GetEndpoints() {
-					for _, lb := range loc.GetLbEndpoints() {
-						sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
-						addrs = append(addrs, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
-					}
-				}
-				slices.Sort(addrs)
-				if slices.Contains(w.clusters, cla.GetClusterName()) {
-					for _, old := range w.endpoints[cla.GetClusterName()] {
-						if !slices.Contains(addrs, old) {
-							w.removed++
-						}
-					}
-					w.endpoints[cla.GetClusterName()] = addrs
-				}
-			}
-			edsVersion, edsNonce = resp.GetVersionInfo(), resp.GetNonce()
-			reqs = append(reqs, &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType,
-				ResourceNames: w.clusters, VersionInfo: edsVersion, ResponseNonce: edsNonce})
-		default:
-			reqs = append(reqs, &discovery.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(),
-				VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
+		defer w.mu.Unlock()
+		if w.firstCDS < 0 {
+			w.firstCDS = len(names)
 		}
-		w.mu.Unlock()
-		w.signal()
-		for _, r := range reqs {
-			if err := w.stream.Send(r); err != nil {
-				w.mu.Lock()
-				w.err = err
-				w.mu.Unlock()
-				w.signal()
-				return
+		for name, cla := range held {
+			if !names[name] {
+				w.removed += len(endpointsOf(cla))
+			}
+		}
+	case resourcev3.EndpointType:
+		held := w.s.Snapshot(resourcev3.ClusterType, resourcev3.EndpointType)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, a := range r.Resp.GetResources() {
+			name, addrs, err := ads.Endpoints(a)
+			if _, ok := held[resourcev3.ClusterType][name]; err != nil || !ok {
+				continue
+			}
+			for _, old := range endpointsOf(held[resourcev3.EndpointType][name]) {
+				if !slices.Contains(addrs, old) {
+					w.removed++
+				}
 			}
 		}
 	}
+	return nil
 }
 
-func (w *xdsWatch) signal() {
-	select {
-	case w.notify <- struct{}{}:
-	default:
+// endpointsOf returns the sorted "address:port" of an assignment's
+// endpoints; nil for none or an undecodable one.
+func endpointsOf(cla *anypb.Any) []string {
+	if cla == nil {
+		return nil
 	}
+	_, addrs, err := ads.Endpoints(cla)
+	if err != nil {
+		return nil
+	}
+	slices.Sort(addrs)
+	return addrs
 }
 
 // hosts returns the served mesh: host → sorted "address:port" of its
 // cluster's endpoints (clusters are "outbound|<port>||<host>"; a cluster
 // whose assignment has not arrived yet has nil).
 func (w *xdsWatch) hosts() map[string][]string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string][]string, len(w.clusters))
-	for _, c := range w.clusters {
+	held := w.s.Snapshot(resourcev3.ClusterType, resourcev3.EndpointType)
+	out := make(map[string][]string, len(held[resourcev3.ClusterType]))
+	for _, c := range sortedKeys(held[resourcev3.ClusterType]) {
 		_, host, _ := strings.Cut(c, "||")
-		out[host] = w.endpoints[c]
+		out[host] = endpointsOf(held[resourcev3.EndpointType][c])
 	}
 	return out
 }
@@ -499,24 +451,21 @@ func (w *xdsWatch) hosts() map[string][]string {
 // waitFor waits, bounded, until the served mesh equals want.
 func (w *xdsWatch) waitFor(timeout time.Duration, what string, want map[string][]string) {
 	w.t.Helper()
-	deadline := time.After(timeout)
-	for {
-		got := w.hosts()
-		if equalMesh(got, want) {
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got map[string][]string
+	err := w.s.Wait(ctx, func() error {
+		if got = w.hosts(); !equalMesh(got, want) {
+			return errors.New("another mesh")
 		}
-		w.mu.Lock()
-		err := w.err
-		w.mu.Unlock()
-		if err != nil {
-			w.t.Fatalf("xDS stream ended while waiting for %s: %v", what, err)
-		}
-		select {
-		case <-w.notify:
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			w.t.Fatalf("timed out after %s waiting for xDS to serve %s:\n got  %v\n want %v", timeout, what, got, want)
-		}
+		return nil
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, ads.ErrEnded):
+		w.t.Fatalf("xDS stream ended while waiting for %s: %v", what, w.s.Err())
+	default:
+		w.t.Fatalf("timed out after %s waiting for xDS to serve %s:\n got  %v\n want %v", timeout, what, got, want)
 	}
 }
 

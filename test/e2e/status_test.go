@@ -1,47 +1,25 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/hashicorp/consul/api"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 	"github.com/meshbridge/meshbridge/xds"
 )
-
-// received keeps, per type URL, the version of the last response a stream
-// got (and ACKed: the bench/pipeline clients ACK every response).
-type received struct {
-	mu       sync.Mutex
-	versions map[string]string
-}
-
-func (r *received) set(typeURL, version string) {
-	r.mu.Lock()
-	r.versions[typeURL] = version
-	r.mu.Unlock()
-}
-
-func (r *received) get(typeURL string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.versions[typeURL]
-}
 
 // TestStatusAndConvergence pins README "Commands" (status), "HTTP
 // endpoints" (/debug/syncz) and "Metrics" (meshbridge_convergence_seconds):
@@ -56,57 +34,44 @@ func TestStatusAndConvergence(t *testing.T) {
 	b := startBridge(t, consulRegistry(consul)+"debounce: {after: 10ms}\n")
 	cluster := fmt.Sprintf("outbound|%d||echo.service.consul", port)
 
-	conn, err := pipeline.Dial(b.xdsAddr)
+	conn, err := ads.Dial(b.xdsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 
+	// The streams ACK every response; the versions they got are in their
+	// records (State).
 	grpcNode := &core.Node{Id: "e2e-status-sotw", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 		"GENERATOR": structpb.NewStringValue("grpc"),
 	}}}
-	sotwGot := &received{versions: map[string]string{}}
-	sotw, err := pipeline.OpenSotW(ctx, conn, grpcNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sotw.Receive(func(r pipeline.Receipt) { sotwGot.set(r.Resp.GetTypeUrl(), r.Resp.GetVersionInfo()) })
+	sotw := ads.NewSotW(t, conn, ads.Options{Node: grpcNode}, nil)
 	for typeURL, names := range map[string][]string{resourcev3.ClusterType: nil, resourcev3.EndpointType: {cluster}} {
 		if err := sotw.Subscribe(typeURL, names); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	deltaGot := &received{versions: map[string]string{}}
-	delta, err := pipeline.OpenDelta(ctx, conn, &core.Node{Id: "e2e-status-delta"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	delta.Receive(func(r pipeline.DeltaReceipt) { deltaGot.set(r.Resp.GetTypeUrl(), r.Resp.GetSystemVersionInfo()) })
+	delta := ads.NewDelta(t, conn, ads.Options{Node: &core.Node{Id: "e2e-status-delta"}}, nil)
 	for typeURL, names := range map[string][]string{resourcev3.ClusterType: nil, resourcev3.EndpointType: {cluster}} {
 		if err := delta.Subscribe(typeURL, names, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// An Envoy that rejects its first CDS response (neither client above
-	// can NACK).
+	// An Envoy that rejects its first CDS response.
 	const nackMessage = "e2e: cluster rejected on purpose"
-	nacker, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nacker.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "e2e-status-nack"}, TypeUrl: resourcev3.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
-	rejected, err := nacker.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nacker.Send(&discovery.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: rejected.GetNonce(),
-		ErrorDetail: &status.Status{Code: 3, Message: nackMessage}}); err != nil {
+	cdsResponses := 0 // the handler's, on the stream's receive loop
+	nacker := ads.NewSotW(t, conn, ads.Options{Node: &core.Node{Id: "e2e-status-nack"}}, func(r ads.Receipt) error {
+		if r.Resp.GetTypeUrl() != resourcev3.ClusterType {
+			return nil
+		}
+		if cdsResponses++; cdsResponses == 1 {
+			return errors.New(nackMessage)
+		}
+		return nil
+	})
+	if err := nacker.Subscribe(resourcev3.ClusterType, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -114,11 +79,16 @@ func TestStatusAndConvergence(t *testing.T) {
 	// and ACKed (what the client got), the NACK.
 	type want struct{ mode, client, cds, eds, nack string }
 	wantOf := func() map[string]want {
+		rejected := nacker.State(resourcev3.ClusterType)
+		if rejected.NACKs == 0 {
+			rejected.NACKed = "(not NACKed yet)"
+		}
 		return map[string]want{
-			"e2e-status-sotw": {"sotw", "grpc", sotwGot.get(resourcev3.ClusterType), sotwGot.get(resourcev3.EndpointType), ""},
-			"e2e-status-delta": {"delta", "envoy", deltaGot.get(resourcev3.ClusterType),
-				deltaGot.get(resourcev3.EndpointType), ""},
-			"e2e-status-nack": {"sotw", "envoy", "", "", rejected.GetVersionInfo() + " " + nackMessage},
+			"e2e-status-sotw": {"sotw", "grpc", sotw.State(resourcev3.ClusterType).Version,
+				sotw.State(resourcev3.EndpointType).Version, ""},
+			"e2e-status-delta": {"delta", "envoy", delta.State(resourcev3.ClusterType).Version,
+				delta.State(resourcev3.EndpointType).Version, ""},
+			"e2e-status-nack": {"sotw", "envoy", "", "", rejected.NACKed + " " + nackMessage},
 		}
 	}
 	eventually(t, 20*time.Second, "/debug/syncz shows the three streams as the clients saw them", func() error {
@@ -169,13 +139,14 @@ func TestStatusAndConvergence(t *testing.T) {
 	}
 	table := string(out)
 	w := wantOf()
+	rejected := nacker.State(resourcev3.ClusterType).NACKed
 	for _, row := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^consul-e2e\s+consul\s+yes\s+no\s+1\s+1\s`),
 		regexp.MustCompile(`(?m)^e2e-status-sotw\s+127\.0\.0\.1:\d+\s+sotw\s+grpc\s+CDS\s+` + w["e2e-status-sotw"].cds + `\s+` + w["e2e-status-sotw"].cds + `\s`),
 		regexp.MustCompile(`(?m)^\s+EDS\s+` + w["e2e-status-sotw"].eds + `\s+` + w["e2e-status-sotw"].eds + `\s`),
 		regexp.MustCompile(`(?m)^e2e-status-delta\s+127\.0\.0\.1:\d+\s+delta\s+envoy\s+CDS\s+` + w["e2e-status-delta"].cds + `\s+` + w["e2e-status-delta"].cds + `\s`),
-		regexp.MustCompile(`(?m)^e2e-status-nack\s+127\.0\.0\.1:\d+\s+sotw\s+envoy\s+CDS\s+` + rejected.GetVersionInfo() + `\s+-\s+-\s+` +
-			regexp.QuoteMeta(rejected.GetVersionInfo()+": "+nackMessage) + `$`),
+		regexp.MustCompile(`(?m)^e2e-status-nack\s+127\.0\.0\.1:\d+\s+sotw\s+envoy\s+CDS\s+` + rejected + `\s+-\s+-\s+` +
+			regexp.QuoteMeta(rejected+": "+nackMessage) + `$`),
 		regexp.MustCompile(`(?m)^Kubernetes output: off`),
 	} {
 		if !row.MatchString(table) {
@@ -199,10 +170,10 @@ func TestStatusAndConvergence(t *testing.T) {
 	// A Consul change reaches every stage of the convergence histogram:
 	// the store, the first response, and both EDS subscribers' ACKs.
 	before := convergenceCounts(t, b)
-	edsBefore := sotwGot.get(resourcev3.EndpointType)
+	edsBefore := sotw.State(resourcev3.EndpointType).Version
 	consul.RegisterInstance(t, "echo", "echo-2", "127.0.0.1", harness.FreePort(t), nil, grpcMeta, api.HealthPassing)
 	eventually(t, 20*time.Second, "every convergence stage counts the change", func() error {
-		if sotwGot.get(resourcev3.EndpointType) == edsBefore {
+		if sotw.State(resourcev3.EndpointType).Version == edsBefore {
 			return fmt.Errorf("the SotW stream has no new EDS response yet")
 		}
 		after := convergenceCounts(t, b)
