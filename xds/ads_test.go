@@ -15,33 +15,19 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// adsStream is a raw ADS client: one request, one response at a time.
-type adsStream struct {
-	t      *testing.T
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-}
+// adsStream is a SotW stream used one request, one response at a time.
+type adsStream struct{ *sotwClient }
 
 func openADS(t *testing.T, ts *testServer) *adsStream {
 	t.Helper()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(rawClient(t, ts.Addr().String())).
-		StreamAggregatedResources(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &adsStream{t: t, stream: stream}
+	return &adsStream{openSotW(t, rawClient(t, ts.Addr().String()))}
 }
 
 // ask sends a request and returns the next response.
 func (a *adsStream) ask(req *discovery.DiscoveryRequest) *discovery.DiscoveryResponse {
 	a.t.Helper()
-	if err := a.stream.Send(req); err != nil {
-		a.t.Fatalf("send %s: %v", req.GetTypeUrl(), err)
-	}
-	resp, err := a.stream.Recv()
-	if err != nil {
-		a.t.Fatalf("receive %s: %v", req.GetTypeUrl(), err)
-	}
-	return resp
+	a.send(req)
+	return a.next(a.t)
 }
 
 func resourceNames(t *testing.T, resp *discovery.DiscoveryResponse) []string {
@@ -145,12 +131,10 @@ func TestCallbacksCountClientsAndNACKs(t *testing.T) {
 	if got := testutil.ToFloat64(xdsClients.WithLabelValues("grpc")) - clientsBefore; got != 1 {
 		t.Errorf("grpc clients rose by %v, want 1", got)
 	}
-	if err := ads.stream.Send(&discovery.DiscoveryRequest{
+	ads.send(&discovery.DiscoveryRequest{
 		TypeUrl: resourcev3.ClusterType, ResourceNames: clusters, ResponseNonce: resp.GetNonce(),
 		ErrorDetail: &status.Status{Code: 3, Message: "cluster rejected by test"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	// Requests on a stream are handled in order: once the LDS answer is
 	// here, the NACK before it was counted.
 	ads.ask(&discovery.DiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResourceNames: []string{"a.local:80"}})

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -10,85 +11,41 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // wait bounds every expected receive; no assertion sleeps.
 const wait = 10 * time.Second
 
-// receiver reads one stream in its own goroutine so that a test can wait for
-// the next message with a deadline.
-type receiver[T any] struct {
-	msgs chan T
-	err  chan error
-}
-
-func startReceiving[T any](recv func() (T, error)) *receiver[T] {
-	r := &receiver[T]{msgs: make(chan T, 16), err: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := recv()
-			if err != nil {
-				r.err <- err
-				return
-			}
-			r.msgs <- m
-		}
-	}()
-	return r
-}
-
-// next returns the next message, or fails the test after wait.
-func (r *receiver[T]) next(t *testing.T) T {
-	t.Helper()
-	select {
-	case m := <-r.msgs:
-		return m
-	case err := <-r.err:
-		t.Fatalf("stream ended: %v", err)
-	case <-time.After(wait):
-		t.Fatalf("nothing received within %v", wait)
-	}
-	var zero T
-	return zero
-}
-
-// end waits for the stream to end and returns its error; a message
-// received first, or a stream still open after wait, fails the test.
-func (r *receiver[T]) end(t *testing.T) error {
-	t.Helper()
-	select {
-	case m := <-r.msgs:
-		t.Fatalf("received %v, want the stream to end", m)
-	case err := <-r.err:
-		return err
-	case <-time.After(wait):
-		t.Fatalf("stream still open after %v", wait)
-	}
-	return nil
-}
-
-// sotwClient is a raw SotW ADS stream.
+// sotwClient is a Manual ads.SotW: it sends exactly the requests a test
+// writes (send, ack) and hands over each response (next), as the server
+// tests pin the answers to them.
 type sotwClient struct {
-	t      *testing.T
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	*receiver[*discovery.DiscoveryResponse]
+	t *testing.T
+	*ads.SotW
 	cancel context.CancelFunc
 }
 
 func openSotW(t *testing.T, conn *grpc.ClientConn) *sotwClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	s, err := ads.OpenSotW(ctx, conn, ads.Options{Manual: true})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(cancel)
-	return &sotwClient{t: t, stream: stream, receiver: startReceiving(stream.Recv), cancel: cancel}
+	s.Receive(nil)
+	t.Cleanup(func() {
+		cancel()
+		<-s.Done()
+	})
+	return &sotwClient{t: t, SotW: s, cancel: cancel}
 }
 
 func (c *sotwClient) send(req *discovery.DiscoveryRequest) {
 	c.t.Helper()
-	if err := c.stream.Send(req); err != nil {
+	if err := c.Send(req); err != nil {
 		c.t.Fatalf("send %s: %v", req.GetTypeUrl(), err)
 	}
 }
@@ -102,28 +59,45 @@ func (c *sotwClient) ack(resp *discovery.DiscoveryResponse, names ...string) {
 	})
 }
 
-// deltaClient is a raw Delta (incremental) ADS stream.
+// next returns the next response, or fails the test after wait.
+func (c *sotwClient) next(t *testing.T) *discovery.DiscoveryResponse {
+	t.Helper()
+	return nextOf(t, c.Next)
+}
+
+// end waits for the stream to end and returns its error; a response
+// received first, or a stream still open after wait, fails the test.
+func (c *sotwClient) end(t *testing.T) error {
+	t.Helper()
+	return endOf(t, c.Next)
+}
+
+// deltaClient is a Manual ads.Delta, as sotwClient.
 type deltaClient struct {
-	t      *testing.T
-	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	*receiver[*discovery.DeltaDiscoveryResponse]
+	t *testing.T
+	*ads.Delta
 	cancel context.CancelFunc
 }
 
 func openDelta(t *testing.T, conn *grpc.ClientConn) *deltaClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	d, err := ads.OpenDelta(ctx, conn, ads.Options{Manual: true})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(cancel)
-	return &deltaClient{t: t, stream: stream, receiver: startReceiving(stream.Recv), cancel: cancel}
+	d.Receive(nil)
+	t.Cleanup(func() {
+		cancel()
+		<-d.Done()
+	})
+	return &deltaClient{t: t, Delta: d, cancel: cancel}
 }
 
 func (c *deltaClient) send(req *discovery.DeltaDiscoveryRequest) {
 	c.t.Helper()
-	if err := c.stream.Send(req); err != nil {
+	if err := c.Send(req); err != nil {
 		c.t.Fatalf("send %s: %v", req.GetTypeUrl(), err)
 	}
 }
@@ -132,6 +106,46 @@ func (c *deltaClient) send(req *discovery.DeltaDiscoveryRequest) {
 func (c *deltaClient) ack(resp *discovery.DeltaDiscoveryResponse) {
 	c.t.Helper()
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
+}
+
+// next returns the next response, or fails the test after wait.
+func (c *deltaClient) next(t *testing.T) *discovery.DeltaDiscoveryResponse {
+	t.Helper()
+	return nextOf(t, c.Next)
+}
+
+// end is sotwClient.end.
+func (c *deltaClient) end(t *testing.T) error {
+	t.Helper()
+	return endOf(t, c.Next)
+}
+
+// nextOf returns the next response of a Manual stream, or fails the test
+// when the stream ended or nothing came within wait.
+func nextOf[T any](t *testing.T, next func(time.Duration) (T, error)) T {
+	t.Helper()
+	m, err := next(wait)
+	switch {
+	case errors.Is(err, ads.ErrTimeout):
+		t.Fatalf("nothing received within %v", wait)
+	case err != nil:
+		t.Fatalf("stream ended: %v", err)
+	}
+	return m
+}
+
+// endOf waits for a Manual stream to end and returns its error; a response
+// received first, or a stream still open after wait, fails the test.
+func endOf[T any](t *testing.T, next func(time.Duration) (T, error)) error {
+	t.Helper()
+	m, err := next(wait)
+	switch {
+	case err == nil:
+		t.Fatalf("received %v, want the stream to end", m)
+	case errors.Is(err, ads.ErrTimeout):
+		t.Fatalf("stream still open after %v", wait)
+	}
+	return err
 }
 
 // deltaNames returns the sorted names of the resources in resp.

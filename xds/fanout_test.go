@@ -13,10 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshbridge/meshbridge/model"
-
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // Fan-out (rules 7, 11 and 12): who is woken by a push, slow clients, many
@@ -107,9 +108,10 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 	addr := ts.Addr().String()
 	big1, big2 := ClusterName(80, "big1.local"), ClusterName(80, "big2.local")
 
-	// Clients that never read: with fixed 64 KiB windows, the server's
-	// second send to each blocks in gRPC flow control. There are more of
-	// them than send slots.
+	// Clients that never read (raw streams: an ads client reads every
+	// response): with fixed 64 KiB windows, the server's second send to
+	// each blocks in gRPC flow control. There are more of them than send
+	// slots.
 	stuck := defaultMaxSends() + 2
 	for range stuck {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -147,79 +149,78 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 	assertEqual(t, []string{"10.9.9.9"}, claAddresses(t, good.next(t).GetResources()[0]))
 }
 
-// convergeClient runs one client's loop: it ACKs everything, calls started
-// after the first response, and returns nil once every assignment it
-// subscribes to has the addresses of want.
+// convergeClient runs one client: it subscribes to the assignments of
+// names, ACKs everything, calls started after the first response, and
+// returns nil once every assignment it subscribes to has the addresses of
+// want.
 type convergeClient func(ctx context.Context, names []string, want map[string][]string, started func()) error
 
 func sotwConverge(conn *grpc.ClientConn) convergeClient {
 	return func(ctx context.Context, names []string, want map[string][]string, started func()) error {
-		stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		s, err := ads.OpenSotW(ctx, conn, ads.Options{Node: grpcNode()})
 		if err != nil {
 			return err
 		}
-		req := &discovery.DiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.EndpointType, ResourceNames: names}
-		view := make(map[string][]string)
-		for {
-			if err := stream.Send(req); err != nil {
-				return err
-			}
-			resp, err := stream.Recv()
-			if err != nil {
-				return fmt.Errorf("sotw %v: %w (view %v)", names, err, view)
-			}
-			for _, r := range resp.GetResources() {
-				name, addrs, err := decodeCLA(r)
-				if err != nil {
-					return err
-				}
-				view[name] = addrs
-			}
+		s.Receive(func(ads.Receipt) error {
 			if started != nil {
 				started()
 				started = nil
 			}
-			if converged(view, names, want) {
-				return nil
-			}
-			req = &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
+			return nil
+		})
+		if err := s.Subscribe(resourcev3.EndpointType, names); err != nil {
+			return err
 		}
+		if err := awaitView(ctx, s, names, want); err != nil {
+			return fmt.Errorf("sotw %v: %w", names, err)
+		}
+		return nil
 	}
 }
 
 func deltaConverge(conn *grpc.ClientConn) convergeClient {
 	return func(ctx context.Context, names []string, want map[string][]string, started func()) error {
-		stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		d, err := ads.OpenDelta(ctx, conn, ads.Options{Node: grpcNode()})
 		if err != nil {
 			return err
 		}
-		req := &discovery.DeltaDiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}
-		view := make(map[string][]string)
-		for {
-			if err := stream.Send(req); err != nil {
-				return err
-			}
-			resp, err := stream.Recv()
-			if err != nil {
-				return fmt.Errorf("delta %v: %w (view %v)", names, err, view)
-			}
-			for _, r := range resp.GetResources() {
-				name, addrs, err := decodeCLA(r.GetResource())
-				if err != nil {
-					return err
-				}
-				view[name] = addrs
-			}
+		d.Receive(func(ads.DeltaReceipt) error {
 			if started != nil {
 				started()
 				started = nil
 			}
-			if converged(view, names, want) {
-				return nil
-			}
-			req = &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: resp.GetNonce()}
+			return nil
+		})
+		if err := d.Subscribe(resourcev3.EndpointType, names, nil); err != nil {
+			return err
 		}
+		if err := awaitView(ctx, d, names, want); err != nil {
+			return fmt.Errorf("delta %v: %w", names, err)
+		}
+		return nil
 	}
+}
+
+// awaitView waits until the assignments c holds of names have the addresses
+// of want.
+func awaitView(ctx context.Context, c interface {
+	Wait(context.Context, func() error) error
+	Resources(string) map[string]*anypb.Any
+}, names []string, want map[string][]string) error {
+	return c.Wait(ctx, func() error {
+		view := make(map[string][]string)
+		for name, a := range c.Resources(resourcev3.EndpointType) {
+			_, addrs, err := decodeCLA(a)
+			if err != nil {
+				return err
+			}
+			view[name] = addrs
+		}
+		if !converged(view, names, want) {
+			return fmt.Errorf("view %v", view)
+		}
+		return nil
+	})
 }
 
 func converged(view map[string][]string, names []string, want map[string][]string) bool {

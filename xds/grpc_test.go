@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/xds"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // These tests run a real grpc-go xDS client (google.golang.org/grpc/xds)
@@ -126,19 +127,21 @@ func TestNoXDSBeforeReady(t *testing.T) {
 	conn := dialXDS(t, addr)
 	conn.Connect() // the xDS client starts talking to the not yet listening server
 
-	// A raw ADS stream opened before ready, waiting for the server.
+	// An ADS stream of its own (not the xDS client's) opened before ready,
+	// waiting for the server.
 	first := make(chan *discovery.DiscoveryResponse, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		stream, err := discovery.NewAggregatedDiscoveryServiceClient(rawClient(t, addr)).
-			StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+		s, err := ads.OpenSotW(ctx, rawClient(t, addr), ads.Options{Node: envoyNode(), Manual: true,
+			CallOptions: []grpc.CallOption{grpc.WaitForReady(true)}})
 		if err == nil {
-			err = stream.Send(&discovery.DiscoveryRequest{Node: envoyNode(), TypeUrl: resourcev3.ClusterType})
+			s.Receive(nil)
+			err = s.Subscribe(resourcev3.ClusterType, nil)
 		}
 		var resp *discovery.DiscoveryResponse
 		if err == nil {
-			resp, err = stream.Recv()
+			resp, err = s.Next(30 * time.Second)
 		}
 		if err != nil {
 			t.Errorf("raw ADS stream: %v", err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // The listeners: a separate MCP port with server TLS next to an mTLS xDS
@@ -103,15 +104,14 @@ func firstResponse(conn *grpc.ClientConn, req *discovery.DiscoveryRequest) (*dis
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	s, err := ads.OpenSotW(ctx, conn, ads.Options{Manual: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(req); err != nil {
-		_, err = stream.Recv() // the status that ended the stream
-		return nil, err
-	}
-	return stream.Recv()
+	s.Receive(nil)
+	// A failed send leaves Next the status that ended the stream.
+	_ = s.Send(req)
+	return s.Next(wait)
 }
 
 // TestMCPOnItsOwnListener: with MCPAddress, istiod (no client certificate:

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // reconnectingClient keeps one CDS subscription open, reopening its stream
@@ -24,28 +25,26 @@ type reconnectingClient struct {
 }
 
 func (c *reconnectingClient) run(ctx context.Context, conn *grpc.ClientConn, id string) {
+	node := grpcNode()
+	node.Id = id
 	for ctx.Err() == nil {
-		stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+		s, err := ads.OpenSotW(ctx, conn, ads.Options{Node: node, CallOptions: []grpc.CallOption{grpc.WaitForReady(true)}})
 		if err != nil {
 			continue
 		}
-		node := grpcNode()
-		node.Id = id
-		req := &discovery.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}
-		for stream.Send(req) == nil {
-			resp, err := stream.Recv()
-			if err != nil {
-				break
-			}
+		s.Receive(func(r ads.Receipt) error {
 			c.mu.Lock()
-			c.responses = append(c.responses, len(resp.Resources))
+			c.responses = append(c.responses, len(r.Resp.GetResources()))
 			c.mu.Unlock()
 			select {
 			case c.changed <- struct{}{}:
 			default:
 			}
-			req = &discovery.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}
-		}
+			return nil
+		})
+		// A failed send ends the stream, as a failed receive does.
+		_ = s.Subscribe(resourcev3.ClusterType, nil)
+		<-s.Done()
 	}
 }
 

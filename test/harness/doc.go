@@ -20,6 +20,16 @@
 // finds the helm the chart tests run (tools/build.sh helm). Tests wait with
 // Eventually and read component logs through LockedBuffer.
 //
+// The ADS client of every test, benchmark and soak is package
+// test/harness/ads: SotW and Delta streams that subscribe like Envoy or
+// proxyless gRPC, ACK every response unless told to NACK it (or answer
+// nothing, for server tests that write each request), record per type what
+// they received and accepted, and wait for a condition on what they hold.
+// It is a package of its own so that the bench programs link it without the
+// servers' dependencies here (Kubernetes, ZooKeeper and their init-time
+// flags), and it imports nothing of meshbridge, so package xds's own tests
+// use it as well.
+//
 // Rules:
 //  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no
 //     test uses a fixed port (go-control-plane's TTL test on :9999 is what we
