@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,14 +169,16 @@ func TestFollowCDS(t *testing.T) {
 }
 
 // TestHandlerNACKs: a handler's error NACKs the response, quoting the
-// version last ACKed; the next version is ACKed.
+// version last ACKed; the next version is ACKed. go-control-plane answers a
+// NACK whose version differs from its cache's with that version again, so
+// version 1 may be received and NACKed more than once.
 func TestHandlerNACKs(t *testing.T) {
 	ts := startServer(t)
 	ts.set(t, "nacker", "1", map[string][]string{"a": {"10.0.0.1"}})
-	var rejected int
+	var rejected atomic.Int64
 	s := ads.NewSotW(t, ts.conn, ads.Options{Node: &core.Node{Id: "nacker"}}, func(r ads.Receipt) error {
 		if r.Resp.GetVersionInfo() == "1" {
-			rejected++
+			rejected.Add(1)
 			return errors.New("rejected by test")
 		}
 		return nil
@@ -184,7 +187,7 @@ func TestHandlerNACKs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Await(t, wait, "the NACK", func() error {
-		if st := s.State(resourcev3.ClusterType); st.NACKs != 1 || st.NACKed != "1" || st.ACKed != "" {
+		if st := s.State(resourcev3.ClusterType); st.NACKs < 1 || st.NACKed != "1" || st.ACKed != "" {
 			return fmt.Errorf("CDS state %+v", st)
 		}
 		return nil
@@ -194,13 +197,15 @@ func TestHandlerNACKs(t *testing.T) {
 	}
 	ts.set(t, "nacker", "2", map[string][]string{"a": {"10.0.0.1"}, "b": {"10.0.0.2"}})
 	s.Await(t, wait, "the next version ACKed", func() error {
-		if st := s.State(resourcev3.ClusterType); st.ACKed != "2" || st.NACKs != 1 {
+		if st := s.State(resourcev3.ClusterType); st.ACKed != "2" || st.NACKed != "1" || st.NACKs < 1 {
 			return fmt.Errorf("CDS state %+v", st)
 		}
 		return nil
 	})
 	assertEqual(t, []string{"a", "b"}, s.Names(resourcev3.ClusterType))
-	assertEqual(t, 1, rejected)
+	if st := s.State(resourcev3.ClusterType); rejected.Load() != int64(st.NACKs) {
+		t.Errorf("the handler rejected %d responses, the stream NACKed %d", rejected.Load(), st.NACKs)
+	}
 }
 
 // TestManual: a Manual stream answers nothing; Next returns responses in
@@ -244,12 +249,26 @@ func TestManual(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.State(resourcev3.EndpointType)
-	assertEqual(t, ads.TypeState{Responses: 2, Version: "2", Nonce: second.GetNonce(), ACKed: "1", NACKs: 1, NACKed: "2",
-		Names: []string{"a"}}, st)
+	// The NACK quotes version 1 while the server holds 2, so the server may
+	// answer it with version 2 again (go-control-plane does): such resends
+	// add responses, each version 2, and move the nonce.
+	want := ads.TypeState{Responses: 2, Version: "2", Nonce: second.GetNonce(), ACKed: "1", NACKs: 1, NACKed: "2",
+		Names: []string{"a"}}
+	if st.Responses > 2 {
+		want.Responses, want.Nonce = st.Responses, st.Nonce
+	}
+	assertEqual(t, want, st)
 
 	cancel()
-	if _, err := s.Next(wait); status.Code(err) != codes.Canceled {
-		t.Errorf("Next after the end: %v, want Canceled", err)
+	for {
+		resp, err := s.Next(wait)
+		if err == nil && resp.GetVersionInfo() == "2" {
+			continue // a resend of version 2, queued before the end
+		}
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("Next after the end: %v, %v; want Canceled", resp, err)
+		}
+		break
 	}
 	<-s.Done()
 	if err := s.Wait(t.Context(), func() error { return errors.New("never") }); !errors.Is(err, ads.ErrEnded) {
