@@ -128,7 +128,7 @@ func kindClients(c versioned.Interface) map[model.Kind]kindClient {
 // are exactly the fields meshbridge owns. It panics if cfg is another kind.
 func ServiceEntryApply(cfg *model.Config) *applynetworking.ServiceEntryApplyConfiguration {
 	a := applynetworking.ServiceEntry(cfg.Name, cfg.Namespace).
-		WithLabels(cfg.Labels).WithAnnotations(cfg.Annotations)
+		WithLabels(cfg.Labels).WithAnnotations(cfg.OutputAnnotations())
 	a.Spec = mustSpec[*networkingv1.ServiceEntry](cfg)
 	return a
 }
@@ -136,7 +136,7 @@ func ServiceEntryApply(cfg *model.Config) *applynetworking.ServiceEntryApplyConf
 // WorkloadEntryApply is ServiceEntryApply for a WorkloadEntry.
 func WorkloadEntryApply(cfg *model.Config) *applynetworking.WorkloadEntryApplyConfiguration {
 	a := applynetworking.WorkloadEntry(cfg.Name, cfg.Namespace).
-		WithLabels(cfg.Labels).WithAnnotations(cfg.Annotations)
+		WithLabels(cfg.Labels).WithAnnotations(cfg.OutputAnnotations())
 	a.Spec = mustSpec[*networkingv1.WorkloadEntry](cfg)
 	return a
 }

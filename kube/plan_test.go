@@ -24,7 +24,7 @@ func desiredObj(kind model.Kind, ns, name, registry, hash string) *model.Config 
 	c := &model.Config{Meta: model.Meta{Kind: kind, Name: name, Namespace: ns,
 		Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: registry}}}
 	if hash != "" {
-		c.Annotations = map[string]string{model.AnnotationHash: hash}
+		c.Hash = hash
 	}
 	return c
 }

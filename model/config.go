@@ -61,11 +61,21 @@ func (k ConfigKey) String() string {
 
 // Meta is the Kubernetes-style metadata of a config object.
 type Meta struct {
-	Kind        Kind
-	Name        string
-	Namespace   string
-	Labels      map[string]string
+	Kind      Kind
+	Name      string
+	Namespace string
+	Labels    map[string]string
+	// Annotations are the object's own annotations, without the content
+	// hash (Hash); nil when it has none. OutputAnnotations gives both, as
+	// Kubernetes and MCP are sent them.
 	Annotations map[string]string
+	// Hash is the object's content hash (translate.ContentHash: hex
+	// SHA-256 of spec, labels and annotations), sent as the
+	// meshbridge.io/content-hash annotation; "" for an object that carries
+	// none. Kept out of Annotations so an object with no other annotation
+	// needs no map (a map per WorkloadEntry, so per instance, would be the
+	// largest single allocation of the object).
+	Hash string
 	// ResourceVersion is set by the store on every mutation. On Update, a
 	// non-empty value must equal the stored one (optimistic concurrency).
 	ResourceVersion string
@@ -93,10 +103,26 @@ func (c *Config) Key() ConfigKey {
 	return ConfigKey{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
 }
 
-// ContentHash returns the value of the meshbridge.io/content-hash annotation,
-// or "" when the object carries none.
+// ContentHash returns the object's content hash (Meta.Hash), the value of
+// its meshbridge.io/content-hash annotation; "" when it carries none.
 func (c *Config) ContentHash() string {
-	return c.Annotations[AnnotationHash]
+	return c.Hash
+}
+
+// OutputAnnotations returns the annotations the object is written with:
+// Annotations plus, when Hash is set, meshbridge.io/content-hash. The map
+// is new when Hash is set (the caller may keep it); else it is Annotations
+// itself, read-only.
+func (m *Meta) OutputAnnotations() map[string]string {
+	if m.Hash == "" {
+		return m.Annotations
+	}
+	out := make(map[string]string, len(m.Annotations)+1)
+	for k, v := range m.Annotations {
+		out[k] = v
+	}
+	out[AnnotationHash] = m.Hash
+	return out
 }
 
 // ServiceEntry returns the spec as a ServiceEntry, or nil for another kind.

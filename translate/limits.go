@@ -70,7 +70,8 @@ func (t *Translator) inlineSizeFallback(host string, annotations map[string]stri
 				Name:        host,
 				Namespace:   t.opts.Namespace,
 				Labels:      labels,
-				Annotations: withHash,
+				Annotations: annotations,
+				Hash:        hashPlaceholder,
 			},
 			Spec: se,
 		}

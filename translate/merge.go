@@ -3,7 +3,6 @@ package translate
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -35,12 +34,7 @@ func (t *Translator) MergeInline(se *model.Config, endpoints []*networking.Workl
 	if err := ValidateServiceEntry(spec); err != nil {
 		return nil, err
 	}
-	own := maps.Clone(se.Annotations)
-	delete(own, model.AnnotationHash)
-	if len(own) == 0 {
-		own = nil
-	}
-	return t.newConfig(model.KindServiceEntry, se.Name, se.Labels, own, spec), nil
+	return t.newConfig(model.KindServiceEntry, se.Name, se.Labels, se.Annotations, spec), nil
 }
 
 // InlineEndpoints returns the endpoints res serves: its inline

@@ -126,7 +126,7 @@ func toObject(c *model.Config) (object, error) {
 	return object{
 		APIVersion: model.APIVersion,
 		Kind:       string(c.Kind),
-		Metadata:   objectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations},
+		Metadata:   objectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.OutputAnnotations()},
 		Spec:       compact.Bytes(),
 	}, nil
 }

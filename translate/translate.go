@@ -409,16 +409,17 @@ func (t *Translator) workloadEntries(host string, entries []entry) []*model.Conf
 // newConfig wraps spec as an object with these labels, and annotations
 // (meshbridge's own, may be nil) plus the content hash.
 func (t *Translator) newConfig(kind model.Kind, name string, labels, annotations map[string]string, spec proto.Message) *model.Config {
-	all := make(map[string]string, len(annotations)+1)
-	maps.Copy(all, annotations)
-	all[model.AnnotationHash] = ContentHash(labels, annotations, spec)
+	if len(annotations) == 0 {
+		annotations = nil
+	}
 	return &model.Config{
 		Meta: model.Meta{
 			Kind:        kind,
 			Name:        name,
 			Namespace:   t.opts.Namespace,
 			Labels:      labels,
-			Annotations: all,
+			Annotations: annotations,
+			Hash:        ContentHash(labels, annotations, spec),
 		},
 		Spec: spec,
 	}
@@ -427,13 +428,8 @@ func (t *Translator) newConfig(kind model.Kind, name string, labels, annotations
 // reusable reports whether the last ServiceEntry can be returned again: same
 // name, spec and annotations (its own, the content hash aside).
 func reusable(last *model.Config, host string, se *networking.ServiceEntry, annotations map[string]string) bool {
-	if last == nil || last.Name != host || len(last.Annotations) != len(annotations)+1 {
+	if last == nil || last.Name != host || !maps.Equal(last.Annotations, annotations) {
 		return false
-	}
-	for k, v := range annotations {
-		if got, ok := last.Annotations[k]; !ok || got != v {
-			return false
-		}
 	}
 	return proto.Equal(last.Spec, se)
 }

@@ -341,7 +341,7 @@ func mcpResource(cfg *model.Config) (mcpEntry, error) {
 			Name:        cfg.Namespace + "/" + cfg.Name,
 			Version:     version,
 			Labels:      cfg.Labels,
-			Annotations: cfg.Annotations,
+			Annotations: cfg.OutputAnnotations(),
 		},
 		Body: body,
 	})

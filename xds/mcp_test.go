@@ -63,8 +63,8 @@ func (f *fakeConfigs) remove(key model.ConfigKey) {
 func serviceEntry(name, hash string) *model.Config {
 	return &model.Config{
 		Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "mesh", Name: name,
-			Labels:      map[string]string{model.LabelManagedBy: model.ManagedByValue},
-			Annotations: map[string]string{model.AnnotationHash: hash}},
+			Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue},
+			Hash:   hash},
 		Spec: &networking.ServiceEntry{
 			Hosts:            []string{name + ".mesh"},
 			Ports:            []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
@@ -77,7 +77,7 @@ func serviceEntry(name, hash string) *model.Config {
 func workloadEntry(name, addr, hash string) *model.Config {
 	return &model.Config{
 		Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "mesh", Name: name,
-			Annotations: map[string]string{model.AnnotationHash: hash}},
+			Hash: hash},
 		Spec: &networking.WorkloadEntry{Address: addr, Labels: map[string]string{"app": "a"}},
 	}
 }

@@ -230,7 +230,7 @@ func configzOf(store *serviceentry.Store) []configzEntry {
 		for _, c := range store.List(kind, "") {
 			spec, _ := protojson.Marshal(c.Spec)
 			out = append(out, configzEntry{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name,
-				ResourceVersion: c.ResourceVersion, Labels: c.Labels, Annotations: c.Annotations, Spec: spec})
+				ResourceVersion: c.ResourceVersion, Labels: c.Labels, Annotations: c.OutputAnnotations(), Spec: spec})
 		}
 	}
 	return out

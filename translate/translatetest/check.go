@@ -110,24 +110,20 @@ func checkObject(t testing.TB, c *model.Config) {
 	if c.Labels[model.LabelManagedBy] != model.ManagedByValue || c.Labels[model.LabelRegistry] != "fuzz" {
 		t.Fatalf("%s %q: ownership labels missing: %v", c.Kind, c.Name, c.Labels)
 	}
-	meta := &metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations}
+	meta := &metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: c.Labels, Annotations: c.OutputAnnotations()}
 	if errs := apivalidation.ValidateObjectMeta(meta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")); len(errs) > 0 {
 		t.Fatalf("%s %q: the API server would refuse its metadata: %v", c.Kind, c.Name, errs.ToAggregate())
 	}
-	own := map[string]string{}
 	for k, v := range c.Annotations {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			t.Fatalf("%s %q: annotation %q: %q is not UTF-8 (JSON would replace bytes, proto3 cannot marshal it)",
 				c.Kind, c.Name, k, v)
 		}
-		if k != model.AnnotationHash {
-			own[k] = v
+		if k == model.AnnotationHash {
+			t.Fatalf("%s %q: the content hash is in Annotations; it belongs in Meta.Hash", c.Kind, c.Name)
 		}
 	}
-	if len(own) == 0 {
-		own = nil
-	}
-	if got, want := c.ContentHash(), translate.ContentHash(c.Labels, own, c.Spec); got != want {
+	if got, want := c.ContentHash(), translate.ContentHash(c.Labels, c.Annotations, c.Spec); got == "" || got != want {
 		t.Fatalf("%s %q: content hash %s, recomputed %s", c.Kind, c.Name, got, want)
 	}
 	y, err := translate.ToYAML([]*model.Config{c})
@@ -145,7 +141,7 @@ func checkObject(t testing.TB, c *model.Config) {
 		t.Fatalf("%s %q: its YAML spec does not parse: %v\n%s", c.Kind, c.Name, err, y)
 	}
 	if m := back.Metadata; m.Name != c.Name || m.Namespace != c.Namespace || !maps.Equal(m.Labels, c.Labels) ||
-		!maps.Equal(m.Annotations, c.Annotations) || !proto.Equal(spec, c.Spec) {
+		!maps.Equal(m.Annotations, c.OutputAnnotations()) || !proto.Equal(spec, c.Spec) {
 		t.Fatalf("%s %q: its YAML parses back into another object:\n%s", c.Kind, c.Name, y)
 	}
 }
