@@ -394,6 +394,9 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	}
 	r.status.Instances += len(svc.Instances) - st.instances
 	st.instances = len(svc.Instances)
+	// The listing is kept while the service lives (re-translation for a
+	// merge, the persisted state): equal label maps share one.
+	svc.Instances = registries.Compact(svc.Instances)
 	st.svc, st.mergedOK = svc, false
 	s.services[id] = st
 	// Reusing the last Result re-hashes only the instances that changed.

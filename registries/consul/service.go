@@ -64,6 +64,8 @@ func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, o
 			dServices = 1
 		}
 		relist = relist || s.failing
+		// Kept as s.last and by the sync step: equal label maps share one.
+		instances = registries.Compact(instances)
 		s.last, s.hasLast, s.failing, s.emitted = instances, true, false, true
 		w.sink.Snapshot(registries.Snapshot{
 			Registry: w.cfg.Name,
