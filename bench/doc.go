@@ -25,7 +25,9 @@
 //     change pushed incrementally vs the same change forced to a full push,
 //     100 streams connected, rounds interleaved in one run.
 //  4. P6 EDS build + encode: read from BenchmarkEDSBuildEncode's and
-//     BenchmarkEDSGeneration's output (-micro).
+//     BenchmarkEDSGeneration's output (-micro), and from test/istio's
+//     BenchmarkIstiodEDSBuildEncode (istiod's endpoint builder and
+//     meshbridge's timed in the same run; their ratio).
 //
 // Figures are measurements, never assertions: nothing here runs under
 // `go test`, which keeps CI fast. The machine's core count and load are

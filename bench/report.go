@@ -1,10 +1,12 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -31,7 +33,8 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+(.*)$`)
 // microRows turns the P6 lines of a `go test -bench -benchmem` output into
 // rows: ns and bytes per endpoint at 1,000 endpoints, after one endpoint
 // changed (BenchmarkEDSBuildEncode, the target) and from scratch
-// (BenchmarkEDSGeneration/1000).
+// (BenchmarkEDSGeneration/1000), and istiod's time and meshbridge's ratio to
+// it from test/istio's BenchmarkIstiodEDSBuildEncode (istiodRows).
 func microRows(output string) []row {
 	var rows []row
 	for _, line := range strings.Split(output, "\n") {
@@ -51,7 +54,26 @@ func microRows(output string) []row {
 			rows = append(rows,
 				row{"P6 EDS generation from scratch: time", "the same CLA with every endpoint encoded (BenchmarkEDSGeneration/1000)",
 					fmt.Sprintf("%.3f", fields["ns/endpoint"]/1000), "µs/endpoint"})
+		case strings.HasPrefix(m[1], "BenchmarkIstiodEDSBuildEncode-"):
+			rows = append(rows, istiodRows(fields)...)
 		}
+	}
+	return rows
+}
+
+// istiodRows are the rows of test/istio's BenchmarkIstiodEDSBuildEncode:
+// istiod's EDS build + encode per endpoint and meshbridge's over it, both
+// timed in the same iterations.
+func istiodRows(fields map[string]float64) []row {
+	const params = "the same CLA of 1,000 endpoints after one changed, istiod's EndpointIndex update + EdsGenerator " +
+		"(BuildClusterLoadAssignment, proto.Marshal; proxyless gRPC client, xDS cache off) from the pinned istio.io/istio, " +
+		"timed in the same iterations as meshbridge's (BenchmarkIstiodEDSBuildEncode, test/istio)"
+	istiod, meshbridge := fields["istiod-ns/endpoint"], fields["meshbridge-ns/endpoint"]
+	rows := []row{{"P6 istiod EDS build + encode: time", params, fmt.Sprintf("%.3f", istiod/1000), "µs/endpoint"}}
+	if istiod > 0 && meshbridge > 0 {
+		ratio := meshbridge / istiod
+		rows = append(rows, row{"P6 meshbridge / istiod", fmt.Sprintf("same run (BenchmarkIstiodEDSBuildEncode): meshbridge %.3f / istiod %.3f µs/endpoint", meshbridge/1000, istiod/1000),
+			fmt.Sprintf("1/%.0f (%.3f)", 1/ratio, ratio), "ratio of EDS build + encode times (target ≤ 1/3)"})
 	}
 	return rows
 }
@@ -76,6 +98,7 @@ func writeReport(w io.Writer, rows []row, micro string, loadBefore, loadAfter st
 		"do not edit by hand. Scenarios and method: `go doc ./bench` and below; each target is in the unit column.\n\n")
 	fmt.Fprintf(w, "The soak run (`make soak`: 200 streams, 100 registry changes/s for 10 minutes; goroutines and RSS per minute) "+
 		"is on its own page, written by hand: [benchmarks-soak.md](benchmarks-soak.md).\n\n")
+	writeIstiodSection(w, *istiodReport)
 	fmt.Fprintf(w, "## Machine\n\n")
 	fmt.Fprintf(w, "- cores: %d (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	if cpu := pipeline.CPUModel(); cpu != "" {
@@ -92,6 +115,47 @@ func writeReport(w io.Writer, rows []row, micro string, loadBefore, loadAfter st
 	if micro != "" {
 		fmt.Fprintf(w, "## Micro benchmarks (`go test -run '^$' -bench . -benchmem`)\n\n```\n%s\n```\n", strings.TrimSpace(micro))
 	}
+}
+
+// istiodReport is the page `make bench-istiod` writes; docs/benchmarks.md
+// quotes its ratios.
+var istiodReport = flag.String("istiod-report", "docs/benchmarks-istiod.md",
+	"the report of make bench-istiod, whose Ratios section docs/benchmarks.md quotes (missing: a note to run it)")
+
+// writeIstiodSection writes the section comparing meshbridge with a real
+// istiod: the "## Ratios" section of the report at path, or, when the file
+// is missing or has no such section, a note to run make bench-istiod.
+func writeIstiodSection(w io.Writer, path string) {
+	name := filepath.Base(path)
+	fmt.Fprintf(w, "## Side by side with istiod (from %s)\n\n", name)
+	b, err := os.ReadFile(path)
+	ratios, ok := ratiosSection(string(b))
+	if err != nil || !ok {
+		fmt.Fprintf(w, "No %s yet: run `make bench-istiod` to compare meshbridge with istiod, then `make bench`.\n\n", name)
+		return
+	}
+	fmt.Fprintf(w, "The Ratios section of [%s](%s) (`make bench-istiod`; machine, load and method there):\n\n%s\n\n", name, name, ratios)
+}
+
+// ratiosSection returns the body of md's "## Ratios" section: the lines
+// after that heading up to the next level-2 heading, trimmed.
+func ratiosSection(md string) (string, bool) {
+	var body []string
+	in, found := false, false
+	for line := range strings.Lines(md) {
+		heading := strings.TrimRight(line, "\r\n")
+		switch {
+		case heading == "## Ratios":
+			in, found = true, true
+			continue
+		case in && strings.HasPrefix(heading, "## "):
+			in = false
+		}
+		if in {
+			body = append(body, line)
+		}
+	}
+	return strings.TrimSpace(strings.Join(body, "")), found
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
