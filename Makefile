@@ -125,6 +125,18 @@ bench-kube: ## Write 1,000 ServiceEntries to a real kube-apiserver, then resync 
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
 		$(GO) test -run '^$$' -bench KubeWrites -benchtime 3x ./kube/
 
+# Extra flags for make bench-istiod, e.g. -istiod.inline-services 2000
+# -istiod.we-services 500 -istiod.clients 200 -istiod.cap 2m (go test -args).
+BENCH_ISTIOD_FLAGS ?=
+.PHONY: bench-istiod
+bench-istiod: ## meshbridge direct vs istiod fed by meshbridge over MCP, same mesh and clients: cold sync, memory, CPU and fan-out per change, bytes; regenerates docs/benchmarks-istiod.md (first run builds istiod)
+	@servers=$$(tools/build.sh istiod kube) || exit 1; \
+	istiod_bin=$$(sed -n 's/^istiod=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
+	test -x "$$istiod_bin" && test -x "$$kube_assets/kube-apiserver" || { echo "make bench-istiod: missing server binaries: $$servers"; exit 1; }; \
+	cd bench/istiod && MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_ISTIOD="$$istiod_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
+		$(GO) test -run '^$$' -bench '^BenchmarkIstiod$$' -benchtime 1x -timeout 90m . \
+		-args -istiod.out ../../docs/benchmarks-istiod.md $(BENCH_ISTIOD_FLAGS)
+
 .PHONY: bench-nacos
 bench-nacos: ## Nacos on real Polaris: cold sync of 1,000 services × 5 instances (time, memory), registration → first call (20 runs)
 	@servers=$$(tools/build.sh polaris) || exit 1; \

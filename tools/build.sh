@@ -13,16 +13,20 @@
 # dubbo (the dubbo-go test provider, main package test/dubbo/provider of the
 # Go module test/dubbo; prints dubbo=PATH) and helm (the helm command the
 # chart tests lint and render charts/meshbridge with; prints helm=PATH).
+# istiod (pilot-discovery of the istio.io/istio version bench/istiod/go.mod
+# pins, built from that module; prints istiod=PATH) is built only when named:
+# make bench-istiod runs it, no test does.
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
 # sha256sum listing of test/dubbo's go.mod, go.sum and every *.go file (paths
 # relative to test/dubbo, sorted bytewise; test/harness/dubbo_binary.go
-# computes the same key). ZooKeeper is not cached: apt-get installs it once.
+# computes the same key); for istiod, of the istio.io/istio version line of
+# bench/istiod/go.mod. ZooKeeper is not cached: apt-get installs it once.
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
 # a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
-# ~160 CPU-s.
+# ~160 CPU-s, a cold istiod build ~300 CPU-s and ~2.3 GB peak.
 #
 # apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
 # that the two never run apt-get at once (apt-get update fails at once on a
@@ -196,6 +200,24 @@ build_helm() {
 	echo "helm=$dir/helm"
 }
 
+build_istiod() {
+	local src="$here/../bench/istiod"
+	local v
+	v=$(awk '$1 == "istio.io/istio" {print $2; exit}' "$src/go.mod")
+	[ -n "$v" ] || { echo "tools/build.sh: bench/istiod/go.mod requires no istio.io/istio" >&2; return 1; }
+	local dir="$cache/istiod-$(echo "istio.io/istio $v" | sha256sum | cut -c1-12)"
+	[ -x "$dir/pilot-discovery" ] || lock "$dir"
+	if [ ! -x "$dir/pilot-discovery" ]; then
+		echo "tools/build.sh: building istiod (pilot-discovery) istio.io/istio $v into $dir (first run only: ~300 CPU-seconds)" >&2
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		# bench/istiod's go.mod names pilot-discovery as a tool, so its
+		# go.sum holds every module the build needs.
+		(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir.tmp/pilot-discovery" istio.io/istio/pilot/cmd/pilot-discovery)
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "istiod=$dir/pilot-discovery"
+}
+
 pids=()
 outs=()
 for s in "${servers[@]}"; do
@@ -208,6 +230,7 @@ for s in "${servers[@]}"; do
 	zookeeper) build_zookeeper >"$out" 2>"$out.err" & pids+=($!) ;;
 	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
 	helm) build_helm >"$out" 2>"$out.err" & pids+=($!) ;;
+	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done

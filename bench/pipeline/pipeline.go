@@ -53,6 +53,9 @@ type Options struct {
 	// debounce.eds.
 	DebounceAfter time.Duration
 	EDSDebounce   bool
+	// MCP also serves the Store's ServiceEntries and WorkloadEntries to
+	// istiod on the xDS port (config key mcp.enabled).
+	MCP bool
 	// Sink, when set, wraps the Syncer as the registry's sink (to time
 	// snapshots, say).
 	Sink func(registries.Sink) registries.Sink
@@ -117,6 +120,7 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 			DebounceMax:       10 * time.Second,
 			EnableEDSDebounce: opts.EDSDebounce,
 		},
+		MCP:    opts.MCP,
 		Logger: log,
 	})
 	p.Store, p.Syncer, p.Controller, p.XDS = p.core.Store, p.core.Syncer, p.core.Controller, p.core.XDS
