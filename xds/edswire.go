@@ -3,16 +3,12 @@ package xds
 import (
 	"math"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/runtime/protoiface"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -20,7 +16,7 @@ import (
 // Pre-encoded ClusterLoadAssignments. The endpoint shards encode each
 // endpoint's LbEndpoint when the endpoint changes (encodeLbEndpoint); an
 // EDS push assembles a service port's ClusterLoadAssignment from those
-// bytes (encodeLoadAssignment) and hands the cache an encodedLoadAssignment,
+// bytes (encodeLoadAssignment) and hands the cache an encodedMessage,
 // whose marshal returns the assembled bytes. The bytes are exactly what
 // proto.Marshal, deterministic or not, gives for the message
 // buildLoadAssignment builds from the same endpoints
@@ -29,6 +25,9 @@ import (
 // last (protobuf-go's wire order, internal/order.LegacyFieldOrder); unset
 // messages and zero scalars are left out, a set oneof scalar (the port) is
 // not.
+
+// claType is the ClusterLoadAssignment message type.
+var claType = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
 
 // Field numbers of the messages an assignment is assembled from
 // (envoy/config/endpoint/v3/endpoint.proto and endpoint_components.proto,
@@ -161,7 +160,7 @@ func encodeLoadAssignment(name string, endpoints []encodedEndpoint) types.Resour
 		b = protowire.AppendTag(b, uint32ValueValue, protowire.VarintType)
 		b = protowire.AppendVarint(b, s.weight)
 	}
-	return &encodedLoadAssignment{name: name, wire: b}
+	return &encodedMessage{name: name, wire: b, typ: claType}
 }
 
 // splitLocality splits "region/zone/subzone" as setLocality does.
@@ -200,97 +199,3 @@ func appendMessageHeader(b []byte, num protowire.Number, n int) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(n))
 }
-
-// encodedLoadAssignment is a ClusterLoadAssignment held as its encoding. It
-// is what the EDS cache holds: marshalling it (proto.Marshal, deterministic
-// or not, which is how go-control-plane's cache.MarshalResource encodes each
-// resource version once) returns the encoding itself, shared, without a
-// copy; callers must not modify it. Everything else the proto API does with
-// it (proto.Equal, Clone, protojson, a reflective marshal under the
-// protoreflect build tag) goes through the message decoded from the
-// encoding on first use. It is read-only: the reflective setters panic.
-type encodedLoadAssignment struct {
-	name string
-	wire []byte
-
-	once    sync.Once
-	decoded *endpoint.ClusterLoadAssignment
-}
-
-var _ types.ResourceWithName = (*encodedLoadAssignment)(nil)
-
-// ProtoReflect returns the message's reflective view; it allocates nothing.
-func (e *encodedLoadAssignment) ProtoReflect() protoreflect.Message { return (*encodedView)(e) }
-
-// GetName is the cluster name (go-control-plane's cache.GetResourceName).
-func (e *encodedLoadAssignment) GetName() string { return e.name }
-
-// encoded returns the encoding.
-func (e *encodedLoadAssignment) encoded() []byte { return e.wire }
-
-// message returns the decoded message.
-func (e *encodedLoadAssignment) message() *endpoint.ClusterLoadAssignment {
-	e.once.Do(func() {
-		e.decoded = &endpoint.ClusterLoadAssignment{}
-		if err := proto.Unmarshal(e.wire, e.decoded); err != nil {
-			panic("xds: a pre-encoded ClusterLoadAssignment does not decode: " + err.Error())
-		}
-	})
-	return e.decoded
-}
-
-// encodedView is encodedLoadAssignment's protoreflect.Message: its fast-path
-// methods marshal the encoding; reads go to the decoded message.
-type encodedView encodedLoadAssignment
-
-var (
-	claType        = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
-	encodedMethods = &protoiface.Methods{
-		Flags: protoiface.SupportMarshalDeterministic,
-		Marshal: func(in protoiface.MarshalInput) (protoiface.MarshalOutput, error) {
-			wire := in.Message.(*encodedView).wire
-			if in.Buf == nil {
-				return protoiface.MarshalOutput{Buf: wire[:len(wire):len(wire)]}, nil
-			}
-			return protoiface.MarshalOutput{Buf: append(in.Buf, wire...)}, nil
-		},
-		// proto3: no required fields.
-		CheckInitialized: func(protoiface.CheckInitializedInput) (protoiface.CheckInitializedOutput, error) {
-			return protoiface.CheckInitializedOutput{}, nil
-		},
-	}
-)
-
-func (v *encodedView) read() protoreflect.Message {
-	return (*encodedLoadAssignment)(v).message().ProtoReflect()
-}
-
-func readOnly() { panic("xds: a pre-encoded ClusterLoadAssignment is read-only") }
-
-func (v *encodedView) Descriptor() protoreflect.MessageDescriptor { return claType.Descriptor() }
-func (v *encodedView) Type() protoreflect.MessageType             { return claType }
-func (v *encodedView) New() protoreflect.Message                  { return claType.New() }
-func (v *encodedView) Interface() protoreflect.ProtoMessage       { return (*encodedLoadAssignment)(v) }
-func (v *encodedView) Range(f func(protoreflect.FieldDescriptor, protoreflect.Value) bool) {
-	v.read().Range(f)
-}
-func (v *encodedView) Has(fd protoreflect.FieldDescriptor) bool { return v.read().Has(fd) }
-func (v *encodedView) Clear(protoreflect.FieldDescriptor)       { readOnly() }
-func (v *encodedView) Get(fd protoreflect.FieldDescriptor) protoreflect.Value {
-	return v.read().Get(fd)
-}
-func (v *encodedView) Set(protoreflect.FieldDescriptor, protoreflect.Value) { readOnly() }
-func (v *encodedView) Mutable(protoreflect.FieldDescriptor) protoreflect.Value {
-	readOnly()
-	return protoreflect.Value{}
-}
-func (v *encodedView) NewField(fd protoreflect.FieldDescriptor) protoreflect.Value {
-	return v.read().NewField(fd)
-}
-func (v *encodedView) WhichOneof(od protoreflect.OneofDescriptor) protoreflect.FieldDescriptor {
-	return v.read().WhichOneof(od)
-}
-func (v *encodedView) GetUnknown() protoreflect.RawFields { return v.read().GetUnknown() }
-func (v *encodedView) SetUnknown(protoreflect.RawFields)  { readOnly() }
-func (v *encodedView) IsValid() bool                      { return v != nil }
-func (v *encodedView) ProtoMethods() *protoiface.Methods  { return encodedMethods }

@@ -34,9 +34,9 @@ func encodeEach(endpoints []*model.Endpoint) []encodedEndpoint {
 
 // assertEncodes fails the test unless got is pre-encoded, its marshal is
 // proto.Marshal's of want, and it reads as want.
-func assertEncodes(t *testing.T, want *endpoint.ClusterLoadAssignment, got types.Resource) {
+func assertEncodes(t *testing.T, want proto.Message, got types.Resource) {
 	t.Helper()
-	res, ok := got.(*encodedLoadAssignment)
+	res, ok := got.(*encodedMessage)
 	if !ok {
 		t.Fatalf("got a %T, want the encoded form", got)
 	}
@@ -228,7 +228,7 @@ func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model
 		if _, err := cachev3.MarshalResource(msg); err != nil {
 			continue // invalid UTF-8: the resource is the message itself
 		}
-		if _, ok := res.(*encodedLoadAssignment); !ok {
+		if _, ok := res.(*encodedMessage); !ok {
 			t.Fatalf("%q is a %T, want the encoded form", name, res)
 		}
 		if !proto.Equal(res, msg) {
@@ -341,7 +341,7 @@ func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
 	shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r2")})
 	svc := grpcService("a.local", 80)
 	encoded := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
-	res := encoded[ClusterName(80, "a.local")].(*encodedLoadAssignment)
+	res := encoded[ClusterName(80, "a.local")].(*encodedMessage)
 
 	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))
 	if _, err := set.apply(encoded, nil); err != nil {
@@ -390,7 +390,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 	name := ClusterName(80, "a.local")
 	want := buildLoadAssignment(name, endpoints)
 	eps := encodeEach(endpoints)
-	res := encodeLoadAssignment(name, eps).(*encodedLoadAssignment)
+	res := encodeLoadAssignment(name, eps).(*encodedMessage)
 
 	assertEqual(t, want, proto.Clone(res))
 	if !proto.Equal(res, want) || !proto.Equal(want, res) {
@@ -418,7 +418,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 		}()
 		proto.Reset(res)
 	}()
-	if !slices.Equal(encodeLoadAssignment(name, eps).(*encodedLoadAssignment).wire, res.wire) {
+	if !slices.Equal(encodeLoadAssignment(name, eps).(*encodedMessage).wire, res.wire) {
 		t.Error("encoding again gives other bytes")
 	}
 }

@@ -82,10 +82,11 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 	for _, svc := range all {
 		s.services[model.ServiceKey(svc.Namespace, svc.Hostname)] = svc
 	}
-	clusters := asResources(buildClusters(all))
+	clusters, listeners, routes, generated := s.generated.generate(all)
+	s.generated = generated
 	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.replace(clusters) })
-	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(asResources(buildListeners(all))) })
-	changed += s.apply("routes", func() (int, error) { return s.caches.routes.replace(asResources(buildRoutes(all))) })
+	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(listeners) })
+	changed += s.apply("routes", func() (int, error) { return s.caches.routes.replace(routes) })
 
 	cla := make(map[string]types.Resource)
 	for _, svc := range all {

@@ -101,20 +101,15 @@ func (r *resourceSet) names() []string {
 
 // sameResource reports whether a and b are equal messages. Pre-encoded
 // resources compare by their encodings, which are equal exactly when the
-// messages are (encodedLoadAssignment); anything else by proto.Equal.
+// messages are (encodedMessage); anything else by proto.Equal. One
+// resource is equal to itself.
 func sameResource(a, b types.Resource) bool {
+	if a == b {
+		return true
+	}
 	ea, ok := a.(interface{ encoded() []byte })
 	if eb, ok2 := b.(interface{ encoded() []byte }); ok && ok2 {
 		return bytes.Equal(ea.encoded(), eb.encoded())
 	}
 	return proto.Equal(a, b)
-}
-
-// asResources converts a generator's typed map to the cache's.
-func asResources[M types.Resource](in map[string]M) map[string]types.Resource {
-	out := make(map[string]types.Resource, len(in))
-	for name, res := range in {
-		out[name] = res
-	}
-	return out
 }

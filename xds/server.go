@@ -112,9 +112,12 @@ type DiscoveryServer struct {
 	// services indexes the last full push's services by ConfigKey; guarded
 	// by pushMu.
 	services map[model.ConfigKey]*model.Service
-	addr     atomic.Pointer[net.Addr] // the ADS listener's
-	mcpAddr  atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
-	serving  chan struct{}
+	// generated is each service's Clusters, Listeners and Routes as of
+	// the last full push (generated.go); guarded by pushMu.
+	generated generatedResources
+	addr      atomic.Pointer[net.Addr] // the ADS listener's
+	mcpAddr   atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
+	serving   chan struct{}
 	// debounce is the live debounce (Options.Debounce*, SetDebounce).
 	debounce atomic.Pointer[debounceOptions]
 
