@@ -12,16 +12,10 @@ import (
 
 // adsStream is one SotW ADS stream (ads.SotW: node on the first request,
 // every response ACKed with the same names, versions and nonces recorded
-// but not resources) with the fan-out scenario's counters.
+// but not resources) with a response counter for its handler to use.
 type adsStream struct {
 	*ads.SotW
-
-	// Counters for the fan-out scenario, reset between rounds.
-	count atomic.Int64 // responses received
-	bytes atomic.Int64 // their encoded size
-	last  atomic.Int64 // UnixNano of the last receive
-	first atomic.Int64 // UnixNano of the first receive
-	other atomic.Int64 // resources other than the stream's own
+	count atomic.Int64
 }
 
 // openStream opens an ADS stream on conn for node and starts its receive
@@ -49,26 +43,3 @@ func (s *adsStream) subscribe(typeURL string, names []string) error {
 
 // close ends the stream.
 func (s *adsStream) close() { s.Close() }
-
-// record adds r to the fan-out counters; own is the stream's CLA name.
-func (s *adsStream) record(r ads.Receipt, own string) {
-	if s.count.Add(1) == 1 {
-		s.first.Store(r.At.UnixNano())
-	}
-	s.bytes.Add(int64(r.Size))
-	s.last.Store(r.At.UnixNano())
-	for _, res := range r.Resp.Resources {
-		if name := ads.ResourceName(res.GetValue()); name != own {
-			s.other.Add(1)
-		}
-	}
-}
-
-// reset zeroes the fan-out counters.
-func (s *adsStream) reset() {
-	s.count.Store(0)
-	s.bytes.Store(0)
-	s.last.Store(0)
-	s.first.Store(0)
-	s.other.Store(0)
-}

@@ -9,17 +9,26 @@
 // Method: every scenario builds cmd/bridge's pipeline in this process (an
 // in-process generator registry → syncer.Syncer → Store → Controller →
 // xds.DiscoveryServer on 127.0.0.1:0, ready once the Syncer is ready and the
-// Store flushed) and talks to it over real grpc-go ADS streams (SotW,
-// go-control-plane protos) that ACK every response.
+// Store flushed) and talks to it over real grpc-go ADS streams
+// (test/harness/ads, go-control-plane protos) that ACK every response. P1
+// and P3 open their streams in this process; P2 opens its streams in a
+// client process of its own: this executable run as
+//
+//	bench -role p2-clients -target ADDR -watch CLA -watchers N -other-names CLA,…
+//
+// which the suite starts, drives over its stdin and stdout (p2clients.go)
+// and stops.
 //
 //  1. P1 cold sync: 10,000 services × 10 instances; time until HasSynced and
 //     until one client holds every ClusterLoadAssignment; live heap
 //     (runtime/metrics /gc/heap/live:bytes after GC) before any client
 //     connects, minus an empty bridge's, per instance; workloadentry and
 //     inline endpoint modes.
-//  2. P2 churn fan-out: one instance of one service changes per round; 1,000
-//     streams watch its ClusterLoadAssignment, 100 watch others; event-to-
-//     receive latency, bytes per change, streams woken; EDS debounce on
+//  2. P2 churn fan-out: one instance of one service changes per round; 1,000,
+//     then 10,000 streams (-watchers) watch its ClusterLoadAssignment, 100
+//     watch others, half SotW and half Delta (-p2-mode), in the client
+//     process; event-to-receive latency, bytes per change, streams woken,
+//     CPU per change of the bridge and of the clients; EDS debounce on
 //     (debounce.after=100ms) and off.
 //  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
 //     change pushed incrementally vs the same change forced to a full push,

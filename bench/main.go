@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,22 +15,29 @@ import (
 )
 
 // options are the suite's parameters; the defaults are the scale the targets
-// in docs/benchmarks.md are set for (10,000 services × 10 instances, 1,000 +
-// 100 streams for P2, 100 for P3, 20 rounds).
+// in docs/benchmarks.md are set for (10,000 services × 10 instances; P2 with
+// 1,000 and with 10,000 watching streams, each + 100 others; 100 streams for
+// P3; 20 rounds).
 type options struct {
 	services, instances int
-	watchers, others    int
+	watchers            []int
+	others              int
+	p2Mode              string
 	p3Streams           int
 	rounds              int
 	memProfile          string
+	p2Profile           string
 	p3Profile           string
 }
 
 func main() {
 	var opts options
+	role := flag.String("role", "", "empty: run the suite; p2-clients: be P2's client process (the suite starts it)")
+	var clientFlags p2ClientFlags
+	clientFlags.register(flag.CommandLine)
 	flag.IntVar(&opts.services, "services", 10000, "services in the synthetic registry")
 	flag.IntVar(&opts.instances, "instances", 10, "instances per service")
-	flag.IntVar(&opts.watchers, "watchers", 1000, "P2: streams watching the changing ClusterLoadAssignment")
+	watchers := flag.String("watchers", "1000,10000", "P2: streams watching the changing ClusterLoadAssignment; a comma-separated list runs P2 once per count (p2-clients: one count)")
 	flag.IntVar(&opts.others, "others", 100, "P2: streams watching other ClusterLoadAssignments")
 	flag.IntVar(&opts.p3Streams, "p3-streams", 100, "P3: connected streams")
 	flag.IntVar(&opts.rounds, "rounds", 20, "P2 and P3: change rounds")
@@ -38,8 +46,30 @@ func main() {
 	out := flag.String("out", "", "write the markdown report here (e.g. docs/benchmarks.md)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.StringVar(&opts.memProfile, "memprofile", "", "write a heap profile at each P1 memory reading here (suffixed with the mode)")
+	flag.StringVar(&opts.p2Profile, "p2profile", "", "write a CPU profile of P2's measured rounds (the bridge's process) here, suffixed with the watchers and the EDS debounce (without -cpuprofile)")
 	flag.StringVar(&opts.p3Profile, "p3profile", "", "write a CPU profile of P3's measured rounds here (without -cpuprofile)")
 	flag.Parse()
+	opts.p2Mode = clientFlags.mode
+	for _, w := range strings.Split(*watchers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -watchers: %q is not a positive count\n", w)
+			os.Exit(2)
+		}
+		opts.watchers = append(opts.watchers, n)
+	}
+	if m := clientFlags.mode; m != p2Mixed && m != p2SotW && m != p2Delta {
+		fmt.Fprintf(os.Stderr, "bench: unknown -p2-mode %q\n", m)
+		os.Exit(2)
+	}
+	switch {
+	case *role == "p2-clients":
+		clientFlags.watchers = opts.watchers[0]
+		os.Exit(runP2Clients(clientFlags))
+	case *role != "":
+		fmt.Fprintf(os.Stderr, "bench: unknown -role %q\n", *role)
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -77,9 +107,11 @@ func main() {
 		}
 	}
 	if run("P2") {
-		for _, eds := range []bool{true, false} {
-			rs, err := p2(opts, eds)
-			emit(rs, err, "P2")
+		for _, n := range opts.watchers {
+			for _, eds := range []bool{true, false} {
+				rs, err := p2(opts, n, eds)
+				emit(rs, err, "P2")
+			}
 		}
 	}
 	if run("P3") {
@@ -104,4 +136,25 @@ func main() {
 			return
 		}
 	}
+}
+
+// startProfile starts a CPU profile of this process into path with suffix
+// appended ("path.suffix"); the returned func stops it. An empty path
+// profiles nothing.
+func startProfile(path, suffix string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path + "." + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

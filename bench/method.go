@@ -3,13 +3,17 @@ package main
 // methodText is the method section of docs/benchmarks.md.
 const methodText = `## Method
 
-Everything runs in one process (` + "`go run ./bench`" + `): the pipeline of cmd/bridge/run.go built the same way
+The bridge runs in the suite's process (` + "`go run ./bench`" + `): the pipeline of cmd/bridge/run.go built the same way
 (registry → syncer.Syncer → Store → Controller → xds.DiscoveryServer on 127.0.0.1:0, ready gate = Syncer
 ready + Store flushed; cmd/bridge's defaults: plaintext, MCP off, debounce.max 10 s), fed by an in-process
 generator behind registries.Registry (services svc-00000…, 10 instances each on distinct IPs, port 8080,
 protocol grpc, 2 labels, 3 zones; Consul host template). Clients are
-real grpc-go ADS streams (SotW, go-control-plane protos) that ACK every response; many streams share a
-ClientConn, each with its own node ID.
+real grpc-go ADS streams (test/harness/ads: go-control-plane protos, every response ACKed); 100 streams share a
+ClientConn, each with its own node ID. P1 and P3 run their clients (SotW) in the suite's process; P2 runs its
+clients in a separate process (the same executable with ` + "`-role p2-clients`" + `, started as a child and stopped by
+closing its stdin, killed by PID if it lingers), alternately SotW and Delta streams, which reports per stream
+its first and last receive time (time.Now in its receive loop; both processes read the machine's clock) on
+its stdout.
 
 - **P1 cold sync.** Time from the bridge's start to HasSynced (Syncer ready, Store flushed), and to one client
   (CDS by wildcard, then EDS for every cluster it got, like Envoy) holding every ClusterLoadAssignment. Memory:
@@ -17,14 +21,18 @@ ClientConn, each with its own node ID.
   before any client connects (so no client state and no per-stream response is counted), minus the same figure
   for a serving bridge with no services, divided by services × instances. The generator's listing is built
   before the start and released once delivered; what the bridge keeps of it is counted.
-- **P2 churn fan-out.** Per round instance 0 of service 0 moves to another address (the generator stamps the
-  event time as it calls Sink.Snapshot); event→receive is per watching stream (first response after the
-  event), over every stream and round; event→last receive is the latest of them per round. Before the rounds the
-  cold sync's garbage is collected once and 2 warm-up rounds run uncounted. After each round a 300 ms quiet
-  period catches duplicate or stray sends. With 1,000 streams per round, p99 is decided by the slowest round.
-  Bytes are the encoded DiscoveryResponse sizes summed over the streams that received one (wire framing
-  excluded). "Streams woken" counts streams with at least one
-  response in the round; "other CLAs sent" counts resources other than the stream's own.
+- **P2 churn fan-out.** 1,000 and 10,000 streams (` + "`-watchers`" + `) watch the ClusterLoadAssignment of service 0,
+  100 more one other service's each; half of them SotW, half Delta, in the client process. Per round instance 0
+  of service 0 moves to another address (the generator, in the bridge's process, stamps the event time as it
+  calls Sink.Snapshot); event→receive is per watching stream (first response after the event), over every
+  stream and round; event→last receive is the latest of them per round. Before the rounds the cold sync's
+  garbage is collected once and 2 warm-up rounds run uncounted. After each round a 300 ms quiet period catches
+  duplicate or stray sends. With 1,000 or more streams per round, p99 is decided by the slowest rounds. Bytes
+  are the encoded DiscoveryResponse / DeltaDiscoveryResponse sizes summed over the streams that received one
+  (wire framing excluded). "Streams woken" counts streams with at least one response in the round; "other CLAs
+  sent" counts resources other than the stream's own. CPU per change is getrusage user+system time of each
+  process from the change until the end of the quiet period, averaged over the rounds: both processes share
+  the machine's cores, so the two together bound how fast a round can end.
 - **P3 incremental vs full.** Process CPU time (getrusage user+system) from the change until the push is done
   (DiscoveryServer.Sequence) and the watching stream received its ClusterLoadAssignment, minus the idle CPU
   rate measured for 1 s beforehand times the round's wall time. The full round makes the same change and adds
