@@ -17,8 +17,9 @@ import (
 type index struct {
 	entries  map[model.ConfigKey]*model.Config    // ServiceEntries by key
 	services map[model.ConfigKey][]*model.Service // their per-host services
-	// bySelector: namespace/selector value → ServiceEntries selecting it.
-	bySelector map[string]map[model.ConfigKey]struct{}
+	// bySelector: namespace/selector value → ServiceEntries selecting it
+	// (almost always one, hence a slice rather than a set).
+	bySelector map[string][]model.ConfigKey
 	// otherSelectors: namespace → ServiceEntries with another selector.
 	otherSelectors map[string]map[model.ConfigKey]struct{}
 	// workloads: namespace → name → WorkloadEntry.
@@ -36,7 +37,7 @@ func newIndex() *index {
 		entries:          make(map[model.ConfigKey]*model.Config),
 		hosts:            make(map[string]model.ConfigKey),
 		services:         make(map[model.ConfigKey][]*model.Service),
-		bySelector:       make(map[string]map[model.ConfigKey]struct{}),
+		bySelector:       make(map[string][]model.ConfigKey),
 		otherSelectors:   make(map[string]map[model.ConfigKey]struct{}),
 		workloads:        make(map[string]map[string]*model.Config),
 		workloadsByLabel: make(map[string]map[string]*model.Config),
@@ -74,27 +75,32 @@ func (x *index) selectorSet(cfg *model.Config, add bool, key model.ConfigKey) {
 	if se.GetWorkloadSelector() == nil || len(se.WorkloadSelector.Labels) == 0 {
 		return
 	}
-	sets, k := x.otherSelectors, cfg.Namespace
 	if v, ok := se.WorkloadSelector.Labels[model.LabelService]; ok {
-		sets, k = x.bySelector, labelKey(cfg.Namespace, v)
+		k := labelKey(cfg.Namespace, v)
+		keys := x.bySelector[k]
+		i := slices.Index(keys, key)
+		switch {
+		case add && i < 0:
+			x.bySelector[k] = append(keys, key)
+		case !add && i >= 0 && len(keys) == 1:
+			delete(x.bySelector, k)
+		case !add && i >= 0:
+			x.bySelector[k] = slices.Delete(keys, i, i+1)
+		}
+		return
 	}
-	updateSet(sets, k, key, add)
-}
-
-func updateSet[V any](sets map[string]map[model.ConfigKey]V, k string, key model.ConfigKey, add bool) {
-	set := sets[k]
+	set := x.otherSelectors[cfg.Namespace]
 	if add {
 		if set == nil {
-			set = make(map[model.ConfigKey]V)
-			sets[k] = set
+			set = make(map[model.ConfigKey]struct{})
+			x.otherSelectors[cfg.Namespace] = set
 		}
-		var zero V
-		set[key] = zero
+		set[key] = struct{}{}
 		return
 	}
 	delete(set, key)
 	if len(set) == 0 {
-		delete(sets, k)
+		delete(x.otherSelectors, cfg.Namespace)
 	}
 }
 
@@ -142,7 +148,7 @@ func (x *index) selecting(namespace string, labels map[string]string) []*model.S
 		}
 	}
 	if v, ok := labels[model.LabelService]; ok {
-		for key := range x.bySelector[labelKey(namespace, v)] {
+		for _, key := range x.bySelector[labelKey(namespace, v)] {
 			add(key)
 		}
 	}
