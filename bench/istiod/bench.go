@@ -55,6 +55,7 @@ type result struct {
 	feedCPUChange  time.Duration // istiod row: meshbridge's CPU per change (MCP), median
 	last, lastMax  time.Duration // event → last of N clients, median and max over rounds
 	bytes, mcp     int64         // per change (mean): xDS to the N clients; MCP to istiod
+	responses      float64       // EDS responses per client per change (mean)
 	idle, feedIdle float64       // idle CPU rates subtracted
 }
 
@@ -237,7 +238,7 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 	r.idle, r.feedIdle = idle(pid), idle(feeder)
 	const warmup = 2
 	var cpus, feeds, lasts []time.Duration
-	var bytes, mcp int64
+	var bytes, mcp, responses int64
 	for round := range warmup + cfg.Rounds {
 		f.reset()
 		var m0 int64
@@ -261,7 +262,7 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 		time.Sleep(300 * time.Millisecond)
 		wall := time.Since(t0)
 		c1, fc1 := mustCPU(pid), cpuOr0(feeder)
-		last, n := f.sums()
+		last, k, n := f.sums()
 		if round < warmup {
 			continue
 		}
@@ -276,6 +277,7 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 		}
 		lasts = append(lasts, time.Duration(last-event.UnixNano()))
 		bytes += n
+		responses += k
 		r.rounds++
 	}
 	r.rssClients, r.hwm, _ = procMem(pid)
@@ -289,8 +291,9 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 	r.last = median(lasts)
 	r.lastMax = slices.Max(lasts)
 	r.bytes, r.mcp = bytes/int64(r.rounds), mcp/int64(r.rounds)
-	cfg.Log("  per change: CPU %s (mean %s), event→last of %d %s (max %s), %d B xDS, %d B MCP; RSS %.0f MiB",
-		r.cpu, r.cpuMean, cfg.Clients, r.last, r.lastMax, r.bytes, r.mcp, pipeline.MiB(r.rssClients))
+	r.responses = float64(responses) / float64(r.rounds*cfg.Clients)
+	cfg.Log("  per change: CPU %s (mean %s), event→last of %d %s (max %s), %d B xDS (%.2f responses per client), %d B MCP; RSS %.0f MiB",
+		r.cpu, r.cpuMean, cfg.Clients, r.last, r.lastMax, r.bytes, r.responses, r.mcp, pipeline.MiB(r.rssClients))
 	return nil
 }
 

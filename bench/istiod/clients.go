@@ -225,14 +225,15 @@ func (f *fanout) reset() {
 	}
 }
 
-// sums returns the latest first receive (UnixNano) and the bytes received
-// over all watchers since the last reset.
-func (f *fanout) sums() (last, bytes int64) {
+// sums returns the latest first receive (UnixNano), the responses and the
+// bytes received over all watchers since the last reset.
+func (f *fanout) sums() (last, responses, bytes int64) {
 	for _, w := range f.watchers {
 		last = max(last, w.first.Load())
+		responses += w.count.Load()
 		bytes += w.bytes.Load()
 	}
-	return last, bytes
+	return last, responses, bytes
 }
 
 func (f *fanout) close() {

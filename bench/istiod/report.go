@@ -33,7 +33,7 @@ func render(cfg Config, rs []result, m machineInfo) string {
 			cold = "> " + cold + " (not done)"
 		}
 		w("| %s | %s × %d | %s | %s | %s | %s | %s |\n", modeName(mb.mode), n(mb.services), mb.instances, cold,
-			ratio(float64(is.rssClients), float64(mb.rssClients)),
+			ratioIf(is.coldDone, float64(is.rssClients), float64(mb.rssClients)),
 			ratioIf(is.rounds > 0, float64(is.cpu), float64(mb.cpu)),
 			ratioIf(is.rounds > 0, float64(is.last), float64(mb.last)),
 			ratioIf(is.rounds > 0, float64(is.bytes), float64(mb.bytes)))
@@ -62,15 +62,19 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("until 300 ms after the last client received it, minus the process's idle rate (measured over 2 s with the clients connected) ")
 	w("times that window; median (mean). For istiod, the feeding meshbridge's CPU for the same change (translation, MCP) is given after the +.\n")
 	w("- **event → last of N**: from the registry event (the generator handing the changed service to meshbridge's syncer) until the last of ")
-	w("the %s clients, all watching that service's CLA, received a response; median (max) over the rounds.\n", n(cfg.Clients))
-	w("- **bytes per change**: encoded DiscoveryResponse sizes received by the %s clients, summed, mean per change. ", n(cfg.Clients))
+	w("the %s clients, all watching that service's CLA, received a response; median (max) over the rounds. ", n(cfg.Clients))
+	w("Both paths debounce (100 ms quiet period): meshbridge once before its xDS push; on the istiod path meshbridge before its MCP push ")
+	w("and istiod again before its own, so two quiet periods lie in series.\n")
+	w("- **bytes per change**: encoded DiscoveryResponse sizes received by the %s clients, summed, mean per change; ", n(cfg.Clients))
+	w("in brackets the EDS responses each client received per change, on average. ")
 	w("For istiod also the MCP bytes meshbridge sent to istiod for that change (meshbridge_xds_push_bytes_total of the Istio config types: ")
 	w("MCP is SotW, so each change resends the whole ServiceEntry or WorkloadEntry set).\n\n")
 
 	w("## Machine\n\n")
 	w("- CPU: %s, %d cores (GOMAXPROCS %d in every process)\n", m.cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	w("- load before: `%s`\n- load after: `%s`\n", m.before, m.after)
-	w("- the machine is shared with other engineers' builds and tests; the load above is what they added.\n\n")
+	w("- the machine is shared with other engineers' builds and tests; the load above includes theirs. The clients run in the ")
+	w("benchmark's process on the same 2 cores as the server they measure, for both systems alike.\n\n")
 
 	w("## Method\n\n")
 	w("One `go test -bench Istiod -benchtime 1x` run of bench/istiod (its own Go module, so that istio.io/istio stays out of the product's go.mod). ")
@@ -147,6 +151,9 @@ func coldCell(cfg Config, r result) string {
 
 func memCell(r result) string {
 	s := fmt.Sprintf("%s synced, %s with clients (peak %s)", mib(r.rssSynced), mib(r.rssClients), mib(r.hwm))
+	if !r.coldDone {
+		s = fmt.Sprintf("%s at the cut-off (peak %s)", mib(r.rssClients), mib(r.hwm))
+	}
 	if r.system == "istiod" {
 		s += fmt.Sprintf("; meshbridge feeding it: %s", mib(r.feedRSS))
 	}
@@ -175,7 +182,7 @@ func bytesCell(r result) string {
 	if r.rounds == 0 {
 		return r.roundErr
 	}
-	s := n(int(r.bytes)) + " B"
+	s := fmt.Sprintf("%s B (%.2f responses per client)", n(int(r.bytes)), r.responses)
 	if r.system == "istiod" {
 		s += fmt.Sprintf(" + MCP %s B", n(int(r.mcp)))
 	}
