@@ -58,6 +58,37 @@ func (s *Syncer) apply(host string) {
 	} else {
 		s.written[host] = keys
 	}
+	for _, id := range s.claims[host] {
+		if st := s.services[id]; st != nil {
+			s.shareStored(&st.result)
+			if st.mergedOK {
+				s.shareStored(&st.merged)
+			}
+		}
+	}
+}
+
+// shareStored points res at the store's objects where the store holds the
+// same content (equal content hash): the result is kept while its service
+// lives, to diff and reuse on the next translation, and keeping the store's
+// copy instead of its own saves an object per WorkloadEntry. The store's
+// objects carry a resource version and an observation time; neither is
+// content, so translation reuses and the sync step compares them as it does
+// its own. s.mu must be held.
+func (s *Syncer) shareStored(res *translate.Result) {
+	share := func(cfg *model.Config) *model.Config {
+		if cfg == nil || cfg.Hash == "" {
+			return cfg
+		}
+		if stored := s.store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != nil && stored != cfg && stored.Hash == cfg.Hash {
+			return stored
+		}
+		return cfg
+	}
+	res.ServiceEntry = share(res.ServiceEntry)
+	for i, cfg := range res.WorkloadEntries {
+		res.WorkloadEntries[i] = share(cfg)
+	}
 }
 
 // desired returns the objects host's claimants produce, WorkloadEntries
@@ -211,14 +242,16 @@ type observation struct {
 	wrote bool      // an object was written for it
 }
 
-// stamp returns cfg carrying o's time: a copy, since the translator keeps
-// cfg for its next result; cfg itself when there is no observation.
+// stamp returns cfg as written: carrying o's time, without a resource
+// version (cfg may be an object the store handed out, shareStored, and the
+// Syncer is the store's only writer). A copy, since the Syncer keeps cfg
+// for its next translation; cfg itself when there is nothing to change.
 func (o observation) stamp(cfg *model.Config) *model.Config {
-	if o.at.IsZero() {
+	if o.at.IsZero() && cfg.ResourceVersion == "" {
 		return cfg
 	}
 	c := *cfg
-	c.Observed = o.at
+	c.ResourceVersion, c.Observed = "", o.at
 	return &c
 }
 

@@ -317,3 +317,46 @@ func TestSyncerMergesInline(t *testing.T) {
 		t.Errorf("the merged ServiceEntry's hash is not its content's")
 	}
 }
+
+func TestSyncerKeepsTheStoresObjects(t *testing.T) {
+	// The Syncer's kept translation points at the store's objects, so an
+	// object is held once; rewriting one of them (a change, a delete and
+	// re-create by a collision) works and carries no stale version or
+	// observation time.
+	sy, store, wc := newTestSyncer(t, "dc1", "dc2")
+	observed := time.Now()
+	sy.Snapshot(registries.Snapshot{Registry: "dc1", Observed: observed, Service: registries.Service{Name: "web",
+		Instances: []registries.Instance{instance("a/1", "10.0.0.1", 8080), instance("a/2", "10.0.0.2", 8080)}}})
+	flush(t, store)
+	st := sy.services[serviceID{order: 0, registry: "dc1", name: "web"}]
+	if st == nil {
+		t.Fatal("no state for dc1/web")
+	}
+	for _, cfg := range append([]*model.Config{st.result.ServiceEntry}, st.result.WorkloadEntries...) {
+		if stored := store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != cfg {
+			t.Errorf("%s: the Syncer keeps its own copy, not the store's", cfg.Key())
+		}
+	}
+	wc.take()
+	// Unchanged: nothing is written.
+	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080), instance("a/2", "10.0.0.2", 8080)))
+	flush(t, store)
+	if got := wc.take(); len(got) != 0 {
+		t.Fatalf("an unchanged listing wrote %v", got)
+	}
+	// One instance moves: its WorkloadEntry is updated, from an object the
+	// store handed out, without a version conflict.
+	sy.Snapshot(snap("dc1", "web", instance("a/1", "10.0.0.1", 8080), instance("a/2", "10.0.0.3", 8080)))
+	flush(t, store)
+	if got := wc.take(); len(got) != 1 {
+		t.Fatalf("writes %v, want one WorkloadEntry update", got)
+	}
+	for _, cfg := range store.List(model.KindWorkloadEntry, "") {
+		if !cfg.Observed.IsZero() && !cfg.Observed.Equal(observed) {
+			t.Errorf("%s carries observation %v", cfg.Name, cfg.Observed)
+		}
+	}
+	if n := len(store.List(model.KindWorkloadEntry, "")); n != 2 {
+		t.Fatalf("%d WorkloadEntries, want 2", n)
+	}
+}
