@@ -1,4 +1,4 @@
-// Bench runs meshbridge's benchmark suite (scenarios P1–P3 and P6 below; each
+// Bench runs meshbridge's benchmark suite (scenarios P1–P3, SCALE and P6 below; each
 // target is in the unit column of docs/benchmarks.md) and prints one markdown
 // table row per figure: scenario, parameters, figure, unit. `make bench` runs
 // it after the `go test -bench` micro benchmarks and regenerates
@@ -33,7 +33,10 @@
 //  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
 //     change pushed incrementally vs the same change forced to a full push,
 //     100 streams connected, rounds interleaved in one run.
-//  4. P6 EDS build + encode: read from BenchmarkEDSBuildEncode's and
+//  4. Scale point (SCALE): P1 at 100,000 services × 10 instances
+//     (-scale-services) in both endpoint modes, with the live heap, and P3
+//     at that size with 10 streams.
+//  5. P6 EDS build + encode: read from BenchmarkEDSBuildEncode's and
 //     BenchmarkEDSGeneration's output (-micro), and from test/istio's
 //     BenchmarkIstiodEDSBuildEncode (istiod's endpoint builder and
 //     meshbridge's timed in the same run; their ratio).

@@ -28,6 +28,10 @@ type options struct {
 	memProfile          string
 	p2Profile           string
 	p3Profile           string
+	// scale is set for the scale point (scenario SCALE): P1 and P3 at
+	// scaleServices services, with that point's targets.
+	scale         bool
+	scaleServices int
 }
 
 func main() {
@@ -41,7 +45,8 @@ func main() {
 	flag.IntVar(&opts.others, "others", 100, "P2: streams watching other ClusterLoadAssignments")
 	flag.IntVar(&opts.p3Streams, "p3-streams", 100, "P3: connected streams")
 	flag.IntVar(&opts.rounds, "rounds", 20, "P2 and P3: change rounds")
-	scenarios := flag.String("scenarios", "P1,P2,P3", "comma-separated scenarios to run")
+	flag.IntVar(&opts.scaleServices, "scale-services", 100000, "SCALE: services (each with -instances instances) of the scale point")
+	scenarios := flag.String("scenarios", "P1,P2,P3,SCALE", "comma-separated scenarios to run")
 	micro := flag.String("micro", "", "file with `go test -bench -benchmem` output to include (P6 and the micro benchmarks)")
 	out := flag.String("out", "", "write the markdown report here (e.g. docs/benchmarks.md)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
@@ -117,6 +122,20 @@ func main() {
 	if run("P3") {
 		rs, err := p3(opts)
 		emit(rs, err, "P3")
+	}
+	if run("SCALE") {
+		// The scale point: cold sync and memory in both endpoint modes,
+		// then CPU per change with a few streams (each holds every
+		// cluster, which at this size is the clients' cost, not the
+		// bridge's).
+		big := opts
+		big.scale, big.services, big.p3Streams, big.rounds = true, opts.scaleServices, 10, 10
+		for _, mode := range []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline} {
+			rs, err := p1(big, mode)
+			emit(rs, err, "SCALE "+string(mode))
+		}
+		rs, err := p3(big)
+		emit(rs, err, "SCALE P3")
 	}
 	var microOut string
 	if *micro != "" {

@@ -41,6 +41,10 @@ its stdout.
   debug.FreeOSMemory and a 50 ms pause keep one round's garbage collection, sweeping and scavenging from being
   charged to the next (this leaves most of the full push's GC cost out, which makes the ratio conservative).
   Medians are reported.
+- **Scale point (SCALE).** P1 at 100,000 services × 10 instances (` + "`-scale-services`" + `), both endpoint modes, with
+  the live heap itself as well (target ≤ 1.5 GiB), then P3 at that size with 10 streams and 10 rounds (each
+  stream holds every cluster, the clients' cost rather than the bridge's). Go's default GC settings (GOGC=100,
+  no GOMEMLIMIT): garbage collection is most of the cold sync's CPU at this size.
 - **P6 EDS build + encode.** ` + "`go test ./xds -bench 'EDSBuildEncode|EDSGeneration' -benchmem`" + `: one service of
   1,000 endpoints in 3 localities after one endpoint changed: the endpoint shards take the new set (encoding the
   changed LbEndpoint), the ClusterLoadAssignment is assembled from the pre-encoded LbEndpoints and marshalled as

@@ -116,6 +116,12 @@ func p3(opts options) ([]row, error) {
 	slices.Sort(inc)
 	slices.Sort(full)
 	mi, mf := pct(inc, 50), pct(full, 50)
+	if opts.scale {
+		return []row{
+			{"Scale CPU per change: incremental", params, fmt.Sprintf("%s (mean %s)", ms(mi), ms(mean(inc))), "ms CPU, median (target ≤ 2)"},
+			{"Scale CPU per change: forced full", params, fmt.Sprintf("%s (mean %s)", ms(mf), ms(mean(full))), "ms CPU, median"},
+		}, nil
+	}
 	return []row{
 		{"P3 CPU per change: incremental", params, fmt.Sprintf("%s (mean %s)", ms(mi), ms(mean(inc))), "ms CPU, median"},
 		{"P3 CPU per change: forced full", params, fmt.Sprintf("%s (mean %s)", ms(mf), ms(mean(full))), "ms CPU, median"},
