@@ -60,7 +60,7 @@ func compactable(instances []Instance) bool {
 			continue
 		}
 		if maps.Equal(inst.Labels, shared) {
-			if !sameMap(inst.Labels, shared) {
+			if !SameLabels(inst.Labels, shared) {
 				return true
 			}
 			continue
@@ -70,7 +70,9 @@ func compactable(instances []Instance) bool {
 	return false
 }
 
-// sameMap reports whether a and b are one map.
-func sameMap(a, b map[string]string) bool {
+// SameLabels reports whether a and b are one map (not merely equal ones):
+// after Compact, instances whose labels are equal mostly hold one map, so
+// a consumer can reuse what it derived from the previous instance's.
+func SameLabels(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

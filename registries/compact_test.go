@@ -36,12 +36,12 @@ func TestCompact(t *testing.T) {
 				if !equalInstance(out[i], before[i]) {
 					t.Errorf("instance %d = %+v, want %+v", i, out[i], before[i])
 				}
-				if !sameMap(tc.in[i].Labels, before[i].Labels) {
+				if !SameLabels(tc.in[i].Labels, before[i].Labels) {
 					t.Errorf("instance %d of the input was changed", i)
 				}
 			}
 			for _, p := range tc.sharedIdx {
-				if !sameMap(out[p[0]].Labels, out[p[1]].Labels) {
+				if !SameLabels(out[p[0]].Labels, out[p[1]].Labels) {
 					t.Errorf("instances %d and %d do not share their labels", p[0], p[1])
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -169,6 +170,14 @@ func appendStringField(b []byte, num protowire.Number, s string) []byte {
 // stable for as long as the registry keeps the instance ID, and distinct per
 // registry.
 func WorkloadEntryName(seName, registry, instanceID string) string {
-	sum := sha256.Sum256([]byte(registry + "/" + instanceID))
-	return seName + "-" + hex.EncodeToString(sum[:])[:10]
+	var pre [128]byte // most preimages: on the stack
+	sum := sha256.Sum256(append(append(append(pre[:0], registry...), '/'), instanceID...))
+	var digits [10]byte
+	hex.Encode(digits[:], sum[:5])
+	var b strings.Builder
+	b.Grow(len(seName) + 1 + len(digits))
+	b.WriteString(seName)
+	b.WriteByte('-')
+	b.Write(digits[:])
+	return b.String()
 }

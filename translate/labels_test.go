@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshbridge/meshbridge/registries"
@@ -554,5 +555,53 @@ func TestServiceLabelValue(t *testing.T) {
 				t.Errorf("not a label value: %v", err)
 			}
 		})
+	}
+}
+
+func TestSharedLabelMapsTranslateAsEqualOnes(t *testing.T) {
+	// Instances holding one label map (registries.Compact) translate
+	// exactly as instances holding equal maps: same labels, same changes
+	// per instance, whatever the mode.
+	tests := map[string]map[string]string{
+		"labels as written":  {"version": "v1", "env": "prod"},
+		"labels changed":     {"Version!": "v 1", "env": "prod", "meshbridge.io/x": "reserved"},
+		"no labels":          nil,
+		"one label too long": {"k": strings.Repeat("v", 80)},
+	}
+	for name, labels := range tests {
+		for _, mode := range []EndpointMode{EndpointsWorkloadEntry, EndpointsInline} {
+			t.Run(name+"/"+string(mode), func(t *testing.T) {
+				shared := registries.Service{Name: "web"}
+				equal := registries.Service{Name: "web"}
+				for i := range 4 {
+					in := inst(fmt.Sprintf("n/%d", i), fmt.Sprintf("10.0.0.%d", i+1), 8080, "grpc")
+					in.Labels = labels
+					shared.Instances = append(shared.Instances, in)
+					in.Labels = maps.Clone(labels)
+					equal.Instances = append(equal.Instances, in)
+				}
+				// One instance in the middle with other labels breaks the run.
+				other := inst("n/x", "10.0.0.99", 8080, "grpc")
+				other.Labels = map[string]string{"other": "yes"}
+				shared.Instances = slices.Insert(shared.Instances, 2, other)
+				equal.Instances = slices.Insert(equal.Instances, 2, other)
+				got := mustTranslate(t, mustNew(t, Options{Endpoints: mode}), shared, Sticky{})
+				want := mustTranslate(t, mustNew(t, Options{Endpoints: mode}), equal, Sticky{})
+				if !slices.Equal(got.LabelChanges, want.LabelChanges) {
+					t.Errorf("label changes %+v, want %+v", got.LabelChanges, want.LabelChanges)
+				}
+				if len(got.WorkloadEntries) != len(want.WorkloadEntries) {
+					t.Fatalf("%d WorkloadEntries, want %d", len(got.WorkloadEntries), len(want.WorkloadEntries))
+				}
+				for i := range got.WorkloadEntries {
+					if g, w := got.WorkloadEntries[i], want.WorkloadEntries[i]; g.Hash != w.Hash || !proto.Equal(g.Spec, w.Spec) {
+						t.Errorf("WorkloadEntry %s differs: %v, want %v", g.Name, g.Spec, w.Spec)
+					}
+				}
+				if g, w := got.ServiceEntry, want.ServiceEntry; g.Hash != w.Hash || !proto.Equal(g.Spec, w.Spec) {
+					t.Errorf("ServiceEntry differs: %v, want %v", g.Spec, w.Spec)
+				}
+			})
+		}
 	}
 }

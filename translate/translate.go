@@ -303,18 +303,36 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 	// per instance in every stage that keeps the spec (P1 bridge memory in
 	// docs/benchmarks.md).
 	var shared map[string]string
+	// raw is the last instance's registry labels and sanitized what they
+	// gave: an instance holding that same map (registries.Compact shares
+	// equal ones) gets the same labels without sanitizing them again.
+	var raw map[string]string
+	var sanitized map[string]string
+	var rawChanges []LabelChange
 	for _, c := range insts {
-		labels, changes := sanitizeLabels(c.inst.ID, c.inst.Labels, t.allow)
-		res.LabelChanges = append(res.LabelChanges, changes...)
-		if weMode {
-			if labels == nil {
-				labels = make(map[string]string, 1)
+		var labels map[string]string
+		if sanitized != nil && registries.SameLabels(c.inst.Labels, raw) {
+			labels = sanitized
+			for _, ch := range rawChanges {
+				ch.InstanceID = c.inst.ID
+				res.LabelChanges = append(res.LabelChanges, ch)
 			}
-			labels[model.LabelService] = selection
-		}
-		if len(labels) > 0 && len(shared) > 0 && maps.Equal(labels, shared) {
-			labels = shared
 		} else {
+			var changes []LabelChange
+			labels, changes = sanitizeLabels(c.inst.ID, c.inst.Labels, t.allow)
+			res.LabelChanges = append(res.LabelChanges, changes...)
+			if weMode {
+				if labels == nil {
+					labels = make(map[string]string, 1)
+				}
+				labels[model.LabelService] = selection
+			}
+			if len(labels) > 0 && len(shared) > 0 && maps.Equal(labels, shared) {
+				labels = shared
+			}
+			raw, sanitized, rawChanges = c.inst.Labels, labels, changes
+		}
+		if len(labels) > 0 {
 			shared = labels
 		}
 		spec := &networking.WorkloadEntry{
