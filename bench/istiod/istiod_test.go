@@ -19,7 +19,7 @@ var (
 	flagWE      = flag.Int("istiod.we-services", 1000, "services in endpoints: workloadentry mode (0 skips the mode)")
 	flagInst    = flag.Int("istiod.instances", 10, "instances per service")
 	flagClients = flag.Int("istiod.clients", 1000, "N: clients watching the changing service")
-	flagRounds  = flag.Int("istiod.rounds", 10, "counted single-instance changes per row")
+	flagRounds  = flag.Int("istiod.rounds", 20, "counted single-instance changes per row")
 	flagCap     = flag.Duration("istiod.cap", 5*time.Minute, "istiod's cold sync gives up after this (from istiod's start)")
 	flagLogDir  = flag.String("istiod.logs", "", "directory for the processes' logs (default: a temporary one)")
 )

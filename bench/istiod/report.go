@@ -31,6 +31,8 @@ func render(cfg Config, rs []result, m machineInfo) string {
 		cold := ratio(float64(is.cold), float64(mb.cold))
 		if !is.coldDone {
 			cold = "> " + cold + " (not done)"
+		} else {
+			cold += " (" + ratio(float64(is.coldFromMB), float64(mb.cold)) + " from meshbridge's start)"
 		}
 		w("| %s | %s × %d | %s | %s | %s | %s | %s |\n", modeName(mb.mode), n(mb.services), mb.instances, cold,
 			ratioIf(is.coldDone, float64(is.rssClients), float64(mb.rssClients)),
@@ -38,7 +40,8 @@ func render(cfg Config, rs []result, m machineInfo) string {
 			ratioIf(is.rounds > 0, float64(is.last), float64(mb.last)),
 			ratioIf(is.rounds > 0, float64(is.bytes), float64(mb.bytes)))
 	}
-	w("\nResident memory: each serving process with the %s clients connected (istiod's own, without the meshbridge that feeds it). ", n(cfg.Clients))
+	w("\nCold sync: istiod's from its own start (meshbridge already serving it), and in brackets from the feeding meshbridge's start. ")
+	w("Resident memory: each serving process with the %s clients connected (istiod's own, without the meshbridge that feeds it). ", n(cfg.Clients))
 	w("CPU per change: the serving process's (istiod's own; the feeding meshbridge's MCP work is in the full table). ")
 	w("Machine load (uptime) before: `%s`; after: `%s`.\n\n", m.before, m.after)
 
