@@ -605,3 +605,21 @@ func TestSharedLabelMapsTranslateAsEqualOnes(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelCheck(t *testing.T) {
+	valid := map[string]string{"app": "web"}
+	invalid := map[string]string{"bad key!": "v"}
+	for _, c := range []*labelCheck{{}, nil} {
+		for i, step := range []struct {
+			labels  map[string]string
+			wantErr bool
+		}{
+			{valid, false}, {valid, false}, {invalid, true}, {invalid, true},
+			{maps.Clone(valid), false}, {nil, false}, {valid, false},
+		} {
+			if err := c.check(step.labels); (err != nil) != step.wantErr {
+				t.Errorf("checker %v, step %d: err = %v, want error %v", c != nil, i, err, step.wantErr)
+			}
+		}
+	}
+}

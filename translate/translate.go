@@ -309,6 +309,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 	var raw map[string]string
 	var sanitized map[string]string
 	var rawChanges []LabelChange
+	var checked labelCheck
 	for _, c := range insts {
 		var labels map[string]string
 		if sanitized != nil && registries.SameLabels(c.inst.Labels, raw) {
@@ -352,7 +353,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 				continue
 			}
 		}
-		if err := t.validateEntry(mode, spec, names); err != nil {
+		if err := t.validateEntry(mode, spec, names, &checked); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{InstanceID: c.inst.ID, Reason: RejectInvalidEntry, Detail: err.Error()})
 			continue
 		}
@@ -364,11 +365,11 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 // validateEntry applies the checks istiod applies to a WorkloadEntry, or, in
 // inline form, to an endpoint of a ServiceEntry with this resolution and
 // these ports.
-func (t *Translator) validateEntry(mode EndpointMode, we *networking.WorkloadEntry, portNames map[string]bool) error {
+func (t *Translator) validateEntry(mode EndpointMode, we *networking.WorkloadEntry, portNames map[string]bool, labels *labelCheck) error {
 	if mode == EndpointsInline {
-		return validateEndpoint(we, portNames, t.resolution())
+		return validateEndpoint(we, portNames, t.resolution(), labels)
 	}
-	return ValidateWorkloadEntry(we)
+	return validateWorkloadEntry(we, true, labels)
 }
 
 func (t *Translator) resolution() networking.ServiceEntry_Resolution {

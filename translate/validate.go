@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/registries"
 )
 
 // Limits from the ServiceEntry and WorkloadEntry CRD schemas (istio.io/api
@@ -219,8 +221,9 @@ func validateResolution(se *networking.ServiceEntry, portNames map[string]bool) 
 	default:
 		return append(errs, fmt.Errorf("unsupported resolution type %s", r))
 	}
+	var labels labelCheck
 	for i, ep := range eps {
-		if err := validateEndpoint(ep, portNames, se.GetResolution()); err != nil {
+		if err := validateEndpoint(ep, portNames, se.GetResolution(), &labels); err != nil {
 			errs = append(errs, fmt.Errorf("endpoints[%d]: %w", i, err))
 		}
 	}
@@ -230,7 +233,7 @@ func validateResolution(se *networking.ServiceEntry, portNames map[string]bool) 
 // validateEndpoint checks an inline endpoint: a WorkloadEntry whose address
 // must be an IP (or unix:// path) under STATIC and may also be an FQDN under
 // DNS, and whose ports name ports of the ServiceEntry.
-func validateEndpoint(ep *networking.WorkloadEntry, portNames map[string]bool, res networking.ServiceEntry_Resolution) error {
+func validateEndpoint(ep *networking.WorkloadEntry, portNames map[string]bool, res networking.ServiceEntry_Resolution, labels *labelCheck) error {
 	if ep == nil {
 		return errors.New("endpoint cannot be nil")
 	}
@@ -243,7 +246,7 @@ func validateEndpoint(ep *networking.WorkloadEntry, portNames map[string]bool, r
 	if strings.HasPrefix(ep.GetAddress(), unixAddressPrefix) && len(portNames) != 1 {
 		errs = append(errs, errors.New("exactly 1 service port required for unix endpoints"))
 	}
-	errs = appendErr(errs, validateWorkloadEntry(ep, res != networking.ServiceEntry_STATIC))
+	errs = appendErr(errs, validateWorkloadEntry(ep, res != networking.ServiceEntry_STATIC, labels))
 	return errors.Join(errs...)
 }
 
@@ -259,10 +262,29 @@ func ValidateWorkloadEntry(we *networking.WorkloadEntry) error {
 	if we == nil {
 		return errors.New("workload entry is nil")
 	}
-	return validateWorkloadEntry(we, true)
+	return validateWorkloadEntry(we, true, nil)
 }
 
-func validateWorkloadEntry(we *networking.WorkloadEntry, allowFQDN bool) error {
+// labelCheck validates label maps, remembering the last valid one: entries
+// of one service mostly share one label map (translate shares equal ones),
+// which is then checked once. The zero value is ready; nil checks every
+// map.
+type labelCheck struct {
+	valid map[string]string
+}
+
+func (c *labelCheck) check(labels map[string]string) error {
+	if c != nil && c.valid != nil && registries.SameLabels(labels, c.valid) {
+		return nil
+	}
+	err := ValidateLabels(labels)
+	if c != nil && err == nil && labels != nil {
+		c.valid = labels
+	}
+	return err
+}
+
+func validateWorkloadEntry(we *networking.WorkloadEntry, allowFQDN bool, labels *labelCheck) error {
 	var errs []error
 	errs = appendErr(errs, validateEntryAddress(we, allowFQDN))
 	if len(we.GetPorts()) > maxEntryPorts {
@@ -275,7 +297,7 @@ func validateWorkloadEntry(we *networking.WorkloadEntry, allowFQDN bool) error {
 	if len(we.GetLabels()) > maxEntryLabels {
 		errs = append(errs, fmt.Errorf("workload entry has %d labels (max %d)", len(we.GetLabels()), maxEntryLabels))
 	}
-	errs = appendErr(errs, ValidateLabels(we.GetLabels()))
+	errs = appendErr(errs, labels.check(we.GetLabels()))
 	errs = appendErr(errs, validateLocality(we.GetLocality()))
 	if len(we.GetServiceAccount()) > maxSubdomainLength {
 		errs = append(errs, fmt.Errorf("serviceAccount longer than %d characters", maxSubdomainLength))
