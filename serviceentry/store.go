@@ -114,12 +114,27 @@ func (s *Store) List(kind model.Kind, namespace string) []*model.Config {
 
 // Create stores a new object and returns its resource version.
 func (s *Store) Create(cfg *model.Config) (string, error) {
-	return s.mutate(cfg.Key(), model.EventAdd, cfg)
+	return s.mutate(cfg.Key(), model.EventAdd, cfg, cfg.ResourceVersion, cfg.Observed)
 }
 
 // Update replaces an existing object and returns its new resource version.
+// A non-empty cfg.ResourceVersion must match the stored one.
 func (s *Store) Update(cfg *model.Config) (string, error) {
-	return s.mutate(cfg.Key(), model.EventUpdate, cfg)
+	return s.mutate(cfg.Key(), model.EventUpdate, cfg, cfg.ResourceVersion, cfg.Observed)
+}
+
+// CreateObserved and UpdateObserved are Create and Update for a write a
+// registry observation caused: the stored object carries observed as
+// Meta.Observed (zero: none), whatever cfg carries, and cfg's
+// ResourceVersion is not checked (for the store's only writer, which may
+// pass an object the store handed out). cfg itself is not modified.
+func (s *Store) CreateObserved(cfg *model.Config, observed time.Time) (string, error) {
+	return s.mutate(cfg.Key(), model.EventAdd, cfg, "", observed)
+}
+
+// UpdateObserved: see CreateObserved.
+func (s *Store) UpdateObserved(cfg *model.Config, observed time.Time) (string, error) {
+	return s.mutate(cfg.Key(), model.EventUpdate, cfg, "", observed)
 }
 
 // Delete removes an object. A non-empty resourceVersion must match.
@@ -132,11 +147,14 @@ func (s *Store) Delete(kind model.Kind, name, namespace, resourceVersion string)
 // none), as a Create or Update carries it in the object written.
 func (s *Store) DeleteObserved(kind model.Kind, name, namespace, resourceVersion string, observed time.Time) error {
 	key := model.ConfigKey{Kind: kind, Namespace: namespace, Name: name}
-	_, err := s.mutate(key, model.EventDelete, &model.Config{Meta: model.Meta{ResourceVersion: resourceVersion, Observed: observed}})
+	_, err := s.mutate(key, model.EventDelete, nil, resourceVersion, observed)
 	return err
 }
 
-func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config) (string, error) {
+// mutate applies ev to key: cfg is the object written (nil for a delete),
+// rv the resource version to check (empty: none), observed the
+// observation time the stored (or deleted) object carries.
+func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config, rv string, observed time.Time) (string, error) {
 	s.mu.Lock()
 	objs, ok := s.data[key.Kind]
 	if !ok {
@@ -145,24 +163,24 @@ func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config) (
 	}
 	nn := nsName{key.Namespace, key.Name}
 	old := objs[nn]
-	if err := checkMutation(key, ev, old, cfg.ResourceVersion); err != nil {
+	if err := checkMutation(key, ev, old, rv); err != nil {
 		s.mu.Unlock()
 		return "", err
 	}
 	s.version++
-	rv := strconv.FormatUint(s.version, 10)
+	version := strconv.FormatUint(s.version, 10)
 	cur := old
 	if ev == model.EventDelete {
 		delete(objs, nn)
 		old = nil
-		if !cur.Observed.Equal(cfg.Observed) {
+		if !cur.Observed.Equal(observed) {
 			deleted := *cur
-			deleted.Observed = cfg.Observed
+			deleted.Observed = observed
 			cur = &deleted
 		}
 	} else {
 		stored := *cfg
-		stored.ResourceVersion = rv
+		stored.ResourceVersion, stored.Observed = version, observed
 		cur = &stored
 		objs[nn] = cur
 	}
@@ -175,7 +193,7 @@ func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config) (
 		})
 	}
 	s.mu.Unlock()
-	return rv, nil
+	return version, nil
 }
 
 func checkMutation(key model.ConfigKey, ev model.Event, old *model.Config, rv string) error {

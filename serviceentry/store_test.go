@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	networking "istio.io/api/networking/v1"
 
@@ -159,5 +160,38 @@ func TestStoreHandlersRunInOrderOnOneQueue(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(got, want) {
 		t.Fatalf("handler calls:\n got  %q\n want %q", got, want)
+	}
+}
+
+func TestStoreWritesObserved(t *testing.T) {
+	// CreateObserved and UpdateObserved store the observation time given,
+	// not cfg's, check no resource version and leave cfg as it was.
+	s := NewStore(nil, model.KindServiceEntry)
+	at := time.Unix(1700000000, 0)
+	cfg := seConfig("a")
+	cfg.ResourceVersion, cfg.Observed = "stale", at.Add(-time.Hour)
+	for _, step := range []struct {
+		name  string
+		write func(*model.Config, time.Time) (string, error)
+		at    time.Time
+	}{
+		{"create", s.CreateObserved, at},
+		{"update", s.UpdateObserved, at.Add(time.Second)},
+		{"update without observation", s.UpdateObserved, time.Time{}},
+	} {
+		rv, err := step.write(cfg, step.at)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got := s.Get(model.KindServiceEntry, "a", "ns")
+		if got.ResourceVersion != rv || !got.Observed.Equal(step.at) {
+			t.Errorf("%s: stored version %q observed %v, want %q and %v", step.name, got.ResourceVersion, got.Observed, rv, step.at)
+		}
+		if cfg.ResourceVersion != "stale" || !cfg.Observed.Equal(at.Add(-time.Hour)) {
+			t.Fatalf("%s modified its argument", step.name)
+		}
+	}
+	if _, err := s.Update(cfg); !errors.Is(err, ErrConflict) {
+		t.Errorf("Update with a stale version: %v, want ErrConflict", err)
 	}
 }

@@ -217,9 +217,9 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
 	case cfg == nil:
 		return
 	case existing == nil:
-		_, err = s.store.Create(s.obs.stamp(cfg))
+		_, err = s.store.CreateObserved(cfg, s.obs.at)
 	case existing.ContentHash() != cfg.ContentHash() || existing.ContentHash() == "":
-		_, err = s.store.Update(s.obs.stamp(cfg))
+		_, err = s.store.UpdateObserved(cfg, s.obs.at)
 	default:
 		return
 	}
@@ -240,19 +240,6 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
 type observation struct {
 	at    time.Time // registries.Snapshot.Observed; zero outside Snapshot
 	wrote bool      // an object was written for it
-}
-
-// stamp returns cfg as written: carrying o's time, without a resource
-// version (cfg may be an object the store handed out, shareStored, and the
-// Syncer is the store's only writer). A copy, since the Syncer keeps cfg
-// for its next translation; cfg itself when there is nothing to change.
-func (o observation) stamp(cfg *model.Config) *model.Config {
-	if o.at.IsZero() && cfg.ResourceVersion == "" {
-		return cfg
-	}
-	c := *cfg
-	c.ResourceVersion, c.Observed = "", o.at
-	return &c
 }
 
 // observing makes the writes until the returned function runs carry
