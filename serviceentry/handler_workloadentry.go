@@ -17,13 +17,13 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 	switch event {
 	case model.EventDelete:
 		oldSel = c.idx.selecting(cur.Namespace, cur.Labels)
-		c.idx.putWorkload(cur, true)
+		c.idx.putWorkload(cur, nil)
 	case model.EventUpdate:
 		oldSel = c.idx.selecting(old.Namespace, old.Labels)
-		c.idx.putWorkload(cur, false)
+		c.idx.putWorkload(old, cur)
 		newSel = c.idx.selecting(cur.Namespace, cur.Labels)
 	default:
-		c.idx.putWorkload(cur, false)
+		c.idx.putWorkload(nil, cur)
 		newSel = c.idx.selecting(cur.Namespace, cur.Labels)
 	}
 	hosts := decideWorkloadEntry(oldSel, newSel)

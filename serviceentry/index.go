@@ -22,10 +22,10 @@ type index struct {
 	bySelector map[string][]model.ConfigKey
 	// otherSelectors: namespace → ServiceEntries with another selector.
 	otherSelectors map[string]map[model.ConfigKey]struct{}
-	// workloads: namespace → name → WorkloadEntry.
-	workloads map[string]map[string]*model.Config
-	// workloadsByLabel: namespace/meshbridge.io/service value → name → WorkloadEntry.
-	workloadsByLabel map[string]map[string]*model.Config
+	// workloads: namespace → meshbridge.io/service label value ("" when
+	// the WorkloadEntry has none) → name → WorkloadEntry. A selector on
+	// that label reads one map; any other selector scans the namespace.
+	workloads map[string]map[string]map[string]*model.Config
 	// hosts: namespace/host → the ServiceEntry that defines it.
 	hosts map[string]model.ConfigKey
 	// sorted is the Services() answer, rebuilt lazily; nil when stale.
@@ -34,13 +34,12 @@ type index struct {
 
 func newIndex() *index {
 	return &index{
-		entries:          make(map[model.ConfigKey]*model.Config),
-		hosts:            make(map[string]model.ConfigKey),
-		services:         make(map[model.ConfigKey][]*model.Service),
-		bySelector:       make(map[string][]model.ConfigKey),
-		otherSelectors:   make(map[string]map[model.ConfigKey]struct{}),
-		workloads:        make(map[string]map[string]*model.Config),
-		workloadsByLabel: make(map[string]map[string]*model.Config),
+		entries:        make(map[model.ConfigKey]*model.Config),
+		hosts:          make(map[string]model.ConfigKey),
+		services:       make(map[model.ConfigKey][]*model.Service),
+		bySelector:     make(map[string][]model.ConfigKey),
+		otherSelectors: make(map[string]map[model.ConfigKey]struct{}),
+		workloads:      make(map[string]map[string]map[string]*model.Config),
 	}
 }
 
@@ -104,38 +103,38 @@ func (x *index) selectorSet(cfg *model.Config, add bool, key model.ConfigKey) {
 	}
 }
 
-// putWorkload records a WorkloadEntry; remove drops it.
-func (x *index) putWorkload(cfg *model.Config, remove bool) {
-	ns, byName := cfg.Namespace, x.workloads[cfg.Namespace]
-	if old := byName[cfg.Name]; old != nil {
-		if v, ok := old.Labels[model.LabelService]; ok {
-			m := x.workloadsByLabel[labelKey(ns, v)]
-			delete(m, cfg.Name)
-			if len(m) == 0 {
-				delete(x.workloadsByLabel, labelKey(ns, v))
+// putWorkload replaces WorkloadEntry old (nil: none) by cur (nil: none) in
+// the index: old is the object an earlier putWorkload recorded (the store
+// hands each handler the object it replaced).
+func (x *index) putWorkload(old, cur *model.Config) {
+	if old != nil {
+		byValue := x.workloads[old.Namespace]
+		v := old.Labels[model.LabelService]
+		if byName := byValue[v]; byName != nil {
+			delete(byName, old.Name)
+			if len(byName) == 0 {
+				delete(byValue, v)
+				if len(byValue) == 0 {
+					delete(x.workloads, old.Namespace)
+				}
 			}
 		}
-		delete(byName, cfg.Name)
 	}
-	if remove {
-		if len(byName) == 0 {
-			delete(x.workloads, ns)
-		}
+	if cur == nil {
 		return
 	}
+	byValue := x.workloads[cur.Namespace]
+	if byValue == nil {
+		byValue = make(map[string]map[string]*model.Config)
+		x.workloads[cur.Namespace] = byValue
+	}
+	v := cur.Labels[model.LabelService]
+	byName := byValue[v]
 	if byName == nil {
 		byName = make(map[string]*model.Config)
-		x.workloads[ns] = byName
+		byValue[v] = byName
 	}
-	byName[cfg.Name] = cfg
-	if v, ok := cfg.Labels[model.LabelService]; ok {
-		m := x.workloadsByLabel[labelKey(ns, v)]
-		if m == nil {
-			m = make(map[string]*model.Config)
-			x.workloadsByLabel[labelKey(ns, v)] = m
-		}
-		m[cfg.Name] = cfg
-	}
+	byName[cur.Name] = cur
 }
 
 // selecting returns the services of every ServiceEntry whose selector
@@ -176,19 +175,25 @@ func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
 		return out
 	}
 	sel := se.WorkloadSelector.Labels
-	candidates := x.workloads[svc.Namespace]
-	if v, ok := sel[model.LabelService]; ok {
-		candidates = x.workloadsByLabel[labelKey(svc.Namespace, v)]
-	}
-	names := make([]string, 0, len(candidates))
-	for name, we := range candidates {
-		if selects(sel, we.Labels) {
-			names = append(names, name)
+	byValue := x.workloads[svc.Namespace]
+	var selected []*model.Config
+	add := func(byName map[string]*model.Config) {
+		for _, we := range byName {
+			if selects(sel, we.Labels) {
+				selected = append(selected, we)
+			}
 		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		out = append(out, workloadEndpoints(svc, tps, candidates[name].WorkloadEntry(), name)...)
+	if v, ok := sel[model.LabelService]; ok {
+		add(byValue[v])
+	} else {
+		for _, byName := range byValue {
+			add(byName)
+		}
+	}
+	slices.SortFunc(selected, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
+	for _, we := range selected {
+		out = append(out, workloadEndpoints(svc, tps, we.WorkloadEntry(), we.Name)...)
 	}
 	return out
 }

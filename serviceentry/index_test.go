@@ -69,3 +69,58 @@ func TestIndexSelecting(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexWorkloads(t *testing.T) {
+	we := func(name string, labels map[string]string) *model.Config {
+		return &model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "mesh", Name: name, Labels: labels},
+			Spec: &networking.WorkloadEntry{Address: "10.0.0.1", Labels: labels}}
+	}
+	svc := func(v string) map[string]string { return map[string]string{model.LabelService: v, "app": "web"} }
+	a1, b1, c1 := we("a", svc("x")), we("b", svc("x")), we("c", map[string]string{"app": "web"})
+	a2 := we("a", svc("y"))
+	type query struct {
+		selector map[string]string
+		want     []string
+	}
+	steps := []struct {
+		old, cur *model.Config
+		queries  []query
+	}{
+		{cur: a1, queries: []query{{map[string]string{model.LabelService: "x"}, []string{"a"}}}},
+		{cur: b1},
+		{cur: c1, queries: []query{
+			{map[string]string{model.LabelService: "x"}, []string{"a", "b"}},
+			{map[string]string{"app": "web"}, []string{"a", "b", "c"}},
+		}},
+		{old: a1, cur: a2, queries: []query{
+			{map[string]string{model.LabelService: "x"}, []string{"b"}},
+			{map[string]string{model.LabelService: "y"}, []string{"a"}},
+			{map[string]string{"app": "web"}, []string{"a", "b", "c"}},
+		}},
+		{old: b1, queries: []query{{map[string]string{model.LabelService: "x"}, nil}}},
+		{old: a2},
+		{old: c1, queries: []query{{map[string]string{"app": "web"}, nil}}},
+	}
+	x := newIndex()
+	for i, st := range steps {
+		x.putWorkload(st.old, st.cur)
+		for _, q := range st.queries {
+			name := "q"
+			cfg := &model.Config{Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "mesh", Name: name},
+				Spec: &networking.ServiceEntry{Hosts: []string{name}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
+					WorkloadSelector: &networking.WorkloadSelector{Labels: q.selector}}}
+			s := &model.Service{Hostname: name, Namespace: "mesh", Ports: []model.Port{{Name: "grpc", Number: 80}}}
+			x.putEntry(cfg.Key(), cfg, []*model.Service{s})
+			var got []string
+			for _, ep := range x.endpoints(s) {
+				got = append(got, ep.WorkloadName)
+			}
+			if !slices.Equal(got, q.want) {
+				t.Errorf("step %d, selector %v: %v, want %v", i, q.selector, got, q.want)
+			}
+		}
+	}
+	if len(x.workloads) != 0 {
+		t.Errorf("workloads left: %v", x.workloads)
+	}
+}
