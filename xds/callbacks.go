@@ -11,6 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -55,6 +56,9 @@ type typeState struct {
 	sub    stream.Subscription
 	hasSub bool
 	names  []string
+	// pushes and bytes are the type's children of meshbridge_stream_pushes_total
+	// and meshbridge_push_bytes_total, looked up at the first response.
+	pushes, bytes prometheus.Counter
 }
 
 // sentReply is a response sent. version is the DiscoveryResponse's
@@ -234,14 +238,20 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 // client answers. proto.Size walks only the response's envelope: the
 // resources in it are already bytes.
 func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp proto.Message) {
-	streamPushesTotal.WithLabelValues(typeLabel(typeURL)).Inc()
-	pushBytesTotal.WithLabelValues(typeLabel(typeURL)).Add(float64(proto.Size(resp)))
+	size := proto.Size(resp)
 	now := time.Now()
 	c.mu.Lock()
 	st := c.state(key)
 	ts := st.typ(typeURL)
 	ts.sent, ts.awaiting = sentReply{nonce: nonce, version: version, at: now}, true
+	if ts.pushes == nil {
+		label := typeLabel(typeURL)
+		ts.pushes, ts.bytes = streamPushesTotal.WithLabelValues(label), pushBytesTotal.WithLabelValues(label)
+	}
+	pushes, bytes := ts.pushes, ts.bytes
 	c.mu.Unlock()
+	pushes.Inc()
+	bytes.Add(float64(size))
 	if c.conv != nil {
 		c.conv.sent(st, typeURL, version, now)
 	}

@@ -65,10 +65,16 @@ type trackedPush struct {
 	// after is, by type, the cache version before the push's update.
 	after map[string]uint64
 	// waiting are the (stream, type) pairs still to answer.
-	waiting map[*streamState]map[string]bool
+	waiting map[waitKey]struct{}
 	sealed  bool      // the push finished noting its updates
 	pushed  bool      // the push stage was observed
 	lastAck time.Time // the latest ACK of a waiting pair
+}
+
+// waitKey is a (stream, type) pair a push waits for.
+type waitKey struct {
+	st      *streamState
+	typeURL string
 }
 
 func newConvergence(listeners ...*callbacks) *convergence {
@@ -98,7 +104,7 @@ func (c *convergence) begin(start, began time.Time) *trackedPush {
 	c.followed = kept
 	var p *trackedPush
 	if len(c.followed) < maxFollowed {
-		p = &trackedPush{start: start, began: began, after: map[string]uint64{}, waiting: map[*streamState]map[string]bool{}}
+		p = &trackedPush{start: start, began: began, after: map[string]uint64{}, waiting: map[waitKey]struct{}{}}
 		c.followed = append(c.followed, p)
 	}
 	c.following.Store(int32(len(c.followed)))
@@ -126,10 +132,7 @@ func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, upda
 			if ts == nil || !ts.hasSub || !covers(ts.sub, key.delta || cachev3.ResourceRequiresFullStateInSotw(typeURL), update, remove) {
 				continue
 			}
-			if p.waiting[st] == nil {
-				p.waiting[st] = map[string]bool{}
-			}
-			p.waiting[st][typeURL] = true
+			p.waiting[waitKey{st, typeURL}] = struct{}{}
 		}
 		l.mu.Unlock()
 	}
@@ -190,7 +193,10 @@ func (c *convergence) sent(st *streamState, typeURL, version string, at time.Tim
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.followed {
-		if !p.pushed && p.waiting[st][typeURL] && v > p.after[typeURL] {
+		if p.pushed || v <= p.after[typeURL] {
+			continue
+		}
+		if _, ok := p.waiting[waitKey{st, typeURL}]; ok {
 			p.pushed = true
 			c.observe(serviceentry.StagePush, at.Sub(p.start))
 		}
@@ -210,14 +216,11 @@ func (c *convergence) answered(st *streamState, typeURL, version string, ack boo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.followed {
-		pending := p.waiting[st]
-		if !pending[typeURL] || v <= p.after[typeURL] {
+		key := waitKey{st, typeURL}
+		if _, ok := p.waiting[key]; !ok || v <= p.after[typeURL] {
 			continue
 		}
-		delete(pending, typeURL)
-		if len(pending) == 0 {
-			delete(p.waiting, st)
-		}
+		delete(p.waiting, key)
 		if ack {
 			p.lastAck = at
 		}
@@ -225,7 +228,8 @@ func (c *convergence) answered(st *streamState, typeURL, version string, ack boo
 	}
 }
 
-// closed stops every wait for st.
+// closed stops every wait for st. The stream is closed: its types no
+// longer change.
 func (c *convergence) closed(st *streamState) {
 	if c.following.Load() == 0 {
 		return
@@ -233,8 +237,15 @@ func (c *convergence) closed(st *streamState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.followed {
-		if _, ok := p.waiting[st]; ok {
-			delete(p.waiting, st)
+		waited := false
+		for typeURL := range st.types {
+			key := waitKey{st, typeURL}
+			if _, ok := p.waiting[key]; ok {
+				delete(p.waiting, key)
+				waited = true
+			}
+		}
+		if waited {
 			c.finish(p)
 		}
 	}

@@ -3,7 +3,7 @@ package xds
 import (
 	"errors"
 	"runtime"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,37 +39,101 @@ func newSendLimiter(n int, slowAfter time.Duration) *sendLimiter {
 	return &sendLimiter{slots: make(chan struct{}, n), slowAfter: slowAfter}
 }
 
-// do runs send holding a slot, released when send returns or after
-// slowAfter, whichever comes first. It returns send's error, or done's
-// reason when the stream ends while waiting for a slot.
-func (l *sendLimiter) do(done <-chan struct{}, send func() error) error {
+// sender is one stream's use of the limiter. A stream sends one message at
+// a time (grpc.ServerStream.SendMsg must not be called concurrently), so a
+// sender holds at most one slot; a send allocates nothing: the sender
+// keeps one timer for slowAfter and re-arms it per send.
+type sender struct {
+	limiter *sendLimiter
+	done    <-chan struct{} // the stream's end
+
+	seq uint64 // numbers the stream's sends; only the sending goroutine touches it
+	// holder is the number of the send holding a slot, 0 when none: the
+	// send's end and its slow timer race to swap it to 0, and the winner
+	// gives the slot back.
+	holder atomic.Uint64
+	slow   *slowTimer // nil until the first send, and after a timer fired
+}
+
+// slowTimer releases a send's slot after slowAfter. A timer that fired is
+// never armed again: its callback may still run, reading send.
+type slowTimer struct {
+	timer *time.Timer
+	send  atomic.Uint64 // the send it is armed for
+}
+
+func (l *sendLimiter) sender(done <-chan struct{}) *sender {
+	return &sender{limiter: l, done: done}
+}
+
+// acquire waits for a slot and returns the send's number, or
+// errStreamDone when the stream ends first. The slot is given back by
+// finish(n), or after slowAfter, whichever comes first.
+func (s *sender) acquire() (uint64, error) {
 	select {
-	case l.slots <- struct{}{}:
-	case <-done:
-		return errStreamDone
+	case s.limiter.slots <- struct{}{}:
+	case <-s.done:
+		return 0, errStreamDone
 	}
-	release := sync.OnceFunc(func() { <-l.slots })
-	timer := time.AfterFunc(l.slowAfter, release)
-	defer func() {
-		timer.Stop()
-		release()
-	}()
+	s.seq++
+	n := s.seq
+	s.holder.Store(n)
+	if t := s.slow; t != nil {
+		t.send.Store(n)
+		t.timer.Reset(s.limiter.slowAfter)
+		return n, nil
+	}
+	t := &slowTimer{}
+	t.send.Store(n)
+	t.timer = time.AfterFunc(s.limiter.slowAfter, func() { s.release(t.send.Load()) })
+	s.slow = t
+	return n, nil
+}
+
+// finish ends send n: its slot is given back unless its timer did.
+func (s *sender) finish(n uint64) {
+	if !s.slow.timer.Stop() {
+		s.slow = nil
+	}
+	s.release(n)
+}
+
+// release gives back the slot of send n if it still holds one.
+func (s *sender) release(n uint64) {
+	if s.holder.CompareAndSwap(n, 0) {
+		<-s.limiter.slots
+	}
+}
+
+// do runs send holding a slot (acquire, finish). It returns send's error,
+// or errStreamDone when the stream ends while waiting for a slot.
+func (s *sender) do(send func() error) error {
+	n, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.finish(n)
 	return send()
 }
 
 // intercept is a grpc.StreamServerInterceptor that routes every message the
 // handler sends through the limiter.
 func (l *sendLimiter) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &limitedStream{ServerStream: ss, limiter: l})
+	return handler(srv, &limitedStream{ServerStream: ss, sender: l.sender(ss.Context().Done())})
 }
 
 type limitedStream struct {
 	grpc.ServerStream
-	limiter *sendLimiter
+	sender *sender
 }
 
 func (s *limitedStream) SendMsg(m any) error {
-	return s.limiter.do(s.Context().Done(), func() error { return s.ServerStream.SendMsg(m) })
+	n, err := s.sender.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.sender.finish(n)
+	return s.ServerStream.SendMsg(m)
 }
 
 // errStreamDone is returned by a send abandoned because its stream ended;

@@ -70,7 +70,7 @@ func TestSendLimiter(t *testing.T) {
 			release := make(chan struct{})
 			for range 5 {
 				go func() {
-					_ = l.do(nil, func() error {
+					_ = l.sender(nil).do(func() error {
 						peak.Store(max(peak.Load(), running.Add(1)))
 						<-release
 						running.Add(-1)
@@ -93,10 +93,10 @@ func TestSendLimiter(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l := newSendLimiter(1, 50*time.Millisecond)
 			stuck := make(chan struct{})
-			go func() { _ = l.do(nil, func() error { <-stuck; return nil }) }()
+			go func() { _ = l.sender(nil).do(func() error { <-stuck; return nil }) }()
 			synctest.Wait()
 			start := time.Now()
-			if err := l.do(nil, func() error { return nil }); err != nil {
+			if err := l.sender(nil).do(func() error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if waited := time.Since(start); waited != 50*time.Millisecond {
@@ -105,15 +105,47 @@ func TestSendLimiter(t *testing.T) {
 			close(stuck)
 		})
 	})
+	t.Run("each send of a stream holds its own slot for up to slowAfter", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := newSendLimiter(1, 50*time.Millisecond)
+			s := l.sender(nil)
+			// Slow: its timer gives the slot back at 50ms, and is not armed again.
+			if err := s.do(func() error { time.Sleep(60 * time.Millisecond); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				// A quick send stops its timer; the blocked send after it
+				// arms the same timer again.
+				if err := s.do(func() error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				release := make(chan struct{})
+				go func() { _ = s.do(func() error { <-release; return nil }) }()
+				synctest.Wait()
+				start := time.Now()
+				if err := l.sender(nil).do(func() error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if waited := time.Since(start); waited != 50*time.Millisecond {
+					t.Errorf("another stream's send waited %v, want 50ms", waited)
+				}
+				close(release)
+				synctest.Wait()
+			}
+			if got := len(l.slots); got != 0 {
+				t.Errorf("%d slots held after every send ended, want 0", got)
+			}
+		})
+	})
 	t.Run("a stream that ends while waiting gives up", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l := newSendLimiter(1, time.Hour)
 			stuck := make(chan struct{})
-			go func() { _ = l.do(nil, func() error { <-stuck; return nil }) }()
+			go func() { _ = l.sender(nil).do(func() error { <-stuck; return nil }) }()
 			synctest.Wait()
 			done := make(chan struct{})
 			close(done)
-			if err := l.do(done, func() error { return nil }); !errors.Is(err, errStreamDone) {
+			if err := l.sender(done).do(func() error { return nil }); !errors.Is(err, errStreamDone) {
 				t.Errorf("err = %v, want errStreamDone", err)
 			}
 			close(stuck)
