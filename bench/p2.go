@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 	var latencies, lasts []time.Duration
 	var bytes, woken, othersWoken, extra, other int64
 	var bridgeCPU, clientCPU time.Duration
+	var allocs, allocBytes uint64
 	// The cold sync's garbage is collected once before the rounds, so its GC
 	// cycle does not land in one; the rounds' own GC work is measured.
 	settle()
@@ -59,6 +61,7 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
 		cpu := cpuTime()
+		objects, heapBytes := heapAllocs()
 		event := gen.Change(0, round+1)
 		if _, err := clients.call("await 10s", 15*time.Second); err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
@@ -69,11 +72,15 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 			continue
 		}
 		cpu = cpuTime() - cpu
+		objectsNow, bytesNow := heapAllocs()
+		objects, heapBytes = objectsNow-objects, bytesNow-heapBytes
 		got, err := clients.call("collect", 30*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
 		bridgeCPU += cpu
+		allocs += objects
+		allocBytes += heapBytes
 		clientCPU += time.Duration(got.CPU - reset.CPU)
 		w, o := got.Watchers, got.Others
 		if w == nil || o == nil || len(w.First) != watchers {
@@ -95,7 +102,8 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 			}
 		}
 		lasts = append(lasts, last)
-		debugf("P2 round %d: last receive %s, CPU bridge %s, clients %s", round, last, cpu, time.Duration(got.CPU-reset.CPU))
+		debugf("P2 round %d: last receive %s, CPU bridge %s, clients %s, bridge allocs %d (%d B)", round, last, cpu,
+			time.Duration(got.CPU-reset.CPU), objects, heapBytes)
 	}
 	slices.Sort(latencies)
 	slices.Sort(lasts)
@@ -112,8 +120,10 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 			fmt.Sprintf("%d watching (%d extra responses), %d others, %d other CLAs sent",
 				woken/rounds, extra, othersWoken, other), "streams (target: only that CLA)"},
 		{"P2 churn fan-out: CPU per change", params,
-			fmt.Sprintf("bridge %s (%.1f µs per watching stream), clients %s",
-				ms(bridgeCPU/time.Duration(rounds)), float64(bridgeCPU)/float64(rounds)/float64(watchers)/1e3, ms(clientCPU/time.Duration(rounds))),
+			fmt.Sprintf("bridge %s (%.1f µs, %.1f allocations, %.0f B allocated per watching stream), clients %s",
+				ms(bridgeCPU/time.Duration(rounds)), float64(bridgeCPU)/float64(rounds)/float64(watchers)/1e3,
+				float64(allocs)/float64(rounds)/float64(watchers), float64(allocBytes)/float64(rounds)/float64(watchers),
+				ms(clientCPU/time.Duration(rounds))),
 			"ms CPU (getrusage), change → 300 ms after the last watcher's receive"},
 	}, nil
 }
@@ -239,4 +249,12 @@ func (c *clientProcess) stop() {
 		_ = c.cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// heapAllocs returns the heap objects and bytes this process allocated so
+// far (runtime/metrics).
+func heapAllocs() (objects, bytes uint64) {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(samples)
+	return samples[0].Value.Uint64(), samples[1].Value.Uint64()
 }
