@@ -27,6 +27,21 @@
 //     and by a periodic re-read as a safety net; a re-read whose content is
 //     unchanged emits nothing. A directory that cannot be watched yet (it
 //     does not exist) is retried at each resync.
+//  5. A reload parses only the services whose text changed, when the file
+//     has the simple block layout: a "services:" line at column 0 (nothing
+//     after the colon but a comment), then the list's items, each starting
+//     with "- " (or a lone "-") at one indentation, every other line of an
+//     item indented deeper; blank lines and full-line comments anywhere;
+//     lines broken by "\n" only (no carriage return, NEL, LS or PS), and no
+//     tab, '&', '*' or '!' anywhere in the file. Each item is then parsed
+//     on its own, as the text before the first item followed by the item,
+//     unless the last good read had an item of the same text (SHA-256)
+//     after the same text before it: that item's service is reused. Any
+//     other layout (a flow list, JSON, document markers, directives,
+//     anchors, aliases, tags, other top-level keys) is parsed whole, and so
+//     is a file with an item that does not parse on its own as one service
+//     or with a duplicate host: the services and errors are always those of
+//     Parse on the whole file.
 //
 // Not here: host validation and label sanitizing (package translate).
 package file

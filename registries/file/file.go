@@ -37,6 +37,7 @@ type Registry struct {
 	health *registries.Health
 	last   map[string]registries.Service // by name: what was emitted last; nil before the first good read
 	sum    [sha256.Size]byte
+	parser itemParser // parses the file, reusing the last good read's unchanged services
 	// failed is the text of the error snapshot sent for the current run of
 	// failures; "" while reads succeed.
 	failed string
@@ -151,7 +152,7 @@ func (r *Registry) reload(sink registries.Sink) bool {
 		r.ok()
 		return true
 	}
-	services, err := Parse(data)
+	services, err := r.parser.parse(data)
 	if err != nil {
 		r.fail(sink, "parse", fmt.Errorf("%s: %w", r.cfg.Path, err))
 		return false

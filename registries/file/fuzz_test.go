@@ -56,3 +56,42 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzItemParser checks that the item-by-item parse of a reload equals
+// Parse, services and error: on a first read of a file (nothing known) and
+// on a read of that file edited (cut bytes at an offset, inserted others)
+// with the first read's items known.
+func FuzzItemParser(f *testing.F) {
+	seeds := []string{
+		string(benchFile(3, -1)),
+		"services:\n" + svcA + svcB + svcC,
+		"# head\n\nservices: # list\n" + indented(svcA+"  # between\n"+svcB, 2) + "  # end\n",
+		"services:\n- host: |-\n    a.local\n  ports: [{number: 1}]\n-\n  host: \"b.\n    local\"\n  ports: [{number: 2}]\n",
+	}
+	edits := []struct {
+		at     uint16
+		cut    uint8
+		insert string
+	}{
+		{at: 0, cut: 0, insert: ""},
+		{at: 20, cut: 1, insert: "b"},
+		{at: 10, cut: 0, insert: "- host: d.local\n  ports: [{number: 1}]\n"},
+		{at: 30, cut: 2, insert: "\n- "},
+		{at: 60, cut: 40, insert: "\"\n"},
+		{at: 11, cut: 0, insert: svcA},
+		{at: 11, cut: 0, insert: "- host: x\n  ports: [{number: 1, protocol: udp}]\n"},
+	}
+	for _, s := range seeds {
+		for _, e := range edits {
+			f.Add([]byte(s), e.at, e.cut, []byte(e.insert))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, at uint16, cut uint8, insert []byte) {
+		var p itemParser
+		sameAsParse(t, &p, data)
+		i := min(int(at), len(data))
+		j := min(i+int(cut), len(data))
+		edited := append(append(append([]byte(nil), data[:i]...), insert...), data[j:]...)
+		sameAsParse(t, &p, edited)
+	})
+}
