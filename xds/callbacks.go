@@ -9,6 +9,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,29 @@ type streamState struct {
 	peer   peerInfo              // from the stream's context
 	opened time.Time             // when the stream opened
 	types  map[string]*typeState // by type URL, from the type's first request or response
+	// served holds the entries of types for the types meshbridge
+	// generates, by servedIndex: the lookups of every request and response
+	// then read no map.
+	served [len(servedTypeURLs)]*typeState
+}
+
+// servedTypeURLs are the types meshbridge generates (servedXDSTypes), in
+// servedIndex order.
+var servedTypeURLs = [...]string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
+
+// servedIndex returns typeURL's index in servedTypeURLs, or -1.
+func servedIndex(typeURL string) int {
+	switch typeURL {
+	case resourcev3.ClusterType:
+		return 0
+	case resourcev3.EndpointType:
+		return 1
+	case resourcev3.ListenerType:
+		return 2
+	case resourcev3.RouteType:
+		return 3
+	}
+	return -1
 }
 
 // typeState is what a stream asked and was sent of one type.
@@ -84,12 +108,29 @@ type requestedNames struct {
 
 // typ returns the stream's state of typeURL, creating it on first sight.
 func (st *streamState) typ(typeURL string) *typeState {
+	i := servedIndex(typeURL)
+	if i >= 0 && st.served[i] != nil {
+		return st.served[i]
+	}
 	ts, ok := st.types[typeURL]
 	if !ok {
 		ts = &typeState{}
+		if i >= 0 {
+			// The constant, not the request's copy, stays as the key.
+			typeURL = servedTypeURLs[i]
+			st.served[i] = ts
+		}
 		st.types[typeURL] = ts
 	}
 	return ts
+}
+
+// lookup returns the stream's state of typeURL, nil when it has none.
+func (st *streamState) lookup(typeURL string) *typeState {
+	if i := servedIndex(typeURL); i >= 0 {
+		return st.served[i]
+	}
+	return st.types[typeURL]
 }
 
 // subscribe applies a request taken by go-control-plane to the mirrored
@@ -262,8 +303,8 @@ func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp
 func (c *callbacks) ackedVersion(key streamKey, typeURL string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.streams[key]; ok && st.types[typeURL] != nil {
-		return st.types[typeURL].acked
+	if st, ok := c.streams[key]; ok && st.lookup(typeURL) != nil {
+		return st.lookup(typeURL).acked
 	}
 	return ""
 }

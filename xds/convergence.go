@@ -128,7 +128,7 @@ func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, upda
 			if st.gen == "" || (grpcOnly && st.gen != GeneratorGRPC) {
 				continue
 			}
-			ts := st.types[typeURL]
+			ts := st.lookup(typeURL)
 			if ts == nil || !ts.hasSub || !covers(ts.sub, key.delta || cachev3.ResourceRequiresFullStateInSotw(typeURL), update, remove) {
 				continue
 			}
