@@ -63,7 +63,7 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 		cpu := cpuTime()
 		objects, heapBytes := heapAllocs()
 		event := gen.Change(0, round+1)
-		if _, err := clients.call("await 10s", 15*time.Second); err != nil {
+		if _, err := clients.call("await 1m", 70*time.Second); err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
 		// A quiet period catches late or duplicate sends before counting.
