@@ -97,8 +97,9 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("`sidecar~127.0.0.1~bench-N.default~default.svc.cluster.local` with metadata GENERATOR=grpc, NAMESPACE=default and ISTIO_VERSION=1.31.0 for both servers, ")
 	w("%d streams per gRPC connection. They subscribe to ClusterLoadAssignments by name (no LDS/RDS/CDS first), which both servers answer.\n", pipeline.StreamsPerConn)
 	w("- **modes**: `endpoints: inline` (the endpoints inside each ServiceEntry) and `endpoints: workloadentry` (a ServiceEntry per service ")
-	w("selecting one WorkloadEntry per instance). WorkloadEntry mode runs at fewer services: istiod's WorkloadEntry handling selects ")
-	w("by labels over every ServiceEntry and WorkloadEntry of the namespace, so its cold sync grows with services × WorkloadEntries.\n\n")
+	w("selecting one WorkloadEntry per instance). WorkloadEntry mode runs at fewer services: for each ServiceEntry, istiod's ServiceEntry ")
+	w("collection fetches the WorkloadEntries of the namespace and filters them by the selector (krt's label filter, labels.Instance.SubsetOf, ")
+	w("is where a CPU profile of its cold sync spends most of its time), so its cold sync grows with services × WorkloadEntries.\n\n")
 
 	w("## istiod's configuration\n\n")
 	w("pilot-discovery of istio.io/istio %s (the version test/istio pins), built by `tools/build.sh istiod`, ", istioVersion)
