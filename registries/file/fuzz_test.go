@@ -1,7 +1,10 @@
 package file
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +71,7 @@ func FuzzItemParser(f *testing.F) {
 		"# head\n\nservices: # list\n" + indented(svcA+"  # between\n"+svcB, 2) + "  # end\n",
 		"services:\n- host: |-\n    a.local\n  ports: [{number: 1}]\n-\n  host: \"b.\n    local\"\n  ports: [{number: 2}]\n",
 	}
+	seeds = append(seeds, corpus(f, "testdata/fuzz/FuzzParse")...)
 	edits := []struct {
 		at     uint16
 		cut    uint8
@@ -94,4 +98,27 @@ func FuzzItemParser(f *testing.F) {
 		edited := append(append(append([]byte(nil), data[:i]...), insert...), data[j:]...)
 		sameAsParse(t, &p, edited)
 	})
+}
+
+// corpus returns the files of a fuzz corpus directory of one []byte
+// argument each.
+func corpus(f *testing.F, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		text, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			f.Fatal(err)
+		}
+		_, arg, _ := strings.Cut(strings.TrimSpace(string(text)), "\n")
+		data, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(arg, "[]byte("), ")"))
+		if err != nil {
+			f.Fatalf("%s: %v", e.Name(), err)
+		}
+		out = append(out, data)
+	}
+	return out
 }
