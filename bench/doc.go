@@ -28,8 +28,9 @@
 //     then 10,000 streams (-watchers) watch its ClusterLoadAssignment, 100
 //     watch others, half SotW and half Delta (-p2-mode), in the client
 //     process; event-to-receive latency, bytes per change, streams woken,
-//     CPU per change of the bridge and of the clients; EDS debounce on
-//     (debounce.after=100ms) and off.
+//     CPU per change of the bridge and of the clients, the bridge's
+//     allocations per watching stream; EDS debounce on (debounce.after=100ms)
+//     and off.
 //  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
 //     change pushed incrementally vs the same change forced to a full push,
 //     100 streams connected, rounds interleaved in one run.

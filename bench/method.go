@@ -31,8 +31,10 @@ its stdout.
   are the encoded DiscoveryResponse / DeltaDiscoveryResponse sizes summed over the streams that received one
   (wire framing excluded). "Streams woken" counts streams with at least one response in the round; "other CLAs
   sent" counts resources other than the stream's own. CPU per change is getrusage user+system time of each
-  process from the change until the end of the quiet period, averaged over the rounds: both processes share
-  the machine's cores, so the two together bound how fast a round can end.
+  process from the change until the end of the quiet period, averaged over the rounds (rounds with a GC cycle
+  included): both processes share the machine's cores, so the two together bound how fast a round can end.
+  The bridge's allocations are runtime/metrics ` + "`/gc/heap/allocs:objects`" + ` and ` + "`:bytes`" + ` over the same window, per
+  watching stream: unlike time, they do not move with the machine's load.
 - **P3 incremental vs full.** Process CPU time (getrusage user+system) from the change until the push is done
   (DiscoveryServer.Sequence) and the watching stream received its ClusterLoadAssignment, minus the idle CPU
   rate measured for 1 s beforehand times the round's wall time. The full round makes the same change and adds
