@@ -187,8 +187,10 @@ fuzz: ## Fuzz each target for 30 s (FUZZTIME), one after another; seed corpora r
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilder$$' -fuzztime $(FUZZTIME) ./registries/dubbo/
 
 .PHONY: lint
-lint: ## go vet and gofmt check
+lint: ## go vet (the product and the modules of test/istio and bench/istiod) and gofmt check
 	$(GO) vet ./...
+	cd test/istio && $(GO) vet ./...
+	cd bench/istiod && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: clean
