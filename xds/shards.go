@@ -60,15 +60,20 @@ func newEndpointShards() *endpointShards {
 
 // update replaces shard's endpoints of (host, namespace) and returns the push
 // this requires. It follows Istio's DiscoveryServer.edsCacheUpdate
-// (pilot/pkg/xds/eds.go, release-1.29) but for service accounts:
+// (pilot/pkg/xds/eds.go, release-1.29) but for what it compares and for
+// service accounts:
 //  1. no endpoints for an unknown service: no key is created, no push;
 //  2. no endpoints for a known service: the key stays (0↔N flaps never cause
 //     full pushes); EDS push when the shard had endpoints, else none;
 //  3. first endpoints of an unknown service: full push (clients have no
 //     cluster for it yet);
-//  4. the shard's endpoint set is unchanged (in any order): no push;
-//  5. otherwise: EDS push. A changed set of service accounts is an EDS push
-//     too: Istio pushes fully because its clusters carry the accounts as
+//  4. the shard's endpoints are unchanged in what clients are sent (address,
+//     port, service port, weight, locality; sameForClients), in any order:
+//     no push. Labels, service account and workload name reach no client
+//     (meshbridge's LbEndpoints carry no metadata), so a change of only
+//     those is kept without a push;
+//  5. otherwise: EDS push. A changed set of service accounts never pushes
+//     more: Istio pushes fully because its clusters carry the accounts as
 //     TLS subject alt names; meshbridge's clusters carry none.
 func (e *endpointShards) update(shard, host, namespace string, endpoints []*model.Endpoint) pushKind {
 	id := serviceID{host, namespace}
@@ -89,10 +94,17 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 	}
 	old := shards[shard]
 	shards[shard] = encodeShard(sorted, old)
-	if slices.EqualFunc(old.endpoints, sorted, (*model.Endpoint).Equal) {
+	if slices.EqualFunc(old.endpoints, sorted, sameForClients) {
 		return noPush
 	}
 	return edsPush
+}
+
+// sameForClients reports whether a and b give clients the same endpoint:
+// the fields buildLoadAssignment reads.
+func sameForClients(a, b *model.Endpoint) bool {
+	return a.Address == b.Address && a.EndpointPort == b.EndpointPort && a.ServicePortName == b.ServicePortName &&
+		a.Weight == b.Weight && a.Locality == b.Locality
 }
 
 // encodeShard pairs sorted with LbEndpoint encodings: old's encoding of an

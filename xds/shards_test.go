@@ -10,6 +10,7 @@ func TestEndpointShardsUpdate(t *testing.T) {
 	a := ep("10.0.0.1", 80, "")
 	b := ep("10.0.0.2", 80, "")
 	withAccount := func(e *model.Endpoint, sa string) *model.Endpoint { c := *e; c.ServiceAccount = sa; return &c }
+	with := func(e *model.Endpoint, edit func(*model.Endpoint)) *model.Endpoint { c := *e; edit(&c); return &c }
 	type update struct {
 		shard     string
 		endpoints []*model.Endpoint
@@ -88,6 +89,28 @@ func TestEndpointShardsUpdate(t *testing.T) {
 		"same service accounts from another endpoint push EDS": {
 			before: []update{{"consul", []*model.Endpoint{withAccount(a, "sa1")}}},
 			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1"), withAccount(b, "sa1")}},
+			want:   edsPush, known: true,
+		},
+		"a label, account or workload name change pushes nothing: no client is sent them": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) {
+				e.Labels, e.ServiceAccount, e.WorkloadName = map[string]string{"version": "v2"}, "sa9", "renamed"
+			}), b}},
+			want: noPush, known: true,
+		},
+		"a weight change pushes EDS": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) { e.Weight = 7 }), b}},
+			want:   edsPush, known: true,
+		},
+		"a locality change pushes EDS": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) { e.Locality = "r/z9" }), b}},
+			want:   edsPush, known: true,
+		},
+		"a port change pushes EDS": {
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) { e.EndpointPort = 81 }), b}},
 			want:   edsPush, known: true,
 		},
 		"first endpoints of a second shard push EDS": {
