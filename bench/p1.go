@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -90,7 +91,8 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan time.Time, 1)
-	held := make(map[string]bool, want)
+	held := make(map[string]bool, want) // the receive callback's only
+	var holding atomic.Int64            // len(held), for the timeout's message
 	var s *adsStream
 	s, err = openStream(ctx, conn, "bench-p1", func(s *adsStream, r ads.Receipt) {
 		switch r.Resp.TypeUrl {
@@ -105,6 +107,7 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 			for _, res := range r.Resp.Resources {
 				held[ads.ResourceName(res.GetValue())] = true
 			}
+			holding.Store(int64(len(held)))
 			if len(held) == want {
 				select {
 				case done <- r.At:
@@ -124,6 +127,6 @@ func fetchAll(b *bridge, want int) (time.Duration, error) {
 	case at := <-done:
 		return at.Sub(b.Started), nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("client holds %d of %d ClusterLoadAssignments after 2m", len(held), want)
+		return 0, fmt.Errorf("client holds %d of %d ClusterLoadAssignments after 2m", holding.Load(), want)
 	}
 }
