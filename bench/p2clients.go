@@ -212,23 +212,19 @@ func runP2Clients(f p2ClientFlags) int {
 // subscribed to its ClusterLoadAssignment.
 func openP2Streams(ctx context.Context, f p2ClientFlags, others []string, round *atomic.Pointer[p2Round]) ([]*p2Stream, []*grpc.ClientConn, error) {
 	var streams []*p2Stream
-	var conns []*grpc.ClientConn
 	total := f.watchers + len(others)
+	conns, err := pipeline.Dial(f.target, total)
+	if err != nil {
+		return nil, nil, err
+	}
 	for i := range total {
-		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := ads.Dial(f.target)
-			if err != nil {
-				return streams, conns, err
-			}
-			conns = append(conns, conn)
-		}
 		s := &p2Stream{own: f.watch, watcher: i < f.watchers, round: round}
 		if !s.watcher {
 			s.own = others[i-f.watchers]
 		}
 		delta := f.mode == p2Delta || f.mode == p2Mixed && i%2 == 1
 		opts := ads.Options{Node: &core.Node{Id: fmt.Sprintf("bench-p2-%d", i), Cluster: "bench"}, DiscardResources: true}
-		conn := conns[len(conns)-1]
+		conn := conns[i/pipeline.StreamsPerConn]
 		if delta {
 			d, err := ads.OpenDelta(ctx, conn, opts)
 			if err != nil {

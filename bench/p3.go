@@ -133,18 +133,14 @@ func p3(opts options) ([]row, error) {
 // connectP3 opens the streams: each asks CDS by wildcard and the
 // ClusterLoadAssignment of one service (stream 0: the changing one).
 func connectP3(ctx context.Context, b *bridge, opts options) ([]*adsStream, []*grpc.ClientConn, error) {
-	var conns []*grpc.ClientConn
+	conns, err := pipeline.Dial(b.address(), opts.p3Streams)
+	if err != nil {
+		return nil, nil, err
+	}
 	var streams []*adsStream
 	for i := range opts.p3Streams {
-		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := ads.Dial(b.address())
-			if err != nil {
-				return nil, conns, err
-			}
-			conns = append(conns, conn)
-		}
 		name := b.clusterName(i % opts.services)
-		s, err := openStream(ctx, conns[len(conns)-1], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r ads.Receipt) {
+		s, err := openStream(ctx, conns[i/pipeline.StreamsPerConn], fmt.Sprintf("bench-p3-%d", i), func(s *adsStream, r ads.Receipt) {
 			if r.Resp.TypeUrl == resourcev3.EndpointType {
 				s.count.Add(1)
 			}

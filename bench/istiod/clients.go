@@ -153,17 +153,13 @@ type fanout struct {
 // connectFanout opens n streams to addr watching cluster and waits until
 // each received its first ClusterLoadAssignment.
 func connectFanout(ctx context.Context, addr string, n int, cluster string, timeout time.Duration) (*fanout, error) {
-	f := &fanout{}
+	conns, err := pipeline.Dial(addr, n)
+	if err != nil {
+		return nil, err
+	}
+	f := &fanout{conns: conns}
 	for i := range n {
-		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := ads.Dial(addr)
-			if err != nil {
-				f.close()
-				return nil, err
-			}
-			f.conns = append(f.conns, conn)
-		}
-		st, err := ads.OpenSotW(ctx, f.conns[len(f.conns)-1], ads.Options{Node: node(fmt.Sprintf("bench-%d", i)),
+		st, err := ads.OpenSotW(ctx, conns[i/pipeline.StreamsPerConn], ads.Options{Node: node(fmt.Sprintf("bench-%d", i)),
 			DiscardResources: true})
 		if err != nil {
 			f.close()

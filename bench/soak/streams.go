@@ -189,17 +189,13 @@ type fleet struct {
 // connect opens n clients on addr, pipeline.StreamsPerConn per connection,
 // alternately SotW and Delta.
 func connect(ctx context.Context, addr string, n int) (*fleet, error) {
-	f := &fleet{}
+	conns, err := pipeline.Dial(addr, n)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{conns: conns}
 	for i := range n {
-		if i%pipeline.StreamsPerConn == 0 {
-			conn, err := ads.Dial(addr)
-			if err != nil {
-				f.close()
-				return nil, err
-			}
-			f.conns = append(f.conns, conn)
-		}
-		conn := f.conns[len(f.conns)-1]
+		conn := conns[i/pipeline.StreamsPerConn]
 		var c *client
 		var err error
 		if i%2 == 0 {
