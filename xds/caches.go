@@ -6,19 +6,18 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/log"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
-// caches holds one go-control-plane LinearCache per resource type, shared
-// by every listener; forListener builds the MuxCache a listener's ADS server
-// watches.
+// caches holds one resourceCache per resource type, shared by every
+// listener; forListener builds the MuxCache a listener's ADS server watches.
 //
-// Every type uses a LinearCache rather than a snapshot cache: a snapshot cache
-// versions a node's whole snapshot, so a change of one ClusterLoadAssignment
-// wakes every stream watching any of them; a LinearCache versions each
-// resource and wakes only the watches of the resources it is handed (Contour
-// internal/xdscache/v3/snapshot.go makes the same choice for EDS).
+// Every type is versioned per resource (resourceCache, which keeps
+// go-control-plane's LinearCache rules) rather than by snapshot: a snapshot
+// cache versions a node's whole snapshot, so a change of one
+// ClusterLoadAssignment wakes every stream watching any of them; a
+// per-resource cache wakes only the watches of the resources it is handed
+// (Contour internal/xdscache/v3/snapshot.go makes the same choice for EDS).
 type caches struct {
 	clusters  *resourceSet // CDS, every client
 	endpoints *resourceSet // EDS, every client
@@ -29,12 +28,9 @@ type caches struct {
 	xds map[string]cachev3.Cache
 }
 
-func newCaches(logger log.Logger, mcp *mcpCache) *caches {
-	linear := func(typeURL string) *cachev3.LinearCache {
-		return cachev3.NewLinearCache(typeURL, cachev3.WithLogger(logger))
-	}
+func newCaches(mcp *mcpCache) *caches {
 	set := func(typeURL string) *resourceSet {
-		r := newResourceSet(linear(typeURL))
+		r := newResourceSet(newResourceCache(typeURL))
 		r.typeURL = typeURL
 		return r
 	}
@@ -50,8 +46,8 @@ func newCaches(logger log.Logger, mcp *mcpCache) *caches {
 		resourcev3.EndpointType:                         c.endpoints.cache,
 		keyFor(resourcev3.ListenerType, GeneratorGRPC):  c.listeners.cache,
 		keyFor(resourcev3.RouteType, GeneratorGRPC):     c.routes.cache,
-		keyFor(resourcev3.ListenerType, GeneratorEnvoy): linear(resourcev3.ListenerType),
-		keyFor(resourcev3.RouteType, GeneratorEnvoy):    linear(resourcev3.RouteType),
+		keyFor(resourcev3.ListenerType, GeneratorEnvoy): newResourceCache(resourcev3.ListenerType),
+		keyFor(resourcev3.RouteType, GeneratorEnvoy):    newResourceCache(resourcev3.RouteType),
 	}
 	return c
 }

@@ -87,7 +87,7 @@ type typeState struct {
 
 // sentReply is a response sent. version is the DiscoveryResponse's
 // version_info (SotW) or system_version_info (Delta), both the
-// LinearCache's version when it answered.
+// cache's version when it answered (rescache.go).
 type sentReply struct {
 	nonce, version string
 	at             time.Time

@@ -25,8 +25,8 @@ import (
 //     for proxyless gRPC streams only. Each such (stream, type) waits for
 //     the cache version before the update: a response of the type with a
 //     higher version carries the change, or a later one that replaced it
-//     (a LinearCache answers a watch with everything that changed since
-//     the version the stream knows).
+//     (the cache answers a watch with everything that changed since the
+//     version the stream knows; rescache.go).
 //   - push: the first response of a waiting (stream, type) with a higher
 //     version, once per push.
 //   - ack: when every waiting (stream, type) answered such a response, the

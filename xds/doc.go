@@ -27,7 +27,8 @@
 //     LOGICAL_DNS and aggregate clusters (gRFC A27). cds.go.
 //  6. A ClusterLoadAssignment has one locality per distinct locality, weights
 //     ≥ 1 and no duplicate address, which grpc-go would NACK (gRFC A27). eds.go.
-//  7. Resources are versioned one by one (a LinearCache per type) and only
+//  7. Resources are versioned one by one (a resourceCache per type, which
+//     keeps go-control-plane's LinearCache rules; rescache.go) and only
 //     changed ones are handed to the caches, so an EDS push sends only the
 //     changed ClusterLoadAssignments, only to their subscribers; a full push
 //     regenerates clusters, listeners and routes and removes vanished ones
@@ -43,11 +44,12 @@
 //     go-control-plane copies a stream's first Node into later requests
 //     (sotw process, delta processDelta), so caches.go's classification
 //     holds. Delta clients get changed resources with per-resource versions
-//     (hash of the marshalled bytes) and removed names. caches.go.
-//  10. Each resource version is marshalled once: a LinearCache keeps one
-//     cachedResource per version whose bytes are memoized (sync.OnceValues)
-//     and shared by every stream's response; only the envelope is per
-//     stream (go-control-plane pkg/cache/v3 cached_resource.go). resources.go.
+//     (SHA-256 of the encoding, as go-control-plane's) and removed names.
+//     caches.go, rescache.go.
+//  10. Each resource version is marshalled once: the cache keeps the
+//     encoding it was handed and, from the first response that carries it,
+//     one Any (SotW) and one Delta Resource shared by every stream's
+//     response; only the envelope is per stream. resources.go, rescache.go.
 //     A ClusterLoadAssignment reaches its cache already encoded: the
 //     endpoint shards encode an endpoint's LbEndpoint when it arrives and
 //     keep the bytes while its address, port and weight stay; a push
@@ -63,8 +65,9 @@
 //     stream coalesce. A NACKed version is not re-sent until it changes;
 //     nackGuard closes SotW's gap for a NACK of the first response.
 //     callbacks.go keeps the last ACKed version per stream and type. nack.go.
-//  12. A push never waits for a client: a LinearCache hands responses to
-//     per-stream buffered channels; each stream sends from its own
+//  12. A push never waits for a client: the cache hands responses to
+//     per-stream buffered channels (a goroutine waits when one is full);
+//     each stream sends from its own
 //     goroutine; at most 2×GOMAXPROCS (≥ 4) sends run at once over both
 //     listeners, and one blocked by flow control frees its slot after 50ms.
 //     sends.go.

@@ -343,7 +343,7 @@ func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
 	encoded := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
 	res := encoded[ClusterName(80, "a.local")].(*encodedMessage)
 
-	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))
+	set := newResourceSet(newResourceCache(resourcev3.EndpointType))
 	if _, err := set.apply(encoded, nil); err != nil {
 		t.Fatal(err)
 	}

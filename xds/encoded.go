@@ -32,7 +32,8 @@ type encodedMessage struct {
 var _ types.ResourceWithName = (*encodedMessage)(nil)
 
 // encodeResource returns m, named name, as an encodedMessage holding its
-// deterministic encoding (the bytes a LinearCache would marshal from m).
+// deterministic encoding (the bytes proto.Marshal gives for m, which the
+// cache serves).
 // When m cannot be marshalled it returns m itself, so the cache's marshal
 // fails as it would for m.
 func encodeResource(name string, m proto.Message) types.Resource {

@@ -60,7 +60,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 	}
 	onA, onB := subscribe(clusterA), subscribe(clusterB)
 	watches := ts.caches.endpoints.cache
-	if n := watches.NumWatches(clusterB); n != 2*perCluster {
+	if n := watches.numWatches(clusterB); n != 2*perCluster {
 		t.Fatalf("%d watches on b before the push, want %d", n, 2*perCluster)
 	}
 
@@ -68,7 +68,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 	ts.setEndpoints(t, "a.local", "10.0.0.1")
 	// A watch the cache answers is removed at once, inside the push: b's
 	// are all still open, so no stream of b was woken.
-	if n := watches.NumWatches(clusterB); n != 2*perCluster {
+	if n := watches.numWatches(clusterB); n != 2*perCluster {
 		t.Errorf("%d watches on b after a's push, want %d untouched", n, 2*perCluster)
 	}
 	for _, s := range onA {

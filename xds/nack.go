@@ -8,7 +8,7 @@ import (
 
 // nackedFirstVersion stands in for the empty version_info of a SotW NACK of
 // a stream's first response of a type (see nackGuard). Any non-empty value
-// works: the LinearCaches have no version prefix.
+// works: the caches' versions are numbers.
 const nackedFirstVersion = "nacked"
 
 // nackGuard keeps a NACKed resource from being re-sent before it changes.
@@ -17,10 +17,11 @@ const nackedFirstVersion = "nacked"
 // (server/sotw/v3 streamWrapper.send, server/delta/v3 processDelta), so a
 // NACK, like an ACK, opens a watch that answers only when a resource differs
 // from what was sent: the NACKed version is not re-sent. Delta keeps to that
-// in every case. SotW has one gap: LinearCache.CreateWatch answers at once
-// when the request's version_info is empty ("the client has no state"), and
-// a NACK of the stream's first response of a type carries an empty
-// version_info, because the client never accepted one. For CDS and LDS that
+// in every case. SotW has one gap: resourceCache.CreateWatch, as
+// go-control-plane's LinearCache, answers at once when the request's
+// version_info is empty ("the client has no state"), and a NACK of the
+// stream's first response of a type carries an empty version_info, because
+// the client never accepted one. For CDS and LDS that
 // answer is the full state again, which the client NACKs again, in a loop.
 // nackGuard gives such a request a non-empty version_info.
 type nackGuard struct {

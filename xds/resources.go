@@ -5,22 +5,21 @@ import (
 	"fmt"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 )
 
-// resourceSet is one LinearCache plus the content last handed to it. Only
+// resourceSet is one resourceCache plus the content last handed to it. Only
 // resources that differ from that content are handed over, so each resource
 // keeps its own version and a push wakes only the streams watching a resource
-// that really changed (LinearCache versions resources individually and
-// notifies only the watches of the names it is given). Not safe for concurrent
+// that really changed (the cache versions resources individually and
+// answers only the watches of the names it is given). Not safe for concurrent
 // use: only the push path, under DiscoveryServer.pushMu, touches it.
 type resourceSet struct {
-	cache *cachev3.LinearCache
+	cache *resourceCache
 	last  map[string]types.Resource
 	// typeURL is the cache's type; version counts the cache's updates,
-	// which is the LinearCache's version (the version_info of its
-	// responses) since nothing else updates it.
+	// which is the cache's version (the version_info of its responses)
+	// since nothing else updates it.
 	typeURL string
 	version uint64
 	// observe, when set, is told of each update before the cache gets it:
@@ -29,7 +28,7 @@ type resourceSet struct {
 	observe func(typeURL string, before uint64, update map[string]types.Resource, remove []string)
 }
 
-func newResourceSet(cache *cachev3.LinearCache) *resourceSet {
+func newResourceSet(cache *resourceCache) *resourceSet {
 	return &resourceSet{cache: cache, last: make(map[string]types.Resource)}
 }
 
@@ -58,9 +57,9 @@ func (r *resourceSet) apply(want map[string]types.Resource, remove []string) (in
 	if r.observe != nil {
 		r.observe(r.typeURL, r.version, update, del)
 	}
-	// UpdateResources raises the cache's version even when it fails.
+	// update raises the cache's version even when it fails.
 	r.version++
-	if err := r.cache.UpdateResources(update, del); err != nil {
+	if err := r.cache.update(update, del); err != nil {
 		return 0, fmt.Errorf("update %d and delete %d resources: %w", len(update), len(del), err)
 	}
 	for name, res := range update {

@@ -26,7 +26,7 @@ func defaultMaxSends() int {
 
 // sendLimiter bounds the number of concurrent ADS stream sends. It is the
 // only back-pressure point between streams: go-control-plane serves each
-// stream in its own goroutines, and a LinearCache hands a response to a
+// stream in its own goroutines, and the cache hands a response to a
 // stream's buffered channel (one slot per watch) without waiting for the
 // stream, so a push never waits for a client; only the sends themselves
 // compete, here, for a bounded time each (slowSendAfter).

@@ -148,7 +148,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		log:     logger,
 		shards:  newEndpointShards(),
 		queue:   newRequestQueue(),
-		caches:  newCaches(gcpLogger(logger), mcp),
+		caches:  newCaches(mcp),
 		sends:   newSendLimiter(defaultMaxSends(), slowSendAfter),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),

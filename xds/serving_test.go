@@ -25,7 +25,7 @@ import (
 // (rule 12), ACK tracking (rule 11) and stream metrics.
 
 func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
-	set := newResourceSet(cachev3.NewLinearCache(resourcev3.EndpointType))
+	set := newResourceSet(newResourceCache(resourcev3.EndpointType))
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: clusterA, Endpoints: []*endpoint.LocalityLbEndpoints{{
 		LbEndpoints: []*endpoint.LbEndpoint{lbEndpoint("10.0.0.1", 80, 1)},
 	}}}

@@ -1,0 +1,420 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// resourceCache is the go-control-plane cache.Cache of one xDS type whose
+// resources are versioned one by one. It answers watches by the rules of
+// go-control-plane's LinearCache (pkg/cache/v3/linear.go, v0.14) and holds
+// less per resource: the encoding handed to it (an encodedMessage's, not
+// copied), the version that set it, and, once a response carried it, the
+// Any and the Delta Resource every later response shares. A push to n
+// streams builds n response envelopes and marshals no resource again.
+//
+// Versions:
+//   - A response's version_info (SotW) and system_version_info (Delta) is
+//     the cache's version, the number of updates so far; convergence.go
+//     reads it as a number.
+//   - SotW records, per resource a stream was sent, the cache version that
+//     set the resource (as LinearCache does).
+//   - Delta's resource version is a content hash of the encoding,
+//     go-control-plane's cachev3.HashResource (SHA-256, hex) as LinearCache
+//     uses, so a client reconnecting with initial_resource_versions, to
+//     this process or to another, is sent exactly the resources whose
+//     content differs.
+//
+// When a watch answers (each watch answers once, then the stream opens
+// another with its next request):
+//   - SotW: a request with an empty version_info is answered at once, even
+//     with no resource. Otherwise a subscribed resource new to the stream or
+//     changed answers; CDS and LDS responses carry every subscribed
+//     resource (the full state, cachev3.ResourceRequiresFullStateInSotw),
+//     EDS and RDS responses the changed ones, and a removal wakes only the
+//     full-state types.
+//   - Delta: a subscribed resource new to the stream or changed answers, and
+//     so does a removal of one the stream has, or its unsubscription; the
+//     first request of a wildcard stream is answered at once.
+//   - A wildcard watch is woken by every update; another by the names it
+//     subscribes to.
+//
+// Safe for concurrent use.
+type resourceCache struct {
+	typeURL   string
+	fullState bool // SotW responses carry every subscribed resource
+
+	mu        sync.Mutex
+	version   uint64
+	versionS  string // version, formatted
+	resources map[string]*cachedEntry
+	watches   map[string]map[*cacheWatch]struct{} // by subscribed name
+	wildcard  map[*cacheWatch]struct{}
+}
+
+// cachedEntry is one resource version in a resourceCache. wire is shared
+// with the resource handed over (encodedMessage) and read-only; anyRes and
+// deltaRes are built on first use under the cache's lock and read-only
+// after.
+type cachedEntry struct {
+	wire     []byte
+	version  string // the cache version that set it: SotW's resource version
+	hash     string // Delta's resource version; "" until first needed
+	anyRes   *anypb.Any
+	deltaRes *discovery.Resource
+}
+
+// cacheWatch is an open watch: SotW (req, out) or Delta (dreq, dout).
+type cacheWatch struct {
+	sub  cachev3.Subscription
+	req  *cachev3.Request
+	out  chan cachev3.Response
+	dreq *cachev3.DeltaRequest
+	dout chan cachev3.DeltaResponse
+
+	woken     uint64        // the update that last collected it (notify)
+	cancelled bool          // set by cancel, under the cache's lock
+	done      chan struct{} // made when a send could not complete at once; closed by cancel
+}
+
+var _ cachev3.Cache = (*resourceCache)(nil)
+
+func newResourceCache(typeURL string) *resourceCache {
+	return &resourceCache{
+		typeURL:   typeURL,
+		fullState: cachev3.ResourceRequiresFullStateInSotw(typeURL),
+		versionS:  "0",
+		resources: make(map[string]*cachedEntry),
+		watches:   make(map[string]map[*cacheWatch]struct{}),
+		wildcard:  make(map[*cacheWatch]struct{}),
+	}
+}
+
+// update sets the resources of set, removes the names of remove, raises the
+// cache's version by one and answers the watches that the change wakes. A
+// resource that cannot be marshalled is left out (the others are applied)
+// and reported in the error; an encodedMessage always can.
+func (c *resourceCache) update(set map[string]types.Resource, remove []string) error {
+	var errs []error
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.version++
+	c.versionS = strconv.FormatUint(c.version, 10)
+	var woken []*cacheWatch
+	wake := func(name string) {
+		for w := range c.watches[name] {
+			if w.woken != c.version {
+				w.woken = c.version
+				woken = append(woken, w)
+			}
+		}
+	}
+	for name, res := range set {
+		wire, err := encoding(res)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resource %q: %w", name, err))
+			continue
+		}
+		c.resources[name] = &cachedEntry{wire: wire, version: c.versionS}
+		wake(name)
+	}
+	for _, name := range remove {
+		delete(c.resources, name)
+		wake(name)
+	}
+	for w := range c.wildcard {
+		woken = append(woken, w)
+	}
+	for _, w := range woken {
+		if c.answer(w, false) {
+			c.untrack(w)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// encoding returns res's deterministic encoding: an encodedMessage's own
+// bytes, shared, or a new marshal.
+func encoding(res types.Resource) ([]byte, error) {
+	if e, ok := res.(*encodedMessage); ok {
+		return e.encoded(), nil
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(res)
+}
+
+// CreateWatch implements cachev3.ConfigWatcher for SotW.
+func (c *resourceCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, out chan cachev3.Response) (func(), error) {
+	if req.GetTypeUrl() != c.typeURL {
+		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
+	}
+	return c.watch(&cacheWatch{sub: sub, req: req, out: out}, req.GetVersionInfo() == ""), nil
+}
+
+// CreateDeltaWatch implements cachev3.ConfigWatcher for Delta.
+func (c *resourceCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, out chan cachev3.DeltaResponse) (func(), error) {
+	if req.GetTypeUrl() != c.typeURL {
+		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
+	}
+	return c.watch(&cacheWatch{sub: sub, dreq: req, dout: out}, sub.IsWildcard() && req.GetResponseNonce() == ""), nil
+}
+
+// watch answers w at once when it has something to send (or evenIfEmpty),
+// else tracks it until an update wakes it. It returns w's cancel.
+func (c *resourceCache) watch(w *cacheWatch, evenIfEmpty bool) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.answer(w, evenIfEmpty) {
+		if w.sub.IsWildcard() {
+			c.wildcard[w] = struct{}{}
+		} else {
+			for name := range w.sub.SubscribedResources() {
+				ws := c.watches[name]
+				if ws == nil {
+					ws = make(map[*cacheWatch]struct{})
+					c.watches[name] = ws
+				}
+				ws[w] = struct{}{}
+			}
+		}
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if w.cancelled {
+			return
+		}
+		w.cancelled = true
+		c.untrack(w)
+		if w.done != nil {
+			close(w.done)
+		}
+	}
+}
+
+// untrack removes w from the watches. Call with mu held.
+func (c *resourceCache) untrack(w *cacheWatch) {
+	if w.sub.IsWildcard() {
+		delete(c.wildcard, w)
+		return
+	}
+	for name := range w.sub.SubscribedResources() {
+		if ws := c.watches[name]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(c.watches, name)
+			}
+		}
+	}
+}
+
+// answer sends w its response when there is one to send (see the type's
+// rules) and reports whether it did. Call with mu held.
+func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
+	delta := w.dreq != nil
+	changed, removed := c.changes(w.sub, delta)
+	if len(changed)+len(removed) == 0 && !evenIfEmpty {
+		return false
+	}
+	send := changed
+	if !delta {
+		switch {
+		case !c.fullState:
+			if len(changed) == 0 && !evenIfEmpty {
+				return false
+			}
+		case w.sub.IsWildcard():
+			send = make([]string, 0, len(c.resources))
+			for name := range c.resources {
+				send = append(send, name)
+			}
+		default:
+			send = send[:0:0]
+			for name := range w.sub.SubscribedResources() {
+				if _, ok := c.resources[name]; ok {
+					send = append(send, name)
+				}
+			}
+		}
+	}
+	next := maps.Clone(w.sub.ReturnedResources())
+	if next == nil {
+		next = make(map[string]string, len(send))
+	}
+	for _, name := range removed {
+		delete(next, name)
+	}
+	if delta {
+		resources := make([]*discovery.Resource, len(send))
+		for i, name := range send {
+			e := c.resources[name]
+			resources[i] = c.deltaResource(name, e)
+			next[name] = e.hash
+		}
+		c.sendDelta(w, &cachev3.DeltaPassthroughResponse{
+			DeltaRequest:   w.dreq,
+			NextVersionMap: next,
+			DeltaDiscoveryResponse: &discovery.DeltaDiscoveryResponse{
+				SystemVersionInfo: c.versionS,
+				TypeUrl:           c.typeURL,
+				Resources:         resources,
+				RemovedResources:  removed,
+			},
+		})
+		return true
+	}
+	resources := make([]*anypb.Any, len(send))
+	for i, name := range send {
+		e := c.resources[name]
+		resources[i] = c.anyOf(e)
+		next[name] = e.version
+	}
+	c.sendSotW(w, &cachev3.PassthroughResponse{
+		Request: w.req,
+		DiscoveryResponse: &discovery.DiscoveryResponse{
+			VersionInfo: c.versionS,
+			TypeUrl:     c.typeURL,
+			Resources:   resources,
+		},
+		ReturnedResources: next,
+	})
+	return true
+}
+
+// changes returns the names sub should be sent (new to the stream, or of
+// another version than it was sent) and the names it has that are gone
+// (removed from the cache, or no longer subscribed), as LinearCache's
+// computeResourceChange. Call with mu held.
+func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, removed []string) {
+	known := sub.ReturnedResources()
+	version := func(e *cachedEntry) string {
+		if delta {
+			return c.hashOf(e)
+		}
+		return e.version
+	}
+	if sub.IsWildcard() {
+		for name, e := range c.resources {
+			if v, ok := known[name]; !ok || v != version(e) {
+				changed = append(changed, name)
+			}
+		}
+		for name := range known {
+			if _, ok := c.resources[name]; !ok {
+				removed = append(removed, name)
+			}
+		}
+		return changed, removed
+	}
+	subscribed := sub.SubscribedResources()
+	for name := range subscribed {
+		e, exists := c.resources[name]
+		v, ok := known[name]
+		switch {
+		case !exists:
+			if ok {
+				removed = append(removed, name)
+			}
+		case !ok || v != version(e):
+			changed = append(changed, name)
+		}
+	}
+	for name := range known {
+		if _, ok := subscribed[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	return changed, removed
+}
+
+// hashOf returns e's Delta version. Call with mu held.
+func (c *resourceCache) hashOf(e *cachedEntry) string {
+	if e.hash == "" {
+		e.hash = cachev3.HashResource(e.wire)
+	}
+	return e.hash
+}
+
+// anyOf returns e's Any, shared by every response. Call with mu held.
+func (c *resourceCache) anyOf(e *cachedEntry) *anypb.Any {
+	if e.anyRes == nil {
+		e.anyRes = &anypb.Any{TypeUrl: c.typeURL, Value: e.wire}
+	}
+	return e.anyRes
+}
+
+// deltaResource returns e's Delta Resource, shared by every response. Call
+// with mu held.
+func (c *resourceCache) deltaResource(name string, e *cachedEntry) *discovery.Resource {
+	if e.deltaRes == nil {
+		e.deltaRes = &discovery.Resource{Name: name, Version: c.hashOf(e), Resource: c.anyOf(e)}
+	}
+	return e.deltaRes
+}
+
+// sendSotW hands resp to w's stream without blocking: go-control-plane's
+// stream loop both creates watches (under this cache's lock) and drains
+// the channel, so a full channel is handed to a goroutine, which gives up
+// when the watch is cancelled. Call with mu held.
+func (c *resourceCache) sendSotW(w *cacheWatch, resp cachev3.Response) {
+	select {
+	case w.out <- resp:
+	default:
+		done := w.doneChan()
+		go func() {
+			select {
+			case w.out <- resp:
+			case <-done:
+			}
+		}()
+	}
+}
+
+// sendDelta is sendSotW for a Delta watch.
+func (c *resourceCache) sendDelta(w *cacheWatch, resp cachev3.DeltaResponse) {
+	select {
+	case w.dout <- resp:
+	default:
+		done := w.doneChan()
+		go func() {
+			select {
+			case w.dout <- resp:
+			case <-done:
+			}
+		}()
+	}
+}
+
+// doneChan returns the channel w's cancel closes. Call with the cache's
+// lock held.
+func (w *cacheWatch) doneChan() chan struct{} {
+	if w.done == nil {
+		w.done = make(chan struct{})
+		if w.cancelled {
+			close(w.done)
+		}
+	}
+	return w.done
+}
+
+// Fetch implements cachev3.ConfigFetcher: resources are served over
+// streams only, as by LinearCache.
+func (c *resourceCache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errors.New("fetch is not implemented: xDS is served over ADS streams")
+}
+
+// numWatches returns how many open watches an update of name wakes.
+func (c *resourceCache) numWatches(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.watches[name]) + len(c.wildcard)
+}

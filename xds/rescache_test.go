@@ -1,0 +1,383 @@
+package xds
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// cacheStep is one step of a resourceCache rule test: an update, or a
+// stream's request that opens a watch. want is the response the step
+// causes ("" none): the names sent, "-" and the names removed, sorted; a
+// Delta response is prefixed "delta".
+type cacheStep struct {
+	set       map[string]int // name → content
+	remove    []string
+	sotw      []string // a SotW request with these names; nil: none
+	version   string   // the SotW request's version_info
+	subscribe []string // a Delta request
+	unsub     []string
+	delta     bool
+	want      string
+}
+
+func TestResourceCacheRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		typeURL string
+		steps   []cacheStep
+	}{
+		{"SotW first request is answered at once, even with nothing", resourcev3.EndpointType, []cacheStep{
+			{sotw: []string{"a"}, want: "[]"},
+		}},
+		{"SotW EDS: only the changed subscribed resource is sent", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1}},
+			{sotw: []string{"a", "b"}, want: "[a b]"},
+			{sotw: []string{"a", "b"}, version: "1"},
+			{set: map[string]int{"c": 1}},
+			{set: map[string]int{"b": 2}, want: "[b]"},
+		}},
+		{"SotW EDS: a removal alone wakes no watch", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1}},
+			{sotw: []string{"a", "b"}, want: "[a b]"},
+			{sotw: []string{"a", "b"}, version: "1"},
+			{remove: []string{"b"}},
+			{set: map[string]int{"a": 2}, want: "[a]"},
+		}},
+		{"SotW CDS: a removal sends the full state", resourcev3.ClusterType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1}},
+			{sotw: []string{}, want: "[a b]"},
+			{sotw: []string{}, version: "1"},
+			{remove: []string{"b"}, want: "[a]"},
+			{sotw: []string{}, version: "2"},
+			{set: map[string]int{"c": 1}, want: "[a c]"},
+		}},
+		{"SotW: an ACK of what is current waits", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1}},
+			{sotw: []string{"a"}, want: "[a]"},
+			{sotw: []string{"a"}, version: "1"},
+			{set: map[string]int{"b": 1}},
+			{sotw: []string{"a", "b"}, version: "2", want: "[b]"},
+		}},
+		{"Delta: subscribed resources are sent, then only changes and removals", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1}},
+			{delta: true, subscribe: []string{"a"}, want: "delta [a]"},
+			{delta: true},
+			{set: map[string]int{"b": 2}},
+			{set: map[string]int{"a": 2}, want: "delta [a]"},
+			{delta: true},
+			{remove: []string{"a"}, want: "delta [] - [a]"},
+		}},
+		{"Delta: an unsubscribed resource is forgotten, not removed", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1}},
+			{delta: true, subscribe: []string{"a", "b"}, want: "delta [a b]"},
+			{delta: true, unsub: []string{"b"}},
+			{set: map[string]int{"b": 2}},
+			{remove: []string{"b"}},
+			{set: map[string]int{"a": 2}, want: "delta [a]"},
+		}},
+		{"Delta: a non-wildcard stream's first request for nothing that exists waits", resourcev3.EndpointType, []cacheStep{
+			{delta: true, subscribe: []string{"a"}},
+			{set: map[string]int{"a": 1}, want: "delta [a]"},
+		}},
+		{"Delta: a wildcard stream's first request is answered at once", resourcev3.ClusterType, []cacheStep{
+			{delta: true, want: "delta []"},
+			{delta: true},
+			{set: map[string]int{"a": 1}, want: "delta [a]"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newCacheHarness(tt.typeURL)
+			for i, step := range tt.steps {
+				if got := h.step(t, step); got != step.want {
+					t.Fatalf("step %d: response %q, want %q", i, got, step.want)
+				}
+			}
+		})
+	}
+}
+
+// cacheHarness drives a resourceCache and, alongside, go-control-plane's
+// LinearCache with the same steps and one stream's subscription per
+// protocol, kept as go-control-plane's servers keep them.
+type cacheHarness struct {
+	typeURL string
+	ours    *resourceCache
+	linear  *cachev3.LinearCache
+	// per cache: the stream's SotW and Delta subscriptions and open watches
+	sotwSub, deltaSub   [2]*stream.Subscription
+	sotwOut             [2]chan cachev3.Response
+	deltaOut            [2]chan cachev3.DeltaResponse
+	sotwCancel, dCancel [2]func()
+	sotwReq             *discovery.DiscoveryRequest
+	deltaReq            *discovery.DeltaDiscoveryRequest
+	// sotwVersion is the version_info of the last SotW response, which the
+	// stream's next request carries.
+	sotwVersion string
+}
+
+func newCacheHarness(typeURL string) *cacheHarness {
+	h := &cacheHarness{typeURL: typeURL, ours: newResourceCache(typeURL), linear: cachev3.NewLinearCache(typeURL)}
+	for i := range 2 {
+		h.sotwOut[i] = make(chan cachev3.Response, 4)
+		h.deltaOut[i] = make(chan cachev3.DeltaResponse, 4)
+	}
+	return h
+}
+
+// legacyWildcard is go-control-plane's default: an empty first request is a
+// wildcard for CDS and LDS only.
+func (h *cacheHarness) legacyWildcard() bool { return h.typeURL == resourcev3.ClusterType }
+
+func (h *cacheHarness) caches() [2]cachev3.Cache { return [2]cachev3.Cache{h.ours, h.linear} }
+
+func (h *cacheHarness) resource(name string, content int) types.Resource {
+	if h.typeURL == resourcev3.ClusterType {
+		return encodeResource(name, &cluster.Cluster{Name: name, AltStatName: fmt.Sprint(content)})
+	}
+	return encodeResource(name, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
+		{LbEndpoints: []*endpoint.LbEndpoint{lbEndpoint("10.0.0.1", uint32(content), 1)}},
+	}})
+}
+
+// step applies s to both caches and returns the response it caused on
+// ours, after checking the LinearCache gave the same one.
+func (h *cacheHarness) step(t *testing.T, s cacheStep) string {
+	t.Helper()
+	switch {
+	case s.set != nil || s.remove != nil:
+		set := make(map[string]types.Resource, len(s.set))
+		for name, content := range s.set {
+			set[name] = h.resource(name, content)
+		}
+		if err := h.ours.update(set, s.remove); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.linear.UpdateResources(set, s.remove); err != nil {
+			t.Fatal(err)
+		}
+	case s.sotw != nil:
+		h.sotwReq = &discovery.DiscoveryRequest{TypeUrl: h.typeURL, ResourceNames: s.sotw, VersionInfo: s.version}
+		for i, c := range h.caches() {
+			if h.sotwSub[i] == nil {
+				sub := stream.NewSotwSubscription(s.sotw, h.legacyWildcard())
+				h.sotwSub[i] = &sub
+			} else {
+				if h.sotwCancel[i] != nil {
+					h.sotwCancel[i]()
+				}
+				h.sotwSub[i].SetResourceSubscription(s.sotw)
+			}
+			cancel, err := c.CreateWatch(h.sotwReq, *h.sotwSub[i], h.sotwOut[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.sotwCancel[i] = cancel
+		}
+	case s.delta:
+		h.deltaReq = &discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResourceNamesSubscribe: s.subscribe, ResourceNamesUnsubscribe: s.unsub}
+		if h.deltaSub[0] != nil {
+			h.deltaReq.ResponseNonce = "1"
+		}
+		for i, c := range h.caches() {
+			if h.deltaSub[i] == nil {
+				sub := stream.NewDeltaSubscription(s.subscribe, s.unsub, nil, h.legacyWildcard())
+				h.deltaSub[i] = &sub
+			} else {
+				if h.dCancel[i] != nil {
+					h.dCancel[i]()
+				}
+				h.deltaSub[i].UpdateResourceSubscriptions(s.subscribe, s.unsub)
+			}
+			cancel, err := c.CreateDeltaWatch(h.deltaReq, *h.deltaSub[i], h.deltaOut[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.dCancel[i] = cancel
+		}
+	}
+	got := [2]string{}
+	for i := range 2 {
+		got[i] = h.take(t, i)
+	}
+	if got[0] != got[1] {
+		t.Fatalf("resourceCache answered %q, LinearCache %q", got[0], got[1])
+	}
+	var short []string
+	for _, r := range strings.Split(got[0], "; ") {
+		r, _, _ = strings.Cut(r, " v")
+		short = append(short, r)
+	}
+	return strings.Join(short, "; ")
+}
+
+// take reads the responses cache i gave, if any, applies them to the
+// subscriptions as go-control-plane's servers do, and describes them:
+// "[names] - [removed] v<version> <returned versions>", SotW's then Delta's.
+func (h *cacheHarness) take(t *testing.T, i int) string {
+	t.Helper()
+	var out []string
+	select {
+	case r := <-h.sotwOut[i]:
+		resp, err := r.GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.sotwSub[i].SetReturnedResources(r.GetReturnedResources())
+		h.sotwCancel[i] = nil
+		if i == 0 {
+			h.sotwVersion = resp.GetVersionInfo()
+		}
+		var names []string
+		for _, a := range resp.GetResources() {
+			names = append(names, nameOf(t, h.typeURL, a.GetValue()))
+		}
+		out = append(out, describe(names, nil, resp.GetVersionInfo(), r.GetReturnedResources()))
+	default:
+	}
+	select {
+	case r := <-h.deltaOut[i]:
+		resp, err := r.GetDeltaDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.deltaSub[i].SetReturnedResources(r.GetNextVersionMap())
+		h.dCancel[i] = nil
+		var names []string
+		for _, res := range resp.GetResources() {
+			if got := nameOf(t, h.typeURL, res.GetResource().GetValue()); got != res.GetName() {
+				t.Fatalf("Delta resource %q carries %q", res.GetName(), got)
+			}
+			names = append(names, res.GetName())
+		}
+		out = append(out, "delta "+describe(names, resp.GetRemovedResources(), resp.GetSystemVersionInfo(), r.GetNextVersionMap()))
+	default:
+	}
+	return strings.Join(out, "; ")
+}
+
+func nameOf(t *testing.T, typeURL string, wire []byte) string {
+	t.Helper()
+	if typeURL == resourcev3.ClusterType {
+		var c cluster.Cluster
+		if err := proto.Unmarshal(wire, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c.GetName()
+	}
+	var cla endpoint.ClusterLoadAssignment
+	if err := proto.Unmarshal(wire, &cla); err != nil {
+		t.Fatal(err)
+	}
+	return cla.GetClusterName()
+}
+
+func describe(names, removed []string, version string, returned map[string]string) string {
+	slices.Sort(names)
+	slices.Sort(removed)
+	out := fmt.Sprintf("%v", names)
+	if len(removed) > 0 {
+		out += fmt.Sprintf(" - %v", removed)
+	}
+	keys := slices.Sorted(maps.Keys(returned))
+	var r []string
+	for _, k := range keys {
+		r = append(r, k+"="+returned[k])
+	}
+	return out + " v" + version + " " + strings.Join(r, ",")
+}
+
+// TestResourceCacheMatchesLinearCache runs random updates, removals and
+// SotW and Delta requests against resourceCache and go-control-plane's
+// LinearCache side by side: every step must cause the same response
+// (resources, removals, version and the versions the stream then holds)
+// from both, or none from both.
+func TestResourceCacheMatchesLinearCache(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	subset := func(r *rand.Rand) []string {
+		var out []string
+		for _, n := range names {
+			if r.IntN(2) == 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	for _, typeURL := range []string{resourcev3.EndpointType, resourcev3.ClusterType} {
+		for seed := range uint64(50) {
+			t.Run(fmt.Sprintf("%s/seed%d", typeURL[strings.LastIndex(typeURL, ".")+1:], seed), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(seed, 7))
+				h := newCacheHarness(typeURL)
+				for range 60 {
+					var s cacheStep
+					switch r.IntN(5) {
+					case 0, 1:
+						s.set = map[string]int{}
+						for _, n := range subset(r) {
+							s.set[n] = r.IntN(3)
+						}
+						if r.IntN(3) == 0 {
+							s.remove = subset(r)
+						}
+					case 2, 3:
+						s.sotw = subset(r)
+						if r.IntN(4) > 0 {
+							s.version = h.sotwVersion
+						}
+					case 4:
+						s.delta = true
+						if r.IntN(2) == 0 {
+							s.subscribe = subset(r)
+						} else {
+							s.unsub = subset(r)
+						}
+					}
+					h.step(t, s)
+				}
+			})
+		}
+	}
+}
+
+// TestResourceCacheNeverBlocks: a response to a stream whose channel is full
+// is delivered later, and given up when the watch is cancelled; neither the
+// update nor CreateWatch waits for the stream (go-control-plane's stream
+// loop creates watches and drains the channel from one goroutine).
+func TestResourceCacheNeverBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newResourceCache(resourcev3.EndpointType)
+		if err := c.update(map[string]types.Resource{"a": encodeResource("a", &endpoint.ClusterLoadAssignment{ClusterName: "a"})}, nil); err != nil {
+			t.Fatal(err)
+		}
+		full := make(chan cachev3.Response) // no room: every send waits for a reader
+		req := &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"a"}}
+		if _, err := c.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), full); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := (<-full).GetDiscoveryResponse(); err != nil || len(resp.GetResources()) != 1 {
+			t.Fatalf("late response %v, %v; want the assignment", resp, err)
+		}
+
+		cancel, err := c.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		synctest.Wait() // the pending send gave up; a leaked sender fails the bubble
+		cancel()        // a second cancel is a no-op
+	})
+}
