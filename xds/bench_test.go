@@ -33,7 +33,8 @@ func BenchmarkEDSGeneration(b *testing.B) {
 			for b.Loop() {
 				encoded := make([]encodedEndpoint, n)
 				for i, ep := range endpoints {
-					encoded[i] = encodedEndpoint{ep: ep, lb: encodeLbEndpoint(ep)}
+					encoded[i] = endpointOf(ep)
+					encoded[i].lb = encodeLbEndpoint(&encoded[i])
 				}
 				for _, cla := range encodeLoadAssignments(svc, encoded) {
 					if _, err := cachev3.MarshalResource(cla); err != nil {

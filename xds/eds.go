@@ -13,20 +13,37 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// encodedEndpoint is an endpoint with its LbEndpoint's encoding
-// (encodeLbEndpoint). lb is nil where no encoding is needed
-// (buildLoadAssignment) and where the address is not valid UTF-8, which
-// proto.Marshal refuses.
+// encodedEndpoint is what a ClusterLoadAssignment carries of an endpoint,
+// the fields of model.Endpoint that buildLoadAssignment reads, with its
+// LbEndpoint's encoding (encodeLbEndpoint). It is all the endpoint shards
+// keep of an endpoint: labels, service account and workload name reach no
+// client. lb is nil where no encoding is needed (buildLoadAssignment) and
+// where the address is not valid UTF-8, which proto.Marshal refuses.
 type encodedEndpoint struct {
-	ep *model.Endpoint
-	lb []byte
+	address  string
+	portName string // the service port it serves (ServicePortName)
+	locality string
+	lb       []byte
+	port     uint32 // EndpointPort
+	weight   uint32 // as the endpoint has it; the LbEndpoint carries max(weight, 1)
 }
 
-// plain pairs endpoints with no encoding.
+// endpointOf returns ep's encodedEndpoint, without an encoding.
+func endpointOf(ep *model.Endpoint) encodedEndpoint {
+	return encodedEndpoint{
+		address:  ep.Address,
+		portName: ep.ServicePortName,
+		locality: ep.Locality,
+		port:     ep.EndpointPort,
+		weight:   ep.Weight,
+	}
+}
+
+// plain returns endpoints with no encoding.
 func plain(endpoints []*model.Endpoint) []encodedEndpoint {
 	out := make([]encodedEndpoint, len(endpoints))
 	for i, ep := range endpoints {
-		out[i].ep = ep
+		out[i] = endpointOf(ep)
 	}
 	return out
 }
@@ -54,7 +71,7 @@ func forEachPort(svc *model.Service, endpoints []encodedEndpoint, f func(name st
 
 func allServe(endpoints []encodedEndpoint, portName string) bool {
 	for _, e := range endpoints {
-		if e.ep.ServicePortName != portName {
+		if e.portName != portName {
 			return false
 		}
 	}
@@ -64,7 +81,7 @@ func allServe(endpoints []encodedEndpoint, portName string) bool {
 func selectPort(endpoints []encodedEndpoint, portName string) []encodedEndpoint {
 	var selected []encodedEndpoint
 	for _, e := range endpoints {
-		if e.ep.ServicePortName == portName {
+		if e.portName == portName {
 			selected = append(selected, e)
 		}
 	}
@@ -120,8 +137,8 @@ func loadAssignmentMessage(name string, unique []encodedEndpoint) *endpoint.Clus
 		var total uint64
 		lbEndpoints := msgs.lbEndpoints[:0:len(g.members)]
 		for _, m := range g.members {
-			ep := unique[m].ep
-			weight := max(ep.Weight, 1)
+			ep := &unique[m]
+			weight := max(ep.weight, 1)
 			total += uint64(weight)
 			lbEndpoints = append(lbEndpoints, msgs.next(ep, weight))
 		}
@@ -152,7 +169,7 @@ func groupByLocality(endpoints []encodedEndpoint) []localityGroup {
 	counts := make([]int, 0, 4)
 	index := make([]int32, len(endpoints))
 	for i, e := range endpoints {
-		loc := e.ep.Locality
+		loc := e.locality
 		g := 0
 		for g < len(groups) && groups[g].locality != loc {
 			g++
@@ -196,7 +213,7 @@ type endpointMessages struct {
 func newEndpointMessages(endpoints []encodedEndpoint) *endpointMessages {
 	n, weighted := len(endpoints), 0
 	for _, e := range endpoints {
-		if max(e.ep.Weight, 1) != model.DefaultWeight {
+		if max(e.weight, 1) != model.DefaultWeight {
 			weighted++
 		}
 	}
@@ -215,7 +232,7 @@ func newEndpointMessages(endpoints []encodedEndpoint) *endpointMessages {
 }
 
 // next fills the next endpoint's messages and returns its LbEndpoint.
-func (m *endpointMessages) next(ep *model.Endpoint, weight uint32) *endpoint.LbEndpoint {
+func (m *endpointMessages) next(ep *encodedEndpoint, weight uint32) *endpoint.LbEndpoint {
 	port, sa, sock, addr := &m.ports[0], &m.socketAddrs[0], &m.sockets[0], &m.addresses[0]
 	e, host, lb := &m.endpoints[0], &m.hosts[0], &m.lb[0]
 	m.ports, m.socketAddrs, m.sockets, m.addresses = m.ports[1:], m.socketAddrs[1:], m.sockets[1:], m.addresses[1:]
@@ -227,9 +244,9 @@ func (m *endpointMessages) next(ep *model.Endpoint, weight uint32) *endpoint.LbE
 		w.Value = weight
 	}
 
-	port.PortValue = ep.EndpointPort
+	port.PortValue = ep.port
 	sa.Protocol = core.SocketAddress_TCP
-	sa.Address = ep.Address
+	sa.Address = ep.address
 	sa.PortSpecifier = port
 	sock.SocketAddress = sa
 	addr.Address = sock
@@ -247,16 +264,16 @@ func (m *endpointMessages) next(ep *model.Endpoint, weight uint32) *endpoint.LbE
 // the order.
 func sortCompact(endpoints []encodedEndpoint) []encodedEndpoint {
 	byAddress := func(a, b encodedEndpoint) int {
-		if c := strings.Compare(a.ep.Address, b.ep.Address); c != 0 {
+		if c := strings.Compare(a.address, b.address); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.ep.EndpointPort, b.ep.EndpointPort)
+		return cmp.Compare(a.port, b.port)
 	}
 	if !slices.IsSortedFunc(endpoints, byAddress) {
 		slices.SortStableFunc(endpoints, byAddress)
 	}
 	return slices.CompactFunc(endpoints, func(a, b encodedEndpoint) bool {
-		return a.ep.Address == b.ep.Address && a.ep.EndpointPort == b.ep.EndpointPort
+		return a.address == b.address && a.port == b.port
 	})
 }
 

@@ -54,15 +54,15 @@ const (
 
 // encodeLbEndpoint returns the encoding of the LbEndpoint buildLoadAssignment
 // makes of ep: socket address (protocol TCP, the zero value), HEALTHY,
-// weight max(ep.Weight, 1). It depends only on the address, the port and
+// weight max(ep.weight, 1). It depends only on the address, the port and
 // the weight (sameLbEndpoint). nil when the address is not valid UTF-8.
-func encodeLbEndpoint(ep *model.Endpoint) []byte {
-	if !utf8.ValidString(ep.Address) {
+func encodeLbEndpoint(ep *encodedEndpoint) []byte {
+	if !utf8.ValidString(ep.address) {
 		return nil
 	}
-	weight := uint64(max(ep.Weight, 1))
-	port := uint64(ep.EndpointPort)
-	socket := stringSize(socketAddressAddress, ep.Address) + protowire.SizeTag(socketAddressPort) + protowire.SizeVarint(port)
+	weight := uint64(max(ep.weight, 1))
+	port := uint64(ep.port)
+	socket := stringSize(socketAddressAddress, ep.address) + protowire.SizeTag(socketAddressPort) + protowire.SizeVarint(port)
 	address := messageSize(addressSocket, socket)
 	endpointMsg := messageSize(endpointAddress, address)
 	weightMsg := protowire.SizeTag(uint32ValueValue) + protowire.SizeVarint(weight)
@@ -81,7 +81,7 @@ func encodeLbEndpoint(ep *model.Endpoint) []byte {
 	b = appendMessageHeader(b, lbEndpointEndpoint, endpointMsg)
 	b = appendMessageHeader(b, endpointAddress, address)
 	b = appendMessageHeader(b, addressSocket, socket)
-	b = appendString(b, socketAddressAddress, ep.Address)
+	b = appendString(b, socketAddressAddress, ep.address)
 	b = protowire.AppendTag(b, socketAddressPort, protowire.VarintType)
 	b = protowire.AppendVarint(b, port)
 	return b
@@ -89,8 +89,8 @@ func encodeLbEndpoint(ep *model.Endpoint) []byte {
 
 // sameLbEndpoint reports whether a and b have the same LbEndpoint, so one's
 // encoding serves the other.
-func sameLbEndpoint(a, b *model.Endpoint) bool {
-	return a.Address == b.Address && a.EndpointPort == b.EndpointPort && max(a.Weight, 1) == max(b.Weight, 1)
+func sameLbEndpoint(a, b *encodedEndpoint) bool {
+	return a.address == b.address && a.port == b.port && max(a.weight, 1) == max(b.weight, 1)
 }
 
 // encodeLoadAssignments is buildLoadAssignments over encoded endpoints: one
@@ -130,7 +130,7 @@ func encodeLoadAssignment(name string, endpoints []encodedEndpoint) types.Resour
 			e := unique[m]
 			valid = valid && e.lb != nil
 			n += messageSize(localityLbEndpoints, len(e.lb))
-			weight += uint64(max(e.ep.Weight, 1))
+			weight += uint64(max(e.weight, 1))
 		}
 		weight = min(weight, math.MaxUint32)
 		n += messageSize(localityWeight, protowire.SizeTag(uint32ValueValue)+protowire.SizeVarint(weight))

@@ -27,7 +27,7 @@ import (
 func encodeEach(endpoints []*model.Endpoint) []encodedEndpoint {
 	out := plain(endpoints)
 	for i := range out {
-		out[i].lb = encodeLbEndpoint(out[i].ep)
+		out[i].lb = encodeLbEndpoint(&out[i])
 	}
 	return out
 }
@@ -205,7 +205,11 @@ func (g endpointGen) mutate(svc *model.Service, eps []*model.Endpoint) []*model.
 func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model.Service) {
 	t.Helper()
 	got := encodeLoadAssignments(svc, shards.encoded(svc.Hostname, svc.Namespace))
-	want := buildLoadAssignments(svc, shards.endpoints(svc.Hostname, svc.Namespace))
+	// The messages of the same endpoints, built from their fields.
+	want := make(map[string]*endpoint.ClusterLoadAssignment)
+	forEachPort(svc, shards.encoded(svc.Hostname, svc.Namespace), func(name string, selected []encodedEndpoint) {
+		want[name] = loadAssignmentMessage(name, sortCompact(selected))
+	})
 	if len(got) != len(want) {
 		t.Fatalf("%d assignments, want %d", len(got), len(want))
 	}
@@ -318,7 +322,7 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	if !same(before[0].lb, after[0].lb) {
 		t.Error("unchanged endpoint re-encoded, want its encoding kept")
 	}
-	if same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(&b2)) {
+	if b2e := endpointOf(&b2); same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(&b2e)) {
 		t.Error("reweighted endpoint kept its old encoding")
 	}
 	if !same(before[2].lb, after[2].lb) {
@@ -326,7 +330,7 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	}
 	for i, e := range after {
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(
-			lbEndpoint(e.ep.Address, e.ep.EndpointPort, max(e.ep.Weight, 1)))
+			lbEndpoint(e.address, e.port, max(e.weight, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +430,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	bad := ep("10.0.0.1", 80, "r\xff")
 	name := ClusterName(80, "a.local")
-	eps := []encodedEndpoint{{ep: bad, lb: encodeLbEndpoint(bad)}}
+	eps := encodeEach([]*model.Endpoint{bad})
 	res := encodeLoadAssignment(name, eps)
 	if _, ok := res.(*endpoint.ClusterLoadAssignment); !ok {
 		t.Fatalf("got %T, want the message", res)
@@ -434,7 +438,7 @@ func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	if _, err := cachev3.MarshalResource(res); err == nil {
 		t.Error("marshal of an invalid UTF-8 locality succeeded, want proto.Marshal's error")
 	}
-	if encodeLbEndpoint(ep("10.0.0.\xff", 80, "")) != nil {
+	if badAddress := endpointOf(ep("10.0.0.\xff", 80, "")); encodeLbEndpoint(&badAddress) != nil {
 		t.Error("an invalid UTF-8 address got an encoding")
 	}
 }

@@ -35,27 +35,20 @@ type serviceID struct {
 // namespace) and per shard (the registry or controller that contributed
 // them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
 // A service key exists from SvcUpdate(add) or its first non-empty update until
-// SvcUpdate deletes it; an empty update keeps it. Each endpoint's LbEndpoint
-// is encoded when the endpoint arrives and kept while an endpoint with the
-// same address, port and weight replaces it (encodeShard). Safe for
-// concurrent use; the endpoint slices and encodings it hands out are
-// read-only.
+// SvcUpdate deletes it; an empty update keeps it. Of each endpoint it keeps
+// what clients are sent (encodedEndpoint, about 80 bytes), not the
+// model.Endpoint: its LbEndpoint is encoded when the endpoint arrives and
+// kept while an endpoint with the same address, port and weight replaces it
+// (encodeShard). Safe for concurrent use; the slices and encodings it hands
+// out are read-only.
 type endpointShards struct {
 	mu       sync.RWMutex
-	services map[serviceID]map[string]shardEndpoints
-}
-
-// shardEndpoints is one shard's endpoints of a service, sorted
-// (sortEndpoints); lb[i] is endpoints[i]'s LbEndpoint encoding
-// (encodeLbEndpoint).
-type shardEndpoints struct {
-	endpoints []*model.Endpoint
-	lb        [][]byte
+	services map[serviceID]map[string][]encodedEndpoint
 }
 
 // newEndpointShards returns an empty index.
 func newEndpointShards() *endpointShards {
-	return &endpointShards{services: make(map[serviceID]map[string]shardEndpoints)}
+	return &endpointShards{services: make(map[serviceID]map[string][]encodedEndpoint)}
 }
 
 // update replaces shard's endpoints of (host, namespace) and returns the push
@@ -81,58 +74,72 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 	defer e.mu.Unlock()
 	shards, known := e.services[id]
 	if len(endpoints) == 0 {
-		if !known || len(shards[shard].endpoints) == 0 {
+		if !known || len(shards[shard]) == 0 {
 			return noPush
 		}
 		delete(shards, shard)
 		return edsPush
 	}
-	sorted := sortEndpoints(endpoints)
 	if !known {
-		e.services[id] = map[string]shardEndpoints{shard: encodeShard(sorted, shardEndpoints{})}
+		e.services[id] = map[string][]encodedEndpoint{shard: encodeShard(sortEndpoints(endpoints), nil)}
 		return fullPush
 	}
 	old := shards[shard]
-	shards[shard] = encodeShard(sorted, old)
-	if slices.EqualFunc(old.endpoints, sorted, sameForClients) {
+	cur := encodeShard(sortEndpoints(endpoints), old)
+	shards[shard] = cur
+	if slices.EqualFunc(old, cur, sameForClients) {
 		return noPush
 	}
 	return edsPush
 }
 
 // sameForClients reports whether a and b give clients the same endpoint:
-// the fields buildLoadAssignment reads.
-func sameForClients(a, b *model.Endpoint) bool {
-	return a.Address == b.Address && a.EndpointPort == b.EndpointPort && a.ServicePortName == b.ServicePortName &&
-		a.Weight == b.Weight && a.Locality == b.Locality
+// every field buildLoadAssignment reads.
+func sameForClients(a, b encodedEndpoint) bool {
+	return a.address == b.address && a.port == b.port && a.portName == b.portName &&
+		a.weight == b.weight && a.locality == b.locality
 }
 
-// encodeShard pairs sorted with LbEndpoint encodings: old's encoding of an
-// endpoint at the same place in the sort order with the same LbEndpoint
-// (sameLbEndpoint), else a new one. Both are sorted, so one merge walk
-// finds them.
-func encodeShard(sorted []*model.Endpoint, old shardEndpoints) shardEndpoints {
-	lb := make([][]byte, len(sorted))
+// encodeShard returns sorted as encodedEndpoints, each with old's encoding
+// of an endpoint at the same place in the sort order (address, port,
+// service port) with the same LbEndpoint (sameLbEndpoint), else a new one.
+// Both are sorted, so one merge walk finds them.
+func encodeShard(sorted []*model.Endpoint, old []encodedEndpoint) []encodedEndpoint {
+	out := make([]encodedEndpoint, len(sorted))
 	j := 0
 	for i, ep := range sorted {
+		cur := &out[i]
+		*cur = endpointOf(ep)
 		c := -1
-		for j < len(old.endpoints) {
-			if c = compareEndpoints(old.endpoints[j], ep); c >= 0 {
+		for j < len(old) {
+			if c = compareEncoded(&old[j], cur); c >= 0 {
 				break
 			}
 			j++
 		}
 		if c == 0 {
-			if sameLbEndpoint(old.endpoints[j], ep) {
-				lb[i] = old.lb[j]
+			if sameLbEndpoint(&old[j], cur) {
+				cur.lb = old[j].lb
 			}
 			j++
 		}
-		if lb[i] == nil {
-			lb[i] = encodeLbEndpoint(ep)
+		if cur.lb == nil {
+			cur.lb = encodeLbEndpoint(cur)
 		}
 	}
-	return shardEndpoints{endpoints: sorted, lb: lb}
+	return out
+}
+
+// compareEncoded is compareEndpoints without the workload name, which
+// encodedEndpoints do not keep.
+func compareEncoded(a, b *encodedEndpoint) int {
+	if c := strings.Compare(a.address, b.address); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.port, b.port); c != 0 {
+		return c
+	}
+	return strings.Compare(a.portName, b.portName)
 }
 
 // ensure creates the key of (host, namespace) with no endpoints, if absent.
@@ -140,7 +147,7 @@ func (e *endpointShards) ensure(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if id := (serviceID{host, namespace}); e.services[id] == nil {
-		e.services[id] = make(map[string]shardEndpoints)
+		e.services[id] = make(map[string][]encodedEndpoint)
 	}
 }
 
@@ -151,35 +158,20 @@ func (e *endpointShards) delete(host, namespace string) {
 	delete(e.services, serviceID{host, namespace})
 }
 
-// endpoints returns the endpoints of (host, namespace) from every shard,
-// shards in name order, each shard's endpoints sorted. Read-only.
-func (e *endpointShards) endpoints(host, namespace string) []*model.Endpoint {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	shards := e.services[serviceID{host, namespace}]
-	var out []*model.Endpoint
-	for _, name := range slices.Sorted(maps.Keys(shards)) {
-		out = append(out, shards[name].endpoints...)
-	}
-	return out
-}
-
-// encoded returns what endpoints returns, each endpoint with its LbEndpoint
-// encoding. Read-only.
+// encoded returns the endpoints of (host, namespace) from every shard,
+// shards in name order, each shard's endpoints sorted (sortEndpoints), in
+// a new slice the caller may reorder; the encodings are read-only.
 func (e *endpointShards) encoded(host, namespace string) []encodedEndpoint {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	shards := e.services[serviceID{host, namespace}]
 	n := 0
 	for _, s := range shards {
-		n += len(s.endpoints)
+		n += len(s)
 	}
 	out := make([]encodedEndpoint, 0, n)
 	for _, name := range slices.Sorted(maps.Keys(shards)) {
-		s := shards[name]
-		for i, ep := range s.endpoints {
-			out = append(out, encodedEndpoint{ep: ep, lb: s.lb[i]})
-		}
+		out = append(out, shards[name]...)
 	}
 	return out
 }
