@@ -146,10 +146,9 @@ func (s *DiscoveryServer) lacksLoadAssignment(svc *model.Service) bool {
 	return false
 }
 
-// apply runs one cache update and logs its error. An error here means
-// go-control-plane could not compute a response for some watch; the
-// resourceSet then keeps its old record, so the next push hands the same
-// resources over again.
+// apply runs one cache update and logs its error. An error here means a
+// resource could not be marshalled; the cache keeps what it held of it, so
+// the next push hands it over again.
 func (s *DiscoveryServer) apply(what string, update func() (int, error)) int {
 	n, err := update()
 	if err != nil {

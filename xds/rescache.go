@@ -1,12 +1,15 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -141,6 +144,61 @@ func (c *resourceCache) update(set map[string]types.Resource, remove []string) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// differences returns the resources of want whose encoding differs from
+// the cache's, or that it lacks, and the names of remove that it holds and
+// want does not. Equal encodings are equal messages: the encodings are
+// deterministic (encodedMessage, encoding). A resource that cannot be
+// marshalled counts as changed, so that update reports its error.
+func (c *resourceCache) differences(want map[string]types.Resource, remove []string) (map[string]types.Resource, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	update := make(map[string]types.Resource)
+	for name, res := range want {
+		if e, ok := c.resources[name]; ok {
+			if wire, err := encoding(res); err == nil && sameBytes(e.wire, wire) {
+				continue
+			}
+		}
+		update[name] = res
+	}
+	var del []string
+	for _, name := range remove {
+		if _, ok := c.resources[name]; ok {
+			if _, kept := want[name]; !kept {
+				del = append(del, name)
+			}
+		}
+	}
+	return update, del
+}
+
+// sameBytes reports whether a and b are equal; a resource a push kept
+// (xds/generated.go) shares its encoding, which compares without a scan.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b) {
+		return true
+	}
+	return bytes.Equal(a, b)
+}
+
+// has reports whether the cache holds name.
+func (c *resourceCache) has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.resources[name]
+	return ok
+}
+
+// names returns the names the cache holds.
+func (c *resourceCache) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Keys(c.resources))
 }
 
 // encoding returns res's deterministic encoding: an encodedMessage's own
