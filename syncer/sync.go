@@ -129,17 +129,24 @@ func (a serviceID) compare(b serviceID) int {
 type serviceState struct {
 	svc  registries.Service // the last snapshot's (shares the registry's slices)
 	host string
-	// merged is the service translated against the host winner's ports
-	// (conflictPolicy merge), for mergedFor; conflict says why it cannot
-	// be merged ("" when it can).
-	merged    translate.Result
-	mergedFor translate.Sticky
-	mergedOK  bool
-	conflict  string
-	sticky    translate.Sticky
+	// merge is the service translated against the host winner's ports
+	// (conflictPolicy merge), nil until it first is; conflict says why it
+	// cannot be merged ("" when it can).
+	merge    *mergedState
+	conflict string
+	// result is the last translation; its Sticky goes into the next.
 	result    translate.Result
 	instances int
 	rejected  map[string]string // instance ID → reason, to log changes only
+}
+
+// mergedState is a service's translation for a merge: result was
+// translated against the ports of forPorts, and is current when ok (a new
+// listing clears ok and keeps result to reuse).
+type mergedState struct {
+	result   translate.Result
+	forPorts translate.Sticky
+	ok       bool
 }
 
 type registryState struct {
@@ -397,10 +404,13 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	// The listing is kept while the service lives (re-translation for a
 	// merge, the persisted state): equal label maps share one.
 	svc.Instances = registries.Compact(svc.Instances)
-	st.svc, st.mergedOK = svc, false
+	st.svc = svc
+	if st.merge != nil {
+		st.merge.ok = false
+	}
 	s.services[id] = st
 	// Reusing the last Result re-hashes only the instances that changed.
-	res, err := r.cfg.Translator.TranslateReusing(svc, st.sticky, st.result)
+	res, err := r.cfg.Translator.TranslateReusing(svc, st.result.Sticky, st.result)
 	if err != nil {
 		// The service cannot be represented (e.g. its name makes no valid
 		// host): count it like its instances and keep what we had.
@@ -419,7 +429,7 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	} else if res.Fallback == "" && was {
 		s.log.Info("Service written inline again", "registry", r.cfg.Name, "service", svc.Name)
 	}
-	st.host, st.sticky, st.result = res.Host, res.Sticky, res
+	st.host, st.result = res.Host, res
 	s.logRejections(r.cfg.Name, svc.Name, st, res)
 	s.claim(id, res.Host)
 	s.apply(res.Host)

@@ -61,8 +61,8 @@ func (s *Syncer) apply(host string) {
 	for _, id := range s.claims[host] {
 		if st := s.services[id]; st != nil {
 			s.shareStored(&st.result)
-			if st.mergedOK {
-				s.shareStored(&st.merged)
+			if st.merge != nil && st.merge.ok {
+				s.shareStored(&st.merge.result)
 			}
 		}
 	}
@@ -145,9 +145,9 @@ func (s *Syncer) desired(host string) ([]*model.Config, []servedBy) {
 // and counted when that starts), or its translation failed. s.mu must be
 // held.
 func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.Result, bool) {
-	target := translate.Sticky{Port: first.sticky.Port, Protocol: first.sticky.Protocol, ProtocolPorts: first.sticky.ProtocolPorts}
+	target := translate.Sticky{Port: first.result.Sticky.Port, Protocol: first.result.Sticky.Protocol, ProtocolPorts: first.result.Sticky.ProtocolPorts}
 	conflict := ""
-	if a, b := first.sticky.Protocol, st.sticky.Protocol; a != "" && b != "" && a != b {
+	if a, b := first.result.Sticky.Protocol, st.result.Sticky.Protocol; a != "" && b != "" && a != b {
 		conflict = fmt.Sprintf("its protocol %s differs from %s of the registry that serves the host", b, a)
 	}
 	if conflict != st.conflict {
@@ -159,15 +159,19 @@ func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.
 	if conflict != "" {
 		return translate.Result{}, false
 	}
-	if st.mergedOK && sameStickyPorts(st.mergedFor, target) {
-		return st.merged, true
+	var prev translate.Result
+	if m := st.merge; m != nil {
+		if m.ok && sameStickyPorts(m.forPorts, target) {
+			return m.result, true
+		}
+		prev = m.result
 	}
 	r := s.regs[id.registry]
-	res, err := r.cfg.Translator.TranslateReusing(st.svc, target, st.merged)
+	res, err := r.cfg.Translator.TranslateReusing(st.svc, target, prev)
 	if err != nil {
 		return translate.Result{}, false
 	}
-	st.merged, st.mergedFor, st.mergedOK = res, target, true
+	st.merge = &mergedState{result: res, forPorts: target, ok: true}
 	return res, true
 }
 
