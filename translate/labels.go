@@ -476,8 +476,11 @@ func trimNonAlnum(s string) string {
 
 // ownershipLabels returns the labels every object carries: managed-by,
 // registry and, when set, meshbridge.io/instance and istio.io/rev
-// (docs/design.md §3; README "Naming conventions").
-func (t *Translator) ownershipLabels() map[string]string {
+// (docs/design.md §3; README "Naming conventions"). The map is shared by
+// every ServiceEntry the Translator makes: read-only.
+func (t *Translator) ownershipLabels() map[string]string { return t.ownership }
+
+func (t *Translator) newOwnershipLabels() map[string]string {
 	l := map[string]string{
 		model.LabelManagedBy: model.ManagedByValue,
 		model.LabelRegistry:  t.opts.Registry,

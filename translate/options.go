@@ -91,6 +91,8 @@ type Translator struct {
 	host, dubboInterface, dubboApplication *template.Template
 	// allow is opts.AllowLabels, compiled.
 	allow allowList
+	// ownership is ownershipLabels' map, shared by every ServiceEntry.
+	ownership map[string]string
 }
 
 // New validates opts and compiles the host template and the label
@@ -113,6 +115,7 @@ func New(opts Options) (*Translator, error) {
 		return nil, err
 	}
 	t := &Translator{opts: opts, allow: allow}
+	t.ownership = t.newOwnershipLabels()
 	if t.host, err = compileHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate)); err != nil {
 		return nil, fmt.Errorf("hostTemplate: %w", err)
 	}

@@ -416,7 +416,7 @@ func (t *Translator) workloadEntries(host string, entries []entry) []*model.Conf
 			continue
 		}
 		if labels == nil {
-			labels = t.ownershipLabels()
+			labels = maps.Clone(t.ownershipLabels())
 			labels[model.LabelService] = ServiceLabelValue(host)
 		}
 		out = append(out, t.newConfig(model.KindWorkloadEntry, e.name, labels, nil, e.spec))
