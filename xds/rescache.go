@@ -65,15 +65,17 @@ type resourceCache struct {
 	wildcard  map[*cacheWatch]struct{}
 }
 
-// cachedEntry is one resource version in a resourceCache. wire is shared
-// with the resource handed over (encodedMessage) and read-only; anyRes and
-// deltaRes are built on first use under the cache's lock and read-only
-// after.
+// cachedEntry is one resource version in a resourceCache, 48 bytes. wire is
+// shared with the resource handed over (encodedMessage) and read-only;
+// anyRes and deltaRes are built on first use under the cache's lock and
+// read-only after.
 type cachedEntry struct {
-	wire     []byte
-	version  string // the cache version that set it: SotW's resource version
-	hash     string // Delta's resource version; "" until first needed
-	anyRes   *anypb.Any
+	wire []byte
+	// version is the cache version that set it, SotW's resource version;
+	// one string serves every resource of an update.
+	version *string
+	anyRes  *anypb.Any
+	// deltaRes's Version is Delta's resource version (deltaResource).
 	deltaRes *discovery.Resource
 }
 
@@ -113,6 +115,8 @@ func (c *resourceCache) update(set map[string]types.Resource, remove []string) e
 	defer c.mu.Unlock()
 	c.version++
 	c.versionS = strconv.FormatUint(c.version, 10)
+	version := new(string)
+	*version = c.versionS
 	var woken []*cacheWatch
 	wake := func(name string) {
 		for w := range c.watches[name] {
@@ -128,7 +132,7 @@ func (c *resourceCache) update(set map[string]types.Resource, remove []string) e
 			errs = append(errs, fmt.Errorf("resource %q: %w", name, err))
 			continue
 		}
-		c.resources[name] = &cachedEntry{wire: wire, version: c.versionS}
+		c.resources[name] = &cachedEntry{wire: wire, version: version}
 		wake(name)
 	}
 	for _, name := range remove {
@@ -314,9 +318,9 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	if delta {
 		resources := make([]*discovery.Resource, len(send))
 		for i, name := range send {
-			e := c.resources[name]
-			resources[i] = c.deltaResource(name, e)
-			next[name] = e.hash
+			r := c.deltaResource(name, c.resources[name])
+			resources[i] = r
+			next[name] = r.Version
 		}
 		c.sendDelta(w, &cachev3.DeltaPassthroughResponse{
 			DeltaRequest:   w.dreq,
@@ -334,7 +338,7 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	for i, name := range send {
 		e := c.resources[name]
 		resources[i] = c.anyOf(e)
-		next[name] = e.version
+		next[name] = *e.version
 	}
 	c.sendSotW(w, &cachev3.PassthroughResponse{
 		Request: w.req,
@@ -354,15 +358,15 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 // computeResourceChange. Call with mu held.
 func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, removed []string) {
 	known := sub.ReturnedResources()
-	version := func(e *cachedEntry) string {
+	version := func(name string, e *cachedEntry) string {
 		if delta {
-			return c.hashOf(e)
+			return c.deltaResource(name, e).Version
 		}
-		return e.version
+		return *e.version
 	}
 	if sub.IsWildcard() {
 		for name, e := range c.resources {
-			if v, ok := known[name]; !ok || v != version(e) {
+			if v, ok := known[name]; !ok || v != version(name, e) {
 				changed = append(changed, name)
 			}
 		}
@@ -382,7 +386,7 @@ func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, 
 			if ok {
 				removed = append(removed, name)
 			}
-		case !ok || v != version(e):
+		case !ok || v != version(name, e):
 			changed = append(changed, name)
 		}
 	}
@@ -394,14 +398,6 @@ func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, 
 	return changed, removed
 }
 
-// hashOf returns e's Delta version. Call with mu held.
-func (c *resourceCache) hashOf(e *cachedEntry) string {
-	if e.hash == "" {
-		e.hash = cachev3.HashResource(e.wire)
-	}
-	return e.hash
-}
-
 // anyOf returns e's Any, shared by every response. Call with mu held.
 func (c *resourceCache) anyOf(e *cachedEntry) *anypb.Any {
 	if e.anyRes == nil {
@@ -410,11 +406,12 @@ func (c *resourceCache) anyOf(e *cachedEntry) *anypb.Any {
 	return e.anyRes
 }
 
-// deltaResource returns e's Delta Resource, shared by every response. Call
-// with mu held.
+// deltaResource returns e's Delta Resource, shared by every response; its
+// Version is the resource's Delta version, go-control-plane's
+// cachev3.HashResource of the encoding. Call with mu held.
 func (c *resourceCache) deltaResource(name string, e *cachedEntry) *discovery.Resource {
 	if e.deltaRes == nil {
-		e.deltaRes = &discovery.Resource{Name: name, Version: c.hashOf(e), Resource: c.anyOf(e)}
+		e.deltaRes = &discovery.Resource{Name: name, Version: cachev3.HashResource(e.wire), Resource: c.anyOf(e)}
 	}
 	return e.deltaRes
 }
