@@ -170,22 +170,35 @@ type Instance struct {
 	ID string
 	// Address is an IP or a hostname.
 	Address string
-	// Port is the instance's port.
-	Port uint32
 	// Protocol is the instance's declared protocol (metadata "protocol"),
 	// empty when unknown.
 	Protocol string
+	// Locality is "region/zone/subzone"; parts may be empty.
+	Locality string
 	// Labels are the raw tags and metadata (not yet sanitized).
 	Labels map[string]string
+	// Port is the instance's port.
+	Port uint32
 	// Weight is the load-balancing weight on the common scale
 	// (model.DefaultWeight is the registry's default weight); 0 means
 	// model.DefaultWeight.
 	Weight uint32
-	// Locality is "region/zone/subzone"; parts may be empty.
-	Locality string
+	// Extra holds what few instances have (Dubbo providers, malformed
+	// entries); nil for the others. Read-only once the instance is listed:
+	// copies of an instance (Compact) share it. Read it through Ports,
+	// Methods and Invalid.
+	Extra *InstanceExtra
+}
+
+// InstanceExtra is the part of an Instance that few instances have: the
+// ports and methods of a Dubbo provider, or why a registry entry could not
+// be read. Fields kept in Instance itself would cost every instance their
+// size, and the sync step holds one Instance per registered instance.
+type InstanceExtra struct {
 	// Ports, when set, are every port the instance serves, one per protocol
-	// (a Dubbo provider exporting over dubbo and tri); Port and Protocol are
-	// then the first. Each serves the service port of its protocol.
+	// (a Dubbo provider exporting over dubbo and tri); the instance's Port
+	// and Protocol are then the first. Each serves the service port of its
+	// protocol.
 	Ports []Port
 	// Methods are the RPC methods the instance serves (Dubbo), for the
 	// ServiceEntry's meshbridge.io/dubbo-methods annotation.
@@ -193,7 +206,41 @@ type Instance struct {
 	// Invalid, when set, says why the watcher could not read the registry
 	// entry as an instance (e.g. a malformed Dubbo provider URL): translate
 	// rejects the instance with reason "malformed" and this detail, so that
-	// it is logged and counted like any rejected instance. ID names the
-	// entry; the other fields may be zero.
+	// it is logged and counted like any rejected instance. The instance's
+	// ID names the entry; its other fields may be zero.
 	Invalid string
+}
+
+// InvalidInstance is the instance that reports a registry entry the
+// watcher could not read: id names the entry, detail says why (see
+// InstanceExtra.Invalid).
+func InvalidInstance(id, detail string) Instance {
+	return Instance{ID: id, Extra: &InstanceExtra{Invalid: detail}}
+}
+
+// Ports returns Extra.Ports, every port the instance serves when it serves
+// several (see InstanceExtra.Ports); nil when Extra is nil.
+func (i *Instance) Ports() []Port {
+	if i.Extra == nil {
+		return nil
+	}
+	return i.Extra.Ports
+}
+
+// Methods returns Extra.Methods, the RPC methods the instance serves; nil
+// when Extra is nil.
+func (i *Instance) Methods() []string {
+	if i.Extra == nil {
+		return nil
+	}
+	return i.Extra.Methods
+}
+
+// Invalid returns Extra.Invalid, why the registry entry could not be read
+// as an instance; "" when Extra is nil.
+func (i *Instance) Invalid() string {
+	if i.Extra == nil {
+		return ""
+	}
+	return i.Extra.Invalid
 }

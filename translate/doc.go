@@ -26,7 +26,7 @@
 //     WorkloadEntry (or endpoint) ports map. A Dubbo service gets one port
 //     per protocol its instances serve (tri → grpc-<n>), each kept the same
 //     way, and each instance maps every port to its own port of that
-//     protocol (registries.Instance.Ports).
+//     protocol (registries.InstanceExtra.Ports).
 //  4. WorkloadEntry name = <host>-<10 hex of sha256(registry/instance ID)>; its
 //     spec labels are the sanitized instance labels plus meshbridge.io/service,
 //     which the ServiceEntry's workloadSelector matches (ServiceLabelValue).
@@ -44,7 +44,7 @@
 //     which mirror istio pkg/config/validation (validation.go
 //     ValidateServiceEntry, validateWorkloadEntry) and the CRD schema limits.
 //     An invalid instance is skipped with a Rejection, never the service;
-//     an entry the watcher could not read (registries.Instance.Invalid) is
+//     an entry the watcher could not read (registries.InstanceExtra.Invalid) is
 //     rejected as malformed.
 //  8. Two instances with one address and port: the first by ID is kept, the
 //     other rejected (duplicate-endpoint): grpc-go NACKs duplicate addresses.

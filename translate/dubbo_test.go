@@ -74,7 +74,7 @@ func TestDubboHostTemplateErrorsNameTheKey(t *testing.T) {
 func TestDubboPorts(t *testing.T) {
 	both := func(id, addr string, dubbo, tri uint32) registries.Instance {
 		return registries.Instance{ID: id, Address: addr, Port: min(dubbo, tri), Protocol: "dubbo",
-			Ports: []registries.Port{{Number: dubbo, Protocol: "dubbo"}, {Number: tri, Protocol: "tri"}}}
+			Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: dubbo, Protocol: "dubbo"}, {Number: tri, Protocol: "tri"}}}}
 	}
 	type port struct {
 		Name   string
@@ -175,7 +175,7 @@ func TestDubboMethodsAnnotation(t *testing.T) {
 	tr := mustNew(t, Options{Registry: "zk", HostTemplate: DefaultHostTemplate})
 	withMethods := func(id, addr string, methods ...string) registries.Instance {
 		i := inst(id, addr, 20880, "dubbo")
-		i.Methods = methods
+		i.Extra = &registries.InstanceExtra{Methods: methods}
 		return i
 	}
 	svc := registries.Service{Name: "providers:a.B::", Dubbo: &registries.DubboService{Interface: "a.B"},
@@ -190,7 +190,7 @@ func TestDubboMethodsAnnotation(t *testing.T) {
 	}
 	// A changed method set changes the ServiceEntry's content hash (and
 	// so its write and push), though its spec is unchanged.
-	svc.Instances[1].Methods = []string{"greet", "bye", "added"}
+	svc.Instances[1].Extra = &registries.InstanceExtra{Methods: []string{"greet", "bye", "added"}}
 	changed, err := tr.TranslateReusing(svc, res.Sticky, res)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestJoinMethods(t *testing.T) {
 func TestMalformedInstanceIsRejected(t *testing.T) {
 	tr := mustNew(t, Options{Registry: "zk", HostTemplate: DefaultHostTemplate})
 	res := mustTranslate(t, tr, registries.Service{Name: "providers:a.B::", Dubbo: &registries.DubboService{Interface: "a.B"},
-		Instances: []registries.Instance{inst("ok", "10.0.0.1", 20880, "dubbo"), {ID: "raw%20url", Invalid: "no port"}}}, Sticky{})
+		Instances: []registries.Instance{inst("ok", "10.0.0.1", 20880, "dubbo"), registries.InvalidInstance("raw%20url", "no port")}}, Sticky{})
 	want := []Rejection{{InstanceID: "raw%20url", Reason: RejectMalformed, Detail: "no port"}}
 	if diff := cmp.Diff(want, res.Rejected); diff != "" || len(res.WorkloadEntries) != 1 {
 		t.Errorf("rejections (-want +got):\n%s\nWorkloadEntries: %d, want 1", diff, len(res.WorkloadEntries))

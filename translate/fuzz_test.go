@@ -170,15 +170,19 @@ func fuzzService(input string) registries.Service {
 		raw := splitEscaped(line, '|')
 		f := fuzzFields(line, '|', 10)
 		inst := registries.Instance{ID: f[0], Address: f[1], Port: fuzzNumber(f[2]), Protocol: f[3],
-			Weight: fuzzNumber(f[4]), Locality: f[5], Invalid: f[9]}
+			Weight: fuzzNumber(f[4]), Locality: f[5]}
 		if len(raw) > 6 {
 			inst.Labels = fuzzLabels(raw[6])
 		}
+		extra := registries.InstanceExtra{Invalid: f[9]}
 		if len(raw) > 7 {
-			inst.Ports = fuzzPorts(raw[7])
+			extra.Ports = fuzzPorts(raw[7])
 		}
 		if len(raw) > 8 {
-			inst.Methods = fuzzList(raw[8])
+			extra.Methods = fuzzList(raw[8])
+		}
+		if extra.Ports != nil || extra.Methods != nil || extra.Invalid != "" {
+			inst.Extra = &extra
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}

@@ -98,10 +98,14 @@ func (in goldenInput) service() registries.Service {
 	for _, i := range s.Instances {
 		inst := registries.Instance{
 			ID: i.ID, Address: i.Address, Port: i.Port, Protocol: i.Protocol,
-			Labels: i.Labels, Weight: i.Weight, Locality: i.Locality, Methods: i.Methods, Invalid: i.Invalid,
+			Labels: i.Labels, Weight: i.Weight, Locality: i.Locality,
 		}
+		var ports []registries.Port
 		for _, p := range i.Ports {
-			inst.Ports = append(inst.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
+			ports = append(ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
+		}
+		if ports != nil || i.Methods != nil || i.Invalid != "" {
+			inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: i.Methods, Invalid: i.Invalid}
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}

@@ -21,7 +21,7 @@ const (
 	RejectDuplicateEndpoint = "duplicate-endpoint" // same address and port as an instance earlier by ID (grpc-go NACKs duplicates)
 	RejectDuplicateID       = "duplicate-id"       // same ID as an earlier instance: one WorkloadEntry name for two
 	RejectInvalidEntry      = "invalid-entry"      // the built WorkloadEntry or endpoint failed ValidateWorkloadEntry
-	RejectMalformed         = "malformed"          // the watcher could not read the registry entry (registries.Instance.Invalid)
+	RejectMalformed         = "malformed"          // the watcher could not read the registry entry (registries.InstanceExtra.Invalid)
 )
 
 // candidate is an instance that passed the address, port and locality checks,
@@ -77,8 +77,8 @@ func (t *Translator) admit(instances []registries.Instance, res *Result) []candi
 
 // check validates one instance's port, address and locality.
 func (t *Translator) check(inst *registries.Instance) (c candidate, reason, detail string) {
-	if inst.Invalid != "" {
-		return c, RejectMalformed, inst.Invalid
+	if invalid := inst.Invalid(); invalid != "" {
+		return c, RejectMalformed, invalid
 	}
 	for _, p := range instancePorts(inst) {
 		if p.Number == 0 || p.Number > 65535 {

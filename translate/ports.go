@@ -251,10 +251,11 @@ func protocolPorts(prev Sticky, insts []candidate) *portPlan {
 	return plan
 }
 
-// instancePorts returns every port inst serves: inst.Ports, or its one port.
+// instancePorts returns every port inst serves: inst.Ports(), or its one
+// port.
 func instancePorts(inst *registries.Instance) []registries.Port {
-	if len(inst.Ports) > 0 {
-		return inst.Ports
+	if ports := inst.Ports(); len(ports) > 0 {
+		return ports
 	}
 	return []registries.Port{{Number: inst.Port, Protocol: inst.Protocol}}
 }

@@ -343,7 +343,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 			Weight:   cmp.Or(c.inst.Weight, model.DefaultWeight),
 			Locality: c.locality,
 		}
-		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods, spec: spec}
+		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods(), spec: spec}
 		if weMode {
 			e.name = WorkloadEntryName(host, t.opts.Registry, c.inst.ID)
 			if old := findConfig(reuse, e.name); old != nil && equalEntrySpec(old.WorkloadEntry(), spec) {

@@ -27,7 +27,7 @@
 //     (Dubbo writes consumer, router and configurator URLs without a
 //     port): it is ignored, not rejected. A URL that cannot be parsed, or has no host, no valid port or
 //     no interface, is malformed: its instance is passed on with
-//     registries.Instance.Invalid set, so that translate rejects it with
+//     registries.InstanceExtra.Invalid set, so that translate rejects it with
 //     reason "malformed" and a logged detail, and the service's other
 //     providers are kept.
 //  2. The interface is the URL's interface parameter, else its path (Dubbo's
@@ -41,7 +41,7 @@
 //  4. A provider process exporting one service over several protocols
 //     (dubbo and tri) registers one URL per protocol. Its URLs with the same
 //     address are one instance with one port per protocol
-//     (registries.Instance.Ports), so that the service gets one port per
+//     (registries.InstanceExtra.Ports), so that the service gets one port per
 //     protocol and every endpoint of a port speaks its protocol: a gRPC
 //     client is never sent to a dubbo port. Two processes on one address
 //     exporting the same protocol on two ports are two instances (paired by
@@ -58,7 +58,7 @@
 //     bean.name, service.filter, token, dubbo.metadata.revision,
 //     dubbo.endpoints, dubbo.metadata-service.url-params,
 //     dubbo.subscribed-services.revision, and the configured dropParams. Methods are kept apart
-//     (registries.Instance.Methods): translate writes their union into the
+//     (registries.InstanceExtra.Methods): translate writes their union into the
 //     ServiceEntry's meshbridge.io/dubbo-methods annotation.
 //  6. Weight: the weight parameter; 0, absent or invalid is Dubbo's default
 //     100, model.DefaultWeight (dubbo-go registers weight=0).

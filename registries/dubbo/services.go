@@ -61,7 +61,7 @@ func (b *Builder) InterfaceServices(iface string, providers []Provider, malforme
 			out = append(out, registries.Service{Name: p.ServiceName(), Dubbo: &registries.DubboService{Interface: iface}})
 		}
 		for _, m := range malformed {
-			out[0].Instances = append(out[0].Instances, registries.Instance{ID: m.ID, Invalid: m.Detail})
+			out[0].Instances = append(out[0].Instances, registries.InvalidInstance(m.ID, m.Detail))
 		}
 	}
 	return out
@@ -169,11 +169,15 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 		methods = append(methods, p.Methods...)
 	}
 	slices.Sort(methods)
-	inst.Methods = slices.Compact(methods)
+	methods = slices.Compact(methods)
+	var ports []registries.Port
 	if len(group) > 1 {
 		for _, p := range group {
-			inst.Ports = append(inst.Ports, registries.Port{Number: p.Port, Protocol: p.Protocol})
+			ports = append(ports, registries.Port{Number: p.Port, Protocol: p.Protocol})
 		}
+	}
+	if len(methods) > 0 || len(ports) > 0 {
+		inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: methods}
 	}
 	return inst
 }
@@ -184,6 +188,12 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 // are every instance's Methods.
 func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
 	svc := registries.Service{Name: app, Dubbo: &registries.DubboService{Application: app}}
+	// The instances that serve one port share one InstanceExtra: the
+	// application's methods.
+	var shared *registries.InstanceExtra
+	if len(methods) > 0 {
+		shared = &registries.InstanceExtra{Methods: methods}
+	}
 	for _, a := range oneProcess(newestPerID(insts)) {
 		inst := registries.Instance{
 			ID:      a.id(),
@@ -191,7 +201,7 @@ func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed 
 			Port:    a.Port,
 			Labels:  b.labels(a.Metadata),
 			Weight:  a.Weight,
-			Methods: methods,
+			Extra:   shared,
 		}
 		eps := slices.Clone(a.Endpoints)
 		slices.SortFunc(eps, func(x, y Endpoint) int {
@@ -201,14 +211,16 @@ func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed 
 			inst.Port, inst.Protocol = eps[0].Port, strings.ToLower(eps[0].Protocol)
 		}
 		if len(eps) > 1 {
+			ports := make([]registries.Port, 0, len(eps))
 			for _, e := range eps {
-				inst.Ports = append(inst.Ports, registries.Port{Number: e.Port, Protocol: strings.ToLower(e.Protocol)})
+				ports = append(ports, registries.Port{Number: e.Port, Protocol: strings.ToLower(e.Protocol)})
 			}
+			inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: inst.Methods()}
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}
 	for _, m := range malformed {
-		svc.Instances = append(svc.Instances, registries.Instance{ID: m.ID, Invalid: m.Detail})
+		svc.Instances = append(svc.Instances, registries.InvalidInstance(m.ID, m.Detail))
 	}
 	slices.SortFunc(svc.Instances, func(a, b registries.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return svc

@@ -75,9 +75,11 @@ func TestInterfaceServices(t *testing.T) {
 				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
-					Methods: []string{"a", "b", "c"},
-					Labels:  map[string]string{"application": "a", "side": "provider", "interface": iface},
+					Extra: &registries.InstanceExtra{
+						Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Methods: []string{"a", "b", "c"},
+					},
+					Labels: map[string]string{"application": "a", "side": "provider", "interface": iface},
 				}},
 			}},
 		},
@@ -94,10 +96,10 @@ func TestInterfaceServices(t *testing.T) {
 				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-						Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
 						Labels: map[string]string{"application": "a", "interface": iface}},
 					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo",
-						Ports:  []registries.Port{{Number: 20881, Protocol: "dubbo"}, {Number: 50052, Protocol: "tri"}},
+						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20881, Protocol: "dubbo"}, {Number: 50052, Protocol: "tri"}}},
 						Labels: map[string]string{"application": "a", "interface": iface}},
 				},
 			}},
@@ -130,7 +132,8 @@ func TestInterfaceServices(t *testing.T) {
 				Name:  "providers:com.foo.S::",
 				Dubbo: &registries.DubboService{Interface: iface},
 				Instances: []registries.Instance{{
-					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 50, Methods: []string{"m"},
+					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 50,
+					Extra:  &registries.InstanceExtra{Methods: []string{"m"}},
 					Labels: map[string]string{"side": "provider", "deprecated": "false", "weight": "50", "interface": iface},
 				}},
 			}},
@@ -173,7 +176,7 @@ func TestInterfaceServices(t *testing.T) {
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "a", "interface": iface}},
 					{ID: "::1:20880", Address: "::1", Port: 20880, Protocol: "dubbo",
-						Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
 						Labels: map[string]string{"application": "a", "interface": iface}},
 				},
 			}},
@@ -192,7 +195,7 @@ func TestInterfaceServices(t *testing.T) {
 					Instances: []registries.Instance{
 						{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 							Labels: map[string]string{"group": "g1", "interface": iface}},
-						{ID: "dubbo%3A%2F%2Fbad", Invalid: "no port"},
+						registries.InvalidInstance("dubbo%3A%2F%2Fbad", "no port"),
 					},
 				},
 				{
@@ -210,7 +213,7 @@ func TestInterfaceServices(t *testing.T) {
 			want: []registries.Service{{
 				Name:      "providers:com.foo.S::",
 				Dubbo:     &registries.DubboService{Interface: iface},
-				Instances: []registries.Instance{{ID: "a", Invalid: "bad escape"}, {ID: "b", Invalid: "port 0"}},
+				Instances: []registries.Instance{registries.InvalidInstance("a", "bad escape"), registries.InvalidInstance("b", "port 0")},
 			}},
 		},
 		{
@@ -263,9 +266,11 @@ func TestApplicationService(t *testing.T) {
 				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 25,
-					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
-					Methods: []string{"a", "b"},
-					Labels:  map[string]string{MetaStorageType: "local", "zone": "z1", "weight": "25"},
+					Extra: &registries.InstanceExtra{
+						Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+						Methods: []string{"a", "b"},
+					},
+					Labels: map[string]string{MetaStorageType: "local", "zone": "z1", "weight": "25"},
 				}},
 			},
 		},
@@ -279,7 +284,7 @@ func TestApplicationService(t *testing.T) {
 			want: registries.Service{
 				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
 				Instances: []registries.Instance{
-					{ID: "10.0.0.0:1", Invalid: "dubbo.endpoints: invalid"},
+					registries.InvalidInstance("10.0.0.0:1", "dubbo.endpoints: invalid"),
 					{ID: "10.0.0.2:8080", Address: "10.0.0.2", Port: 8080},
 					{ID: "10.0.0.3:9999", Address: "10.0.0.3", Port: 50051, Protocol: "tri"},
 				},
@@ -311,10 +316,10 @@ func TestApplicationService(t *testing.T) {
 				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Labels: map[string]string{"id": "a"},
-						Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
+						Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}},
 					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo"},
 					{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
-						Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
+						Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}},
 				},
 			},
 		},

@@ -279,7 +279,7 @@ func sameInstances(a, b []registries.Instance) bool {
 	return slices.EqualFunc(a, b, func(x, y registries.Instance) bool {
 		return x.ID == y.ID && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
 			x.Weight == y.Weight && x.Locality == y.Locality && maps.Equal(x.Labels, y.Labels) &&
-			slices.Equal(x.Ports, y.Ports) && slices.Equal(x.Methods, y.Methods) && x.Invalid == y.Invalid
+			slices.Equal(x.Ports(), y.Ports()) && slices.Equal(x.Methods(), y.Methods()) && x.Invalid() == y.Invalid()
 	})
 }
 

@@ -266,7 +266,8 @@ func TestReadDubboInterface(t *testing.T) {
 			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 50051, meta("protocol", "tri", "methods", "b,a", "pid", "42",
 				"timestamp", "1700000000000", "weight", "0", "category", "providers", "path", "com.foo.Greeter"), func(in *nacosmodel.Instance) { in.Weight = 10 })},
 			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
-				ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri", Weight: 1000, Methods: []string{"a", "b"},
+				ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri", Weight: 1000,
+				Extra:  &registries.InstanceExtra{Methods: []string{"a", "b"}},
 				Labels: labels("protocol", "tri", "weight", "0", "category", "providers", "path", "com.foo.Greeter"),
 			}}},
 		},
@@ -291,8 +292,11 @@ func TestReadDubboInterface(t *testing.T) {
 			},
 			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
 				ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
-				Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
-				Methods: []string{"a", "c"}, Labels: labels("protocol", "dubbo"),
+				Extra: &registries.InstanceExtra{
+					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+					Methods: []string{"a", "c"},
+				},
+				Labels: labels("protocol", "dubbo"),
 			}}},
 		},
 		{
@@ -324,8 +328,8 @@ func TestReadDubboInterface(t *testing.T) {
 			svcName: "providers::1.0.0:",
 			hosts:   []nacosmodel.Instance{dubboHost("10.0.0.9", 20880, map[string]string{"side": "provider"}, nil)},
 			want: registries.Service{Name: "providers::1.0.0:", Dubbo: &registries.DubboService{Version: "1.0.0"},
-				Instances: []registries.Instance{{ID: "10.0.0.9:20880",
-					Invalid: "provider has no interface (no interface parameter and no path)"}}},
+				Instances: []registries.Instance{registries.InvalidInstance("10.0.0.9:20880",
+					"provider has no interface (no interface parameter and no path)")}},
 		},
 		{
 			name: "no instance: the name's service, empty",
@@ -370,7 +374,7 @@ func TestReadDubboApplication(t *testing.T) {
 			},
 			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
 				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 300,
-					Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+					Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
 					Labels: map[string]string{"dubbo.metadata.storage-type": "local"}},
 				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Weight: 40, Labels: map[string]string{"weight": "40"}},
 			}},
@@ -381,7 +385,7 @@ func TestReadDubboApplication(t *testing.T) {
 				dubboHost("10.0.0.1", 20880, map[string]string{"dubbo.endpoints": "dubbo:20880"}, nil),
 			},
 			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
-				{ID: "10.0.0.1:20880", Invalid: "dubbo.endpoints: invalid character 'd' looking for beginning of value"},
+				registries.InvalidInstance("10.0.0.1:20880", "dubbo.endpoints: invalid character 'd' looking for beginning of value"),
 			}},
 		},
 		{
@@ -404,17 +408,31 @@ func TestReadDubboApplication(t *testing.T) {
 // Dubbo's ports, methods and invalid detail included.
 func TestSameInstances(t *testing.T) {
 	base := registries.Instance{ID: "a", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
-		Labels: map[string]string{"k": "v"}, Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
-		Methods: []string{"a"}}
+		Labels: map[string]string{"k": "v"},
+		Extra: &registries.InstanceExtra{
+			Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+			Methods: []string{"a"},
+		}}
+	// extra changes a copy of in's Extra, which in shares with base.
+	extra := func(in *registries.Instance, mod func(*registries.InstanceExtra)) {
+		e := *in.Extra
+		mod(&e)
+		in.Extra = &e
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*registries.Instance)
 		same bool
 	}{
 		{name: "equal", mod: func(*registries.Instance) {}, same: true},
-		{name: "a port", mod: func(in *registries.Instance) { in.Ports = []registries.Port{{Number: 20880, Protocol: "dubbo"}} }},
-		{name: "a method", mod: func(in *registries.Instance) { in.Methods = []string{"a", "b"} }},
-		{name: "invalid", mod: func(in *registries.Instance) { in.Invalid = "bad" }},
+		{name: "an equal copy of Extra", mod: func(in *registries.Instance) { extra(in, func(*registries.InstanceExtra) {}) }, same: true},
+		{name: "a port", mod: func(in *registries.Instance) {
+			extra(in, func(e *registries.InstanceExtra) { e.Ports = []registries.Port{{Number: 20880, Protocol: "dubbo"}} })
+		}},
+		{name: "a method", mod: func(in *registries.Instance) {
+			extra(in, func(e *registries.InstanceExtra) { e.Methods = []string{"a", "b"} })
+		}},
+		{name: "invalid", mod: func(in *registries.Instance) { extra(in, func(e *registries.InstanceExtra) { e.Invalid = "bad" }) }},
 		{name: "a label", mod: func(in *registries.Instance) { in.Labels = map[string]string{"k": "w"} }},
 		{name: "the weight", mod: func(in *registries.Instance) { in.Weight = 1 }},
 	} {

@@ -77,7 +77,8 @@ func TestDubboInterfaceLevel(t *testing.T) {
 		t.Errorf("service = %+v (dubbo %+v), want Dubbo %+v in public/DEFAULT_GROUP", last, last.Dubbo, wantDubbo)
 	}
 	want := registries.Instance{
-		ID: "10.0.7.1:50051", Address: "10.0.7.1", Port: 50051, Protocol: "tri", Weight: 200, Methods: []string{"a", "b"},
+		ID: "10.0.7.1:50051", Address: "10.0.7.1", Port: 50051, Protocol: "tri", Weight: 200,
+		Extra: &registries.InstanceExtra{Methods: []string{"a", "b"}},
 		Labels: map[string]string{"interface": "com.example.Greeter", "version": "1.0.0", "group": "g1", "side": "provider",
 			"protocol": "tri", "application": greeterApp, "category": "providers", "path": "com.example.Greeter", "weight": "0"},
 	}
@@ -89,7 +90,7 @@ func TestDubboInterfaceLevel(t *testing.T) {
 	p.RegisterInstance(t, "", "", greeterProviders, "10.0.7.1", 20880, 2, providerMeta("dubbo"), true, true, true)
 	rec.Eventually(t, "one instance with the dubbo and tri ports", func(st registrytest.State) bool {
 		in := st.Good[k]
-		return len(in) == 1 && in[0].ID == "10.0.7.1:20880" && slices.Equal(in[0].Ports,
+		return len(in) == 1 && in[0].ID == "10.0.7.1:20880" && slices.Equal(in[0].Ports(),
 			[]registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}})
 	})
 
@@ -129,7 +130,7 @@ func TestDubboModes(t *testing.T) {
 	ifaceKey := key("public", "DEFAULT_GROUP", greeterProviders)
 	wantApp := []registries.Instance{{
 		ID: "10.0.8.1:20880", Address: "10.0.8.1", Port: 20880, Protocol: "dubbo", Weight: 100,
-		Ports:  []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
+		Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
 		Labels: map[string]string{"dubbo.metadata.storage-type": "local"},
 	}}
 	for _, tc := range []struct {
@@ -207,7 +208,7 @@ func TestDubboGoProvider(t *testing.T) {
 	ifaceKey, appKey := key("public", "DEFAULT_GROUP", providersName), key("public", "DEFAULT_GROUP", "greeter")
 	rec.Eventually(t, "both services, each with one instance serving both ports", func(st registrytest.State) bool {
 		for _, k := range []string{ifaceKey, appKey} {
-			if in := st.Good[k]; len(in) != 1 || in[0].ID != id || !slices.Equal(in[0].Ports, ports) {
+			if in := st.Good[k]; len(in) != 1 || in[0].ID != id || !slices.Equal(in[0].Ports(), ports) {
 				return false
 			}
 		}
@@ -223,7 +224,7 @@ func TestDubboGoProvider(t *testing.T) {
 		t.Errorf("application-level Dubbo = %+v, want application greeter", app.Dubbo)
 	}
 	in := iface.Instances[0]
-	if !slices.Equal(in.Methods, []string{"Greet", "Hello", "greet", "hello"}) || in.Weight != 100 || in.Invalid != "" {
+	if !slices.Equal(in.Methods(), []string{"Greet", "Hello", "greet", "hello"}) || in.Weight != 100 || in.Invalid() != "" {
 		t.Errorf("interface-level instance = %+v, want dubbo-go's methods, weight 100 (weight=0 and Nacos weight 1)", in)
 	}
 	for _, in := range []registries.Instance{in, app.Instances[0]} {

@@ -227,7 +227,7 @@ func TestApplicationLevelReads(t *testing.T) {
 			"dubbo.metadata.revision": "r1"}}}
 	shop := &registries.DubboService{Application: "shop"}
 	appInstance := registries.Instance{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
-		Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}
+		Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}}
 	for _, tc := range []struct {
 		name        string
 		dubbo       dubbo.Config

@@ -41,7 +41,7 @@ func TestInterfaceProviders(t *testing.T) {
 	}
 	inst := st.Good[key][0]
 	if inst.ID != "10.0.0.1:20880" || inst.Protocol != "dubbo" || inst.Weight != 0 ||
-		!slices.Equal(inst.Methods, []string{"greet", "sayHello"}) {
+		!slices.Equal(inst.Methods(), []string{"greet", "sayHello"}) {
 		t.Errorf("instance %+v", inst)
 	}
 	for _, k := range []string{"pid", "timestamp", "token", "methods"} {
@@ -59,7 +59,8 @@ func TestInterfaceProviders(t *testing.T) {
 	register(t, app, demoIface, providerURL("tri", "10.0.0.2:50051", demoIface, params("greet")))
 	rec.Eventually(t, "two instances, one with both protocols", func(s registrytest.State) bool {
 		by := s.ByAddr(key)
-		return len(s.Good[key]) == 2 && len(by["10.0.0.1:20880"].Ports) == 2 && by["10.0.0.2:50051"].Protocol == "tri"
+		both := by["10.0.0.1:20880"]
+		return len(s.Good[key]) == 2 && len(both.Ports()) == 2 && by["10.0.0.2:50051"].Protocol == "tri"
 	})
 
 	// A malformed URL and a consumer URL.
@@ -68,7 +69,7 @@ func TestInterfaceProviders(t *testing.T) {
 	rec.Eventually(t, "the malformed URL passed on as Invalid", func(s registrytest.State) bool {
 		n := 0
 		for _, i := range s.Good[key] {
-			if i.Invalid != "" {
+			if i.Invalid() != "" {
 				n++
 			}
 		}
@@ -81,7 +82,7 @@ func TestInterfaceProviders(t *testing.T) {
 	}
 	rec.Eventually(t, "the dubbo URL gone: 10.0.0.1 serves tri only", func(s registrytest.State) bool {
 		i, ok := s.ByAddr(key)["10.0.0.1:50051"]
-		return ok && i.Protocol == "tri" && len(i.Ports) == 0
+		return ok && i.Protocol == "tri" && len(i.Ports()) == 0
 	})
 	children, _, err := app.Children("/dubbo/" + demoIface + "/providers")
 	if err != nil {
@@ -111,7 +112,7 @@ func TestApplicationInstances(t *testing.T) {
 		serviceInstance("demo-app", "10.0.0.1", 20880, `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`), zk.FlagEphemeral)
 	rec.Eventually(t, "the application-level instance", func(s registrytest.State) bool {
 		i, ok := s.ByAddr("demo-app")["10.0.0.1:20880"]
-		return ok && len(i.Ports) == 2
+		return ok && len(i.Ports()) == 2
 	})
 	svc := rec.State().Last["demo-app"].Service
 	if svc.Dubbo == nil || svc.Dubbo.Application != "demo-app" || svc.Dubbo.Interface != "" {
@@ -126,12 +127,12 @@ func TestApplicationInstances(t *testing.T) {
 	}
 	rec.Eventually(t, "the new endpoints", func(s registrytest.State) bool {
 		i, ok := s.ByAddr("demo-app")["10.0.0.1:50051"]
-		return ok && i.Protocol == "tri" && len(i.Ports) == 0
+		return ok && i.Protocol == "tri" && len(i.Ports()) == 0
 	})
 	// Malformed JSON is passed on as Invalid; the good instance stays.
 	harness.CreatePath(t, app, "/services/demo-app/10.0.0.2:20880", []byte("{not json"), zk.FlagEphemeral)
 	rec.Eventually(t, "the malformed instance", func(s registrytest.State) bool {
-		return len(s.Good["demo-app"]) == 2 && slices.ContainsFunc(s.Good["demo-app"], func(i registries.Instance) bool { return i.Invalid != "" })
+		return len(s.Good["demo-app"]) == 2 && slices.ContainsFunc(s.Good["demo-app"], func(i registries.Instance) bool { return i.Invalid() != "" })
 	})
 	for _, p := range []string{path, "/services/demo-app/10.0.0.2:20880"} {
 		if err := app.Delete(p, -1); err != nil {
