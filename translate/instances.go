@@ -137,7 +137,16 @@ func normalizeLocality(locality string) (string, error) {
 		}
 		kept = append(kept, p)
 	}
-	out := strings.Join(kept, "/")
+	// The kept segments are a prefix of locality: slicing it shares the
+	// (interned, registries.Compact) string instead of joining a new one.
+	out := ""
+	if len(kept) > 0 {
+		n := len(kept) - 1
+		for _, p := range kept {
+			n += len(p)
+		}
+		out = locality[:n]
+	}
 	if err := validateLocality(out); err != nil {
 		return "", err
 	}
