@@ -19,20 +19,25 @@ func planKey(kind model.Kind, ns, name string) model.ConfigKey {
 	return model.ConfigKey{Kind: kind, Namespace: ns, Name: name}
 }
 
-// desiredObj is a store object of registry with content hash hash.
+// desiredObj is a store object of registry whose content hash is
+// testHash(hash).
 func desiredObj(kind model.Kind, ns, name, registry, hash string) *model.Config {
 	c := &model.Config{Meta: model.Meta{Kind: kind, Name: name, Namespace: ns,
 		Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: registry}}}
 	if hash != "" {
-		c.Hash = hash
+		c.Hash = model.SumHash([]byte(hash))
 	}
 	return c
 }
 
+// testHash is the annotation value of the content hash named name, as
+// desiredObj's objects carry it.
+func testHash(name string) string { return model.SumHash([]byte(name)).String() }
+
 // ownedLive is an object with meshbridge's labels for registry, in sync at
 // resourceVersion 10.
 func ownedLive(registry, hash string) liveState {
-	return liveState{managedBy: model.ManagedByValue, registry: registry, hash: hash, uid: types.UID("uid-" + hash), rv: "10", applied: "10"}
+	return liveState{managedBy: model.ManagedByValue, registry: registry, hash: testHash(hash), uid: types.UID("uid-" + hash), rv: "10", applied: "10"}
 }
 
 // knows is planRules.known for a fixed set of registries.
@@ -118,7 +123,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "a desired name held by an object without app.kubernetes.io/managed-by is a conflict",
 			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1")},
-			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): {registry: "dc1", hash: "h0", uid: "u", rv: "3", applied: "3"}},
+			live:    map[model.ConfigKey]liveState{planKey(se, ns, "a"): {registry: "dc1", hash: testHash("h0"), uid: "u", rv: "3", applied: "3"}},
 			want:    []string{"conflict ServiceEntry/mesh/a"},
 		},
 		{
@@ -165,12 +170,12 @@ func TestPlan(t *testing.T) {
 			name:    "refused content is not sent again",
 			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h1"), desiredObj(se, ns, "b", "dc1", "h2")},
 			live:    map[model.ConfigKey]liveState{planKey(se, ns, "b"): ownedLive("dc1", "h1")},
-			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): "h1", planKey(se, ns, "b"): "h2"},
+			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): testHash("h1"), planKey(se, ns, "b"): testHash("h2")},
 		},
 		{
 			name:    "changed content after a refusal is sent",
 			desired: []*model.Config{desiredObj(se, ns, "a", "dc1", "h3")},
-			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): "h1"},
+			refused: map[model.ConfigKey]string{planKey(se, ns, "a"): testHash("h1")},
 			want:    []string{"create ServiceEntry/mesh/a"},
 		},
 		{
@@ -227,7 +232,7 @@ func TestPlan(t *testing.T) {
 // so plan applies the object again; a write's response is in sync.
 func TestMerge(t *testing.T) {
 	at := func(uid types.UID, rv, applied string) liveState {
-		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: "h", uid: uid, rv: rv, applied: applied}
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash("h"), uid: uid, rv: rv, applied: applied}
 	}
 	tomb := at("u1", "5", "5")
 	tomb.gone = true
@@ -279,7 +284,7 @@ func TestMergeThenDecide(t *testing.T) {
 	key := planKey(model.KindServiceEntry, "mesh", "a")
 	desired := desiredObj(model.KindServiceEntry, "mesh", "a", "dc1", "h2")
 	copyAt := func(rv, hash string) liveState {
-		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: hash, uid: "u1", rv: rv}
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash(hash), uid: "u1", rv: rv}
 	}
 	type step struct {
 		obs liveState

@@ -447,7 +447,7 @@ func ownedConfig(ns, name, registry string, spec *networkingv1.ServiceEntry) *mo
 	labels := map[string]string{model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: registry}
 	return &model.Config{Meta: model.Meta{
 		Kind: model.KindServiceEntry, Name: name, Namespace: ns, Labels: labels,
-		Hash: translate.ContentHash(labels, nil, spec),
+		Hash: translate.ContentSum(labels, nil, spec),
 	}, Spec: spec}
 }
 

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -69,13 +71,13 @@ type Meta struct {
 	// hash (Hash); nil when it has none. OutputAnnotations gives both, as
 	// Kubernetes and MCP are sent them.
 	Annotations map[string]string
-	// Hash is the object's content hash (translate.ContentHash: hex
-	// SHA-256 of spec, labels and annotations), sent as the
-	// meshbridge.io/content-hash annotation; "" for an object that carries
-	// none. Kept out of Annotations so an object with no other annotation
-	// needs no map (a map per WorkloadEntry, so per instance, would be the
-	// largest single allocation of the object).
-	Hash string
+	// Hash is the object's content hash (translate.ContentHash: SHA-256
+	// of spec, labels and annotations), sent in hex as the
+	// meshbridge.io/content-hash annotation; zero for an object that
+	// carries none. Kept out of Annotations, and raw, so an object needs no
+	// map and no string for it (32 bytes in the object, not a map or an
+	// 80-byte hex string per WorkloadEntry, so per instance).
+	Hash Hash
 	// ResourceVersion is set by the store on every mutation. On Update, a
 	// non-empty value must equal the stored one (optimistic concurrency).
 	ResourceVersion string
@@ -103,10 +105,28 @@ func (c *Config) Key() ConfigKey {
 	return ConfigKey{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
 }
 
-// ContentHash returns the object's content hash (Meta.Hash), the value of
-// its meshbridge.io/content-hash annotation; "" when it carries none.
+// Hash is a content hash, a SHA-256 sum; the zero Hash is none.
+type Hash [32]byte
+
+// String returns h in hex (64 digits), "" for the zero Hash.
+func (h Hash) String() string {
+	if h.IsZero() {
+		return ""
+	}
+	return hex.EncodeToString(h[:])
+}
+
+// SumHash returns the SHA-256 of b as a Hash.
+func SumHash(b []byte) Hash { return sha256.Sum256(b) }
+
+// IsZero reports whether h is the zero Hash (none).
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// ContentHash returns the object's content hash (Meta.Hash) in hex, the
+// value of its meshbridge.io/content-hash annotation; "" when it carries
+// none. It allocates: compare Meta.Hash where the hex is not needed.
 func (c *Config) ContentHash() string {
-	return c.Hash
+	return c.Hash.String()
 }
 
 // OutputAnnotations returns the annotations the object is written with:
@@ -114,14 +134,14 @@ func (c *Config) ContentHash() string {
 // is new when Hash is set (the caller may keep it); else it is Annotations
 // itself, read-only.
 func (m *Meta) OutputAnnotations() map[string]string {
-	if m.Hash == "" {
+	if m.Hash.IsZero() {
 		return m.Annotations
 	}
 	out := make(map[string]string, len(m.Annotations)+1)
 	for k, v := range m.Annotations {
 		out[k] = v
 	}
-	out[AnnotationHash] = m.Hash
+	out[AnnotationHash] = m.Hash.String()
 	return out
 }
 

@@ -77,7 +77,7 @@ func (s *Syncer) apply(host string) {
 // its own. s.mu must be held.
 func (s *Syncer) shareStored(res *translate.Result) {
 	share := func(cfg *model.Config) *model.Config {
-		if cfg == nil || cfg.Hash == "" {
+		if cfg == nil || cfg.Hash.IsZero() {
 			return cfg
 		}
 		if stored := s.store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != nil && stored != cfg && stored.Hash == cfg.Hash {
@@ -222,7 +222,7 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
 		return
 	case existing == nil:
 		_, err = s.store.CreateObserved(cfg, s.obs.at)
-	case existing.ContentHash() != cfg.ContentHash() || existing.ContentHash() == "":
+	case existing.Hash != cfg.Hash || existing.Hash.IsZero():
 		_, err = s.store.UpdateObserved(cfg, s.obs.at)
 	default:
 		return

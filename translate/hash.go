@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
 )
 
 // ContentHash returns the hex SHA-256 of spec, labels and annotations: the
@@ -31,6 +33,12 @@ import (
 // docs/benchmarks.md), so it avoids a digest, a marshal buffer and a []byte
 // per label.
 func ContentHash(labels, annotations map[string]string, spec proto.Message) string {
+	return ContentSum(labels, annotations, spec).String()
+}
+
+// ContentSum is ContentHash's SHA-256 sum, as objects keep it
+// (model.Meta.Hash).
+func ContentSum(labels, annotations map[string]string, spec proto.Message) model.Hash {
 	bp := preimages.Get().(*[]byte)
 	b := (*bp)[:0]
 	// The spec's length prefix is known only after marshalling: reserve the
@@ -59,7 +67,7 @@ func ContentHash(labels, annotations map[string]string, spec proto.Message) stri
 		*bp = b
 		preimages.Put(bp)
 	}
-	return hex.EncodeToString(sum[:])
+	return sum
 }
 
 // appendStringMap appends m's size, then its entries sorted by key, each

@@ -71,7 +71,7 @@ func (t *Translator) inlineSizeFallback(host string, annotations map[string]stri
 				Namespace:   t.opts.Namespace,
 				Labels:      labels,
 				Annotations: annotations,
-				Hash:        hashPlaceholder,
+				Hash:        model.Hash{1}, // any non-zero hash: 64 hex digits
 			},
 			Spec: se,
 		}

@@ -438,7 +438,7 @@ func (t *Translator) newConfig(kind model.Kind, name string, labels, annotations
 			Namespace:   t.opts.Namespace,
 			Labels:      labels,
 			Annotations: annotations,
-			Hash:        ContentHash(labels, annotations, spec),
+			Hash:        ContentSum(labels, annotations, spec),
 		},
 		Spec: spec,
 	}

@@ -56,9 +56,11 @@ const mcpResourceType = "type.googleapis.com/istio.mcp.v1alpha1.Resource"
 // sent. Resource names are "<namespace>/<name>", never empty.
 const mcpSentKey = ""
 
-// mcpEntry is one object as served: its version and its marshalled
+// mcpEntry is one object as served: the content hash it was built from
+// (zero when the object has none), its version and its marshalled
 // mcp.Resource, nil when the object failed validation.
 type mcpEntry struct {
+	hash     model.Hash
 	version  string
 	resource *anypb.Any
 }
@@ -256,7 +258,7 @@ func (c *mcpCache) rebuild(kind model.Kind) {
 		key := cfg.Key()
 		seen[key] = true
 		e, ok := c.entries[key]
-		if !ok || e.version != cfg.ContentHash() || cfg.ContentHash() == "" {
+		if !ok || e.hash != cfg.Hash || cfg.Hash.IsZero() {
 			e = c.build(cfg)
 			c.entries[key] = e
 		}
@@ -289,17 +291,16 @@ func (c *mcpCache) rebuild(kind model.Kind) {
 // istiod's validation is logged and left off the wire (istiod would drop it
 // with a log line only); the entry remembers that until its version changes.
 func (c *mcpCache) build(cfg *model.Config) mcpEntry {
-	version := cfg.ContentHash()
 	if err := validateMCP(cfg); err != nil {
 		c.log.Warn("Skipped invalid object for MCP", "kind", cfg.Kind, "namespace", cfg.Namespace, "name", cfg.Name, "err", err)
-		return mcpEntry{version: version}
+		return mcpEntry{hash: cfg.Hash, version: cfg.ContentHash()}
 	}
 	res, err := mcpResource(cfg)
 	if err != nil {
 		c.log.Warn("Skipped object for MCP", "kind", cfg.Kind, "namespace", cfg.Namespace, "name", cfg.Name, "err", err)
-		return mcpEntry{version: version}
+		return mcpEntry{hash: cfg.Hash, version: cfg.ContentHash()}
 	}
-	return mcpEntry{version: res.version, resource: res.resource}
+	return mcpEntry{hash: cfg.Hash, version: res.version, resource: res.resource}
 }
 
 func validateMCP(cfg *model.Config) error {

@@ -60,11 +60,22 @@ func (f *fakeConfigs) remove(key model.ConfigKey) {
 	delete(f.objs, key)
 }
 
+// testHashes maps the hex of each testHash back to the name it was made
+// from, so that tests read served versions by those names.
+var testHashes sync.Map
+
+// testHash is the content hash a test object named hash carries.
+func testHash(hash string) model.Hash {
+	h := model.SumHash([]byte(hash))
+	testHashes.Store(h.String(), hash)
+	return h
+}
+
 func serviceEntry(name, hash string) *model.Config {
 	return &model.Config{
 		Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "mesh", Name: name,
 			Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue},
-			Hash:   hash},
+			Hash:   testHash(hash)},
 		Spec: &networking.ServiceEntry{
 			Hosts:            []string{name + ".mesh"},
 			Ports:            []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
@@ -77,7 +88,7 @@ func serviceEntry(name, hash string) *model.Config {
 func workloadEntry(name, addr, hash string) *model.Config {
 	return &model.Config{
 		Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "mesh", Name: name,
-			Hash: hash},
+			Hash: testHash(hash)},
 		Spec: &networking.WorkloadEntry{Address: addr, Labels: map[string]string{"app": "a"}},
 	}
 }
@@ -117,7 +128,11 @@ func decodeMCP(t *testing.T, resp *discovery.DiscoveryResponse) map[string]strin
 		if _, err := r.GetBody().UnmarshalNew(); err != nil {
 			t.Fatalf("body of %s: %v", r.GetMetadata().GetName(), err)
 		}
-		out[r.GetMetadata().GetName()] = r.GetMetadata().GetVersion()
+		version := r.GetMetadata().GetVersion()
+		if name, ok := testHashes.Load(version); ok {
+			version = name.(string)
+		}
+		out[r.GetMetadata().GetName()] = version
 	}
 	return out
 }

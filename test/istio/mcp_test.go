@@ -315,12 +315,12 @@ func TestIstiodAdscNeverSeesInvalidObjects(t *testing.T) {
 	// marker written after it.
 	invalid := &model.Config{
 		Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "meshbridge", Name: "invalid",
-			Hash: "h-invalid"},
+			Hash: model.SumHash([]byte("h-invalid"))},
 		Spec: &networking.ServiceEntry{Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}},
 	}
 	marker := &model.Config{
 		Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "meshbridge", Name: "marker",
-			Hash: "h-marker"},
+			Hash: model.SumHash([]byte("h-marker"))},
 		Spec: &networking.ServiceEntry{
 			Hosts:      []string{"marker.static.local"},
 			Ports:      []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
