@@ -322,7 +322,7 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 			resources[i] = r
 			next[name] = r.Version
 		}
-		c.sendDelta(w, &cachev3.DeltaPassthroughResponse{
+		deliver[cachev3.DeltaResponse](w, w.dout, &cachev3.DeltaPassthroughResponse{
 			DeltaRequest:   w.dreq,
 			NextVersionMap: next,
 			DeltaDiscoveryResponse: &discovery.DeltaDiscoveryResponse{
@@ -340,7 +340,7 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 		resources[i] = c.anyOf(e)
 		next[name] = *e.version
 	}
-	c.sendSotW(w, &cachev3.PassthroughResponse{
+	deliver[cachev3.Response](w, w.out, &cachev3.PassthroughResponse{
 		Request: w.req,
 		DiscoveryResponse: &discovery.DiscoveryResponse{
 			VersionInfo: c.versionS,
@@ -416,33 +416,19 @@ func (c *resourceCache) deltaResource(name string, e *cachedEntry) *discovery.Re
 	return e.deltaRes
 }
 
-// sendSotW hands resp to w's stream without blocking: go-control-plane's
-// stream loop both creates watches (under this cache's lock) and drains
-// the channel, so a full channel is handed to a goroutine, which gives up
-// when the watch is cancelled. Call with mu held.
-func (c *resourceCache) sendSotW(w *cacheWatch, resp cachev3.Response) {
+// deliver hands resp to w's stream on out (w.out or w.dout) without
+// blocking: go-control-plane's stream loop both creates watches (under this
+// cache's lock) and drains the channel, so a full channel is handed to a
+// goroutine, which gives up when the watch is cancelled. Call with the
+// cache's lock held.
+func deliver[R any](w *cacheWatch, out chan R, resp R) {
 	select {
-	case w.out <- resp:
+	case out <- resp:
 	default:
 		done := w.doneChan()
 		go func() {
 			select {
-			case w.out <- resp:
-			case <-done:
-			}
-		}()
-	}
-}
-
-// sendDelta is sendSotW for a Delta watch.
-func (c *resourceCache) sendDelta(w *cacheWatch, resp cachev3.DeltaResponse) {
-	select {
-	case w.dout <- resp:
-	default:
-		done := w.doneChan()
-		go func() {
-			select {
-			case w.dout <- resp:
+			case out <- resp:
 			case <-done:
 			}
 		}()
