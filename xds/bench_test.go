@@ -31,10 +31,10 @@ func BenchmarkEDSGeneration(b *testing.B) {
 			endpoints = sortEndpoints(endpoints)
 			b.ReportAllocs()
 			for b.Loop() {
-				encoded := make([]encodedEndpoint, n)
+				encoded := make([]*encodedEndpoint, n)
 				for i, ep := range endpoints {
 					encoded[i] = endpointOf(ep)
-					encoded[i].lb = encodeLbEndpoint(&encoded[i])
+					encoded[i].lb = encodeLbEndpoint(encoded[i])
 				}
 				for _, cla := range encodeLoadAssignments(svc, encoded) {
 					if _, err := cachev3.MarshalResource(cla); err != nil {

@@ -29,8 +29,8 @@ type encodedEndpoint struct {
 }
 
 // endpointOf returns ep's encodedEndpoint, without an encoding.
-func endpointOf(ep *model.Endpoint) encodedEndpoint {
-	return encodedEndpoint{
+func endpointOf(ep *model.Endpoint) *encodedEndpoint {
+	return &encodedEndpoint{
 		address:  ep.Address,
 		portName: ep.ServicePortName,
 		locality: ep.Locality,
@@ -40,8 +40,8 @@ func endpointOf(ep *model.Endpoint) encodedEndpoint {
 }
 
 // plain returns endpoints with no encoding.
-func plain(endpoints []*model.Endpoint) []encodedEndpoint {
-	out := make([]encodedEndpoint, len(endpoints))
+func plain(endpoints []*model.Endpoint) []*encodedEndpoint {
+	out := make([]*encodedEndpoint, len(endpoints))
 	for i, ep := range endpoints {
 		out[i] = endpointOf(ep)
 	}
@@ -52,7 +52,7 @@ func plain(endpoints []*model.Endpoint) []encodedEndpoint {
 // endpoints serving it; f may reorder the slice it gets, which can be
 // endpoints itself. A port without endpoints still gets its call, so a client
 // learns "no endpoints" instead of waiting for one.
-func forEachPort(svc *model.Service, endpoints []encodedEndpoint, f func(name string, selected []encodedEndpoint)) {
+func forEachPort(svc *model.Service, endpoints []*encodedEndpoint, f func(name string, selected []*encodedEndpoint)) {
 	if len(svc.Ports) == 1 {
 		// The common case: every endpoint serves the one port, so the
 		// slice is selected as is, without a copy.
@@ -69,7 +69,7 @@ func forEachPort(svc *model.Service, endpoints []encodedEndpoint, f func(name st
 	}
 }
 
-func allServe(endpoints []encodedEndpoint, portName string) bool {
+func allServe(endpoints []*encodedEndpoint, portName string) bool {
 	for _, e := range endpoints {
 		if e.portName != portName {
 			return false
@@ -78,8 +78,8 @@ func allServe(endpoints []encodedEndpoint, portName string) bool {
 	return true
 }
 
-func selectPort(endpoints []encodedEndpoint, portName string) []encodedEndpoint {
-	var selected []encodedEndpoint
+func selectPort(endpoints []*encodedEndpoint, portName string) []*encodedEndpoint {
+	var selected []*encodedEndpoint
 	for _, e := range endpoints {
 		if e.portName == portName {
 			selected = append(selected, e)
@@ -93,7 +93,7 @@ func selectPort(endpoints []encodedEndpoint, portName string) []encodedEndpoint 
 // messages whose encodings encodeLoadAssignments assembles.
 func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[string]*endpoint.ClusterLoadAssignment {
 	out := make(map[string]*endpoint.ClusterLoadAssignment, len(svc.Ports))
-	forEachPort(svc, plain(endpoints), func(name string, selected []encodedEndpoint) {
+	forEachPort(svc, plain(endpoints), func(name string, selected []*encodedEndpoint) {
 		out[name] = loadAssignmentMessage(name, sortCompact(selected))
 	})
 	return out
@@ -122,7 +122,7 @@ func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.Clu
 // loadAssignmentMessage builds the message of unique (sortCompact's
 // output). It allocates per assignment, not per endpoint: the messages of
 // all endpoints are carved from a few slices.
-func loadAssignmentMessage(name string, unique []encodedEndpoint) *endpoint.ClusterLoadAssignment {
+func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	if len(unique) == 0 {
 		return cla
@@ -137,7 +137,7 @@ func loadAssignmentMessage(name string, unique []encodedEndpoint) *endpoint.Clus
 		var total uint64
 		lbEndpoints := msgs.lbEndpoints[:0:len(g.members)]
 		for _, m := range g.members {
-			ep := &unique[m]
+			ep := unique[m]
 			weight := max(ep.weight, 1)
 			total += uint64(weight)
 			lbEndpoints = append(lbEndpoints, msgs.next(ep, weight))
@@ -164,7 +164,7 @@ type localityGroup struct {
 // groupByLocality splits endpoints (sorted by address and port) by locality,
 // keeping their order within a group; groups are sorted by locality. A mesh
 // has few localities, so distinct ones are found by a linear scan.
-func groupByLocality(endpoints []encodedEndpoint) []localityGroup {
+func groupByLocality(endpoints []*encodedEndpoint) []localityGroup {
 	var groups []localityGroup
 	counts := make([]int, 0, 4)
 	index := make([]int32, len(endpoints))
@@ -210,7 +210,7 @@ type endpointMessages struct {
 }
 
 // newEndpointMessages allocates the messages of endpoints.
-func newEndpointMessages(endpoints []encodedEndpoint) *endpointMessages {
+func newEndpointMessages(endpoints []*encodedEndpoint) *endpointMessages {
 	n, weighted := len(endpoints), 0
 	for _, e := range endpoints {
 		if max(e.weight, 1) != model.DefaultWeight {
@@ -262,8 +262,8 @@ func (m *endpointMessages) next(ep *encodedEndpoint, weight uint32) *endpoint.Lb
 // drops all but the first of each address:port (in input order). Shard
 // endpoints arrive sorted, so the sort is skipped when it would not change
 // the order.
-func sortCompact(endpoints []encodedEndpoint) []encodedEndpoint {
-	byAddress := func(a, b encodedEndpoint) int {
+func sortCompact(endpoints []*encodedEndpoint) []*encodedEndpoint {
+	byAddress := func(a, b *encodedEndpoint) int {
 		if c := strings.Compare(a.address, b.address); c != 0 {
 			return c
 		}
@@ -272,7 +272,7 @@ func sortCompact(endpoints []encodedEndpoint) []encodedEndpoint {
 	if !slices.IsSortedFunc(endpoints, byAddress) {
 		slices.SortStableFunc(endpoints, byAddress)
 	}
-	return slices.CompactFunc(endpoints, func(a, b encodedEndpoint) bool {
+	return slices.CompactFunc(endpoints, func(a, b *encodedEndpoint) bool {
 		return a.address == b.address && a.port == b.port
 	})
 }

@@ -96,9 +96,9 @@ func sameLbEndpoint(a, b *encodedEndpoint) bool {
 // encodeLoadAssignments is buildLoadAssignments over encoded endpoints: one
 // assignment per port of svc, keyed by cluster name. It takes endpoints
 // over (endpointShards.encoded returns a fresh slice) and reorders it.
-func encodeLoadAssignments(svc *model.Service, endpoints []encodedEndpoint) map[string]types.Resource {
+func encodeLoadAssignments(svc *model.Service, endpoints []*encodedEndpoint) map[string]types.Resource {
 	out := make(map[string]types.Resource, len(svc.Ports))
-	forEachPort(svc, endpoints, func(name string, selected []encodedEndpoint) {
+	forEachPort(svc, endpoints, func(name string, selected []*encodedEndpoint) {
 		out[name] = encodeLoadAssignment(name, selected)
 	})
 	return out
@@ -110,7 +110,7 @@ func encodeLoadAssignments(svc *model.Service, endpoints []encodedEndpoint) map[
 // one allocation of the exact size. When a string it would encode is not
 // valid UTF-8 it returns the message instead, so the cache's marshal fails
 // as it does for that message. It reorders endpoints in place.
-func encodeLoadAssignment(name string, endpoints []encodedEndpoint) types.Resource {
+func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) types.Resource {
 	unique := sortCompact(endpoints)
 	groups := groupByLocality(unique)
 	valid := utf8.ValidString(name)

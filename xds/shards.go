@@ -36,19 +36,19 @@ type serviceID struct {
 // them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
 // A service key exists from SvcUpdate(add) or its first non-empty update until
 // SvcUpdate deletes it; an empty update keeps it. Of each endpoint it keeps
-// what clients are sent (encodedEndpoint, about 80 bytes), not the
-// model.Endpoint: its LbEndpoint is encoded when the endpoint arrives and
-// kept while an endpoint with the same address, port and weight replaces it
-// (encodeShard). Safe for concurrent use; the slices and encodings it hands
-// out are read-only.
+// what clients are sent (an immutable encodedEndpoint, 80 bytes, shared by
+// later updates that leave it unchanged), not the model.Endpoint: its
+// LbEndpoint is encoded when the endpoint arrives and kept while an endpoint
+// with the same address, port and weight replaces it (encodeShard). Safe
+// for concurrent use; the entries and encodings it hands out are read-only.
 type endpointShards struct {
 	mu       sync.RWMutex
-	services map[serviceID]map[string][]encodedEndpoint
+	services map[serviceID]map[string][]*encodedEndpoint
 }
 
 // newEndpointShards returns an empty index.
 func newEndpointShards() *endpointShards {
-	return &endpointShards{services: make(map[serviceID]map[string][]encodedEndpoint)}
+	return &endpointShards{services: make(map[serviceID]map[string][]*encodedEndpoint)}
 }
 
 // update replaces shard's endpoints of (host, namespace) and returns the push
@@ -81,7 +81,7 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 		return edsPush
 	}
 	if !known {
-		e.services[id] = map[string][]encodedEndpoint{shard: encodeShard(sortEndpoints(endpoints), nil)}
+		e.services[id] = map[string][]*encodedEndpoint{shard: encodeShard(sortEndpoints(endpoints), nil)}
 		return fullPush
 	}
 	old := shards[shard]
@@ -95,37 +95,52 @@ func (e *endpointShards) update(shard, host, namespace string, endpoints []*mode
 
 // sameForClients reports whether a and b give clients the same endpoint:
 // every field buildLoadAssignment reads.
-func sameForClients(a, b encodedEndpoint) bool {
-	return a.address == b.address && a.port == b.port && a.portName == b.portName &&
+func sameForClients(a, b *encodedEndpoint) bool {
+	return a == b || a.address == b.address && a.port == b.port && a.portName == b.portName &&
 		a.weight == b.weight && a.locality == b.locality
 }
 
-// encodeShard returns sorted as encodedEndpoints, each with old's encoding
-// of an endpoint at the same place in the sort order (address, port,
-// service port) with the same LbEndpoint (sameLbEndpoint), else a new one.
-// Both are sorted, so one merge walk finds them.
-func encodeShard(sorted []*model.Endpoint, old []encodedEndpoint) []encodedEndpoint {
-	out := make([]encodedEndpoint, len(sorted))
+// encodeShard returns sorted as encodedEndpoints. An endpoint at the same
+// place in the sort order as one of old (address, port, service port) keeps
+// old's entry when every field is the same (sameForClients), else its
+// encoding when the LbEndpoint is the same (sameLbEndpoint); the others are
+// encoded. Both are sorted, so one merge walk finds them. Entries are
+// immutable once made: readers hold them without the lock.
+func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEndpoint {
+	out := make([]*encodedEndpoint, len(sorted))
 	j := 0
 	for i, ep := range sorted {
-		cur := &out[i]
-		*cur = endpointOf(ep)
+		cur := encodedEndpoint{
+			address:  ep.Address,
+			portName: ep.ServicePortName,
+			locality: ep.Locality,
+			port:     ep.EndpointPort,
+			weight:   ep.Weight,
+		}
 		c := -1
 		for j < len(old) {
-			if c = compareEncoded(&old[j], cur); c >= 0 {
+			if c = compareEncoded(old[j], &cur); c >= 0 {
 				break
 			}
 			j++
 		}
 		if c == 0 {
-			if sameLbEndpoint(&old[j], cur) {
-				cur.lb = old[j].lb
-			}
+			prev := old[j]
 			j++
+			if sameForClients(prev, &cur) {
+				out[i] = prev
+				continue
+			}
+			if sameLbEndpoint(prev, &cur) {
+				cur.lb = prev.lb
+			}
 		}
 		if cur.lb == nil {
-			cur.lb = encodeLbEndpoint(cur)
+			cur.lb = encodeLbEndpoint(&cur)
 		}
+		kept := new(encodedEndpoint)
+		*kept = cur
+		out[i] = kept
 	}
 	return out
 }
@@ -147,7 +162,7 @@ func (e *endpointShards) ensure(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if id := (serviceID{host, namespace}); e.services[id] == nil {
-		e.services[id] = make(map[string][]encodedEndpoint)
+		e.services[id] = make(map[string][]*encodedEndpoint)
 	}
 }
 
@@ -161,7 +176,7 @@ func (e *endpointShards) delete(host, namespace string) {
 // encoded returns the endpoints of (host, namespace) from every shard,
 // shards in name order, each shard's endpoints sorted (sortEndpoints), in
 // a new slice the caller may reorder; the encodings are read-only.
-func (e *endpointShards) encoded(host, namespace string) []encodedEndpoint {
+func (e *endpointShards) encoded(host, namespace string) []*encodedEndpoint {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	shards := e.services[serviceID{host, namespace}]
@@ -169,7 +184,7 @@ func (e *endpointShards) encoded(host, namespace string) []encodedEndpoint {
 	for _, s := range shards {
 		n += len(s)
 	}
-	out := make([]encodedEndpoint, 0, n)
+	out := make([]*encodedEndpoint, 0, n)
 	for _, name := range slices.Sorted(maps.Keys(shards)) {
 		out = append(out, shards[name]...)
 	}
