@@ -14,8 +14,8 @@ import (
 // BenchmarkEDSGeneration measures making one ClusterLoadAssignment's bytes
 // from endpoints none of which was encoded yet (target P6,
 // docs/benchmarks.md; ns/endpoint is the cost per endpoint): each
-// endpoint's LbEndpoint is encoded, as the endpoint shards do for a new
-// endpoint, the assignment assembled, as an EDS push does per changed
+// endpoint's LbEndpoint is encoded by the endpoint shards' encodeShard, as
+// for a new shard, the assignment assembled, as an EDS push does per changed
 // service port, and marshalled as the go-control-plane cache does it
 // (cachev3.MarshalResource). The endpoints come sorted, as endpointShards
 // holds them. A push after a change re-encodes only the changed endpoints:
@@ -31,12 +31,7 @@ func BenchmarkEDSGeneration(b *testing.B) {
 			endpoints = sortEndpoints(endpoints)
 			b.ReportAllocs()
 			for b.Loop() {
-				encoded := make([]*encodedEndpoint, n)
-				for i, ep := range endpoints {
-					encoded[i] = endpointOf(ep)
-					encoded[i].lb = encodeLbEndpoint(encoded[i])
-				}
-				for _, cla := range encodeLoadAssignments(svc, encoded) {
+				for _, cla := range encodeLoadAssignments(svc, encodeShard(endpoints, nil)) {
 					if _, err := cachev3.MarshalResource(cla); err != nil {
 						b.Fatal(err)
 					}

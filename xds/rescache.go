@@ -198,6 +198,19 @@ func (c *resourceCache) has(name string) bool {
 	return ok
 }
 
+// absent returns the names the cache holds that want lacks.
+func (c *resourceCache) absent(want map[string]types.Resource) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for name := range c.resources {
+		if _, ok := want[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // names returns the names the cache holds.
 func (c *resourceCache) names() []string {
 	c.mu.Lock()

@@ -53,7 +53,7 @@ func (r *resourceSet) apply(want map[string]types.Resource, remove []string) (in
 // replace makes want the complete content: changed resources are handed over
 // and names absent from want are removed.
 func (r *resourceSet) replace(want map[string]types.Resource) (int, error) {
-	return r.apply(want, r.names())
+	return r.apply(want, r.cache.absent(want))
 }
 
 // has reports whether the cache holds name.

@@ -105,9 +105,15 @@ func sameForClients(a, b *encodedEndpoint) bool {
 // old's entry when every field is the same (sameForClients), else its
 // encoding when the LbEndpoint is the same (sameLbEndpoint); the others are
 // encoded. Both are sorted, so one merge walk finds them. Entries are
-// immutable once made: readers hold them without the lock.
+// immutable once made: readers hold them without the lock. A shard's first
+// entries (no old) are allocated together, later ones one by one, so that
+// a changed endpoint does not keep a block of replaced ones alive.
 func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEndpoint {
 	out := make([]*encodedEndpoint, len(sorted))
+	var block []encodedEndpoint
+	if len(old) == 0 {
+		block = make([]encodedEndpoint, len(sorted))
+	}
 	j := 0
 	for i, ep := range sorted {
 		cur := encodedEndpoint{
@@ -138,7 +144,12 @@ func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEnd
 		if cur.lb == nil {
 			cur.lb = encodeLbEndpoint(&cur)
 		}
-		kept := new(encodedEndpoint)
+		var kept *encodedEndpoint
+		if block != nil {
+			kept = &block[i]
+		} else {
+			kept = new(encodedEndpoint)
+		}
 		*kept = cur
 		out[i] = kept
 	}
