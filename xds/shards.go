@@ -105,15 +105,10 @@ func sameForClients(a, b *encodedEndpoint) bool {
 // old's entry when every field is the same (sameForClients), else its
 // encoding when the LbEndpoint is the same (sameLbEndpoint); the others are
 // encoded. Both are sorted, so one merge walk finds them. Entries are
-// immutable once made: readers hold them without the lock. A shard's first
-// entries (no old) are allocated together, later ones one by one, so that
-// a changed endpoint does not keep a block of replaced ones alive.
+// immutable once made: readers hold them without the lock. Each is its own
+// 80-byte allocation (an exact size class), so none keeps another alive.
 func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEndpoint {
 	out := make([]*encodedEndpoint, len(sorted))
-	var block []encodedEndpoint
-	if len(old) == 0 {
-		block = make([]encodedEndpoint, len(sorted))
-	}
 	j := 0
 	for i, ep := range sorted {
 		cur := encodedEndpoint{
@@ -144,12 +139,7 @@ func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEnd
 		if cur.lb == nil {
 			cur.lb = encodeLbEndpoint(&cur)
 		}
-		var kept *encodedEndpoint
-		if block != nil {
-			kept = &block[i]
-		} else {
-			kept = new(encodedEndpoint)
-		}
+		kept := new(encodedEndpoint)
 		*kept = cur
 		out[i] = kept
 	}
