@@ -31,6 +31,9 @@ type cacheStep struct {
 	subscribe []string // a Delta request
 	unsub     []string
 	delta     bool
+	// initial, on a stream's first Delta request, are the versions a
+	// reconnecting client has: the Delta version of each name's content.
+	initial map[string]int
 	want      string
 }
 
@@ -92,6 +95,15 @@ func TestResourceCacheRules(t *testing.T) {
 		{"Delta: a non-wildcard stream's first request for nothing that exists waits", resourcev3.EndpointType, []cacheStep{
 			{delta: true, subscribe: []string{"a"}},
 			{set: map[string]int{"a": 1}, want: "delta [a]"},
+		}},
+		{"Delta: a reconnecting client is sent only what differs from the versions it has", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1, "b": 1, "c": 1}},
+			{delta: true, subscribe: []string{"a", "b", "c"}, initial: map[string]int{"a": 1, "b": 2}, want: "delta [b c]"},
+		}},
+		{"Delta: a reconnecting client that has everything waits", resourcev3.EndpointType, []cacheStep{
+			{set: map[string]int{"a": 1}},
+			{delta: true, subscribe: []string{"a"}, initial: map[string]int{"a": 1}},
+			{set: map[string]int{"a": 2}, want: "delta [a]"},
 		}},
 		{"Delta: a wildcard stream's first request is answered at once", resourcev3.ClusterType, []cacheStep{
 			{delta: true, want: "delta []"},
@@ -195,7 +207,18 @@ func (h *cacheHarness) step(t *testing.T, s cacheStep) string {
 		}
 		for i, c := range h.caches() {
 			if h.deltaSub[i] == nil {
-				sub := stream.NewDeltaSubscription(s.subscribe, s.unsub, nil, h.legacyWildcard())
+				var initial map[string]string
+				if s.initial != nil {
+					initial = make(map[string]string)
+					for name, content := range s.initial {
+						wire, err := encoding(h.resource(name, content))
+						if err != nil {
+							t.Fatal(err)
+						}
+						initial[name] = cachev3.HashResource(wire)
+					}
+				}
+				sub := stream.NewDeltaSubscription(s.subscribe, s.unsub, initial, h.legacyWildcard())
 				h.deltaSub[i] = &sub
 			} else {
 				if h.dCancel[i] != nil {
