@@ -34,7 +34,7 @@ type cacheStep struct {
 	// initial, on a stream's first Delta request, are the versions a
 	// reconnecting client has: the Delta version of each name's content.
 	initial map[string]int
-	want      string
+	want    string
 }
 
 func TestResourceCacheRules(t *testing.T) {
