@@ -29,8 +29,8 @@ type encodedEndpoint struct {
 }
 
 // endpointOf returns ep's encodedEndpoint, without an encoding.
-func endpointOf(ep *model.Endpoint) *encodedEndpoint {
-	return &encodedEndpoint{
+func endpointOf(ep *model.Endpoint) encodedEndpoint {
+	return encodedEndpoint{
 		address:  ep.Address,
 		portName: ep.ServicePortName,
 		locality: ep.Locality,
@@ -43,7 +43,8 @@ func endpointOf(ep *model.Endpoint) *encodedEndpoint {
 func plain(endpoints []*model.Endpoint) []*encodedEndpoint {
 	out := make([]*encodedEndpoint, len(endpoints))
 	for i, ep := range endpoints {
-		out[i] = endpointOf(ep)
+		e := endpointOf(ep)
+		out[i] = &e
 	}
 	return out
 }

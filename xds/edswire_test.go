@@ -322,7 +322,7 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	if !same(before[0].lb, after[0].lb) {
 		t.Error("unchanged endpoint re-encoded, want its encoding kept")
 	}
-	if b2e := endpointOf(&b2); same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(b2e)) {
+	if b2e := endpointOf(&b2); same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(&b2e)) {
 		t.Error("reweighted endpoint kept its old encoding")
 	}
 	if !same(before[2].lb, after[2].lb) {
@@ -438,7 +438,7 @@ func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	if _, err := cachev3.MarshalResource(res); err == nil {
 		t.Error("marshal of an invalid UTF-8 locality succeeded, want proto.Marshal's error")
 	}
-	if badAddress := endpointOf(ep("10.0.0.\xff", 80, "")); encodeLbEndpoint(badAddress) != nil {
+	if badAddress := endpointOf(ep("10.0.0.\xff", 80, "")); encodeLbEndpoint(&badAddress) != nil {
 		t.Error("an invalid UTF-8 address got an encoding")
 	}
 }

@@ -95,12 +95,9 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 			s.addLoadAssignments(cla, svc)
 		}
 	}
-	var vanished []string
-	for _, name := range s.caches.endpoints.names() {
-		if _, ok := clusters[name]; !ok {
-			vanished = append(vanished, name)
-		}
-	}
+	// A ClusterLoadAssignment is named after its cluster: those without
+	// one vanished.
+	vanished := s.caches.endpoints.cache.absent(clusters)
 	return len(all), changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, vanished) })
 }
 

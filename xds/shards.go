@@ -111,13 +111,7 @@ func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEnd
 	out := make([]*encodedEndpoint, len(sorted))
 	j := 0
 	for i, ep := range sorted {
-		cur := encodedEndpoint{
-			address:  ep.Address,
-			portName: ep.ServicePortName,
-			locality: ep.Locality,
-			port:     ep.EndpointPort,
-			weight:   ep.Weight,
-		}
+		cur := endpointOf(ep)
 		c := -1
 		for j < len(old) {
 			if c = compareEncoded(old[j], &cur); c >= 0 {
