@@ -171,7 +171,10 @@ func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.
 	if err != nil {
 		return translate.Result{}, false
 	}
-	st.merge = &mergedState{result: res, forPorts: target, ok: true}
+	if st.merge == nil {
+		st.merge = new(mergedState)
+	}
+	*st.merge = mergedState{result: res, forPorts: target, ok: true}
 	return res, true
 }
 
