@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -153,7 +152,9 @@ func (c *resourceCache) update(set map[string]types.Resource, remove []string) e
 // differences returns the resources of want whose encoding differs from
 // the cache's, or that it lacks, and the names of remove that it holds and
 // want does not. Equal encodings are equal messages: the encodings are
-// deterministic (encodedMessage, encoding). A resource that cannot be
+// deterministic (encodedMessage, encoding). A resource a push kept
+// (generated.go) shares its encoding, which bytes.Equal compares without a
+// scan (the runtime's memequal returns at once for one pointer). A resource that cannot be
 // marshalled counts as changed, so that update reports its error.
 func (c *resourceCache) differences(want map[string]types.Resource, remove []string) (map[string]types.Resource, []string) {
 	c.mu.Lock()
@@ -161,7 +162,7 @@ func (c *resourceCache) differences(want map[string]types.Resource, remove []str
 	update := make(map[string]types.Resource)
 	for name, res := range want {
 		if e, ok := c.resources[name]; ok {
-			if wire, err := encoding(res); err == nil && sameBytes(e.wire, wire) {
+			if wire, err := encoding(res); err == nil && bytes.Equal(e.wire, wire) {
 				continue
 			}
 		}
@@ -176,18 +177,6 @@ func (c *resourceCache) differences(want map[string]types.Resource, remove []str
 		}
 	}
 	return update, del
-}
-
-// sameBytes reports whether a and b are equal; a resource a push kept
-// (xds/generated.go) shares its encoding, which compares without a scan.
-func sameBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b) {
-		return true
-	}
-	return bytes.Equal(a, b)
 }
 
 // has reports whether the cache holds name.
