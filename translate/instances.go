@@ -104,8 +104,15 @@ func (t *Translator) checkAddress(address string) (string, string, string) {
 			return "", RejectInvalidAddress, fmt.Sprintf("address %q has an IPv6 zone", address)
 		}
 		// An IPv4-mapped IPv6 address is the IPv4 endpoint; unmapping it lets
-		// the duplicate check see that both spellings are one address.
-		return ip.Unmap().String(), "", ""
+		// the duplicate check see that both spellings are one address. An
+		// address already in canonical form is returned as given, so the
+		// spec shares the registry's string instead of holding a copy.
+		var buf [48]byte
+		canonical := ip.Unmap().AppendTo(buf[:0])
+		if string(canonical) == address {
+			return address, "", ""
+		}
+		return string(canonical), "", ""
 	}
 	name := strings.ToLower(address)
 	if err := validateFQDN(name); err != nil || strings.HasSuffix(name, ".") {
