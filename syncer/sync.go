@@ -92,10 +92,13 @@ type Syncer struct {
 	mu       sync.Mutex
 	regs     map[string]*registryState
 	services map[serviceID]*serviceState
-	claims   map[string][]serviceID       // host → claimants, winner first
-	written  map[string][]model.ConfigKey // host → keys we stored for it (a slice: a map per host cost ~300 B/instance)
-	served   map[string][]servedBy        // host → whose instances its objects hold
-	pending  int                          // registries not yet synced, counted before HasSynced
+	claims   map[string][]serviceID // host → claimants, winner first
+	// written: host → the store's objects we wrote for it, as the store
+	// holds them: a slice of shared objects costs 8 bytes per instance
+	// (a ConfigKey would take 48, a map per host ~300 per instance).
+	written map[string][]*model.Config
+	served  map[string][]servedBy // host → whose instances its objects hold
+	pending int                   // registries not yet synced, counted before HasSynced
 	// nextOrder is the collision order of the next registry added;
 	// gone are registries removed with nothing of them left.
 	nextOrder int
@@ -198,7 +201,7 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 		regs:      make(map[string]*registryState, len(cfg.Registries)),
 		services:  make(map[serviceID]*serviceState),
 		claims:    make(map[string][]serviceID),
-		written:   make(map[string][]model.ConfigKey),
+		written:   make(map[string][]*model.Config),
 		served:    make(map[string][]servedBy),
 		pending:   len(cfg.Registries),
 		nextOrder: len(cfg.Registries),

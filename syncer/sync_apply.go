@@ -35,8 +35,8 @@ func (s *Syncer) apply(host string) {
 	}
 	remove := func() {
 		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-			for _, key := range written {
-				if key.Kind == kind && !want[key] {
+			for _, cfg := range written {
+				if key := cfg.Key(); key.Kind == kind && !want[key] {
 					s.write(key, nil)
 				}
 			}
@@ -45,18 +45,19 @@ func (s *Syncer) apply(host string) {
 	if !keepsSE {
 		remove()
 	}
-	keys := make([]model.ConfigKey, 0, len(desired))
+	stored := make([]*model.Config, 0, len(desired))
 	for _, cfg := range desired {
-		s.write(cfg.Key(), cfg)
-		keys = append(keys, cfg.Key())
+		if cur := s.write(cfg.Key(), cfg); cur != nil {
+			stored = append(stored, cur)
+		}
 	}
 	if keepsSE {
 		remove()
 	}
-	if len(keys) == 0 {
+	if len(stored) == 0 {
 		delete(s.written, host)
 	} else {
-		s.written[host] = keys
+		s.written[host] = stored
 	}
 	for _, id := range s.claims[host] {
 		if st := s.services[id]; st != nil {
@@ -214,28 +215,33 @@ func (s *Syncer) noteServed(host string, now []servedBy) {
 // write creates, updates (when the content hash differs) or, with a nil cfg,
 // deletes one object, carrying the observation being applied (observing).
 // The Syncer is the store's only writer, so a conflict is a bug: it is
-// logged, never retried in a loop.
-func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) {
+// logged, never retried in a loop. It returns the object the store now
+// holds under key (nil when none).
+func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
 	existing := s.store.Get(key.Kind, key.Name, key.Namespace)
 	var err error
 	switch {
 	case cfg == nil && existing != nil:
 		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, "", s.obs.at)
 	case cfg == nil:
-		return
+		return nil
 	case existing == nil:
 		_, err = s.store.CreateObserved(cfg, s.obs.at)
 	case existing.Hash != cfg.Hash || existing.Hash.IsZero():
 		_, err = s.store.UpdateObserved(cfg, s.obs.at)
 	default:
-		return
+		return existing
 	}
 	if err != nil && !errors.Is(err, serviceentry.ErrNotFound) {
 		s.log.Error("Failed to write to the aggregate store", "kind", string(key.Kind), "name", key.Name,
 			"namespace", key.Namespace, "err", err)
-		return
+		return existing
 	}
 	s.obs.wrote = true
+	if cfg == nil {
+		return nil
+	}
+	return s.store.Get(key.Kind, key.Name, key.Namespace)
 }
 
 // observation is the registry observation a Snapshot call applies: the
