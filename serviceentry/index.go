@@ -23,9 +23,13 @@ type index struct {
 	// otherSelectors: namespace → ServiceEntries with another selector.
 	otherSelectors map[string]map[model.ConfigKey]struct{}
 	// workloads: namespace → meshbridge.io/service label value ("" when
-	// the WorkloadEntry has none) → name → WorkloadEntry. A selector on
-	// that label reads one map; any other selector scans the namespace.
-	workloads map[string]map[string]map[string]*model.Config
+	// the WorkloadEntry has none) → its WorkloadEntries sorted by name. A
+	// selector on that label reads one slice, already in the order
+	// endpoints are listed in; any other selector scans the namespace.
+	// A slice costs 8 bytes per WorkloadEntry where a map by name costs
+	// ~45; keeping it sorted costs a copy of the slice per change, no more
+	// than the endpoint rebuild each change makes anyway.
+	workloads map[string]map[string][]*model.Config
 	// hosts: namespace/host → the ServiceEntry that defines it.
 	hosts map[string]model.ConfigKey
 	// sorted is the Services() answer, rebuilt lazily; nil when stale.
@@ -39,7 +43,7 @@ func newIndex() *index {
 		services:       make(map[model.ConfigKey][]*model.Service),
 		bySelector:     make(map[string][]model.ConfigKey),
 		otherSelectors: make(map[string]map[model.ConfigKey]struct{}),
-		workloads:      make(map[string]map[string]map[string]*model.Config),
+		workloads:      make(map[string]map[string][]*model.Config),
 	}
 }
 
@@ -110,13 +114,15 @@ func (x *index) putWorkload(old, cur *model.Config) {
 	if old != nil {
 		byValue := x.workloads[old.Namespace]
 		v := old.Labels[model.LabelService]
-		if byName := byValue[v]; byName != nil {
-			delete(byName, old.Name)
-			if len(byName) == 0 {
+		list := byValue[v]
+		if i, found := slices.BinarySearchFunc(list, old.Name, compareName); found {
+			switch {
+			case len(list) > 1:
+				byValue[v] = slices.Delete(list, i, i+1)
+			case len(byValue) > 1:
 				delete(byValue, v)
-				if len(byValue) == 0 {
-					delete(x.workloads, old.Namespace)
-				}
+			default:
+				delete(x.workloads, old.Namespace)
 			}
 		}
 	}
@@ -125,17 +131,19 @@ func (x *index) putWorkload(old, cur *model.Config) {
 	}
 	byValue := x.workloads[cur.Namespace]
 	if byValue == nil {
-		byValue = make(map[string]map[string]*model.Config)
+		byValue = make(map[string][]*model.Config)
 		x.workloads[cur.Namespace] = byValue
 	}
 	v := cur.Labels[model.LabelService]
-	byName := byValue[v]
-	if byName == nil {
-		byName = make(map[string]*model.Config)
-		byValue[v] = byName
+	list := byValue[v]
+	if i, found := slices.BinarySearchFunc(list, cur.Name, compareName); found {
+		list[i] = cur
+	} else {
+		byValue[v] = slices.Insert(list, i, cur)
 	}
-	byName[cur.Name] = cur
 }
+
+func compareName(c *model.Config, name string) int { return strings.Compare(c.Name, name) }
 
 // selecting returns the services of every ServiceEntry whose selector
 // selects labels in namespace.
@@ -177,21 +185,21 @@ func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
 	sel := se.WorkloadSelector.Labels
 	byValue := x.workloads[svc.Namespace]
 	var selected []*model.Config
-	add := func(byName map[string]*model.Config) {
-		for _, we := range byName {
+	add := func(list []*model.Config) {
+		for _, we := range list {
 			if selects(sel, we.Labels) {
 				selected = append(selected, we)
 			}
 		}
 	}
 	if v, ok := sel[model.LabelService]; ok {
-		add(byValue[v])
+		add(byValue[v]) // sorted by name already
 	} else {
-		for _, byName := range byValue {
-			add(byName)
+		for _, list := range byValue {
+			add(list)
 		}
+		slices.SortFunc(selected, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
 	}
-	slices.SortFunc(selected, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
 	for _, we := range selected {
 		out = append(out, workloadEndpoints(svc, tps, we.WorkloadEntry(), we.Name)...)
 	}
