@@ -78,18 +78,22 @@ type Meta struct {
 	// map and no string for it (32 bytes in the object, not a map or an
 	// 80-byte hex string per WorkloadEntry, so per instance).
 	Hash Hash
-	// ResourceVersion is set by the store on every mutation. On Update, a
-	// non-empty value must equal the stored one (optimistic concurrency).
-	ResourceVersion string
+	// ResourceVersion is set by the store on every mutation: its mutation
+	// counter, which only grows; 0 on an object never stored. On Update and
+	// Delete, a non-zero value must equal the stored one (optimistic
+	// concurrency). A number, not a string: 16 bytes less per object, and
+	// the store holds one WorkloadEntry per instance.
+	ResourceVersion uint64
 	// Observed is when the registry observation that caused this write was
 	// made (registries.Snapshot.Observed), set by the sync step on the
-	// objects it writes while applying a snapshot; zero for a write no
+	// objects it writes while applying a snapshot; nil for a write no
 	// observation caused (a hold-down or delete guard ending, a registry
-	// added or removed). The ServiceEntry controller starts the
-	// PushRequest of an event at it, so convergence is measured from the
-	// registry. It is bookkeeping, not content: no content hash covers it,
-	// and neither Kubernetes nor MCP is sent it.
-	Observed time.Time
+	// added or removed). The objects written for one observation share one
+	// value: read-only. The ServiceEntry controller starts the PushRequest
+	// of an event at it, so convergence is measured from the registry. It
+	// is bookkeeping, not content: no content hash covers it, and neither
+	// Kubernetes nor MCP is sent it.
+	Observed *time.Time
 }
 
 // Config is one object of the aggregate store: metadata plus an istio.io/api

@@ -67,8 +67,8 @@ func (c *Controller) Endpoints(namespace, host string) []*model.Endpoint {
 // observation caused. So a registry-caused push measures its convergence
 // from the registry, not from this handler.
 func (c *Controller) startOf(cfg *model.Config) time.Time {
-	if cfg != nil && !cfg.Observed.IsZero() {
-		return cfg.Observed
+	if cfg != nil && cfg.Observed != nil {
+		return *cfg.Observed
 	}
 	return c.now()
 }

@@ -75,14 +75,14 @@ func TestControllerPushes(t *testing.T) {
 	rec.strictMatch(t, "eds a.example.ns 1", "eds b.example.ns 1")
 
 	// A workload deleted: EDS for its service.
-	if err := s.Delete(model.KindWorkloadEntry, "a-1", "ns", ""); err != nil {
+	if err := s.Delete(model.KindWorkloadEntry, "a-1", "ns", 0); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, s)
 	rec.strictMatch(t, "eds a.example.ns 0")
 
 	// The entry deleted: full push, and the service is gone.
-	if err := s.Delete(model.KindServiceEntry, "a.example", "ns", ""); err != nil {
+	if err := s.Delete(model.KindServiceEntry, "a.example", "ns", 0); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, s)
@@ -105,7 +105,7 @@ func TestControllerDNSWorkloadPushesEDS(t *testing.T) {
 	mustCreate(t, s, weConfig("d-1", "d.example", "backend.internal"))
 	flush(t, s)
 	rec.strictMatch(t, "eds d.example.ns 1")
-	if err := s.Delete(model.KindWorkloadEntry, "d-1", "ns", ""); err != nil {
+	if err := s.Delete(model.KindWorkloadEntry, "d-1", "ns", 0); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, s)

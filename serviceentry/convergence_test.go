@@ -10,7 +10,7 @@ import (
 )
 
 func observedAt(cfg *model.Config, at time.Time) *model.Config {
-	cfg.Observed = at
+	cfg.Observed = &at
 	return cfg
 }
 
@@ -63,7 +63,7 @@ func TestPushesStartAtTheObservation(t *testing.T) {
 				},
 			},
 			write: func(t *testing.T, s *Store) {
-				if err := s.DeleteObserved(model.KindWorkloadEntry, "a-1", "ns", "", obs); err != nil {
+				if err := s.DeleteObserved(model.KindWorkloadEntry, "a-1", "ns", 0, &obs); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -77,7 +77,7 @@ func TestPushesStartAtTheObservation(t *testing.T) {
 				},
 			},
 			write: func(t *testing.T, s *Store) {
-				if err := s.Delete(model.KindWorkloadEntry, "a-1", "ns", ""); err != nil {
+				if err := s.Delete(model.KindWorkloadEntry, "a-1", "ns", 0); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -121,17 +121,21 @@ func TestDeleteCarriesItsObservation(t *testing.T) {
 	var got []time.Time
 	s.RegisterEventHandler(model.KindServiceEntry, func(_, cur *model.Config, ev model.Event) {
 		if ev == model.EventDelete {
-			got = append(got, cur.Observed)
+			var at time.Time
+			if cur.Observed != nil {
+				at = *cur.Observed
+			}
+			got = append(got, at)
 		}
 	})
 	runStore(t, s)
 	written, deleted := time.Unix(100, 0), time.Unix(200, 0)
 	mustCreate(t, s, observedAt(seConfig("a.example"), written))
-	if err := s.DeleteObserved(model.KindServiceEntry, "a.example", "ns", "", deleted); err != nil {
+	if err := s.DeleteObserved(model.KindServiceEntry, "a.example", "ns", 0, &deleted); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, observedAt(seConfig("a.example"), written))
-	if err := s.Delete(model.KindServiceEntry, "a.example", "ns", ""); err != nil {
+	if err := s.Delete(model.KindServiceEntry, "a.example", "ns", 0); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, s)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -164,66 +163,66 @@ func (s *Store) List(kind model.Kind, namespace string) []*model.Config {
 }
 
 // Create stores a new object and returns its resource version.
-func (s *Store) Create(cfg *model.Config) (string, error) {
+func (s *Store) Create(cfg *model.Config) (uint64, error) {
 	return s.mutate(cfg.Key(), model.EventAdd, cfg, cfg.ResourceVersion, cfg.Observed)
 }
 
 // Update replaces an existing object and returns its new resource version.
-// A non-empty cfg.ResourceVersion must match the stored one.
-func (s *Store) Update(cfg *model.Config) (string, error) {
+// A non-zero cfg.ResourceVersion must match the stored one.
+func (s *Store) Update(cfg *model.Config) (uint64, error) {
 	return s.mutate(cfg.Key(), model.EventUpdate, cfg, cfg.ResourceVersion, cfg.Observed)
 }
 
 // CreateObserved and UpdateObserved are Create and Update for a write a
 // registry observation caused: the stored object carries observed as
-// Meta.Observed (zero: none), whatever cfg carries, and cfg's
+// Meta.Observed (nil: none), whatever cfg carries, and cfg's
 // ResourceVersion is not checked (for the store's only writer, which may
 // pass an object the store handed out). cfg itself is not modified.
-func (s *Store) CreateObserved(cfg *model.Config, observed time.Time) (string, error) {
-	return s.mutate(cfg.Key(), model.EventAdd, cfg, "", observed)
+func (s *Store) CreateObserved(cfg *model.Config, observed *time.Time) (uint64, error) {
+	return s.mutate(cfg.Key(), model.EventAdd, cfg, 0, observed)
 }
 
 // UpdateObserved: see CreateObserved.
-func (s *Store) UpdateObserved(cfg *model.Config, observed time.Time) (string, error) {
-	return s.mutate(cfg.Key(), model.EventUpdate, cfg, "", observed)
+func (s *Store) UpdateObserved(cfg *model.Config, observed *time.Time) (uint64, error) {
+	return s.mutate(cfg.Key(), model.EventUpdate, cfg, 0, observed)
 }
 
-// Delete removes an object. A non-empty resourceVersion must match.
-func (s *Store) Delete(kind model.Kind, name, namespace, resourceVersion string) error {
-	return s.DeleteObserved(kind, name, namespace, resourceVersion, time.Time{})
+// Delete removes an object. A non-zero resourceVersion must match.
+func (s *Store) Delete(kind model.Kind, name, namespace string, resourceVersion uint64) error {
+	return s.DeleteObserved(kind, name, namespace, resourceVersion, nil)
 }
 
 // DeleteObserved is Delete for a removal a registry observation caused:
-// handlers get the deleted object with Meta.Observed set to observed (zero:
+// handlers get the deleted object with Meta.Observed set to observed (nil:
 // none), as a Create or Update carries it in the object written.
-func (s *Store) DeleteObserved(kind model.Kind, name, namespace, resourceVersion string, observed time.Time) error {
+func (s *Store) DeleteObserved(kind model.Kind, name, namespace string, resourceVersion uint64, observed *time.Time) error {
 	key := model.ConfigKey{Kind: kind, Namespace: namespace, Name: name}
 	_, err := s.mutate(key, model.EventDelete, nil, resourceVersion, observed)
 	return err
 }
 
 // mutate applies ev to key: cfg is the object written (nil for a delete),
-// rv the resource version to check (empty: none), observed the
-// observation time the stored (or deleted) object carries.
-func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config, rv string, observed time.Time) (string, error) {
+// rv the resource version to check (0: none), observed the observation
+// time the stored (or deleted) object carries.
+func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config, rv uint64, observed *time.Time) (uint64, error) {
 	s.mu.Lock()
 	objs, ok := s.data[key.Kind]
 	if !ok {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s: %w", key, ErrUnknownKind)
+		return 0, fmt.Errorf("%s: %w", key, ErrUnknownKind)
 	}
 	old := objs.get(key.Namespace, key.Name)
 	if err := checkMutation(key, ev, old, rv); err != nil {
 		s.mu.Unlock()
-		return "", err
+		return 0, err
 	}
 	s.version++
-	version := strconv.FormatUint(s.version, 10)
+	version := s.version
 	cur := old
 	if ev == model.EventDelete {
 		objs.delete(key.Namespace, key.Name)
 		old = nil
-		if !cur.Observed.Equal(observed) {
+		if !sameObservation(cur.Observed, observed) {
 			deleted := *cur
 			deleted.Observed = observed
 			cur = &deleted
@@ -246,14 +245,23 @@ func (s *Store) mutate(key model.ConfigKey, ev model.Event, cfg *model.Config, r
 	return version, nil
 }
 
-func checkMutation(key model.ConfigKey, ev model.Event, old *model.Config, rv string) error {
+// sameObservation reports whether a and b are the same observation time,
+// nil (none) included.
+func sameObservation(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func checkMutation(key model.ConfigKey, ev model.Event, old *model.Config, rv uint64) error {
 	switch {
 	case ev == model.EventAdd && old != nil:
 		return fmt.Errorf("create %s: %w", key, ErrAlreadyExists)
 	case ev != model.EventAdd && old == nil:
 		return fmt.Errorf("%s %s: %w", ev, key, ErrNotFound)
-	case ev != model.EventAdd && rv != "" && rv != old.ResourceVersion:
-		return fmt.Errorf("%s %s: have version %s, got %s: %w", ev, key, old.ResourceVersion, rv, ErrConflict)
+	case ev != model.EventAdd && rv != 0 && rv != old.ResourceVersion:
+		return fmt.Errorf("%s %s: have version %d, got %d: %w", ev, key, old.ResourceVersion, rv, ErrConflict)
 	}
 	return nil
 }

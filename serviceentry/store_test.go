@@ -53,15 +53,6 @@ func flush(t *testing.T, s *Store) {
 	}
 }
 
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestStoreCRUD(t *testing.T) {
 	s := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	a := seConfig("a.example")
@@ -77,12 +68,12 @@ func TestStoreCRUD(t *testing.T) {
 		"update of a missing key fails":   {func() error { _, err := s.Update(seConfig("b.example")); return err }, ErrNotFound},
 		"update with a stale version fails": {func() error {
 			c := seConfig("a.example")
-			c.ResourceVersion = "999"
+			c.ResourceVersion = 999
 			_, err := s.Update(c)
 			return err
 		}, ErrConflict},
-		"delete with a stale version fails": {func() error { return s.Delete(model.KindServiceEntry, "a.example", "ns", "999") }, ErrConflict},
-		"delete of a missing key fails":     {func() error { return s.Delete(model.KindServiceEntry, "zz", "ns", "") }, ErrNotFound},
+		"delete with a stale version fails": {func() error { return s.Delete(model.KindServiceEntry, "a.example", "ns", 999) }, ErrConflict},
+		"delete of a missing key fails":     {func() error { return s.Delete(model.KindServiceEntry, "zz", "ns", 0) }, ErrNotFound},
 		"an unknown kind fails":             {func() error { _, err := s.Create(&model.Config{Meta: model.Meta{Kind: "Gateway"}}); return err }, ErrUnknownKind},
 	}
 	for name, tc := range cases {
@@ -97,10 +88,10 @@ func TestStoreCRUD(t *testing.T) {
 		c.ResourceVersion = rv
 		rv2, err := s.Update(c)
 		if err != nil || rv2 == rv {
-			t.Fatalf("Update = %q, %v; want a new version", rv2, err)
+			t.Fatalf("Update = %d, %v; want a new version", rv2, err)
 		}
 		if got := s.Get(model.KindServiceEntry, "a.example", "ns"); got.ResourceVersion != rv2 {
-			t.Fatalf("Get version = %q, want %q", got.ResourceVersion, rv2)
+			t.Fatalf("Get version = %d, want %d", got.ResourceVersion, rv2)
 		}
 	})
 	t.Run("list is sorted and filtered by namespace", func(t *testing.T) {
@@ -130,16 +121,16 @@ func TestStoreHandlersRunInOrderOnOneQueue(t *testing.T) {
 			defer mu.Unlock()
 			oldRV := "-"
 			if old != nil {
-				oldRV = old.ResourceVersion
+				oldRV = strconv.FormatUint(old.ResourceVersion, 10)
 			}
 			// The store is at least as new as the event: the object is
 			// there at the event's version or later, or already deleted.
 			if stored := s.Get(model.KindServiceEntry, cur.Name, cur.Namespace); stored != nil {
-				if sv, cv := mustAtoi(t, stored.ResourceVersion), mustAtoi(t, cur.ResourceVersion); sv < cv {
+				if sv, cv := stored.ResourceVersion, cur.ResourceVersion; sv < cv {
 					t.Errorf("handler saw version %d of %s while the store had %d", cv, cur.Name, sv)
 				}
 			}
-			got = append(got, fmt.Sprintf("h%d %s %s %s->%s", i, ev, cur.Name, oldRV, cur.ResourceVersion))
+			got = append(got, fmt.Sprintf("h%d %s %s %s->%d", i, ev, cur.Name, oldRV, cur.ResourceVersion))
 		})
 	}
 	runStore(t, s)
@@ -168,26 +159,27 @@ func TestStoreWritesObserved(t *testing.T) {
 	// not cfg's, check no resource version and leave cfg as it was.
 	s := NewStore(nil, model.KindServiceEntry)
 	at := time.Unix(1700000000, 0)
+	later, stale := at.Add(time.Second), at.Add(-time.Hour)
 	cfg := seConfig("a")
-	cfg.ResourceVersion, cfg.Observed = "stale", at.Add(-time.Hour)
+	cfg.ResourceVersion, cfg.Observed = 999, &stale
 	for _, step := range []struct {
 		name  string
-		write func(*model.Config, time.Time) (string, error)
-		at    time.Time
+		write func(*model.Config, *time.Time) (uint64, error)
+		at    *time.Time
 	}{
-		{"create", s.CreateObserved, at},
-		{"update", s.UpdateObserved, at.Add(time.Second)},
-		{"update without observation", s.UpdateObserved, time.Time{}},
+		{"create", s.CreateObserved, &at},
+		{"update", s.UpdateObserved, &later},
+		{"update without observation", s.UpdateObserved, nil},
 	} {
 		rv, err := step.write(cfg, step.at)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		got := s.Get(model.KindServiceEntry, "a", "ns")
-		if got.ResourceVersion != rv || !got.Observed.Equal(step.at) {
-			t.Errorf("%s: stored version %q observed %v, want %q and %v", step.name, got.ResourceVersion, got.Observed, rv, step.at)
+		if got.ResourceVersion != rv || got.Observed != step.at {
+			t.Errorf("%s: stored version %d observed %v, want %d and %v", step.name, got.ResourceVersion, got.Observed, rv, step.at)
 		}
-		if cfg.ResourceVersion != "stale" || !cfg.Observed.Equal(at.Add(-time.Hour)) {
+		if cfg.ResourceVersion != 999 || cfg.Observed != &stale {
 			t.Fatalf("%s modified its argument", step.name)
 		}
 	}

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -45,8 +46,17 @@ type observedWrites struct {
 
 func (o *observedWrites) handler(_, cur *model.Config, ev model.Event) {
 	o.mu.Lock()
-	o.writes = append(o.writes, fmt.Sprintf("%s %s %s @%d", ev, cur.Kind, cur.Name, cur.Observed.Unix()))
+	o.writes = append(o.writes, fmt.Sprintf("%s %s %s @%s", ev, cur.Kind, cur.Name, observedUnix(cur)))
 	o.mu.Unlock()
+}
+
+// observedUnix renders cfg's observation time in Unix seconds, "none" when
+// it carries none.
+func observedUnix(cfg *model.Config) string {
+	if cfg.Observed == nil {
+		return "none"
+	}
+	return strconv.FormatInt(cfg.Observed.Unix(), 10)
 }
 
 func (o *observedWrites) take() []string {
@@ -70,12 +80,12 @@ func TestSnapshotWritesCarryTheObservation(t *testing.T) {
 		s.Observed = time.Unix(sec, 0)
 		return s
 	}
-	observed := func(name string) int64 {
+	observed := func(name string) string {
 		cfg := store.Get(model.KindWorkloadEntry, name, "mesh")
 		if cfg == nil {
-			return -1
+			return "absent"
 		}
-		return cfg.Observed.Unix()
+		return observedUnix(cfg)
 	}
 	steps := []struct {
 		name    string
@@ -101,8 +111,8 @@ func TestSnapshotWritesCarryTheObservation(t *testing.T) {
 			check: func() {
 				// The translator reuses i1's object: the store's copy
 				// keeps its own observation.
-				if got := observed(we("i1")); got != 100 {
-					t.Errorf("i1 carries observation %d, want 100", got)
+				if got := observed(we("i1")); got != "100" {
+					t.Errorf("i1 carries observation %s, want 100", got)
 				}
 			},
 		},

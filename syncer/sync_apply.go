@@ -222,7 +222,7 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
 	var err error
 	switch {
 	case cfg == nil && existing != nil:
-		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, "", s.obs.at)
+		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, 0, s.obs.at)
 	case cfg == nil:
 		return nil
 	case existing == nil:
@@ -251,8 +251,10 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
 // outside a Snapshot (a hold-down or delete guard ending, a registry added
 // or removed) carry none. Guarded by s.mu.
 type observation struct {
-	at    time.Time // registries.Snapshot.Observed; zero outside Snapshot
-	wrote bool      // an object was written for it
+	// at is registries.Snapshot.Observed, nil outside Snapshot: one value
+	// the objects written for the snapshot share.
+	at    *time.Time
+	wrote bool // an object was written for it
 }
 
 // observing makes the writes until the returned function runs carry
@@ -260,10 +262,13 @@ type observation struct {
 // anything was written. s.mu must be held from the call until the returned
 // function has run.
 func (s *Syncer) observing(observed time.Time) func() {
-	s.obs = observation{at: observed}
+	s.obs = observation{}
+	if !observed.IsZero() {
+		s.obs.at = &observed
+	}
 	return func() {
-		if s.obs.wrote && !s.obs.at.IsZero() {
-			serviceentry.ObserveConvergence(serviceentry.StageStore, time.Since(s.obs.at))
+		if s.obs.wrote && s.obs.at != nil {
+			serviceentry.ObserveConvergence(serviceentry.StageStore, time.Since(*s.obs.at))
 		}
 		s.obs = observation{}
 	}

@@ -352,7 +352,7 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 		t.Fatalf("writes %v, want one WorkloadEntry update", got)
 	}
 	for _, cfg := range store.List(model.KindWorkloadEntry, "") {
-		if !cfg.Observed.IsZero() && !cfg.Observed.Equal(observed) {
+		if cfg.Observed != nil && !cfg.Observed.Equal(observed) {
 			t.Errorf("%s carries observation %v", cfg.Name, cfg.Observed)
 		}
 	}

@@ -218,7 +218,7 @@ type configzEntry struct {
 	Kind            model.Kind        `json:"kind"`
 	Namespace       string            `json:"namespace"`
 	Name            string            `json:"name"`
-	ResourceVersion string            `json:"resourceVersion"`
+	ResourceVersion uint64            `json:"resourceVersion,string"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	Annotations     map[string]string `json:"annotations,omitempty"`
 	Spec            json.RawMessage   `json:"spec"`
