@@ -25,6 +25,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
 )
@@ -179,13 +180,7 @@ func startIstiod(t *testing.T, addr string) *istiod {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, wait)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	harness.EventuallyTrue(t, wait, what, cond)
 }
 
 // versions returns name → version of kind as istiod's store holds it.
