@@ -2,7 +2,6 @@ package xds
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -42,16 +41,32 @@ type serviceID struct {
 // with the same address, port and weight replaces it (encodeShard). Safe
 // for concurrent use; the entries and encodings it hands out are read-only.
 type endpointShards struct {
-	mu       sync.RWMutex
-	services map[serviceID]map[string][]*encodedEndpoint
+	mu sync.RWMutex
+	// services: every service key, with its non-empty shards sorted by
+	// name (nil: none). A service has one shard per registry serving it,
+	// almost always one, so a slice: a map per service would cost ~400
+	// bytes where one entry costs 40.
+	services map[serviceID][]shard
+}
+
+// shard is one shard's endpoints of a service, sorted (sortEndpoints).
+type shard struct {
+	name      string
+	endpoints []*encodedEndpoint
 }
 
 // newEndpointShards returns an empty index.
 func newEndpointShards() *endpointShards {
-	return &endpointShards{services: make(map[serviceID]map[string][]*encodedEndpoint)}
+	return &endpointShards{services: make(map[serviceID][]shard)}
 }
 
-// update replaces shard's endpoints of (host, namespace) and returns the push
+// find returns the index of the shard named name in shards, or where it
+// would be inserted, and whether it is there.
+func find(shards []shard, name string) (int, bool) {
+	return slices.BinarySearchFunc(shards, name, func(s shard, name string) int { return strings.Compare(s.name, name) })
+}
+
+// update replaces the endpoints shard name holds of (host, namespace) and returns the push
 // this requires. It follows Istio's DiscoveryServer.edsCacheUpdate
 // (pilot/pkg/xds/eds.go, release-1.29) but for what it compares and for
 // service accounts:
@@ -68,25 +83,34 @@ func newEndpointShards() *endpointShards {
 //  5. otherwise: EDS push. A changed set of service accounts never pushes
 //     more: Istio pushes fully because its clusters carry the accounts as
 //     TLS subject alt names; meshbridge's clusters carry none.
-func (e *endpointShards) update(shard, host, namespace string, endpoints []*model.Endpoint) pushKind {
+func (e *endpointShards) update(name, host, namespace string, endpoints []*model.Endpoint) pushKind {
 	id := serviceID{host, namespace}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	shards, known := e.services[id]
+	i, found := find(shards, name)
 	if len(endpoints) == 0 {
-		if !known || len(shards[shard]) == 0 {
+		if !found {
 			return noPush
 		}
-		delete(shards, shard)
+		if len(shards) == 1 {
+			e.services[id] = nil
+		} else {
+			e.services[id] = slices.Delete(shards, i, i+1)
+		}
 		return edsPush
 	}
 	if !known {
-		e.services[id] = map[string][]*encodedEndpoint{shard: encodeShard(sortEndpoints(endpoints), nil)}
+		e.services[id] = []shard{{name: name, endpoints: encodeShard(sortEndpoints(endpoints), nil)}}
 		return fullPush
 	}
-	old := shards[shard]
+	if !found {
+		e.services[id] = slices.Insert(shards, i, shard{name: name, endpoints: encodeShard(sortEndpoints(endpoints), nil)})
+		return edsPush
+	}
+	old := shards[i].endpoints
 	cur := encodeShard(sortEndpoints(endpoints), old)
-	shards[shard] = cur
+	shards[i].endpoints = cur
 	if slices.EqualFunc(old, cur, sameForClients) {
 		return noPush
 	}
@@ -156,8 +180,8 @@ func compareEncoded(a, b *encodedEndpoint) int {
 func (e *endpointShards) ensure(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if id := (serviceID{host, namespace}); e.services[id] == nil {
-		e.services[id] = make(map[string][]*encodedEndpoint)
+	if id := (serviceID{host, namespace}); !e.knownLocked(id) {
+		e.services[id] = nil
 	}
 }
 
@@ -177,11 +201,11 @@ func (e *endpointShards) encoded(host, namespace string) []*encodedEndpoint {
 	shards := e.services[serviceID{host, namespace}]
 	n := 0
 	for _, s := range shards {
-		n += len(s)
+		n += len(s.endpoints)
 	}
 	out := make([]*encodedEndpoint, 0, n)
-	for _, name := range slices.Sorted(maps.Keys(shards)) {
-		out = append(out, shards[name]...)
+	for _, s := range shards {
+		out = append(out, s.endpoints...)
 	}
 	return out
 }
@@ -190,7 +214,11 @@ func (e *endpointShards) encoded(host, namespace string) []*encodedEndpoint {
 func (e *endpointShards) known(host, namespace string) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	_, ok := e.services[serviceID{host, namespace}]
+	return e.knownLocked(serviceID{host, namespace})
+}
+
+func (e *endpointShards) knownLocked(id serviceID) bool {
+	_, ok := e.services[id]
 	return ok
 }
 
