@@ -345,12 +345,16 @@ const (
 // newGRPCServer registers go-control-plane's ADS server, watching the
 // caches as p's role routes them, on a new gRPC server. Only ADS is offered:
 // proxyless gRPC, meshbridge's Envoy bootstrap and istiod all use it, and
-// one stream keeps CDS and EDS ordered.
+// one stream keeps CDS and EDS ordered: SotW streams run go-control-plane's
+// ordered ADS (one response channel per stream, as its Delta server has),
+// so responses leave in the order a push updated the caches, Clusters
+// before ClusterLoadAssignments, as istiod orders a push.
 func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Server {
 	log := s.log.With("listener", p.name)
 	xdsServer := serverv3.NewServer(ctx, s.caches.forListener(p.role, log), s.listeners[p.name].funcs(),
 		sotw.WithLogger(gcpLogger(log)),
 		sotw.DeactivateLegacyWildcardForTypes(legacyWildcardOff),
+		sotw.WithOrderedADS(),
 	)
 	opts := []grpc.ServerOption{
 		// Bound concurrent stream sends; a slow client holds a slot for at
