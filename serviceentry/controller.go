@@ -50,11 +50,11 @@ func (c *Controller) Services() []*model.Service {
 func (c *Controller) Endpoints(namespace, host string) []*model.Endpoint {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	key, ok := c.idx.hosts[labelKey(namespace, host)]
-	if !ok {
+	e := c.idx.definer(namespace, host)
+	if e == nil {
 		return nil
 	}
-	for _, svc := range c.idx.services[key] {
+	for _, svc := range e.services {
 		if svc.Hostname == host {
 			return c.idx.endpoints(svc)
 		}

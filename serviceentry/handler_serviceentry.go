@@ -17,7 +17,7 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	curSvcs := convertServices(cur)
 
 	c.mu.Lock()
-	oldSvcs := c.idx.services[key]
+	oldSvcs := c.idx.servicesOf(key)
 	if event == model.EventDelete {
 		c.idx.putEntry(key, nil, nil)
 	} else {

@@ -30,7 +30,11 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 	eds := c.endpointsOf(hosts)
 	shards := make([]string, len(hosts))
 	for i, svc := range hosts {
-		shards[i] = shardOf(c.idx.entries[c.idx.hosts[labelKey(svc.Namespace, svc.Hostname)]])
+		var cfg *model.Config
+		if e := c.idx.definer(svc.Namespace, svc.Hostname); e != nil {
+			cfg = e.cfg
+		}
+		shards[i] = shardOf(cfg)
 	}
 	c.mu.Unlock()
 

@@ -15,13 +15,13 @@ import (
 // map lookup, not a scan of every ServiceEntry. Entries whose selector lacks
 // that label fall back to a scan of their namespace.
 type index struct {
-	entries  map[model.ConfigKey]*model.Config    // ServiceEntries by key
-	services map[model.ConfigKey][]*model.Service // their per-host services
-	// bySelector: namespace/selector value → ServiceEntries selecting it
-	// (almost always one, hence a slice rather than a set).
-	bySelector map[string][]model.ConfigKey
+	// entries: ServiceEntries by key, with their per-host services.
+	entries map[model.ConfigKey]*indexedEntry
+	// bySelector: (namespace, selector value) → ServiceEntries selecting
+	// it (almost always one, hence a slice rather than a set).
+	bySelector map[scoped][]*indexedEntry
 	// otherSelectors: namespace → ServiceEntries with another selector.
-	otherSelectors map[string]map[model.ConfigKey]struct{}
+	otherSelectors map[string]map[*indexedEntry]struct{}
 	// workloads: namespace → meshbridge.io/service label value ("" when
 	// the WorkloadEntry has none) → its WorkloadEntries sorted by name. A
 	// selector on that label reads one slice, already in the order
@@ -30,80 +30,106 @@ type index struct {
 	// ~45; keeping it sorted costs a copy of the slice per change, no more
 	// than the endpoint rebuild each change makes anyway.
 	workloads map[string]map[string][]*model.Config
-	// hosts: namespace/host → the ServiceEntry that defines it.
-	hosts map[string]model.ConfigKey
+	// hosts: (namespace, host) → the ServiceEntry that defines it.
+	hosts map[scoped]*indexedEntry
 	// sorted is the Services() answer, rebuilt lazily; nil when stale.
 	sorted []*model.Service
 }
 
+// indexedEntry is one ServiceEntry of the index and its services. An
+// entry keeps its indexedEntry while it exists: the selector and host maps
+// point at it, and an update changes it in place.
+type indexedEntry struct {
+	cfg      *model.Config
+	services []*model.Service
+}
+
+// scoped is a name in a namespace: a host, or a selector label value.
+// A struct key, not "namespace/name", so a lookup allocates nothing.
+type scoped struct{ namespace, name string }
+
 func newIndex() *index {
 	return &index{
-		entries:        make(map[model.ConfigKey]*model.Config),
-		hosts:          make(map[string]model.ConfigKey),
-		services:       make(map[model.ConfigKey][]*model.Service),
-		bySelector:     make(map[string][]model.ConfigKey),
-		otherSelectors: make(map[string]map[model.ConfigKey]struct{}),
+		entries:        make(map[model.ConfigKey]*indexedEntry),
+		hosts:          make(map[scoped]*indexedEntry),
+		bySelector:     make(map[scoped][]*indexedEntry),
+		otherSelectors: make(map[string]map[*indexedEntry]struct{}),
 		workloads:      make(map[string]map[string][]*model.Config),
 	}
 }
 
-func labelKey(namespace, value string) string { return namespace + "/" + value }
+// servicesOf returns the services of the ServiceEntry key, nil when none.
+func (x *index) servicesOf(key model.ConfigKey) []*model.Service {
+	if e := x.entries[key]; e != nil {
+		return e.services
+	}
+	return nil
+}
+
+// definer returns the ServiceEntry defining host in namespace, nil when none.
+func (x *index) definer(namespace, host string) *indexedEntry {
+	return x.hosts[scoped{namespace, host}]
+}
 
 // putEntry records a ServiceEntry (nil cfg removes key) and its services.
 func (x *index) putEntry(key model.ConfigKey, cfg *model.Config, svcs []*model.Service) {
-	if old := x.entries[key]; old != nil {
-		x.selectorSet(old, false, key)
-		for _, svc := range x.services[key] {
-			if x.hosts[labelKey(svc.Namespace, svc.Hostname)] == key {
-				delete(x.hosts, labelKey(svc.Namespace, svc.Hostname))
+	e := x.entries[key]
+	if e != nil {
+		x.selectorSet(e, false)
+		for _, svc := range e.services {
+			if h := (scoped{svc.Namespace, svc.Hostname}); x.hosts[h] == e {
+				delete(x.hosts, h)
 			}
 		}
 	}
 	x.sorted = nil
 	if cfg == nil {
 		delete(x.entries, key)
-		delete(x.services, key)
 		return
 	}
-	x.entries[key] = cfg
-	x.services[key] = svcs
-	x.selectorSet(cfg, true, key)
+	if e == nil {
+		e = &indexedEntry{}
+		x.entries[key] = e
+	}
+	e.cfg, e.services = cfg, svcs
+	x.selectorSet(e, true)
 	for _, svc := range svcs {
-		x.hosts[labelKey(svc.Namespace, svc.Hostname)] = key
+		x.hosts[scoped{svc.Namespace, svc.Hostname}] = e
 	}
 }
 
-func (x *index) selectorSet(cfg *model.Config, add bool, key model.ConfigKey) {
-	se := cfg.ServiceEntry()
+func (x *index) selectorSet(e *indexedEntry, add bool) {
+	se := e.cfg.ServiceEntry()
 	if se.GetWorkloadSelector() == nil || len(se.WorkloadSelector.Labels) == 0 {
 		return
 	}
+	namespace := e.cfg.Namespace
 	if v, ok := se.WorkloadSelector.Labels[model.LabelService]; ok {
-		k := labelKey(cfg.Namespace, v)
-		keys := x.bySelector[k]
-		i := slices.Index(keys, key)
+		k := scoped{namespace, v}
+		list := x.bySelector[k]
+		i := slices.Index(list, e)
 		switch {
 		case add && i < 0:
-			x.bySelector[k] = append(keys, key)
-		case !add && i >= 0 && len(keys) == 1:
+			x.bySelector[k] = append(list, e)
+		case !add && i >= 0 && len(list) == 1:
 			delete(x.bySelector, k)
 		case !add && i >= 0:
-			x.bySelector[k] = slices.Delete(keys, i, i+1)
+			x.bySelector[k] = slices.Delete(list, i, i+1)
 		}
 		return
 	}
-	set := x.otherSelectors[cfg.Namespace]
+	set := x.otherSelectors[namespace]
 	if add {
 		if set == nil {
-			set = make(map[model.ConfigKey]struct{})
-			x.otherSelectors[cfg.Namespace] = set
+			set = make(map[*indexedEntry]struct{})
+			x.otherSelectors[namespace] = set
 		}
-		set[key] = struct{}{}
+		set[e] = struct{}{}
 		return
 	}
-	delete(set, key)
+	delete(set, e)
 	if len(set) == 0 {
-		delete(x.otherSelectors, cfg.Namespace)
+		delete(x.otherSelectors, namespace)
 	}
 }
 
@@ -149,18 +175,18 @@ func compareName(c *model.Config, name string) int { return strings.Compare(c.Na
 // selects labels in namespace.
 func (x *index) selecting(namespace string, labels map[string]string) []*model.Service {
 	var out []*model.Service
-	add := func(key model.ConfigKey) {
-		if cfg := x.entries[key]; cfg != nil && selects(cfg.ServiceEntry().GetWorkloadSelector().GetLabels(), labels) {
-			out = append(out, x.services[key]...)
+	add := func(e *indexedEntry) {
+		if selects(e.cfg.ServiceEntry().GetWorkloadSelector().GetLabels(), labels) {
+			out = append(out, e.services...)
 		}
 	}
 	if v, ok := labels[model.LabelService]; ok {
-		for _, key := range x.bySelector[labelKey(namespace, v)] {
-			add(key)
+		for _, e := range x.bySelector[scoped{namespace, v}] {
+			add(e)
 		}
 	}
-	for key := range x.otherSelectors[namespace] {
-		add(key)
+	for e := range x.otherSelectors[namespace] {
+		add(e)
 	}
 	return out
 }
@@ -169,10 +195,11 @@ func (x *index) selecting(namespace string, labels map[string]string) []*model.S
 // those of every WorkloadEntry its selector selects, sorted by workload
 // name and port.
 func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
-	entry := x.entries[x.hosts[labelKey(svc.Namespace, svc.Hostname)]]
-	if entry == nil {
+	e := x.definer(svc.Namespace, svc.Hostname)
+	if e == nil {
 		return nil
 	}
+	entry := e.cfg
 	se := entry.ServiceEntry()
 	tps := targetPorts(se)
 	var out []*model.Endpoint
@@ -212,9 +239,9 @@ func (x *index) allServices() []*model.Service {
 	if x.sorted != nil {
 		return x.sorted
 	}
-	out := make([]*model.Service, 0, len(x.services))
-	for _, svcs := range x.services {
-		out = append(out, svcs...)
+	out := make([]*model.Service, 0, len(x.entries))
+	for _, e := range x.entries {
+		out = append(out, e.services...)
 	}
 	slices.SortFunc(out, func(a, b *model.Service) int {
 		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
