@@ -17,33 +17,85 @@ import (
 // the fields of model.Endpoint that buildLoadAssignment reads, with its
 // LbEndpoint's encoding (encodeLbEndpoint). It is all the endpoint shards
 // keep of an endpoint: labels, service account and workload name reach no
-// client. lb is nil where no encoding is needed (buildLoadAssignment) and
-// where the address is not valid UTF-8, which proto.Marshal refuses.
+// client. lb is "" where no encoding is needed (buildLoadAssignment) and
+// where the address is not valid UTF-8, which proto.Marshal refuses. 48
+// bytes: the service port and locality, which most endpoints of a shard
+// share, are one shared endpointPlace, and the encoding is a string.
 type encodedEndpoint struct {
-	address  string
-	portName string // the service port it serves (ServicePortName)
-	locality string
-	lb       []byte
-	port     uint32 // EndpointPort
-	weight   uint32 // as the endpoint has it; the LbEndpoint carries max(weight, 1)
+	address string
+	lb      string
+	place   *endpointPlace
+	port    uint32 // EndpointPort
+	weight  uint32 // as the endpoint has it; the LbEndpoint carries max(weight, 1)
 }
 
-// endpointOf returns ep's encodedEndpoint, without an encoding.
-func endpointOf(ep *model.Endpoint) encodedEndpoint {
+// endpointPlace is where an endpoint serves: the service port it serves
+// (ServicePortName) and its locality. Shared, read-only.
+type endpointPlace struct {
+	portName string
+	locality string
+}
+
+func (e *encodedEndpoint) portName() string { return e.place.portName }
+func (e *encodedEndpoint) locality() string { return e.place.locality }
+
+// samePlace reports whether a and b serve the same port in the same
+// locality.
+func samePlace(a, b *endpointPlace) bool { return a == b || *a == *b }
+
+// endpointOf returns ep's encodedEndpoint at place, without an encoding.
+func endpointOf(ep *model.Endpoint, place *endpointPlace) encodedEndpoint {
 	return encodedEndpoint{
-		address:  ep.Address,
-		portName: ep.ServicePortName,
-		locality: ep.Locality,
-		port:     ep.EndpointPort,
-		weight:   ep.Weight,
+		address: ep.Address,
+		place:   place,
+		port:    ep.EndpointPort,
+		weight:  ep.Weight,
+	}
+}
+
+// places hands out the endpointPlaces of one shard's update: an endpoint
+// gets the place of an earlier one, or of one the last update kept, with
+// the same port and locality. It remembers at most maxPlaces, which covers
+// a service's ports times its localities in all but odd meshes (past them,
+// a place is not shared). It lives on the caller's stack.
+type places struct {
+	n    int
+	list [maxPlaces]*endpointPlace
+}
+
+const maxPlaces = 16
+
+// of returns the remembered place equal to here, or a new one.
+func (p *places) of(here endpointPlace) *endpointPlace {
+	for _, pl := range p.list[:p.n] {
+		if *pl == here {
+			return pl
+		}
+	}
+	pl := &endpointPlace{portName: here.portName, locality: here.locality}
+	p.remember(pl)
+	return pl
+}
+
+// remember adds pl unless an equal place is remembered or the list is full.
+func (p *places) remember(pl *endpointPlace) {
+	for _, q := range p.list[:p.n] {
+		if samePlace(q, pl) {
+			return
+		}
+	}
+	if p.n < maxPlaces {
+		p.list[p.n] = pl
+		p.n++
 	}
 }
 
 // plain returns endpoints with no encoding.
 func plain(endpoints []*model.Endpoint) []*encodedEndpoint {
 	out := make([]*encodedEndpoint, len(endpoints))
+	var pl places
 	for i, ep := range endpoints {
-		e := endpointOf(ep)
+		e := endpointOf(ep, pl.of(endpointPlace{portName: ep.ServicePortName, locality: ep.Locality}))
 		out[i] = &e
 	}
 	return out
@@ -72,7 +124,7 @@ func forEachPort(svc *model.Service, endpoints []*encodedEndpoint, f func(name s
 
 func allServe(endpoints []*encodedEndpoint, portName string) bool {
 	for _, e := range endpoints {
-		if e.portName != portName {
+		if e.portName() != portName {
 			return false
 		}
 	}
@@ -82,7 +134,7 @@ func allServe(endpoints []*encodedEndpoint, portName string) bool {
 func selectPort(endpoints []*encodedEndpoint, portName string) []*encodedEndpoint {
 	var selected []*encodedEndpoint
 	for _, e := range endpoints {
-		if e.portName == portName {
+		if e.portName() == portName {
 			selected = append(selected, e)
 		}
 	}
@@ -170,7 +222,7 @@ func groupByLocality(endpoints []*encodedEndpoint) []localityGroup {
 	counts := make([]int, 0, 4)
 	index := make([]int32, len(endpoints))
 	for i, e := range endpoints {
-		loc := e.locality
+		loc := e.locality()
 		g := 0
 		for g < len(groups) && groups[g].locality != loc {
 			g++

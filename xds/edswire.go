@@ -55,10 +55,11 @@ const (
 // encodeLbEndpoint returns the encoding of the LbEndpoint buildLoadAssignment
 // makes of ep: socket address (protocol TCP, the zero value), HEALTHY,
 // weight max(ep.weight, 1). It depends only on the address, the port and
-// the weight (sameLbEndpoint). nil when the address is not valid UTF-8.
-func encodeLbEndpoint(ep *encodedEndpoint) []byte {
+// max(weight, 1), so endpoints equal in those share one encoding
+// (encodeShard). "" when the address is not valid UTF-8.
+func encodeLbEndpoint(ep *encodedEndpoint) string {
 	if !utf8.ValidString(ep.address) {
-		return nil
+		return ""
 	}
 	weight := uint64(max(ep.weight, 1))
 	port := uint64(ep.port)
@@ -71,8 +72,13 @@ func encodeLbEndpoint(ep *encodedEndpoint) []byte {
 		messageSize(lbEndpointWeight, weightMsg)
 
 	// The oneofs (LbEndpoint.endpoint, SocketAddress.port_value) come after
-	// the other fields of their message.
-	b := make([]byte, 0, size)
+	// the other fields of their message. Built on the stack when it fits
+	// (an IPv4 or IPv6 endpoint does), so the string is the one allocation.
+	var stack [64]byte
+	b := stack[:0]
+	if size > len(stack) {
+		b = make([]byte, 0, size)
+	}
 	b = protowire.AppendTag(b, lbEndpointHealth, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(core.HealthStatus_HEALTHY))
 	b = appendMessageHeader(b, lbEndpointWeight, weightMsg)
@@ -84,13 +90,7 @@ func encodeLbEndpoint(ep *encodedEndpoint) []byte {
 	b = appendString(b, socketAddressAddress, ep.address)
 	b = protowire.AppendTag(b, socketAddressPort, protowire.VarintType)
 	b = protowire.AppendVarint(b, port)
-	return b
-}
-
-// sameLbEndpoint reports whether a and b have the same LbEndpoint, so one's
-// encoding serves the other.
-func sameLbEndpoint(a, b *encodedEndpoint) bool {
-	return a.address == b.address && a.port == b.port && max(a.weight, 1) == max(b.weight, 1)
+	return string(b)
 }
 
 // encodeLoadAssignments is buildLoadAssignments over encoded endpoints: one
@@ -128,7 +128,7 @@ func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) types.Resou
 		var weight uint64
 		for _, m := range g.members {
 			e := unique[m]
-			valid = valid && e.lb != nil
+			valid = valid && e.lb != ""
 			n += messageSize(localityLbEndpoints, len(e.lb))
 			weight += uint64(max(e.weight, 1))
 		}

@@ -318,11 +318,11 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	shards.update("consul", "a.local", "mesh", []*model.Endpoint{&c2, &b2, &a2})
 	after := shards.encoded("a.local", "mesh")
 
-	same := func(x, y []byte) bool { return unsafe.SliceData(x) == unsafe.SliceData(y) }
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(before[0].lb, after[0].lb) {
 		t.Error("unchanged endpoint re-encoded, want its encoding kept")
 	}
-	if b2e := endpointOf(&b2); same(before[1].lb, after[1].lb) || !bytes.Equal(after[1].lb, encodeLbEndpoint(&b2e)) {
+	if b2e := endpointOf(&b2, after[1].place); same(before[1].lb, after[1].lb) || after[1].lb != encodeLbEndpoint(&b2e) {
 		t.Error("reweighted endpoint kept its old encoding")
 	}
 	if !same(before[2].lb, after[2].lb) {
@@ -334,7 +334,7 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(e.lb, want) {
+		if e.lb != string(want) {
 			t.Errorf("endpoint %d: encoding %x, want proto.Marshal's %x", i, e.lb, want)
 		}
 	}
@@ -438,7 +438,7 @@ func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	if _, err := cachev3.MarshalResource(res); err == nil {
 		t.Error("marshal of an invalid UTF-8 locality succeeded, want proto.Marshal's error")
 	}
-	if badAddress := endpointOf(ep("10.0.0.\xff", 80, "")); encodeLbEndpoint(&badAddress) != nil {
+	if badAddress := endpointOf(ep("10.0.0.\xff", 80, ""), &endpointPlace{}); encodeLbEndpoint(&badAddress) != "" {
 		t.Error("an invalid UTF-8 address got an encoding")
 	}
 }

@@ -35,7 +35,7 @@ type serviceID struct {
 // them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
 // A service key exists from SvcUpdate(add) or its first non-empty update until
 // SvcUpdate deletes it; an empty update keeps it. Of each endpoint it keeps
-// what clients are sent (an immutable encodedEndpoint, 80 bytes, shared by
+// what clients are sent (an immutable encodedEndpoint, 48 bytes, shared by
 // later updates that leave it unchanged), not the model.Endpoint: its
 // LbEndpoint is encoded when the endpoint arrives and kept while an endpoint
 // with the same address, port and weight replaces it (encodeShard). Safe
@@ -120,60 +120,64 @@ func (e *endpointShards) update(name, host, namespace string, endpoints []*model
 // sameForClients reports whether a and b give clients the same endpoint:
 // every field buildLoadAssignment reads.
 func sameForClients(a, b *encodedEndpoint) bool {
-	return a == b || a.address == b.address && a.port == b.port && a.portName == b.portName &&
-		a.weight == b.weight && a.locality == b.locality
+	return a == b || a.address == b.address && a.port == b.port && a.weight == b.weight && samePlace(a.place, b.place)
 }
 
 // encodeShard returns sorted as encodedEndpoints. An endpoint at the same
 // place in the sort order as one of old (address, port, service port) keeps
 // old's entry when every field is the same (sameForClients), else its
-// encoding when the LbEndpoint is the same (sameLbEndpoint); the others are
-// encoded. Both are sorted, so one merge walk finds them. Entries are
+// encoding when the LbEndpoint is the same (address, port and max(weight,
+// 1), encodeLbEndpoint); the others are encoded. Both are sorted, so one merge walk finds them. Entries are
 // immutable once made: readers hold them without the lock. Each is its own
-// 80-byte allocation (an exact size class), so none keeps another alive.
+// 48-byte allocation (an exact size class), so none keeps another alive;
+// new entries share the endpointPlaces of old ones (places).
 func encodeShard(sorted []*model.Endpoint, old []*encodedEndpoint) []*encodedEndpoint {
 	out := make([]*encodedEndpoint, len(sorted))
+	var pl places
 	j := 0
 	for i, ep := range sorted {
-		cur := endpointOf(ep)
+		here := endpointPlace{portName: ep.ServicePortName, locality: ep.Locality}
 		c := -1
 		for j < len(old) {
-			if c = compareEncoded(old[j], &cur); c >= 0 {
+			if c = compareTo(old[j], ep.Address, ep.EndpointPort, ep.ServicePortName); c >= 0 {
 				break
 			}
 			j++
 		}
+		var lb string
 		if c == 0 {
+			// Same address, port and service port.
 			prev := old[j]
 			j++
-			if sameForClients(prev, &cur) {
+			pl.remember(prev.place)
+			if prev.weight == ep.Weight && *prev.place == here {
 				out[i] = prev
 				continue
 			}
-			if sameLbEndpoint(prev, &cur) {
-				cur.lb = prev.lb
+			if max(prev.weight, 1) == max(ep.Weight, 1) {
+				lb = prev.lb // the same LbEndpoint
 			}
 		}
-		if cur.lb == nil {
-			cur.lb = encodeLbEndpoint(&cur)
+		e := &encodedEndpoint{address: ep.Address, lb: lb, place: pl.of(here), port: ep.EndpointPort, weight: ep.Weight}
+		if e.lb == "" {
+			e.lb = encodeLbEndpoint(e)
 		}
-		kept := new(encodedEndpoint)
-		*kept = cur
-		out[i] = kept
+		out[i] = e
 	}
 	return out
 }
 
-// compareEncoded is compareEndpoints without the workload name, which
+// compareTo compares a with the endpoint at address and port serving
+// portName: compareEndpoints without the workload name, which
 // encodedEndpoints do not keep.
-func compareEncoded(a, b *encodedEndpoint) int {
-	if c := strings.Compare(a.address, b.address); c != 0 {
+func compareTo(a *encodedEndpoint, address string, port uint32, portName string) int {
+	if c := strings.Compare(a.address, address); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.port, b.port); c != 0 {
+	if c := cmp.Compare(a.port, port); c != 0 {
 		return c
 	}
-	return strings.Compare(a.portName, b.portName)
+	return strings.Compare(a.portName(), portName)
 }
 
 // ensure creates the key of (host, namespace) with no endpoints, if absent.
