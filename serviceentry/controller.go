@@ -73,17 +73,16 @@ func (c *Controller) startOf(cfg *model.Config) time.Time {
 	return c.now()
 }
 
-// shardOf names the endpoint shard a ServiceEntry's endpoints belong to: the
-// registry that produced it (Istio shards by provider and cluster).
-func shardOf(cfg *model.Config) string {
-	if cfg == nil {
-		return ""
-	}
-	if r := cfg.Labels[model.LabelRegistry]; r != "" {
-		return r
-	}
-	return "meshbridge"
-}
+// ShardKey is the one endpoint shard the controller writes
+// (XDSUpdater's shard). The controller computes a host's endpoints from
+// every WorkloadEntry and inline endpoint its index holds, whichever
+// registry produced them, so each EDSUpdate is the host's whole set and one
+// owner suffices. Istio keys shards by the registry that contributes them
+// (model.ShardKeyFromRegistry: cluster and provider), fixed for the
+// controller's life; a key taken from the object (its meshbridge.io/registry
+// label) changes when another registry takes a ServiceEntry over, and the
+// former owner's shard would stay behind, served.
+const ShardKey = "serviceentry"
 
 // hostEndpoints pairs a service with its endpoints, computed under the lock
 // and handed to the XDSUpdater after it is released.

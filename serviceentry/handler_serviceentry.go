@@ -31,7 +31,7 @@ func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Eve
 	}
 	c.mu.Unlock()
 
-	shard, start := shardOf(cur), c.startOf(cur)
+	shard, start := ShardKey, c.startOf(cur)
 	for _, svc := range d.Added {
 		c.xds.SvcUpdate(shard, svc.Hostname, svc.Namespace, model.EventAdd)
 	}

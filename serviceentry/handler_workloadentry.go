@@ -28,18 +28,10 @@ func (c *Controller) workloadEntryHandler(old, cur *model.Config, event model.Ev
 	}
 	hosts := decideWorkloadEntry(oldSel, newSel)
 	eds := c.endpointsOf(hosts)
-	shards := make([]string, len(hosts))
-	for i, svc := range hosts {
-		var cfg *model.Config
-		if e := c.idx.definer(svc.Namespace, svc.Hostname); e != nil {
-			cfg = e.cfg
-		}
-		shards[i] = shardOf(cfg)
-	}
 	c.mu.Unlock()
 
 	start := c.startOf(cur)
-	for i, he := range eds {
-		c.xds.EDSUpdate(shards[i], he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
+	for _, he := range eds {
+		c.xds.EDSUpdate(ShardKey, he.svc.Hostname, he.svc.Namespace, he.endpoints, start)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -48,13 +50,13 @@ type guard struct {
 	keys map[string]bool
 	// instances is what they held when the guard engaged.
 	instances int
-	timer     *time.Timer
+	timer     clock.Timer
 }
 
 // heldDown is a disappearance waiting for its hold-down.
 type heldDown struct {
 	snap  registries.Snapshot
-	timer *time.Timer
+	timer clock.Timer
 }
 
 // Listing implements registries.Sink: the delete guard judges the services
@@ -66,7 +68,7 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 	if r == nil || r.removed {
 		return
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	r.status.LastListing = now
 	registryLastSync.WithLabelValues(registry).Set(float64(now.UnixNano()) / 1e9)
 	s.listing(r, scope, keys, now, false)
@@ -114,7 +116,7 @@ func (s *Syncer) listing(r *registryState, scope string, keys []string, now time
 		r.guard = &guard{since: now, keys: make(map[string]bool, len(gone)), instances: lost}
 		name := r.cfg.Name
 		if p.DeleteGuardTimeout > 0 {
-			r.guard.timer = time.AfterFunc(p.DeleteGuardTimeout, func() { s.guardTimeout(name) })
+			r.guard.timer = s.clock.AfterFunc(p.DeleteGuardTimeout, func() { go s.guardTimeout(name) })
 		}
 		deleteGuardHeld.WithLabelValues(registry).Set(1)
 		deleteGuardEngaged.WithLabelValues(registry).Inc()
@@ -207,7 +209,7 @@ func (s *Syncer) releaseGuard(r *registryState, why string) {
 	r.guard = nil
 	r.status.DeleteGuard = nil
 	deleteGuardHeld.WithLabelValues(r.cfg.Name).Set(0)
-	s.log.Info("Delete guard released", "registry", r.cfg.Name, "why", why, "held", time.Since(g.since).Round(time.Millisecond))
+	s.log.Info("Delete guard released", "registry", r.cfg.Name, "why", why, "held", s.clock.Since(g.since).Round(time.Millisecond))
 }
 
 // guarded reports whether the guard holds the removal of key.
@@ -221,8 +223,8 @@ func (s *Syncer) holdDown(r *registryState, id serviceID, snap registries.Snapsh
 		return
 	}
 	name := r.cfg.Name
-	r.holding[id.name] = &heldDown{snap: snap, timer: time.AfterFunc(r.cfg.Policy.HoldDown, func() {
-		s.holdDownDone(name, id)
+	r.holding[id.name] = &heldDown{snap: snap, timer: s.clock.AfterFunc(r.cfg.Policy.HoldDown, func() {
+		go s.holdDownDone(name, id)
 	})}
 	r.status.HeldDown = len(r.holding)
 	s.log.Debug("Holding down a disappearance read after a reconnection", "registry", name, "service", snap.Service.Name,

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"time"
 )
 
 // AddRegistry adds a registry while the Syncer runs (configuration reload),
@@ -103,7 +102,7 @@ func (s *Syncer) RemoveRegistry(name string) {
 	r.relisting = nil
 	// Judged like a complete listing of nothing: the guard's ratio and
 	// floor apply to the whole registry.
-	s.listing(r, "", nil, time.Now(), true)
+	s.listing(r, "", nil, s.clock.Now(), true)
 	var keys []string
 	for id := range s.services {
 		if id.registry == name && !r.guarded(id.name) {

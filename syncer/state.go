@@ -132,7 +132,7 @@ func (s *Syncer) runState(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(stateWriteDelay):
+		case <-s.clock.After(stateWriteDelay):
 		}
 		for _, pl := range s.takeDirty() {
 			if err := writeAtomic(s.statePath(pl.Registry), pl); err != nil {
@@ -155,7 +155,7 @@ func (s *Syncer) takeDirty() []persistedListing {
 			continue
 		}
 		r.dirty = false
-		pl := persistedListing{Version: stateVersion, Registry: name, Type: r.cfg.Type, Written: time.Now()}
+		pl := persistedListing{Version: stateVersion, Registry: name, Type: r.cfg.Type, Written: s.clock.Now()}
 		for id, st := range s.services {
 			if id.registry == name {
 				pl.Services = append(pl.Services, st.svc)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
@@ -39,6 +41,9 @@ type Config struct {
 	// ConflictMerge (the default when "") or ConflictFirst.
 	ConflictPolicy string
 	Logger         *slog.Logger
+	// Clock times the hold-downs, delete guards, the sync timeout and state
+	// writes; nil is the real clock (tests pass a fake one).
+	Clock clock.WithDelayedExecution
 }
 
 // Syncer is the sync step between the registries and the aggregate store. It
@@ -82,6 +87,7 @@ type Config struct {
 // Concurrency: Snapshot and Synced may be called from any goroutine.
 type Syncer struct {
 	merge     bool
+	clock     clock.WithDelayedExecution
 	store     *serviceentry.Store
 	log       *slog.Logger
 	timeout   time.Duration
@@ -191,6 +197,7 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 		log = slog.Default()
 	}
 	s := &Syncer{
+		clock:     cmp.Or[clock.WithDelayedExecution](cfg.Clock, clock.RealClock{}),
 		store:     store,
 		log:       log.With("component", "sync"),
 		timeout:   cfg.Timeout,
@@ -238,12 +245,12 @@ func (s *Syncer) Run(ctx context.Context) {
 	if s.timeout <= 0 {
 		return
 	}
-	t := time.NewTimer(s.timeout)
+	t := s.clock.NewTimer(s.timeout)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-s.ready:
-	case <-t.C:
+	case <-t.C():
 		s.mu.Lock()
 		var missing []string
 		for name, r := range s.regs {
@@ -292,7 +299,7 @@ func (s *Syncer) Synced(registry string) {
 		return
 	}
 	r.status.Synced = true
-	registryLastSync.WithLabelValues(registry).Set(float64(time.Now().UnixNano()) / 1e9)
+	registryLastSync.WithLabelValues(registry).Set(float64(s.clock.Now().UnixNano()) / 1e9)
 	s.leaveDisk(r)
 	if r.relisting != nil {
 		s.endRelisting(r)

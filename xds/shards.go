@@ -31,8 +31,8 @@ type serviceID struct {
 }
 
 // endpointShards holds every service's endpoints, per service (host,
-// namespace) and per shard (the registry or controller that contributed
-// them), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
+// namespace) and per shard (the controller that contributed them: each
+// shard is one owner's whole set for the service), as Istio's EndpointIndex does (pilot/pkg/model/endpointshards.go).
 // A service key exists from SvcUpdate(add) or its first non-empty update until
 // SvcUpdate deletes it; an empty update keeps it. Of each endpoint it keeps
 // what clients are sent (an immutable encodedEndpoint, 48 bytes, shared by
@@ -43,9 +43,9 @@ type serviceID struct {
 type endpointShards struct {
 	mu sync.RWMutex
 	// services: every service key, with its non-empty shards sorted by
-	// name (nil: none). A service has one shard per registry serving it,
-	// almost always one, so a slice: a map per service would cost ~400
-	// bytes where one entry costs 40.
+	// name (nil: none). A service has one shard per controller serving
+	// it (meshbridge has one), so a slice: a map per service would cost
+	// ~400 bytes where one entry costs 40.
 	services map[serviceID][]shard
 }
 

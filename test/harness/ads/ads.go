@@ -72,8 +72,14 @@ type Options struct {
 	// then holds (SotW: the whole list, sent when it changed; Delta: the
 	// names added and removed), as Envoy does.
 	FollowCDS bool
+	// FollowLDS: on every LDS response, before its ACK, the stream
+	// subscribes to the RouteConfigurations its listeners then name (their
+	// HttpConnectionManager's RDS route_config_name), as a proxyless gRPC
+	// client does.
+	FollowLDS bool
 	// DiscardResources: record versions, nonces and subscriptions but not
-	// resources (FollowCDS still keeps the cluster names it needs).
+	// resources (FollowCDS and FollowLDS still keep the resources they
+	// follow).
 	DiscardResources bool
 	// CallOptions open the stream, e.g. grpc.WaitForReady(true).
 	CallOptions []grpc.CallOption
@@ -87,6 +93,8 @@ type TypeState struct {
 	ACKed     string // version of the latest response ACKed
 	NACKs     int    // responses NACKed
 	NACKed    string // version of the latest response NACKed
+	// Pending counts the responses received and not answered yet.
+	Pending int
 	// Names are the names subscribed to, sorted: SotW, those of the latest
 	// request; Delta, those subscribed and not unsubscribed since.
 	Names []string
@@ -109,6 +117,8 @@ type typeState struct {
 	// held are the accepted resources by name; the values are nil under
 	// DiscardResources.
 	held map[string]*anypb.Any
+	// versions are the Delta resource versions of held, by name.
+	versions map[string]string
 	// unanswered are the responses received and neither ACKed nor NACKed
 	// yet, oldest first.
 	unanswered []unanswered
@@ -145,7 +155,7 @@ func newClient(opts Options) client {
 func (c *client) stateLocked(typeURL string) *typeState {
 	ts := c.types[typeURL]
 	if ts == nil {
-		ts = &typeState{subscribed: make(map[string]bool), held: make(map[string]*anypb.Any)}
+		ts = &typeState{subscribed: make(map[string]bool), held: make(map[string]*anypb.Any), versions: make(map[string]string)}
 		c.types[typeURL] = ts
 	}
 	return ts
@@ -159,12 +169,24 @@ func (c *client) signalLocked() {
 
 // keeps reports whether resources of typeURL are recorded.
 func (c *client) keeps(typeURL string) bool {
-	return !c.opts.DiscardResources || c.opts.FollowCDS && typeURL == resourcev3.ClusterType
+	return !c.opts.DiscardResources || c.following(typeURL) != nil
+}
+
+// following returns the rule by which the stream follows resources of
+// typeURL (FollowCDS, FollowLDS), nil when it does not.
+func (c *client) following(typeURL string) *follow {
+	switch {
+	case c.opts.FollowCDS && typeURL == resourcev3.ClusterType:
+		return &followCDS
+	case c.opts.FollowLDS && typeURL == resourcev3.ListenerType:
+		return &followLDS
+	}
+	return nil
 }
 
 // kept is what the record holds of one resource.
 func (c *client) kept(a *anypb.Any) *anypb.Any {
-	if c.opts.DiscardResources {
+	if c.opts.DiscardResources && c.following(a.GetTypeUrl()) == nil {
 		return nil
 	}
 	return a
@@ -277,6 +299,7 @@ func (c *client) State(typeURL string) TypeState {
 	}
 	st := ts.TypeState
 	st.Names = slices.Clone(st.Names)
+	st.Pending = len(ts.unanswered)
 	return st
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -90,8 +90,8 @@ func (d *Delta) Receive(h func(DeltaReceipt) error) {
 			switch {
 			case rejected != nil:
 				_ = d.NACK(resp, rejected.Error())
-			case d.opts.FollowCDS && resp.GetTypeUrl() == resourcev3.ClusterType:
-				if d.followCDS(resp) == nil {
+			case d.following(resp.GetTypeUrl()) != nil:
+				if d.follow(resp) == nil {
 					_ = d.ACK(resp)
 				}
 			default:
@@ -110,42 +110,44 @@ func (d *Delta) applier(resp *discovery.DeltaDiscoveryResponse) func(*typeState)
 		for _, r := range resp.GetResources() {
 			if ts.Wildcard || ts.subscribed[r.GetName()] {
 				ts.held[r.GetName()] = d.kept(r.GetResource())
+				ts.versions[r.GetName()] = r.GetVersion()
 			}
 		}
 		for _, name := range resp.GetRemovedResources() {
 			delete(ts.held, name)
+			delete(ts.versions, name)
 		}
 	}
 }
 
-// followCDS subscribes to the ClusterLoadAssignments of the clusters resp
-// adds and unsubscribes from those it removes.
-func (d *Delta) followCDS(resp *discovery.DeltaDiscoveryResponse) error {
+// follow subscribes to the child resources (FollowCDS, FollowLDS) of the
+// parents the stream holds once resp applies, and unsubscribes from the
+// others.
+func (d *Delta) follow(resp *discovery.DeltaDiscoveryResponse) error {
+	f := d.following(resp.GetTypeUrl())
 	d.mu.Lock()
-	want := make(map[string]bool)
-	if ts := d.types[resourcev3.ClusterType]; ts != nil {
-		for name := range ts.held {
-			want[name] = true
-		}
-	}
+	parents := d.heldLocked(resp.GetTypeUrl())
 	for _, r := range resp.GetResources() {
-		want[r.GetName()] = true
+		parents[r.GetName()] = r.GetResource()
 	}
 	for _, name := range resp.GetRemovedResources() {
-		delete(want, name)
+		delete(parents, name)
 	}
+	want := f.childNames(slices.Collect(maps.Values(parents)))
+	wanted := make(map[string]bool, len(want))
 	var have map[string]bool
-	if ts := d.types[resourcev3.EndpointType]; ts != nil {
+	if ts := d.types[f.child]; ts != nil {
 		have = ts.subscribed
 	}
 	var sub, unsub []string
-	for name := range want {
+	for _, name := range want {
+		wanted[name] = true
 		if !have[name] {
 			sub = append(sub, name)
 		}
 	}
 	for name := range have {
-		if !want[name] {
+		if !wanted[name] {
 			unsub = append(unsub, name)
 		}
 	}
@@ -153,9 +155,8 @@ func (d *Delta) followCDS(resp *discovery.DeltaDiscoveryResponse) error {
 	if len(sub) == 0 && len(unsub) == 0 {
 		return nil
 	}
-	slices.Sort(sub)
 	slices.Sort(unsub)
-	return d.Subscribe(resourcev3.EndpointType, sub, unsub)
+	return d.Subscribe(f.child, sub, unsub)
 }
 
 // Send sends req as it is, with the stream's node if it is the first
@@ -194,6 +195,7 @@ func (d *Delta) Send(req *discovery.DeltaDiscoveryRequest) error {
 		for name := range ts.held {
 			if !ts.subscribed[name] {
 				delete(ts.held, name)
+				delete(ts.versions, name)
 			}
 		}
 	}
@@ -242,6 +244,49 @@ func (d *Delta) Next(timeout time.Duration) (*discovery.DeltaDiscoveryResponse, 
 		return nil, err
 	}
 	return m.(*discovery.DeltaDiscoveryResponse), nil
+}
+
+// Resume opens a Delta stream on conn that takes over from d, as a client
+// that lost its stream reconnects (xDS protocol, "Reconnect"): it starts
+// with d's record (the resources it holds with their versions, its
+// subscriptions), and its first request of each type d subscribed to names
+// the same subscription and the held resources as initial_resource_versions,
+// so the server sends only what changed since and the names removed
+// meanwhile. Its receive loop runs with h; d should have ended. The stream
+// ends with ctx.
+func (d *Delta) Resume(ctx context.Context, conn *grpc.ClientConn, h func(DeltaReceipt) error) (*Delta, error) {
+	nd, err := OpenDelta(ctx, conn, d.opts)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	var first []*discovery.DeltaDiscoveryRequest
+	for _, typeURL := range slices.Sorted(maps.Keys(d.types)) {
+		ts := d.types[typeURL]
+		if !ts.seen {
+			continue
+		}
+		nts := nd.stateLocked(typeURL)
+		nts.Wildcard, nts.seen = ts.Wildcard, true
+		maps.Copy(nts.subscribed, ts.subscribed)
+		maps.Copy(nts.held, ts.held)
+		maps.Copy(nts.versions, ts.versions)
+		nts.setNames()
+		req := &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL, ResourceNamesSubscribe: slices.Clone(nts.Names),
+			InitialResourceVersions: maps.Clone(ts.versions)}
+		if ts.Wildcard {
+			req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, "*")
+		}
+		first = append(first, req)
+	}
+	d.mu.Unlock()
+	nd.Receive(h)
+	for _, req := range first {
+		if err := nd.Send(req); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", req.GetTypeUrl(), err)
+		}
+	}
+	return nd, nil
 }
 
 // Close half-closes the stream; the server then ends it. Cancelling its

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -92,8 +91,8 @@ func (s *SotW) Receive(h func(Receipt) error) {
 			switch {
 			case rejected != nil:
 				_ = s.NACK(resp, rejected.Error())
-			case s.opts.FollowCDS && resp.GetTypeUrl() == resourcev3.ClusterType:
-				if s.followCDS(resp) == nil {
+			case s.following(resp.GetTypeUrl()) != nil:
+				if s.follow(resp) == nil {
 					_ = s.ACK(resp)
 				}
 			default:
@@ -121,19 +120,16 @@ func (s *SotW) applier(resp *discovery.DiscoveryResponse) func(*typeState) {
 	}
 }
 
-// followCDS subscribes to the ClusterLoadAssignments of resp's clusters
-// when they are not the EDS subscription already.
-func (s *SotW) followCDS(resp *discovery.DiscoveryResponse) error {
-	names := make([]string, 0, len(resp.GetResources()))
-	for _, a := range resp.GetResources() {
-		names = append(names, nameOf(a))
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	if slices.Equal(s.State(resourcev3.EndpointType).Names, names) {
+// follow subscribes to the child resources of resp's (FollowCDS,
+// FollowLDS) when they are not the child type's subscription already: a
+// SotW response of Clusters or Listeners is the whole set.
+func (s *SotW) follow(resp *discovery.DiscoveryResponse) error {
+	f := s.following(resp.GetTypeUrl())
+	names := f.childNames(resp.GetResources())
+	if slices.Equal(s.State(f.child).Names, names) {
 		return nil
 	}
-	return s.Subscribe(resourcev3.EndpointType, names)
+	return s.Subscribe(f.child, names)
 }
 
 // Send sends req as it is, with the stream's node if it is the first

@@ -1,0 +1,322 @@
+// Package pipelinetest runs the real pipeline (pipeline.New: Syncer →
+// Store → Controller → DiscoveryServer, MCP on) for tests, in the manner of
+// Contour's featuretests: scripted registries feed it through the real
+// registries.Sink contract, a fake clock drives the Syncer's timers
+// (hold-down, delete guard, sync timeout), and test/harness/ads clients read
+// what it serves. It is the one place the pipeline is wired for tests.
+//
+// What a pipeline serves is compared with what a freshly built one serves
+// when fed the same final registry state (Oracle): the fresh pipeline is
+// the specification, so the rules are not written a second time for the
+// tests.
+package pipelinetest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/pipeline"
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
+	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
+)
+
+// Namespace is the output namespace of every harness.
+const Namespace = "mesh"
+
+// RegistryConfig is one configured registry.
+type RegistryConfig struct {
+	Name string
+	// Type is the registry type ("consul", "file", "nacos"): the Syncer's
+	// view of it; the watcher is always a scripted Registry.
+	Type string
+	// HostTemplate defaults to consul's ("<service>.service.consul").
+	HostTemplate string
+	// ServicePort and Resolution are the registry's servicePort and
+	// resolution keys.
+	ServicePort uint32
+	Resolution  model.Resolution
+}
+
+// Options configure a Harness. The zero value is one consul-typed registry
+// "a" in WorkloadEntry mode under conflictPolicy merge.
+type Options struct {
+	Registries []RegistryConfig
+	// ConflictPolicy is syncer.ConflictMerge ("" too) or ConflictFirst.
+	ConflictPolicy string
+	// Endpoints is the output.endpoints mode ("" is workloadentry).
+	Endpoints translate.EndpointMode
+	// Outage is every registry's outage policy; the zero value turns
+	// hold-down and the delete guard off.
+	Outage syncer.OutagePolicy
+	// StateDir is state.dir ("" persists nothing).
+	StateDir string
+	// SyncTimeout is sync.timeout on the fake clock; 0 waits forever.
+	SyncTimeout time.Duration
+	// Debounce is debounce.after (also for EDS); 0 pushes without a quiet
+	// period.
+	Debounce time.Duration
+	// Logger receives the pipeline's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Harness is a running pipeline with scripted registries.
+type Harness struct {
+	T        testing.TB
+	Pipeline *pipeline.Pipeline
+	// Clock is the Syncer's clock: Advance moves it.
+	Clock *clocktesting.FakeClock
+
+	opts Options
+	regs map[string]*Registry
+	conn *grpc.ClientConn
+	stop func()
+}
+
+// epoch is the fake clock's start.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Start builds and runs a pipeline of opts's registries, each watched by a
+// scripted Registry; it ends with the test. The pipeline is not ready until
+// every registry synced (or the sync timeout passed): WaitReady.
+func Start(t testing.TB, opts Options) *Harness {
+	t.Helper()
+	if len(opts.Registries) == 0 {
+		opts.Registries = []RegistryConfig{{Name: "a"}}
+	}
+	h := &Harness{T: t, Clock: clocktesting.NewFakeClock(epoch), opts: opts, regs: map[string]*Registry{}}
+	syncRegs := make([]syncer.Registry, 0, len(opts.Registries))
+	regs := make([]registries.Registry, 0, len(opts.Registries))
+	for _, rc := range opts.Registries {
+		syncRegs = append(syncRegs, h.syncerRegistry(rc))
+		r := NewRegistry(rc.Name)
+		h.regs[rc.Name] = r
+		regs = append(regs, r)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// A configured zero debounce is 1ns: xds.Options' zero is the default.
+	debounce := cmp.Or(opts.Debounce, time.Nanosecond)
+	h.Pipeline = pipeline.New(pipeline.Options{
+		Sync: syncer.Config{Registries: syncRegs, Timeout: opts.SyncTimeout, StateDir: opts.StateDir,
+			ConflictPolicy: opts.ConflictPolicy, Clock: h.Clock},
+		XDS:    xds.Options{Address: "127.0.0.1:0", DebounceAfter: debounce, EnableEDSDebounce: true},
+		MCP:    true,
+		Logger: log,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Pipeline.Run(ctx, regs) }()
+	h.stop = sync.OnceFunc(func() {
+		if h.conn != nil {
+			_ = h.conn.Close()
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("pipeline Run: %v", err)
+		}
+	})
+	t.Cleanup(h.stop)
+	return h
+}
+
+// Stop stops the pipeline and waits for it; the test's end does it too.
+func (h *Harness) Stop() { h.stop() }
+
+// Oracle is what a freshly built pipeline serves when fed state, the
+// services each registry lists in the end, by registry name: a pipeline of
+// h's options and registries as configured now, each of whose watchers
+// lists its services once (ListCalls) and syncs, read by a new client once
+// ready. It returns what that client holds and what that pipeline's Store
+// holds (StoreObjects); the fresh pipeline is stopped. Persisted listings
+// are not read: the fresh pipeline knows only state.
+func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[string]string) {
+	h.T.Helper()
+	opts := h.opts
+	opts.Registries = slices.Clone(opts.Registries)
+	opts.StateDir, opts.SyncTimeout, opts.Logger = "", 0, nil
+	fresh := Start(h.T, opts)
+	defer fresh.Stop()
+	for _, rc := range opts.Registries {
+		fresh.Do(rc.Name, ListCalls(state[rc.Name], nil, false)...)
+	}
+	fresh.WaitReady()
+	fresh.Settle()
+	c := fresh.Connect("oracle", SotW)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := c.wait(ctx, c.complete); err != nil {
+		h.T.Fatalf("the fresh pipeline's client: %v", err)
+	}
+	return c.Served(), fresh.StoreObjects()
+}
+
+// syncerRegistry is the Syncer's view of rc, with the translator the
+// command would build for it.
+func (h *Harness) syncerRegistry(rc RegistryConfig) syncer.Registry {
+	h.T.Helper()
+	tr, err := translate.New(translate.Options{
+		Registry:     rc.Name,
+		Namespace:    Namespace,
+		HostTemplate: cmp.Or(rc.HostTemplate, consul.HostTemplate),
+		ServicePort:  rc.ServicePort,
+		Resolution:   rc.Resolution,
+		Endpoints:    h.opts.Endpoints,
+	})
+	if err != nil {
+		h.T.Fatalf("translator of registry %s: %v", rc.Name, err)
+	}
+	return syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}
+}
+
+// Registry returns the scripted registry called name.
+func (h *Harness) Registry(name string) *Registry {
+	h.T.Helper()
+	r := h.regs[name]
+	if r == nil {
+		h.T.Fatalf("no registry %q", name)
+	}
+	return r
+}
+
+// Do makes calls on registry name's watcher, in order, failing the test on
+// an error.
+func (h *Harness) Do(name string, calls ...Call) {
+	h.T.Helper()
+	r := h.Registry(name)
+	for _, c := range calls {
+		if err := r.Do(c); err != nil {
+			h.T.Fatal(err)
+		}
+	}
+}
+
+// Configured returns the names of the registries in configuration order.
+func (h *Harness) Configured() []string {
+	out := make([]string, 0, len(h.opts.Registries))
+	for _, rc := range h.opts.Registries {
+		out = append(out, rc.Name)
+	}
+	return out
+}
+
+// AddRegistry adds rc while the pipeline runs (a reload that adds it, or
+// restarts it when one of its name is configured: the new watcher then
+// relists). The returned registry's watcher is running when it returns.
+func (h *Harness) AddRegistry(rc RegistryConfig) *Registry {
+	h.T.Helper()
+	r := h.regs[rc.Name]
+	if r == nil {
+		r = NewRegistry(rc.Name)
+		h.regs[rc.Name] = r
+	}
+	if i := slices.IndexFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == rc.Name }); i >= 0 {
+		h.opts.Registries[i] = rc
+	} else {
+		h.opts.Registries = append(h.opts.Registries, rc)
+	}
+	h.Pipeline.ReplaceRegistry(r, h.syncerRegistry(rc))
+	if _, err := r.running(); err != nil {
+		h.T.Fatal(err)
+	}
+	return r
+}
+
+// RestartRegistry restarts registry name with its configuration (a reload
+// that changed it): a new watcher, which must relist.
+func (h *Harness) RestartRegistry(name string) *Registry {
+	h.T.Helper()
+	i := slices.IndexFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == name })
+	if i < 0 {
+		h.T.Fatalf("no registry %q", name)
+	}
+	return h.AddRegistry(h.opts.Registries[i])
+}
+
+// RemoveRegistry removes registry name while the pipeline runs (a reload
+// that drops it).
+func (h *Harness) RemoveRegistry(name string) {
+	h.T.Helper()
+	h.opts.Registries = slices.DeleteFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == name })
+	h.Pipeline.RemoveRegistry(name)
+	delete(h.regs, name)
+}
+
+// Advance moves the Syncer's clock by d: the hold-downs, delete guards and
+// sync timeout due by then fire (on their own goroutines: wait for what
+// they do with Settle or a condition).
+func (h *Harness) Advance(d time.Duration) { h.Clock.Step(d) }
+
+// readyTimeout bounds every wait of the harness for the pipeline.
+const readyTimeout = 20 * time.Second
+
+// WaitReady waits for the pipeline's ready gate (every registry synced, or
+// the sync timeout passed on the fake clock).
+func (h *Harness) WaitReady() {
+	h.T.Helper()
+	if err := h.Pipeline.WaitReady(context.Background(), readyTimeout); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// Settle waits until the Store's handlers processed every write made so
+// far: the controller's push decisions are queued by then (the pushes
+// themselves follow after the debounce; clients are waited for with
+// Client.Await).
+func (h *Harness) Settle() {
+	h.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := h.Pipeline.Store.Flush(ctx); err != nil {
+		h.T.Fatalf("store flush: %v", err)
+	}
+}
+
+// dial returns the harness's connection to its xDS port, opened on first
+// use once the pipeline serves.
+func (h *Harness) dial() *grpc.ClientConn {
+	h.T.Helper()
+	if h.conn != nil {
+		return h.conn
+	}
+	select {
+	case <-h.Pipeline.XDS.Serving():
+	case <-time.After(readyTimeout):
+		h.T.Fatalf("the xDS server does not serve within %s", readyTimeout)
+	}
+	conn, err := ads.Dial(h.Pipeline.XDS.Addr().String())
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	h.conn = conn
+	return conn
+}
+
+// StoreObjects returns the Store's ServiceEntries and WorkloadEntries as
+// "Kind namespace/name" → content hash (hex): what the MCP and Kubernetes
+// outputs, which read the Store, are made of.
+func (h *Harness) StoreObjects() map[string]string {
+	out := map[string]string{}
+	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
+		for _, c := range h.Pipeline.Store.List(kind, "") {
+			out[fmt.Sprintf("%s %s/%s", kind, c.Namespace, c.Name)] = c.Hash.String()
+		}
+	}
+	return out
+}

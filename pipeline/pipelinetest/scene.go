@@ -1,0 +1,400 @@
+package pipelinetest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// Scene is a harness and the registries' truth: what each configured
+// registry lists now, as the steps played on it say. The named scenarios
+// and the randomized differential are lists of Steps played on a Scene;
+// Check compares every client with the Oracle of that truth.
+type Scene struct {
+	H *Harness
+	// truth: registry → service key → the service it lists.
+	truth map[string]map[string]registries.Service
+	// clients are connected at the start and kept; Check also connects a
+	// new one each time.
+	clients []*Client
+	checks  int
+	// played is the steps so far, for a failure's report.
+	played []Step
+}
+
+// Step is one thing that happens to a pipeline: a registry call, a reload,
+// time passing, a client's reconnection, or a Check. String renders it as
+// the Go expression that makes it, so that a failing sequence can be pasted
+// into a named scenario.
+type Step interface {
+	Play(*Scene)
+	String() string
+}
+
+// NewScene returns a scene of h, whose registries list nothing yet. When
+// the test fails, the steps played so far are logged.
+func NewScene(h *Harness) *Scene {
+	s := &Scene{H: h, truth: map[string]map[string]registries.Service{}}
+	for _, name := range h.Configured() {
+		s.truth[name] = map[string]registries.Service{}
+	}
+	h.T.Cleanup(func() {
+		if h.T.Failed() {
+			h.T.Logf("steps played:\n%s", s.Played())
+		}
+	})
+	return s
+}
+
+// Play plays steps in order, then a final Check.
+func (s *Scene) Play(steps ...Step) {
+	s.H.T.Helper()
+	for _, st := range append(slices.Clone(steps), Check()) {
+		s.played = append(s.played, st)
+		st.Play(s)
+	}
+}
+
+// Played renders the steps played so far, one per line.
+func (s *Scene) Played() string {
+	var b strings.Builder
+	for _, st := range s.played {
+		b.WriteString("\t" + st.String() + ",\n")
+	}
+	return b.String()
+}
+
+// Truth returns what each configured registry lists now.
+func (s *Scene) Truth() map[string][]registries.Service {
+	out := make(map[string][]registries.Service, len(s.truth))
+	for name, svcs := range s.truth {
+		for _, k := range slices.Sorted(maps.Keys(svcs)) {
+			out[name] = append(out[name], svcs[k])
+		}
+	}
+	return out
+}
+
+func (s *Scene) fail(format string, args ...any) {
+	s.H.T.Helper()
+	s.H.T.Fatalf(format, args...)
+}
+
+func (s *Scene) do(reg string, calls ...Call) {
+	s.H.T.Helper()
+	r := s.H.regs[reg]
+	if r == nil {
+		s.fail("no registry %q", reg)
+	}
+	for _, c := range calls {
+		if err := r.Do(c); err != nil {
+			s.fail("%v", err)
+		}
+	}
+}
+
+// List is a registry's complete read, its first: every service it lists,
+// the removal of those it listed before and no longer does, and Synced.
+func List(registry string, services ...registries.Service) Step {
+	return listStep{registry: registry, services: services}
+}
+
+// Relist is List read right after a reconnection (Snapshot.Relist): a
+// disappearance it reports is held down.
+func Relist(registry string, services ...registries.Service) Step {
+	return listStep{registry: registry, services: services, relist: true}
+}
+
+type listStep struct {
+	registry string
+	services []registries.Service
+	relist   bool
+}
+
+func (l listStep) Play(s *Scene) {
+	s.H.T.Helper()
+	var gone []registries.Service
+	listed := map[string]bool{}
+	for _, svc := range l.services {
+		listed[svc.Key()] = true
+	}
+	for k, svc := range s.truth[l.registry] {
+		if !listed[k] {
+			gone = append(gone, svc)
+		}
+	}
+	slices.SortFunc(gone, func(a, b registries.Service) int { return strings.Compare(a.Key(), b.Key()) })
+	s.do(l.registry, ListCalls(l.services, gone, l.relist)...)
+	s.truth[l.registry] = map[string]registries.Service{}
+	for _, svc := range l.services {
+		s.truth[l.registry][svc.Key()] = svc
+	}
+}
+
+func (l listStep) String() string {
+	return fmt.Sprintf("pipelinetest.%s(%q%s)", pick(l.relist, "Relist", "List"), l.registry, servicesArgs(l.services))
+}
+
+// Set is a registry's read of one service: its instances now.
+func Set(registry string, svc registries.Service) Step { return setStep{registry: registry, svc: svc} }
+
+// SetRelist is Set read right after a reconnection.
+func SetRelist(registry string, svc registries.Service) Step {
+	return setStep{registry: registry, svc: svc, relist: true}
+}
+
+type setStep struct {
+	registry string
+	svc      registries.Service
+	relist   bool
+}
+
+func (st setStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.do(st.registry, Call{Op: OpSnapshot, Service: st.svc, Relist: st.relist})
+	s.truth[st.registry][st.svc.Key()] = st.svc
+}
+
+func (st setStep) String() string {
+	return fmt.Sprintf("pipelinetest.%s(%q, %s)", pick(st.relist, "SetRelist", "Set"), st.registry, serviceString(st.svc))
+}
+
+// Remove is a registry's read that the service called name is gone.
+func Remove(registry, name string) Step { return removeStep{registry: registry, name: name} }
+
+// RemoveRelist is Remove read right after a reconnection.
+func RemoveRelist(registry, name string) Step {
+	return removeStep{registry: registry, name: name, relist: true}
+}
+
+type removeStep struct {
+	registry, name string
+	relist         bool
+}
+
+func (r removeStep) Play(s *Scene) {
+	s.H.T.Helper()
+	svc, ok := s.truth[r.registry][r.name]
+	if !ok {
+		svc = registries.Service{Name: r.name}
+	}
+	s.do(r.registry, Call{Op: OpRemove, Service: svc, Relist: r.relist})
+	delete(s.truth[r.registry], r.name)
+}
+
+func (r removeStep) String() string {
+	return fmt.Sprintf("pipelinetest.%s(%q, %q)", pick(r.relist, "RemoveRelist", "Remove"), r.registry, r.name)
+}
+
+// Fail is a failed read of the service called name, or ("") of the whole
+// registry. The truth is unchanged: the registry still lists what it did.
+func Fail(registry, name string) Step { return failStep{registry: registry, name: name} }
+
+type failStep struct{ registry, name string }
+
+func (f failStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.do(f.registry, Call{Op: OpFail, Service: registries.Service{Name: f.name}})
+}
+
+func (f failStep) String() string { return fmt.Sprintf("pipelinetest.Fail(%q, %q)", f.registry, f.name) }
+
+// Listing is a registry's complete read that lists keys, made before the
+// Snapshots of that read: the delete guard judges it.
+func Listing(registry string, keys ...string) Step { return listingStep{registry: registry, keys: keys} }
+
+type listingStep struct {
+	registry string
+	keys     []string
+}
+
+func (l listingStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.do(l.registry, Call{Op: OpListing, Keys: l.keys})
+}
+
+func (l listingStep) String() string {
+	args := ""
+	for _, k := range l.keys {
+		args += fmt.Sprintf(", %q", k)
+	}
+	return fmt.Sprintf("pipelinetest.Listing(%q%s)", l.registry, args)
+}
+
+// AddRegistry is a reload that adds a registry (a consul-typed one of that
+// name) after the configured ones, or restarts it when configured: its
+// watcher lists nothing until a List step.
+func AddRegistry(name string) Step { return addRegistryStep{name: name} }
+
+type addRegistryStep struct{ name string }
+
+func (a addRegistryStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.H.AddRegistry(RegistryConfig{Name: a.name})
+	if s.truth[a.name] == nil {
+		s.truth[a.name] = map[string]registries.Service{}
+	}
+}
+
+func (a addRegistryStep) String() string { return fmt.Sprintf("pipelinetest.AddRegistry(%q)", a.name) }
+
+// RestartRegistry is a reload that changes a registry's configuration in a
+// way that needs a new watcher, which must relist (Relist) before the next
+// Check.
+func RestartRegistry(name string) Step { return restartStep{name: name} }
+
+type restartStep struct{ name string }
+
+func (r restartStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.H.RestartRegistry(r.name)
+}
+
+func (r restartStep) String() string { return fmt.Sprintf("pipelinetest.RestartRegistry(%q)", r.name) }
+
+// RemoveRegistry is a reload that removes a registry.
+func RemoveRegistry(name string) Step { return removeRegistryStep{name: name} }
+
+type removeRegistryStep struct{ name string }
+
+func (r removeRegistryStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.H.RemoveRegistry(r.name)
+	delete(s.truth, r.name)
+}
+
+func (r removeRegistryStep) String() string {
+	return fmt.Sprintf("pipelinetest.RemoveRegistry(%q)", r.name)
+}
+
+// Advance moves the Syncer's clock by d.
+func Advance(d time.Duration) Step { return advanceStep{d: d} }
+
+type advanceStep struct{ d time.Duration }
+
+func (a advanceStep) Play(s *Scene) { s.H.Advance(a.d) }
+
+func (a advanceStep) String() string {
+	return fmt.Sprintf("pipelinetest.Advance(%d * time.Millisecond)", a.d.Milliseconds())
+}
+
+// Confirm confirms the removals the registry's delete guard holds (an
+// operator's POST /debug/registryz/<registry>/confirm); a guard that holds
+// nothing is no error here.
+func Confirm(registry string) Step { return confirmStep{registry: registry} }
+
+type confirmStep struct{ registry string }
+
+func (c confirmStep) Play(s *Scene) { _, _ = s.H.Pipeline.Syncer.ConfirmDeletes(c.registry) }
+
+func (c confirmStep) String() string { return fmt.Sprintf("pipelinetest.Confirm(%q)", c.registry) }
+
+// Connect connects a client called name that stays for the rest of the
+// scene.
+func Connect(name string, p Protocol) Step { return connectStep{name: name, protocol: p} }
+
+type connectStep struct {
+	name     string
+	protocol Protocol
+}
+
+func (c connectStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.clients = append(s.clients, s.H.Connect(c.name, c.protocol))
+}
+
+func (c connectStep) String() string {
+	return fmt.Sprintf("pipelinetest.Connect(%q, pipelinetest.%s)", c.name, pick(c.protocol == SotW, "SotW", "Delta"))
+}
+
+// Reconnect reconnects the scene's client called name (Client.Reconnect).
+func Reconnect(name string) Step { return reconnectStep{name: name} }
+
+type reconnectStep struct{ name string }
+
+func (r reconnectStep) Play(s *Scene) {
+	s.H.T.Helper()
+	for _, c := range s.clients {
+		if c.Name == r.name {
+			c.Reconnect()
+			return
+		}
+	}
+	s.fail("no client %q", r.name)
+}
+
+func (r reconnectStep) String() string { return fmt.Sprintf("pipelinetest.Reconnect(%q)", r.name) }
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// checkTimeout bounds the wait for every client to hold what the oracle
+// serves: debounce, pushes and sends on a loaded machine.
+const checkTimeout = 20 * time.Second
+
+// Check is a quiescent point: the Syncer's held disappearances and delete
+// guards are let run out (the clock moves past the longest of them), the
+// Store's handlers are done, and then every client (those connected so far
+// and a new one) must hold, byte for byte, what a freshly built pipeline
+// fed the registries' truth serves a new client, and the Store must hold
+// exactly the objects that pipeline's Store holds.
+func Check() Step { return checkStep{} }
+
+type checkStep struct{}
+
+func (checkStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.quiesce()
+	want, wantStore := s.H.Oracle(s.Truth())
+	s.checks++
+	// The pipeline serves once every registry synced (or the sync timeout
+	// passed): no client connects before.
+	s.H.WaitReady()
+	late := s.H.Connect(fmt.Sprintf("late-%d", s.checks), Protocol(s.checks%2))
+	defer late.Close()
+	for _, c := range append(slices.Clone(s.clients), late) {
+		if err := c.AwaitErr(want, checkTimeout); err != nil {
+			s.fail("check %d: %v", s.checks, err)
+		}
+	}
+	if got := s.H.StoreObjects(); !maps.Equal(got, wantStore) {
+		s.fail("check %d: the store holds\n%s\nwant (a fresh pipeline's)\n%s", s.checks, objectsString(got), objectsString(wantStore))
+	}
+}
+
+func (checkStep) String() string { return "pipelinetest.Check()" }
+
+// quiesce lets every held disappearance and delete guard run out and waits
+// for what they write to reach the Store's handlers.
+func (s *Scene) quiesce() {
+	s.H.T.Helper()
+	p := s.H.opts.Outage
+	s.H.Advance(max(p.HoldDown, p.DeleteGuardTimeout) + time.Second)
+	// The timers fired on the fake clock run on their own goroutines.
+	harness.Eventually(s.H.T, checkTimeout, "the Syncer quiescent", func() error {
+		for _, st := range s.H.Pipeline.Syncer.Status() {
+			if st.HeldDown > 0 || st.DeleteGuard != nil {
+				return fmt.Errorf("registry %s: %d held down, delete guard %+v", st.Name, st.HeldDown, st.DeleteGuard)
+			}
+		}
+		return nil
+	})
+	s.H.Settle()
+}
+
+func objectsString(m map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "  %s %.12s\n", k, m[k])
+	}
+	return b.String()
+}
