@@ -74,7 +74,8 @@ func BenchmarkReloadOneChange(b *testing.B) {
 			if err := os.WriteFile(path, versions[0], 0o644); err != nil {
 				b.Fatal(err)
 			}
-			if !r.reload(sink) {
+			rep := registries.NewReporter(registries.ReporterConfig{Registry: "bench", Sink: sink, Logger: r.log})
+			if !r.reload(rep) {
 				b.Fatal("first read failed")
 			}
 			emitted = 0
@@ -87,7 +88,7 @@ func BenchmarkReloadOneChange(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if !r.reload(sink) {
+				if !r.reload(rep) {
 					b.Fatal("reload failed")
 				}
 			}

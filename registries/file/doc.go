@@ -18,15 +18,26 @@
 //     registry is a registries.HealthReporter whose lastError clears at the
 //     next good read). A path that does not exist, is a directory or may not
 //     be read is registries.Permanent; still re-read at every change and
-//     resync.
+//     resync. A file that is not a complete document is such a failure
+//     (ErrIncomplete): an empty file, or one whose services key is missing
+//     or null ("services:" and nothing after it), which is what a write cut
+//     short or still in progress leaves. Only an explicit `services: []`
+//     lists no service.
 //  2. Unknown keys and invalid values are errors naming the field path.
 //  3. An instance's ID is "address:port", so a WorkloadEntry keeps its name
 //     while the instance stays.
-//  4. Changes are detected by watching the file's directory (fsnotify), since
-//     editors and ConfigMaps replace the file rather than write it in place,
-//     and by a periodic re-read as a safety net; a re-read whose content is
-//     unchanged emits nothing. A directory that cannot be watched yet (it
-//     does not exist) is retried at each resync.
+//  4. Changes are detected by watching the file's directory (fsnotify): a
+//     rename over the file, a ConfigMap's symlink swap, or a write in place
+//     (cp, a shell redirection, an editor that truncates and rewrites); and
+//     by a periodic re-read as a safety net. The file is read once it has
+//     gone Config.Settle (200 ms) without a notification, so an in-place
+//     writer, which notifies at every write, is read when it is done rather
+//     than halfway; a resync meanwhile waits for that read. A re-read whose
+//     content is unchanged emits nothing. A directory that cannot be watched
+//     yet (it does not exist) is retried at each resync. A writer that
+//     pauses longer than Settle halfway may still be read then: rule 1
+//     refuses what is not a complete document, but a file cut between two
+//     services is one, so a slow writer should write elsewhere and rename.
 //  5. A reload parses only the services whose text changed, when the file
 //     has the simple block layout: a "services:" line at column 0 (nothing
 //     after the colon but a comment), then the list's items, each starting
@@ -42,6 +53,10 @@
 //     is a file with an item that does not parse on its own as one service
 //     or with a duplicate host: the services and errors are always those of
 //     Parse on the whole file.
+//  6. What is sent follows registries.Reporter: a listing, then the services
+//     that changed and the removals it brings; a failed read is one
+//     registry-wide error per run of the same failure; Synced after the
+//     first good read.
 //
 // Not here: host validation and label sanitizing (package translate).
 package file

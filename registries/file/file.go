@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -27,20 +26,29 @@ type Config struct {
 	// Resync is how often the file is re-read even without a change
 	// notification; default 30s.
 	Resync time.Duration
+	// Settle is how long the file must go without a change notification
+	// before it is read (doc.go rule 4): a writer that rewrites the file in
+	// place (truncate, then write) is done by then. Default DefaultSettle.
+	Settle time.Duration
 	Logger *slog.Logger
 }
+
+// DefaultSettle is Config.Settle's default: far longer than cp, a shell
+// redirection or an editor takes to rewrite a file of thousands of
+// services, short enough to add little to a change's latency.
+const DefaultSettle = 200 * time.Millisecond
 
 // Registry is a registries.Registry backed by a YAML file.
 type Registry struct {
 	cfg    Config
 	log    *slog.Logger
 	health *registries.Health
-	last   map[string]registries.Service // by name: what was emitted last; nil before the first good read
+	read   bool // a read succeeded; sum is its content's
 	sum    [sha256.Size]byte
-	parser itemParser // parses the file, reusing the last good read's unchanged services
-	// failed is the text of the error snapshot sent for the current run of
-	// failures; "" while reads succeed.
-	failed string
+	// failing: the last read failed, so the next good one is reported
+	// even when its content is the last good read's.
+	failing bool
+	parser  itemParser // parses the file, reusing the last good read's unchanged services
 }
 
 var (
@@ -59,6 +67,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 30 * time.Second
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -80,12 +91,18 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // change notification and resync. A directory that cannot be watched (it
 // does not exist yet, say) is retried at every resync, the file read at
 // each. Run returns an error only when no watcher can be created at all.
+//
+// States: idle (waiting for a notification or the resync tick) and
+// settling (a notification came; the file is read once Settle passes
+// without another). A resync tick while settling reads nothing: the
+// settled read follows.
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("file registry %q: watch: %w", r.cfg.Name, err)
 	}
 	defer w.Close()
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Logger: r.log})
 	dir := filepath.Dir(r.cfg.Path)
 	watching, warned := false, false
 	watch := func() {
@@ -105,16 +122,12 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 		}
 	}
 	watch()
-	synced := false
-	reload := func() {
-		if r.reload(sink) && !synced {
-			synced = true
-			sink.Synced(r.cfg.Name)
-		}
-	}
-	reload()
+	r.reload(rep)
 	tick := time.NewTicker(r.cfg.Resync)
 	defer tick.Stop()
+	settle := time.NewTimer(r.cfg.Settle)
+	settle.Stop()
+	settling := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,62 +136,58 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 			if !ok {
 				return nil
 			}
-			// A ConfigMap swaps "..data"; an editor renames over the file.
+			// A ConfigMap swaps "..data"; an editor renames over the file
+			// or rewrites it in place, one notification per write.
 			if base := filepath.Base(ev.Name); base == filepath.Base(r.cfg.Path) || base == "..data" {
-				reload()
+				settle.Reset(r.cfg.Settle)
+				settling = true
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			r.log.Warn("File watch reported an error; relying on periodic re-reads", "err", err)
+		case <-settle.C:
+			settling = false
+			r.reload(rep)
 		case <-tick.C:
 			watch()
-			reload()
+			if !settling {
+				r.reload(rep)
+			}
 		}
 	}
 }
 
-// reload reads the file and emits what changed. It reports whether the file
-// was read successfully.
-func (r *Registry) reload(sink registries.Sink) bool {
+// reload reads the file and reports what it lists. It reports whether the
+// file was read successfully.
+func (r *Registry) reload(rep *registries.Reporter) bool {
+	now := time.Now()
 	data, err := readFile(r.cfg.Path)
 	if err != nil {
-		r.fail(sink, "read", err)
+		r.fail(rep, "read", err, now)
 		return false
 	}
 	sum := sha256.Sum256(data)
-	if r.last != nil && bytes.Equal(sum[:], r.sum[:]) {
-		r.ok()
+	if r.read && !r.failing && bytes.Equal(sum[:], r.sum[:]) {
+		r.health.OK()
 		return true
 	}
 	services, err := r.parser.parse(data)
 	if err != nil {
-		r.fail(sink, "parse", fmt.Errorf("%s: %w", r.cfg.Path, err))
+		r.fail(rep, "parse", fmt.Errorf("%s: %w", r.cfg.Path, err), now)
 		return false
 	}
-	r.sum = sum
-	now := time.Now()
+	r.sum, r.read, r.failing = sum, true, false
 	keys := make([]string, len(services))
 	for i, svc := range services {
 		keys[i] = svc.Key()
 	}
-	sink.Listing(r.cfg.Name, "", keys)
-	next := make(map[string]registries.Service, len(services))
+	rep.Listing("", keys, now)
 	for _, svc := range services {
-		next[svc.Name] = svc
-		if prev, ok := r.last[svc.Name]; ok && reflect.DeepEqual(prev, svc) {
-			continue
-		}
-		sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Service: svc, Observed: now})
+		rep.Read(svc, now)
 	}
-	for name, prev := range r.last {
-		if _, ok := next[name]; !ok {
-			sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Service: prev, Removed: true, Observed: now})
-		}
-	}
-	r.last = next
-	r.ok()
+	r.health.OK()
 	r.log.Info("Read registry file", "count", len(services))
 	return true
 }
@@ -200,19 +209,12 @@ func readFile(path string) ([]byte, error) {
 	return nil, err
 }
 
-func (r *Registry) ok() {
-	r.failed = ""
-	r.health.OK()
-}
-
 // fail records a failed read with Health (one log line when the registry
-// goes down, see registries.Health) and sends the registry-wide error
-// snapshot (an empty Service.Name) once per run of failures with the same
-// error: the last good listing, if any, stays.
-func (r *Registry) fail(sink registries.Sink, reason string, err error) {
+// goes down, see registries.Health) and reports it: the registry-wide error
+// snapshot goes out once per run of the same failure, and the last good
+// listing, if any, stays.
+func (r *Registry) fail(rep *registries.Reporter, reason string, err error, now time.Time) {
+	r.failing = true
 	r.health.Fail(reason, err)
-	if msg := err.Error(); msg != r.failed {
-		r.failed = msg
-		sink.Snapshot(registries.Snapshot{Registry: r.cfg.Name, Err: err, Observed: time.Now()})
-	}
+	rep.FailListing("", err, now)
 }

@@ -43,6 +43,18 @@ func TestParse(t *testing.T) {
 		"a duplicate host is refused": {
 			in: "services:\n- {host: a, ports: [{number: 1}]}\n- {host: a, ports: [{number: 2}]}\n", wantErr: "services[1].host",
 		},
+		"an empty file is incomplete, not an empty listing":  {in: "", wantErr: "the file is empty"},
+		"a file of comments is incomplete":                   {in: "# nothing yet\n", wantErr: "the file is empty"},
+		"a services key with nothing after it is incomplete": {in: "services:\n", wantErr: "services: null"},
+		"a file without a services key is incomplete":        {in: "{}\n", wantErr: "services: missing"},
+		"an explicit empty list lists no service": {
+			in: "services: []\n",
+			check: func(t *testing.T, svcs []registries.Service) {
+				if len(svcs) != 0 {
+					t.Fatalf("services = %v, want none", svcs)
+				}
+			},
+		},
 		"an instance without any port is refused": {
 			in: "services:\n- host: a\n  instances: [{address: 1.1.1.1}]\n", wantErr: "services[0].instances[0].port: required",
 		},

@@ -1,11 +1,15 @@
 package file
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/model"
@@ -43,10 +47,19 @@ var protocols = []string{"", "http", "http2", "grpc", "tcp"}
 
 // Parse decodes and checks a file's content and returns its services, sorted
 // by host. Errors name the field path, e.g. "services[1].ports[0].protocol".
+// Only a complete document lists no service: one whose services key is an
+// explicit empty list (`services: []`); an empty file, a file without a
+// services key, or with a null one (`services:` and nothing after it: a
+// write cut short) is an error (ErrIncomplete).
 func Parse(data []byte) ([]registries.Service, error) {
 	var doc Document
 	if err := strict.Unmarshal(data, &doc); err != nil {
 		return nil, err
+	}
+	if len(doc.Services) == 0 {
+		if err := explicitlyEmpty(data); err != nil {
+			return nil, err
+		}
 	}
 	seen := make(map[string]int, len(doc.Services))
 	out := make([]registries.Service, 0, len(doc.Services))
@@ -63,6 +76,34 @@ func Parse(data []byte) ([]registries.Service, error) {
 	}
 	slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// ErrIncomplete marks a file that is not a complete registry document: an
+// empty file, or one whose services key is missing or null. An in-place
+// writer (truncate, then write) shows such a file for a moment; it is a read
+// error, never an empty listing (doc.go rule 1).
+var ErrIncomplete = errors.New("not a complete registry file (write `services: []` to list no service)")
+
+// explicitlyEmpty reports, for data that decoded to no service, whether its
+// services key is an explicit empty list; otherwise an error wrapping
+// ErrIncomplete says what is missing.
+func explicitlyEmpty(data []byte) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil || top == nil {
+		return fmt.Errorf("the file is empty: %w", ErrIncomplete)
+	}
+	services, ok := top["services"]
+	switch {
+	case !ok:
+		return fmt.Errorf("services: missing: %w", ErrIncomplete)
+	case string(services) == "null":
+		return fmt.Errorf("services: null: %w", ErrIncomplete)
+	}
+	return nil
 }
 
 func (s ServiceSpec) toService(path string) (registries.Service, error) {

@@ -1,0 +1,491 @@
+package registries
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrEmptyAfterReconnect is the error a Reporter sends instead of an empty
+// instance list read within its ReconnectGrace of an outage or a
+// reconnection, for a service that had instances (rule 6 of Reporter).
+var ErrEmptyAfterReconnect = errors.New("the registry answered an empty instance list right after an outage or a reconnection; " +
+	"keeping the last-known-good instances while clients re-register")
+
+// ReporterConfig configures a Reporter.
+type ReporterConfig struct {
+	// Registry is the registry's name, set on every Snapshot.
+	Registry string
+	// Sink receives what the Reporter decides to send.
+	Sink Sink
+	// Scopes are the listing scopes (Sink.Listing) whose first listing
+	// Synced waits for; nil means the one scope "" (the whole registry).
+	Scopes []string
+	// ReconnectGrace, when positive, is how long after an outage or a
+	// reconnection of a scope an empty read, or a listing that omits a
+	// service, is not trusted for a service that had instances (rule 6).
+	// For registries whose server forgets ephemeral instances until their
+	// clients re-register (Nacos); 0 turns the rule off.
+	ReconnectGrace time.Duration
+	// Logger gets one debug line per snapshot sent; nil is slog.Default.
+	Logger *slog.Logger
+}
+
+// ReadOutcome is what a Reporter made of a read (Reporter.Read).
+type ReadOutcome int
+
+const (
+	// ReadDropped: no listing covers the service (never listed, or removed
+	// by a listing since): nothing was sent.
+	ReadDropped ReadOutcome = iota
+	// ReadUnchanged: the list equals the last one sent; nothing was sent.
+	ReadUnchanged
+	// ReadSent: the service's first list, or the first after an error, was
+	// sent.
+	ReadSent
+	// ReadChanged: a list that differs from the last one sent, which was
+	// still current, was sent.
+	ReadChanged
+	// ReadHeld: an empty list within ReconnectGrace of trouble was sent as
+	// an ErrEmptyAfterReconnect error instead (rule 6).
+	ReadHeld
+)
+
+// Reporter is the one caller of a registry's Sink. A registry's watchers
+// feed it what they observe — a service read or not read, a listing of the
+// services or a failed one, a reconnection — and it decides what the Sink
+// hears, so that the Sink contract holds by construction, the same way for
+// every registry (registries rules 1-3; registrytest.Recorder checks it):
+//
+//  1. A read (Read) is sent when it is the service's first, follows an
+//     error, or differs from the last list sent (instances in any order;
+//     the service's own fields too); otherwise nothing is sent. Consul's
+//     api/watch/plan.go likewise skips deep-equal results.
+//  2. A failed read (Fail) is sent once per run of failures of its service:
+//     the consumer keeps the last-known-good list; a failure is never an
+//     empty list. A failed listing (FailListing, Down) sends one
+//     registry-wide error (empty Service.Name) per run of failures of the
+//     same text within its scope; a different error is sent again.
+//  3. A complete listing (Listing) goes to the Sink before the removals it
+//     brings: every service the Reporter holds within its scope and the
+//     listing omits is removed (Removed, when anything was sent for it), in
+//     the same call. A partial listing (PartialListing) removes nothing.
+//  4. Only listed services are read: a read of a service no listing has
+//     covered, or one a listing removed since, is dropped, so a reader that
+//     lost a race with its service's removal cannot bring it back.
+//  5. Re-list marks (Snapshot.Relist): after Reconnected or a failure of a
+//     scope, the next read of each of its services and the removals of its
+//     next listing are marked; after a service's failed read (Fail) or
+//     MarkRelist, its next read.
+//  6. With ReconnectGrace set: within ReconnectGrace of a scope's last
+//     trouble (Down, FailListing or Reconnected), a service whose last list
+//     had instances keeps them: an empty read is sent as
+//     ErrEmptyAfterReconnect, and a listing that omits the service keeps
+//     it (listed to the Sink as present). This covers every read, whichever
+//     path it came by (a server push, a subscription's answer, a query), and
+//     counts from the last sign of trouble, so a push that arrives right
+//     after a hung server answers again is not trusted either.
+//  7. Synced is called once, when every scope (ReporterConfig.Scopes) has
+//     had its first listing and each service of those first listings has
+//     been read (Read, not held) or removed.
+//
+// Concurrency: every method is safe for concurrent use. Sink calls are
+// serialized and made in the order of the calls that cause them; the Sink
+// must not call the Reporter.
+type Reporter struct {
+	cfg ReporterConfig
+	log *slog.Logger
+
+	mu       sync.Mutex
+	services map[string]*reported // by Service.Key: the listed services
+	scopes   map[string]*scopeState
+	// pendingScopes and pendingReads count what Synced still waits for;
+	// synced is set once it was called.
+	pendingScopes, pendingReads int
+	synced                      bool
+	instances                   int // over every service's last list
+	sent                        int // services with a list sent
+}
+
+// reported is what the Reporter holds of one listed service.
+type reported struct {
+	scope *scopeState
+	id    Service // the service as last read (or failed), Instances nil
+	last  []Instance
+	// hasLast: last is the authoritative list sent; failing: the last
+	// snapshot sent was an error; emitted: anything was sent.
+	hasLast, failing, emitted bool
+	relist                    bool // the next read or removal is marked Relist
+	held                      bool // the last read was an empty one held back (rule 6)
+	pending                   bool // Synced waits for its first read
+}
+
+// scopeState is one listing scope.
+type scopeState struct {
+	prefix  string
+	listed  bool   // its first listing came
+	failing string // the registry-wide error sent in the current run; "" none
+	relist  bool   // its next listing's removals are marked Relist
+	trouble time.Time
+}
+
+// NewReporter returns the Reporter of one registry run.
+func NewReporter(cfg ReporterConfig) *Reporter {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Scopes) == 0 {
+		cfg.Scopes = []string{""}
+	}
+	r := &Reporter{cfg: cfg, log: cfg.Logger, services: map[string]*reported{}, scopes: map[string]*scopeState{}}
+	for _, s := range cfg.Scopes {
+		if _, ok := r.scopes[s]; !ok {
+			r.scopes[s] = &scopeState{prefix: s}
+			r.pendingScopes++
+		}
+	}
+	return r
+}
+
+// scopeLocked returns the scope called name, adding one Synced does not
+// wait for when it is not configured. r.mu is held.
+func (r *Reporter) scopeLocked(name string) *scopeState {
+	sc := r.scopes[name]
+	if sc == nil {
+		sc = &scopeState{prefix: name, listed: true}
+		r.scopes[name] = sc
+	}
+	return sc
+}
+
+// Read reports an authoritative read of svc (its Instances, in any order)
+// observed at observed, and sends it by rules 1, 4, 5 and 6.
+func (r *Reporter) Read(svc Service, observed time.Time) ReadOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := svc.Key()
+	s := r.services[key]
+	if s == nil {
+		r.log.Debug("Dropped a read of a service no listing holds", "service", key)
+		return ReadDropped
+	}
+	if len(svc.Instances) == 0 && r.untrustedLocked(s, observed) {
+		s.held = true
+		r.failLocked(s, svc, ErrEmptyAfterReconnect, observed)
+		return ReadHeld
+	}
+	s.held = false
+	outcome := ReadUnchanged
+	switch {
+	case !s.hasLast || s.failing:
+		outcome = ReadSent
+	case !SameService(s.id, svc) || !SameInstances(s.last, svc.Instances):
+		outcome = ReadChanged
+	}
+	if outcome != ReadUnchanged {
+		// Kept as last and by the sync step: equal label maps share one.
+		svc.Instances = Compact(svc.Instances)
+		if !s.hasLast {
+			r.sent++
+		}
+		r.instances += len(svc.Instances) - len(s.last)
+		s.last, s.hasLast, s.failing, s.emitted = svc.Instances, true, false, true
+		s.id = svc
+		s.id.Instances = nil
+		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Service: svc, Observed: observed, Relist: s.relist})
+		r.log.Debug("Sent service", "service", key, "count", len(svc.Instances), "relist", s.relist)
+	}
+	s.relist = false
+	r.readLocked(s)
+	return outcome
+}
+
+// untrustedLocked reports whether an empty read of s at observed falls
+// under rule 6. r.mu is held.
+func (r *Reporter) untrustedLocked(s *reported, observed time.Time) bool {
+	return r.cfg.ReconnectGrace > 0 && s.hasLast && len(s.last) > 0 && !s.scope.trouble.IsZero() &&
+		observed.Before(s.scope.trouble.Add(r.cfg.ReconnectGrace))
+}
+
+// Fail reports a failed read of svc (its identity; Instances are ignored),
+// sent by rule 2 and marking its next read (rule 5).
+func (r *Reporter) Fail(svc Service, err error, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.services[svc.Key()]
+	if s == nil {
+		return
+	}
+	s.held = false
+	r.failLocked(s, svc, err, observed)
+}
+
+// failLocked sends s's error snapshot unless its last snapshot was one.
+// r.mu is held.
+func (r *Reporter) failLocked(s *reported, svc Service, err error, observed time.Time) {
+	s.relist = true
+	if s.failing {
+		return
+	}
+	if !s.hasLast {
+		s.id = svc
+		s.id.Instances = nil
+	}
+	s.failing, s.emitted = true, true
+	r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Service: s.id, Err: err, Observed: observed})
+	r.log.Debug("Sent a failed read", "service", s.id.Key(), "err", err)
+}
+
+// Listing reports a complete listing of scope (a prefix of every key, as
+// for Sink.Listing): the Sink gets it, then the removal of every service of
+// the scope the listing omits (rules 3, 5, 6). It returns the keys removed,
+// which the registry stops following.
+func (r *Reporter) Listing(scope string, keys []string, observed time.Time) (removed []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc := r.scopeLocked(scope)
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[k] = true
+	}
+	var gone []*reported
+	var goneKeys []string
+	for k, s := range r.services {
+		if s.scope != sc || listed[k] {
+			continue
+		}
+		if r.untrustedLocked(s, observed) {
+			keys = append(keys, k)
+			continue
+		}
+		gone = append(gone, s)
+		goneKeys = append(goneKeys, k)
+	}
+	r.addLocked(sc, keys)
+	r.cfg.Sink.Listing(r.cfg.Registry, scope, keys)
+	slices.Sort(goneKeys)
+	for _, k := range goneKeys {
+		s := r.services[k]
+		r.removeLocked(k, s, observed, sc.relist || s.relist)
+	}
+	sc.relist = false
+	sc.failing = ""
+	r.checkSyncedLocked()
+	return goneKeys
+}
+
+// PartialListing reports a listing of scope known to be incomplete: it
+// adds the services it holds and removes none; the Sink does not get it
+// (Sink.Listing is for complete reads).
+func (r *Reporter) PartialListing(scope string, keys []string, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc := r.scopeLocked(scope)
+	r.addLocked(sc, keys)
+	sc.failing = ""
+	r.checkSyncedLocked()
+}
+
+// addLocked adds the services of a listing of sc; the scope's first
+// listing makes Synced wait for them. r.mu is held.
+func (r *Reporter) addLocked(sc *scopeState, keys []string) {
+	first := !sc.listed
+	if first {
+		sc.listed = true
+		r.pendingScopes--
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, sc.prefix) {
+			r.log.Error("Ignored a listed service outside its listing's scope", "service", k, "scope", sc.prefix)
+			continue
+		}
+		s := r.services[k]
+		if s == nil {
+			s = &reported{scope: sc, relist: sc.relist}
+			r.services[k] = s
+		}
+		if first && !r.synced && !s.pending && !s.hasLast {
+			s.pending = true
+			r.pendingReads++
+		}
+	}
+}
+
+// Remove reports that the registry leaves out one listed service by a rule
+// of its own (not a listing): the Sink gets the listing of its scope
+// without it, then its removal (rule 3).
+func (r *Reporter) Remove(key string, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.services[key]
+	if s == nil {
+		return
+	}
+	var keys []string
+	for k, o := range r.services {
+		if o.scope == s.scope && k != key {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	r.cfg.Sink.Listing(r.cfg.Registry, s.scope.prefix, keys)
+	r.removeLocked(key, s, observed, false)
+	r.checkSyncedLocked()
+}
+
+// removeLocked forgets s, sending its removal when anything was sent for
+// it. r.mu is held.
+func (r *Reporter) removeLocked(key string, s *reported, observed time.Time, relist bool) {
+	delete(r.services, key)
+	if s.hasLast {
+		r.sent--
+		r.instances -= len(s.last)
+	}
+	if s.pending {
+		s.pending = false
+		r.pendingReads--
+	}
+	if !s.emitted {
+		return
+	}
+	id := s.id
+	if id.Name == "" {
+		id = serviceOfKey(key)
+	}
+	r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Service: id, Removed: true, Observed: observed, Relist: relist})
+	r.log.Debug("Sent a removal", "service", key, "relist", relist)
+}
+
+// serviceOfKey is the Service a key names, for a removal when nothing
+// better is known (Service.Key's inverse).
+func serviceOfKey(key string) Service {
+	parts := strings.SplitN(key, "/", 4)
+	if len(parts) != 4 {
+		return Service{Name: key}
+	}
+	return Service{Namespace: parts[0], Group: parts[1], Datacenter: parts[2], Name: parts[3]}
+}
+
+// FailListing reports a failed listing of scope: one registry-wide error
+// per run of the same failure (rule 2); the scope's next listing's removals
+// are marked Relist, and it counts as trouble for rule 6. The services
+// keep their state: their own reads are separate.
+func (r *Reporter) FailListing(scope string, err error, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failListingLocked(r.scopeLocked(scope), err, observed)
+}
+
+func (r *Reporter) failListingLocked(sc *scopeState, err error, observed time.Time) {
+	sc.relist = true
+	if observed.After(sc.trouble) {
+		sc.trouble = observed
+	}
+	if msg := err.Error(); msg != sc.failing {
+		sc.failing = msg
+		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Err: err, Observed: observed})
+		r.log.Debug("Sent a failed listing", "scope", sc.prefix, "err", err)
+	}
+}
+
+// Down reports that scope cannot be read at all (its connection is lost,
+// its server does not answer): FailListing, and a failed read of each of
+// its services (rule 2).
+func (r *Reporter) Down(scope string, err error, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc := r.scopeLocked(scope)
+	r.failListingLocked(sc, err, observed)
+	for _, k := range r.keysLocked(sc) {
+		s := r.services[k]
+		s.held = false
+		r.failLocked(s, serviceOfKey(k), err, observed)
+	}
+}
+
+// Reconnected reports that scope was read again after a (re)connection, a
+// registry restart or an index reset, when the registry may still be
+// filling in: the next read of each of its services and its next listing's
+// removals are marked Relist (rule 5), and it counts as trouble for rule 6.
+func (r *Reporter) Reconnected(scope string, observed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc := r.scopeLocked(scope)
+	sc.relist = true
+	if observed.After(sc.trouble) {
+		sc.trouble = observed
+	}
+	for _, s := range r.services {
+		if s.scope == sc {
+			s.relist = true
+		}
+	}
+}
+
+// MarkRelist marks the next read of one service Relist (rule 5): its own
+// query's index went backwards.
+func (r *Reporter) MarkRelist(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.services[key]; s != nil {
+		s.relist = true
+	}
+}
+
+// Held reports whether the service's last read was an empty one held back
+// by rule 6: the registry should read it again soon.
+func (r *Reporter) Held(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.services[key]
+	return s != nil && s.held
+}
+
+// Listed reports whether a listing holds the service.
+func (r *Reporter) Listed(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.services[key] != nil
+}
+
+// Counts returns how many services have a list sent and how many instances
+// those lists hold.
+func (r *Reporter) Counts() (services, instances int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent, r.instances
+}
+
+// keysLocked returns the keys of sc's services, sorted. r.mu is held.
+func (r *Reporter) keysLocked(sc *scopeState) []string {
+	var keys []string
+	for k, s := range r.services {
+		if s.scope == sc {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// readLocked notes a service's first read for Synced (rule 7). r.mu is
+// held.
+func (r *Reporter) readLocked(s *reported) {
+	if s.pending {
+		s.pending = false
+		r.pendingReads--
+	}
+	r.checkSyncedLocked()
+}
+
+// checkSyncedLocked calls Synced once rule 7 holds. r.mu is held.
+func (r *Reporter) checkSyncedLocked() {
+	if r.synced || r.pendingScopes > 0 || r.pendingReads > 0 {
+		return
+	}
+	r.synced = true
+	r.cfg.Sink.Synced(r.cfg.Registry)
+}
