@@ -9,14 +9,18 @@
 //     handlers processed everything written so far, so the first response
 //     already holds the whole mesh (no partial mesh: grpc-go treats a
 //     missing resource as deleted).
-//  2. Each registry watcher runs on its own context: StopRegistry stops one
-//     and waits for it; a watcher whose Run fails is logged and reported to
-//     the Syncer as a registry-wide read error (its services are kept, as
-//     for any outage) and does not stop the others or the pipeline.
-//  3. Registry changes at run time (AddRegistry, ReplaceRegistry,
-//     RemoveRegistry) stop the old watcher before the Syncer learns of the
-//     change and start the new one after, so no snapshot of a stopped
-//     watcher reaches the Syncer.
+//  2. Each registry watcher runs on its own context: a watcher whose Run
+//     fails is logged and reported to the Syncer as a registry-wide read
+//     error (its services are kept, as for any outage) and does not stop
+//     the others or the pipeline.
+//  3. The pipeline owns the set of registries and its order: Configure
+//     changes it (a reload), in this order: the watchers of removed and
+//     restarted registries stop and wait; the Syncer removes the removed
+//     ones and takes the configuration order (rule 1 of package syncer:
+//     shared hosts are re-decided); the OnAdd hooks hear of each added
+//     registry; the Syncer adds or restarts the others; their watchers
+//     start. So no snapshot of a stopped watcher reaches the Syncer, and
+//     every consumer knows a registry before any of its objects exists.
 //
 // The Kubernetes writer and the HTTP endpoints are cmd/bridge's: they read
 // the Store and the Syncer this package exposes.
@@ -38,10 +42,22 @@ import (
 	"github.com/meshbridge/meshbridge/xds"
 )
 
+// Registry is one configured registry: its watcher and the Syncer's view
+// of it (its translator and outage policy).
+type Registry struct {
+	Watcher registries.Registry
+	Sync    syncer.Registry
+}
+
+// Name is the registry's name.
+func (r Registry) Name() string { return r.Sync.Name }
+
 // Options configure a Pipeline.
 type Options struct {
-	// Sync configures the Syncer; Sync.Registries are the registries the
-	// pipeline starts with (Run's watchers, in the same order).
+	// Registries are the registries the pipeline starts with, in
+	// configuration order.
+	Registries []Registry
+	// Sync configures the Syncer; its Registries are Options.Registries'.
 	Sync syncer.Config
 	// XDS configures the DiscoveryServer. With MCP set, XDS.MCP is filled
 	// in with the Store as its source.
@@ -63,11 +79,14 @@ type Pipeline struct {
 	log   *slog.Logger
 	ready chan struct{}
 
+	// reconf serialises Configure calls.
+	reconf sync.Mutex
+
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil before Run
+	regs     []Registry      // configured, in order
+	onAdd    []func(name string)
 	running  map[string]*watcher
-	early    []registries.Registry // added before Run: Run starts them
-	skip     map[string]bool       // stopped before Run: Run does not start them
 	watchers sync.WaitGroup
 }
 
@@ -91,7 +110,11 @@ func New(opts Options) *Pipeline {
 		log = slog.Default()
 	}
 	opts.Sync.Logger, opts.XDS.Logger = log, log
-	p := &Pipeline{log: log, ready: make(chan struct{}), running: map[string]*watcher{}}
+	opts.Sync.Registries = nil
+	for _, r := range opts.Registries {
+		opts.Sync.Registries = append(opts.Sync.Registries, r.Sync)
+	}
+	p := &Pipeline{log: log, ready: make(chan struct{}), running: map[string]*watcher{}, regs: slices.Clone(opts.Registries)}
 	p.Store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	p.Syncer = syncer.New(p.Store, opts.Sync)
 	if opts.MCP {
@@ -110,28 +133,22 @@ func New(opts Options) *Pipeline {
 // Ready is closed once the ready gate opened (rule 1).
 func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 
-// Run runs the store, the Syncer, the given registry watchers and the xDS
-// server until ctx is done, then stops every watcher (also those added
-// since) and returns. It returns the xDS server's error (a port that
-// cannot be bound) at once, having stopped the rest.
-func (p *Pipeline) Run(ctx context.Context, regs []registries.Registry) error {
+// Run runs the store, the Syncer, the registries' watchers and the xDS
+// server until ctx is done, then stops every watcher and returns. It
+// returns the xDS server's error (a port that cannot be bound) at once,
+// having stopped the rest.
+func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.mu.Lock()
 	p.ctx = ctx
-	early, skip := p.early, p.skip
-	p.early, p.skip = nil, nil
+	regs := slices.Clone(p.regs)
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Store.Run(ctx) })
 	wg.Go(func() { p.Syncer.Run(ctx) })
 	for _, r := range regs {
-		if !skip[r.Name()] && !slices.ContainsFunc(early, func(e registries.Registry) bool { return e.Name() == r.Name() }) {
-			p.start(r)
-		}
-	}
-	for _, r := range early {
-		p.start(r)
+		p.start(r.Watcher)
 	}
 	wg.Go(func() { p.gate(ctx) })
 	err := p.XDS.Run(ctx, p.ready)
@@ -174,15 +191,11 @@ func (p *Pipeline) WaitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // start runs r's watcher on its own context (rule 2); before Run, Run
-// starts it (in place of a registry of the same name Run is given).
+// starts it.
 func (p *Pipeline) start(r registries.Registry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ctx == nil {
-		p.early = append(slices.DeleteFunc(p.early, func(e registries.Registry) bool { return e.Name() == r.Name() }), r)
-		return
-	}
-	if p.ctx.Err() != nil {
+	if p.ctx == nil || p.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
@@ -206,13 +219,6 @@ func (p *Pipeline) stop(name string) bool {
 	p.mu.Lock()
 	w := p.running[name]
 	delete(p.running, name)
-	if p.ctx == nil {
-		p.early = slices.DeleteFunc(p.early, func(e registries.Registry) bool { return e.Name() == name })
-		if p.skip == nil {
-			p.skip = map[string]bool{}
-		}
-		p.skip[name] = true
-	}
 	p.mu.Unlock()
 	if w == nil {
 		return false
@@ -230,30 +236,93 @@ func (p *Pipeline) Running() []string {
 	for name := range p.running {
 		out = append(out, name)
 	}
+	slices.Sort(out)
 	return out
 }
 
-// AddRegistry adds a registry while the pipeline runs: the Syncer learns of
-// it (syncer.Syncer.AddRegistry), then its watcher starts. A registry of
-// that name is replaced (ReplaceRegistry).
-func (p *Pipeline) AddRegistry(r registries.Registry, cfg syncer.Registry) {
-	p.ReplaceRegistry(r, cfg)
+// Registries returns the configured registries, in configuration order.
+func (p *Pipeline) Registries() []Registry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.regs)
 }
 
-// ReplaceRegistry restarts a registry with a new configuration (rule 3):
-// its watcher stops, the Syncer restarts it (keeping its services until the
-// new watcher synced), and the new watcher starts.
-func (p *Pipeline) ReplaceRegistry(r registries.Registry, cfg syncer.Registry) {
-	p.stop(r.Name())
-	p.Syncer.AddRegistry(cfg)
-	p.start(r)
+// OnAdd registers f to be called with the name of every registry Configure
+// adds, before its watcher starts (rule 3): the Kubernetes writer learns
+// which objects are its own before any of them exists. Call it before Run.
+func (p *Pipeline) OnAdd(f func(name string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onAdd = append(p.onAdd, f)
 }
 
-// RemoveRegistry stops a registry's watcher and removes it from the Syncer
-// (syncer.Syncer.RemoveRegistry: its services leave the store, through the
-// delete guard), and drops its watcher metrics (registries.Forget).
-func (p *Pipeline) RemoveRegistry(name string) {
-	p.stop(name)
-	p.Syncer.RemoveRegistry(name)
-	registries.Forget(name)
+// ConfigureResult names the registries a Configure call changed.
+type ConfigureResult struct {
+	Added, Removed, Restarted []string
+}
+
+// Configure makes regs the pipeline's registries, in configuration order
+// (rule 3): a registry not in regs is removed (syncer.Syncer.RemoveRegistry:
+// its services leave the store, through the delete guard) and its watcher
+// metrics dropped (registries.Forget); one whose Watcher is not the one
+// running is restarted with its new configuration (the Syncer keeps its
+// services until the new watcher synced); a new one is added; the others
+// keep running untouched. Before Run it changes what Run starts. Concurrent
+// calls are serialised.
+func (p *Pipeline) Configure(regs []Registry) ConfigureResult {
+	p.reconf.Lock()
+	defer p.reconf.Unlock()
+	p.mu.Lock()
+	old := slices.Clone(p.regs)
+	hooks := slices.Clone(p.onAdd)
+	p.mu.Unlock()
+	was := make(map[string]Registry, len(old))
+	for _, r := range old {
+		was[r.Name()] = r
+	}
+	var res ConfigureResult
+	keep := make(map[string]bool, len(regs))
+	var changed []Registry
+	for _, r := range regs {
+		keep[r.Name()] = true
+		prev, ok := was[r.Name()]
+		switch {
+		case !ok:
+			res.Added = append(res.Added, r.Name())
+			changed = append(changed, r)
+		case prev.Watcher != r.Watcher:
+			res.Restarted = append(res.Restarted, r.Name())
+			changed = append(changed, r)
+		}
+	}
+	for _, r := range old {
+		if !keep[r.Name()] {
+			res.Removed = append(res.Removed, r.Name())
+		}
+	}
+	for _, name := range slices.Concat(res.Removed, res.Restarted) {
+		p.stop(name)
+	}
+	for _, name := range res.Removed {
+		p.Syncer.RemoveRegistry(name)
+		registries.Forget(name)
+	}
+	names := make([]string, len(regs))
+	for i, r := range regs {
+		names[i] = r.Name()
+	}
+	p.Syncer.SetOrder(names)
+	for _, name := range res.Added {
+		for _, f := range hooks {
+			f(name)
+		}
+	}
+	p.mu.Lock()
+	p.regs = slices.Clone(regs)
+	p.mu.Unlock()
+	for _, r := range changed {
+		p.Syncer.AddRegistry(r.Sync)
+		p.start(r.Watcher)
+	}
+	return res
 }

@@ -25,7 +25,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // fileRegistry writes a services file of host and returns the file
 // registry and the Syncer's view of it.
-func fileRegistry(t *testing.T, name, host string) (registries.Registry, syncer.Registry) {
+func fileRegistry(t *testing.T, name, host string) Registry {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name+".yaml")
 	body := fmt.Sprintf("services:\n- host: %s\n  ports: [{number: 8080, protocol: grpc}]\n  instances: [{address: 10.0.0.1, port: 8080}]\n", host)
@@ -40,7 +40,7 @@ func fileRegistry(t *testing.T, name, host string) (registries.Registry, syncer.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reg, syncer.Registry{Name: name, Type: "file", Translator: tr}
+	return Registry{Watcher: reg, Sync: syncer.Registry{Name: name, Type: "file", Translator: tr}}
 }
 
 // failing is a registry whose watcher fails at once.
@@ -52,16 +52,16 @@ func (f failing) Run(context.Context, registries.Sink) error {
 }
 
 // start runs a pipeline of regs until the test ends.
-func start(t *testing.T, regs []registries.Registry, syncRegs []syncer.Registry, before func(*Pipeline)) *Pipeline {
+func start(t *testing.T, regs []Registry, before func(*Pipeline)) *Pipeline {
 	t.Helper()
-	p := New(Options{Sync: syncer.Config{Registries: syncRegs, Timeout: time.Second},
+	p := New(Options{Registries: regs, Sync: syncer.Config{Timeout: time.Second},
 		XDS: xds.Options{Address: "127.0.0.1:0"}, Logger: quiet})
 	if before != nil {
 		before(p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, regs) }()
+	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -100,10 +100,9 @@ func waitHosts(t *testing.T, p *Pipeline, want ...string) {
 // pipeline runs (rule 3); a watcher that fails does not stop the others or
 // the pipeline (rule 2).
 func TestRegistryLifecycle(t *testing.T) {
-	a, sa := fileRegistry(t, "a", "a.local")
-	bad := failing{name: "bad"}
-	_, sbad := fileRegistry(t, "bad", "bad.local")
-	p := start(t, []registries.Registry{a, bad}, []syncer.Registry{sa, sbad}, nil)
+	a := fileRegistry(t, "a", "a.local")
+	bad := Registry{Watcher: failing{name: "bad"}, Sync: fileRegistry(t, "bad", "bad.local").Sync}
+	p := start(t, []Registry{a, bad}, nil)
 	waitHosts(t, p, "a.local")
 	harness.Eventually(t, 10*time.Second, "the failed watcher reported", func() error {
 		for _, st := range p.Syncer.Status() {
@@ -114,30 +113,40 @@ func TestRegistryLifecycle(t *testing.T) {
 		return fmt.Errorf("status %+v", p.Syncer.Status())
 	})
 
-	b, sb := fileRegistry(t, "b", "b.local")
-	p.AddRegistry(b, sb)
+	var added []string
+	p.OnAdd(func(name string) { added = append(added, name) })
+	b := fileRegistry(t, "b", "b.local")
+	if res := p.Configure([]Registry{a, bad, b}); !slices.Equal(res.Added, []string{"b"}) || res.Removed != nil || res.Restarted != nil {
+		t.Fatalf("Configure = %+v, want b added", res)
+	}
 	waitHosts(t, p, "a.local", "b.local")
 
-	b2, sb2 := fileRegistry(t, "b", "b2.local")
-	p.ReplaceRegistry(b2, sb2)
+	b2 := fileRegistry(t, "b", "b2.local")
+	if res := p.Configure([]Registry{a, bad, b2}); !slices.Equal(res.Restarted, []string{"b"}) {
+		t.Fatalf("Configure = %+v, want b restarted", res)
+	}
 	waitHosts(t, p, "a.local", "b2.local")
 
-	p.RemoveRegistry("a")
+	if res := p.Configure([]Registry{bad, b2}); !slices.Equal(res.Removed, []string{"a"}) {
+		t.Fatalf("Configure = %+v, want a removed", res)
+	}
 	waitHosts(t, p, "b2.local")
 	if got := p.Running(); slices.Contains(got, "a") || !slices.Contains(got, "b") {
 		t.Errorf("running watchers %v: want b and not a", got)
+	}
+	if !slices.Equal(added, []string{"b"}) {
+		t.Errorf("OnAdd heard %v, want [b]", added)
 	}
 }
 
 // TestRegistryChangedBeforeRun: a replacement or removal made before Run is
 // what Run starts.
 func TestRegistryChangedBeforeRun(t *testing.T) {
-	a, sa := fileRegistry(t, "a", "a.local")
-	b, sb := fileRegistry(t, "b", "b.local")
-	a2, sa2 := fileRegistry(t, "a", "a2.local")
-	p := start(t, []registries.Registry{a, b}, []syncer.Registry{sa, sb}, func(p *Pipeline) {
-		p.ReplaceRegistry(a2, sa2)
-		p.RemoveRegistry("b")
+	a := fileRegistry(t, "a", "a.local")
+	b := fileRegistry(t, "b", "b.local")
+	a2 := fileRegistry(t, "a", "a2.local")
+	p := start(t, []Registry{a, b}, func(p *Pipeline) {
+		p.Configure([]Registry{a2})
 	})
 	waitHosts(t, p, "a2.local")
 }

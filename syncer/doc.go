@@ -5,17 +5,26 @@
 //
 // It owns what the registries' outages mean for the mesh (docs/design.md §8):
 // last-known-good on read errors, hold-down, the delete guard and persisted
-// listings (policy.go, state.go), and one ServiceEntry per host across
-// registries (conflictPolicy). The numbered rules are on Syncer.
+// listings, and one ServiceEntry per host across registries
+// (conflictPolicy). The numbered rules are on Syncer.
 //
-// The set of registries is not fixed: AddRegistry and RemoveRegistry change it
-// while the Syncer runs (configuration reload). A removed registry's objects
-// leave the store; the hosts it shared with another registry are re-decided.
+// Files: decide.go holds the decisions as pure functions (a host's roles,
+// a merge's conflict, a snapshot's action, the delete guard's judgement of
+// a listing), table-tested; sync.go applies the Sink calls; hosts.go keeps
+// each host's claimants and writes what they produce (the reconciler that
+// diffs against the Store); outage.go runs the hold-down and delete guard
+// timers; registries.go keeps the registry set and its order; state.go
+// persists listings; status.go reports.
+//
+// The set of registries is not fixed: the pipeline changes it while the
+// Syncer runs (a configuration reload: AddRegistry, RemoveRegistry,
+// SetOrder). A removed registry's objects leave the store; the hosts it
+// shared with another registry are re-decided.
 //
 // The objects a Snapshot call writes, deletions included, carry its
 // Observed (model.Meta.Observed), from which the pushes they cause start;
 // each Snapshot that wrote anything is a sample of the store stage of
-// meshbridge_convergence_seconds (sync_apply.go). Writes no snapshot caused
+// meshbridge_convergence_seconds (hosts.go). Writes no snapshot caused
 // (a hold-down or delete guard ending, a registry added or removed) carry
 // none.
 //

@@ -3,36 +3,123 @@ package syncer
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
+
+	"github.com/meshbridge/meshbridge/registries"
 )
+
+// registrySet is the Syncer's registries and their configuration order
+// (rule 1). Guarded by Syncer.mu.
+type registrySet struct {
+	byName map[string]*registryState
+	// rank is each configured registry's position in the configuration;
+	// a registry that is not configured (removed, its services held by the
+	// delete guard) ranks after every configured one.
+	rank map[string]int
+	// gone are registries removed with nothing of them left.
+	gone map[string]bool
+}
+
+func newRegistrySet() registrySet {
+	return registrySet{byName: map[string]*registryState{}, rank: map[string]int{}, gone: map[string]bool{}}
+}
+
+// rankOf is name's position in the configuration order.
+func (rs *registrySet) rankOf(name string) int {
+	if i, ok := rs.rank[name]; ok {
+		return i
+	}
+	return len(rs.rank)
+}
+
+// setOrder makes names the configuration order.
+func (rs *registrySet) setOrder(names []string) {
+	clear(rs.rank)
+	for i, n := range names {
+		rs.rank[n] = i
+	}
+}
+
+// ordered returns the registries in configuration order, those not
+// configured last, by name.
+func (rs *registrySet) ordered() []*registryState {
+	out := slices.Collect(maps.Values(rs.byName))
+	slices.SortFunc(out, func(a, b *registryState) int {
+		return compareClaimants(claimant{rank: rs.rankOf(a.cfg.Name), registry: a.cfg.Name},
+			claimant{rank: rs.rankOf(b.cfg.Name), registry: b.cfg.Name})
+	})
+	return out
+}
+
+type registryState struct {
+	cfg    Registry
+	status RegistryStatus
+	stale  map[string]bool // services whose last read failed: served from last-known-good
+	// down is set by a registry-wide read error and cleared by the next
+	// successful read.
+	down bool
+	// guard is the engaged delete guard, nil when none; holding the
+	// disappearances waiting for their hold-down, by service key.
+	guard   *guard
+	holding map[string]*heldDown
+	// disk is the persisted listing read at start, until served or
+	// synced; fromDisk the services served from it and not read since;
+	// dirty whether the listing changed since it was last persisted.
+	disk     []registries.Service
+	fromDisk map[string]bool
+	dirty    bool
+	// pending: counted in Syncer.pending until Synced. removed: removed
+	// from the configuration, kept while the delete guard holds its
+	// services. relisting: after a restart, the services the new watcher
+	// has not read yet (nil when not restarting).
+	pending   bool
+	removed   bool
+	relisting map[string]bool
+}
+
+func newRegistryState(cfg Registry) *registryState {
+	return &registryState{cfg: cfg, status: RegistryStatus{Name: cfg.Name, Type: cfg.Type},
+		stale: make(map[string]bool), holding: make(map[string]*heldDown)}
+}
+
+// SetOrder makes names the configuration order of the registries (rule 1),
+// those added later included; a registry it does not name ranks after
+// every one it does. Hosts whose claimants it reorders are re-decided at
+// once. The pipeline calls it on a reload before adding registries.
+func (s *Syncer) SetOrder(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.regs.setOrder(names)
+	s.reorder()
+}
 
 // AddRegistry adds a registry while the Syncer runs (configuration reload),
 // or, when one of that name is there, restarts it with reg's configuration.
+// Its place in rule 1's order is the one SetOrder gave its name (a name it
+// did not give ranks last).
 //
-// A new registry comes after every registry already there in the collision
-// order of rule 1 (the configuration order holds from the start until the
-// next restart of the process). Added before HasSynced, it is waited for
-// like the configured ones; added after, it is not: the mesh is already
-// served, and its services join as they are read.
+// Added before HasSynced, it is waited for like the configured ones; added
+// after, it is not: the mesh is already served, and its services join as
+// they are read.
 //
-// A restart keeps the registry's services, their sticky ports and its
-// collision order: the new watcher's snapshots replace them, and when it
-// reports Synced the services it did not list are removed, unless the
-// delete guard holds them (rule 5). Until then RegistrySynced is false, so
-// no consumer takes their absence for a removal. The caller stops the old
-// watcher before and starts the new one after AddRegistry.
+// A restart keeps the registry's services and their sticky ports: the new
+// watcher's snapshots replace them, and when it reports Synced the services
+// it did not list are removed, unless the delete guard holds them (rule 5).
+// Until then RegistrySynced is false, so no consumer takes their absence for
+// a removal. The caller stops the old watcher before and starts the new one
+// after AddRegistry.
 func (s *Syncer) AddRegistry(reg Registry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.regs[reg.Name]; r != nil {
+	if r := s.regs.byName[reg.Name]; r != nil {
 		s.restart(r, reg)
 		return
 	}
-	delete(s.gone, reg.Name)
-	r := newRegistryState(s.nextOrder, reg)
-	s.nextOrder++
-	s.regs[reg.Name] = r
+	delete(s.regs.gone, reg.Name)
+	r := newRegistryState(reg)
+	s.regs.byName[reg.Name] = r
 	if !s.HasSynced() {
 		r.pending = true
 		s.pending++
@@ -55,9 +142,7 @@ func (s *Syncer) restart(r *registryState, reg Registry) {
 			r.relisting[id.name] = true
 		}
 	}
-	if r.status.Synced {
-		r.status.Synced = false
-	}
+	r.status.Synced = false
 	if !s.HasSynced() && !r.pending {
 		r.pending = true
 		s.pending++
@@ -84,7 +169,7 @@ func (s *Syncer) restart(r *registryState, reg Registry) {
 func (s *Syncer) RemoveRegistry(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[name]
+	r := s.regs.byName[name]
 	if r == nil {
 		return
 	}
@@ -102,7 +187,7 @@ func (s *Syncer) RemoveRegistry(name string) {
 	r.relisting = nil
 	// Judged like a complete listing of nothing: the guard's ratio and
 	// floor apply to the whole registry.
-	s.listing(r, "", nil, s.clock.Now(), true)
+	s.judge(r, "", nil, s.clock.Now(), true)
 	var keys []string
 	for id := range s.services {
 		if id.registry == name && !r.guarded(id.name) {
@@ -112,7 +197,7 @@ func (s *Syncer) RemoveRegistry(name string) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		delete(r.stale, k)
-		s.remove(r, serviceID{order: r.order, registry: name, name: k})
+		s.remove(r, serviceID{registry: name, name: k})
 	}
 	s.log.Info("Registry removed", "registry", name, "services", len(keys), "held", r.guard != nil)
 	if r.guard == nil {
@@ -125,8 +210,8 @@ func (s *Syncer) RemoveRegistry(name string) {
 // forget drops a removed registry once nothing of it is left. s.mu is held.
 func (s *Syncer) forget(r *registryState) {
 	name := r.cfg.Name
-	delete(s.regs, name)
-	s.gone[name] = true
+	delete(s.regs.byName, name)
+	s.regs.gone[name] = true
 	for _, g := range []interface{ DeleteLabelValues(...string) bool }{registryServices, registryInstances,
 		registryServedInstances, registryLastSync, registryStale, deleteGuardHeld} {
 		g.DeleteLabelValues(name)
@@ -150,7 +235,7 @@ func (r *registryState) relisted(key string) {
 // new watcher did not list, unless the delete guard holds them. s.mu is
 // held.
 func (s *Syncer) endRelisting(r *registryState) {
-	keys := slices.Sorted(mapKeys(r.relisting))
+	keys := slices.Sorted(maps.Keys(r.relisting))
 	r.relisting = nil
 	n := 0
 	for _, k := range keys {
@@ -158,7 +243,7 @@ func (s *Syncer) endRelisting(r *registryState) {
 			continue
 		}
 		delete(r.stale, k)
-		s.remove(r, serviceID{order: r.order, registry: r.cfg.Name, name: k})
+		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
 		n++
 	}
 	if n > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +40,7 @@ func (s *Syncer) statePath(registry string) string {
 // is no listing, one that is corrupt, of another version, or of another
 // registry or type is ignored with a warning.
 func (s *Syncer) loadState() {
-	for name, r := range s.regs {
+	for name, r := range s.regs.byName {
 		data, err := os.ReadFile(s.statePath(name))
 		if os.IsNotExist(err) {
 			continue
@@ -68,13 +69,13 @@ func (s *Syncer) loadState() {
 // serveFromDisk serves the persisted listing of every registry that has not
 // synced (rule 7). s.mu is held.
 func (s *Syncer) serveFromDisk() {
-	for name, r := range s.regs {
+	for name, r := range s.regs.byName {
 		if r.status.Synced || len(r.disk) == 0 {
 			continue
 		}
 		r.fromDisk = make(map[string]bool, len(r.disk))
 		for _, svc := range r.disk {
-			id := serviceID{order: r.order, registry: name, name: svc.Key()}
+			id := serviceID{registry: name, name: svc.Key()}
 			if s.services[id] != nil {
 				continue // read from the registry already
 			}
@@ -96,11 +97,11 @@ func (s *Syncer) leaveDisk(r *registryState) {
 	if !r.status.FromDisk {
 		return
 	}
-	for _, k := range slices.Sorted(mapKeys(r.fromDisk)) {
+	for _, k := range slices.Sorted(maps.Keys(r.fromDisk)) {
 		if r.guarded(k) {
 			continue
 		}
-		s.remove(r, serviceID{order: r.order, registry: r.cfg.Name, name: k})
+		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
 	}
 	r.fromDisk = nil
 	r.status.FromDisk = false
@@ -149,7 +150,7 @@ func (s *Syncer) takeDirty() []persistedListing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []persistedListing
-	for name, r := range s.regs {
+	for name, r := range s.regs.byName {
 		if !r.dirty || !r.status.Synced || r.status.FromDisk || r.down || len(r.stale) > 0 ||
 			r.guard != nil || len(r.holding) > 0 {
 			continue
@@ -199,14 +200,4 @@ func writeAtomic(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

@@ -1,10 +1,6 @@
 package syncer
 
-import (
-	"slices"
-	"strings"
-	"time"
-)
+import "time"
 
 // RegistryStatus is one registry's state as the sync step sees it, shown on
 // /debug/registryz.
@@ -53,27 +49,21 @@ type DeleteGuardStatus struct {
 	Instances int       `json:"instances"`
 }
 
-// Status returns every registry's status, in configuration order.
+// Status returns every registry's status, in configuration order (removed
+// registries whose services the delete guard holds last).
 func (s *Syncer) Status() []RegistryStatus {
 	s.mu.Lock()
-	out := make([]RegistryStatus, 0, len(s.regs))
-	order := make(map[string]int, len(s.regs))
-	for name, r := range s.regs {
+	defer s.mu.Unlock()
+	regs := s.regs.ordered()
+	out := make([]RegistryStatus, 0, len(regs))
+	for _, r := range regs {
 		st := r.status
 		if st.DeleteGuard != nil {
 			g := *st.DeleteGuard
 			st.DeleteGuard = &g
 		}
 		out = append(out, st)
-		order[name] = r.order
 	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b RegistryStatus) int {
-		if d := order[a.Name] - order[b.Name]; d != 0 {
-			return d
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
 	return out
 }
 
@@ -86,6 +76,6 @@ func (s *Syncer) Status() []RegistryStatus {
 func (s *Syncer) RegistrySynced(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[name]
-	return (r != nil && r.status.Synced) || (r == nil && s.gone[name])
+	r := s.regs.byName[name]
+	return (r != nil && r.status.Synced) || (r == nil && s.regs.gone[name])
 }

@@ -3,7 +3,6 @@ package syncer
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -11,7 +10,6 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
@@ -29,7 +27,7 @@ type Registry struct {
 // Config configures a Syncer.
 type Config struct {
 	// Registries in configuration order: on a host collision the service of
-	// the earlier registry wins.
+	// the earlier registry wins (rule 1).
 	Registries []Registry
 	// Timeout bounds the wait for every registry's first listing; after it,
 	// HasSynced is true anyway (config key sync.timeout). 0 waits forever.
@@ -53,16 +51,20 @@ type Config struct {
 //
 // Rules:
 //  1. One ServiceEntry per host (docs/design.md §3, istio#37981). Its
-//     claimants are ordered by (registry order, service name); the first is
-//     the winner, re-decided whenever a claimant comes or goes. Two
+//     claimants are ordered by the configuration order of their registries,
+//     then by service key; the first is the winner (planHost). The order is
+//     the configuration's as it is now: a reload that reorders the
+//     registries re-decides the hosts they share, so that a running bridge
+//     serves what a bridge started on that configuration serves. Two
 //     services of one registry: the later is rejected (host-collision).
 //     Services of several registries (ConflictPolicy): under ConflictMerge
 //     the winner's ServiceEntry (labelled with its registry) serves the
 //     instances of every registry, each in its own WorkloadEntries (or
 //     inline endpoints) translated against the winner's ports, and a
-//     registry whose protocol differs is rejected (protocol-conflict);
-//     under ConflictFirst the later registries are rejected
-//     (host-collision). No registry's outage removes another's instances.
+//     registry whose protocol differs on a port both have is rejected
+//     (protocol-conflict, mergeConflict); under ConflictFirst the later
+//     registries are rejected (host-collision). No registry's outage
+//     removes another's instances. A rejection is logged when it starts.
 //  2. A Snapshot with Err keeps the service's last-known-good objects
 //     (docs/design.md §8); only Removed deletes them.
 //  3. Ports stick per service for the life of the process (translate.Sticky).
@@ -72,19 +74,24 @@ type Config struct {
 //     service causes no EDS pushes on its way out. A service that changes
 //     form (inline ↔ WorkloadEntries) keeps its old objects until the new
 //     ones are written.
-//  5. Delete guard (OutagePolicy, policy.go): a listing that would remove
+//  5. Delete guard (OutagePolicy, outage.go): a listing that would remove
 //     most of a registry is held until confirmed or timed out.
-//  6. Hold-down (OutagePolicy, policy.go): a disappearance read right after
+//  6. Hold-down (OutagePolicy, outage.go): a disappearance read right after
 //     a reconnection waits before it applies.
 //  7. Persisted listings (Config.StateDir, state.go): a registry that
 //     cannot be read at start is served from its last complete listing.
+//
+// Decisions are pure functions (decide.go); the Syncer keeps the state
+// they read and applies what they decide: hosts.go writes the objects a
+// host's claimants produce, outage.go runs the timers and the guard.
 //
 // Cost: a Snapshot is translated against the service's last Result
 // (translate.TranslateReusing), so unchanged instances keep their objects and
 // hashes, and only changed objects reach the store: a single-instance change
 // costs one WorkloadEntry's hash and write (BenchmarkSyncInstanceChange).
 //
-// Concurrency: Snapshot and Synced may be called from any goroutine.
+// Concurrency: every exported method is safe for concurrent use; timers
+// fire on their own goroutines.
 type Syncer struct {
 	merge     bool
 	clock     clock.WithDelayedExecution
@@ -95,21 +102,15 @@ type Syncer struct {
 	stateDir  string
 	stateKick chan struct{}
 
-	mu       sync.Mutex
-	regs     map[string]*registryState
+	mu sync.Mutex
+	// regs is the registry set and its order; services what each
+	// registry lists; hosts who claims each host and what the Store holds
+	// for it.
+	regs     registrySet
 	services map[serviceID]*serviceState
-	claims   map[string][]serviceID // host → claimants, winner first
-	// written: host → the store's objects we wrote for it, as the store
-	// holds them: a slice of shared objects costs 8 bytes per instance
-	// (a ConfigKey would take 48, a map per host ~300 per instance).
-	written map[string][]*model.Config
-	served  map[string][]servedBy // host → whose instances its objects hold
-	pending int                   // registries not yet synced, counted before HasSynced
-	// nextOrder is the collision order of the next registry added;
-	// gone are registries removed with nothing of them left.
-	nextOrder int
-	gone      map[string]bool
-	obs       observation // the Snapshot being applied (sync_apply.go)
+	hosts    map[string]*hostState
+	pending  int         // registries not yet synced, counted before HasSynced
+	obs      observation // the Snapshot being applied (hosts.go)
 }
 
 // Conflict policies (Config.ConflictPolicy).
@@ -118,31 +119,21 @@ const (
 	ConflictFirst = "first"
 )
 
-// servedBy is a registry whose instances a host's objects hold, and how
-// many of them survived translation.
-type servedBy struct {
-	registry  string
-	instances int
-}
-
+// serviceID names a service: its registry and Service.Key.
 type serviceID struct {
-	order    int // the registry's position in the configuration
 	registry string
-	name     string // registries.Service.Key: the name, scoped by namespace, group, datacenter
-}
-
-func (a serviceID) compare(b serviceID) int {
-	return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.name, b.name))
+	name     string
 }
 
 type serviceState struct {
 	svc  registries.Service // the last snapshot's (shares the registry's slices)
 	host string
 	// merge is the service translated against the host winner's ports
-	// (conflictPolicy merge), nil until it first is; conflict says why it
-	// cannot be merged ("" when it can).
-	merge    *mergedState
-	conflict string
+	// (conflictPolicy merge), nil until it first is.
+	merge *mergedState
+	// rejection is why the service is not served ("" when it is), to log
+	// changes only.
+	rejection string
 	// result is the last translation; its Sticky goes into the next.
 	result    translate.Result
 	instances int
@@ -158,44 +149,9 @@ type mergedState struct {
 	ok       bool
 }
 
-type registryState struct {
-	order  int
-	cfg    Registry
-	status RegistryStatus
-	stale  map[string]bool // services whose last read failed: served from last-known-good
-	// down is set by a registry-wide read error and cleared by the next
-	// successful read.
-	down bool
-	// guard is the engaged delete guard, nil when none; holding the
-	// disappearances waiting for their hold-down, by service key.
-	guard   *guard
-	holding map[string]*heldDown
-	// disk is the persisted listing read at start, until served or
-	// synced; fromDisk the services served from it and not read since;
-	// dirty whether the listing changed since it was last persisted.
-	disk     []registries.Service
-	fromDisk map[string]bool
-	dirty    bool
-	// pending: counted in Syncer.pending until Synced. removed: removed
-	// from the configuration, kept while the delete guard holds its
-	// services. relisting: after a restart, the services the new watcher
-	// has not read yet (nil when not restarting).
-	pending   bool
-	removed   bool
-	relisting map[string]bool
-}
-
-func newRegistryState(order int, cfg Registry) *registryState {
-	return &registryState{order: order, cfg: cfg, status: RegistryStatus{Name: cfg.Name, Type: cfg.Type},
-		stale: make(map[string]bool), holding: make(map[string]*heldDown)}
-}
-
 // New returns a Syncer writing to store.
 func New(store *serviceentry.Store, cfg Config) *Syncer {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	s := &Syncer{
 		clock:     cmp.Or[clock.WithDelayedExecution](cfg.Clock, clock.RealClock{}),
 		store:     store,
@@ -205,20 +161,19 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 		stateDir:  cfg.StateDir,
 		stateKick: make(chan struct{}, 1),
 		merge:     cfg.ConflictPolicy != ConflictFirst,
-		regs:      make(map[string]*registryState, len(cfg.Registries)),
+		regs:      newRegistrySet(),
 		services:  make(map[serviceID]*serviceState),
-		claims:    make(map[string][]serviceID),
-		written:   make(map[string][]*model.Config),
-		served:    make(map[string][]servedBy),
+		hosts:     make(map[string]*hostState),
 		pending:   len(cfg.Registries),
-		nextOrder: len(cfg.Registries),
-		gone:      make(map[string]bool),
 	}
+	names := make([]string, len(cfg.Registries))
 	for i, r := range cfg.Registries {
-		st := newRegistryState(i, r)
+		names[i] = r.Name
+		st := newRegistryState(r)
 		st.pending = true
-		s.regs[r.Name] = st
+		s.regs.byName[r.Name] = st
 	}
+	s.regs.setOrder(names)
 	if s.pending == 0 {
 		close(s.ready)
 	}
@@ -253,7 +208,7 @@ func (s *Syncer) Run(ctx context.Context) {
 	case <-t.C():
 		s.mu.Lock()
 		var missing []string
-		for name, r := range s.regs {
+		for name, r := range s.regs.byName {
 			if !r.status.Synced {
 				missing = append(missing, name)
 			}
@@ -294,7 +249,7 @@ func (s *Syncer) markReady() {
 func (s *Syncer) Synced(registry string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[registry]
+	r := s.regs.byName[registry]
 	if r == nil || r.removed || r.status.Synced {
 		return
 	}
@@ -319,17 +274,18 @@ func (s *Syncer) Synced(registry string) {
 func (s *Syncer) Snapshot(snap registries.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[snap.Registry]
+	r := s.regs.byName[snap.Registry]
 	if r == nil || r.removed {
 		s.log.Error("Dropped snapshot of an unknown registry", "registry", snap.Registry, "service", snap.Service.Name)
 		return
 	}
 	r.status.LastEvent = snap.Observed
 	defer s.observing(snap.Observed)()
-	id := serviceID{order: r.order, registry: snap.Registry, name: snap.Service.Key()}
+	id := serviceID{registry: snap.Registry, name: snap.Service.Key()}
 	r.relisted(id.name)
-	switch {
-	case snap.Err != nil:
+	st := s.services[id]
+	switch decideSnapshot(snap, st != nil && st.instances > 0, r.guarded(id.name), r.cfg.Policy.HoldDown > 0) {
+	case actReadError:
 		// The registry logs its outage once (registries.Health); here each
 		// failed read is a debug line.
 		r.status.Errors++
@@ -337,7 +293,7 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		if snap.Service.Name == "" {
 			r.down = true
 		}
-		if snap.Service.Name != "" && s.services[id] != nil {
+		if snap.Service.Name != "" && st != nil {
 			r.stale[id.name] = true
 			s.log.Debug("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
 				"service", snap.Service.Name, "err", snap.Err)
@@ -345,20 +301,16 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 			s.log.Debug("Registry read failed; nothing known to keep", "registry", snap.Registry,
 				"service", snap.Service.Name, "err", snap.Err)
 		}
-	case s.disappears(id, snap) && r.guarded(id.name):
-		// Held by the delete guard: it applies or drops it (rule 5).
-		r.down = false
-	case s.disappears(id, snap) && snap.Relist && r.cfg.Policy.HoldDown > 0:
+	case actGuarded:
+		r.down = false // the delete guard applies or drops it (rule 5)
+	case actHoldDown:
 		r.down = false
 		s.holdDown(r, id, snap)
 	default:
 		r.down = false
 		s.cancelHoldDown(r, id.name)
-		if !snap.Removed && r.guard != nil && r.guard.keys[id.name] {
-			delete(r.guard.keys, id.name)
-			if len(r.guard.keys) == 0 {
-				s.releaseGuard(r, "every held service is back")
-			}
+		if !snap.Removed && r.guarded(id.name) {
+			s.unguard(r, id.name, "every held service is back")
 		}
 		s.applySnapshot(r, id, snap)
 	}
@@ -392,6 +344,7 @@ func (s *Syncer) noteRegistry(r *registryState) {
 	registryStale.WithLabelValues(r.cfg.Name).Set(stale)
 }
 
+// remove forgets a service and re-decides its host. s.mu is held.
 func (s *Syncer) remove(r *registryState, id serviceID) {
 	st := s.services[id]
 	if st == nil {
@@ -403,6 +356,8 @@ func (s *Syncer) remove(r *registryState, id serviceID) {
 	s.release(id, st.host)
 }
 
+// upsert records a service's new listing, translates it and re-decides its
+// host. s.mu is held.
 func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) {
 	st := s.services[id]
 	if st == nil {
@@ -442,108 +397,4 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	st.host, st.result = res.Host, res
 	s.logRejections(r.cfg.Name, svc.Name, st, res)
 	s.claim(id, res.Host)
-	s.apply(res.Host)
-}
-
-// claim adds id to the claimants of host and rejects whichever claimant
-// stops or fails to be the winner (rule 1).
-func (s *Syncer) claim(id serviceID, host string) {
-	ids := s.claims[host]
-	i, found := slices.BinarySearchFunc(ids, id, serviceID.compare)
-	if found {
-		return
-	}
-	ids = slices.Insert(ids, i, id)
-	s.claims[host] = ids
-	if len(ids) == 1 {
-		return
-	}
-	// The claimant that is not first of its registry (merge) or not first
-	// at all (first) loses.
-	var winner serviceID
-	for j, other := range ids {
-		if j == i {
-			continue
-		}
-		if s.merge && other.registry != id.registry {
-			continue
-		}
-		winner = other
-		break
-	}
-	if winner.registry == "" {
-		return
-	}
-	loser := id
-	if winner.compare(id) > 0 {
-		winner, loser = id, winner
-	}
-	s.reject(loser.registry, loser.name, "host-collision", max(1, s.services[loser].instances),
-		fmt.Errorf("host %q is produced by service %q of registry %q, which comes first", host, winner.name, winner.registry))
-}
-
-func (s *Syncer) release(id serviceID, host string) {
-	ids := s.claims[host]
-	if i, found := slices.BinarySearchFunc(ids, id, serviceID.compare); found {
-		ids = slices.Delete(ids, i, i+1)
-	}
-	if len(ids) == 0 {
-		delete(s.claims, host)
-	} else {
-		s.claims[host] = ids
-	}
-	s.apply(host)
-}
-
-func (s *Syncer) reject(registry, service, reason string, count int, err error) {
-	rejectedInstances.WithLabelValues(registry, reason).Add(float64(count))
-	s.log.Warn("Rejected service", "registry", registry, "service", service, "reason", reason, "err", err)
-}
-
-func (s *Syncer) logRejections(registry, service string, st *serviceState, res translate.Result) {
-	seen := make(map[string]string, len(res.Rejected))
-	for _, rj := range res.Rejected {
-		seen[rj.InstanceID] = rj.Reason
-		rejectedInstances.WithLabelValues(registry, rj.Reason).Inc()
-		if st.rejected[rj.InstanceID] != rj.Reason {
-			s.log.Warn("Skipped invalid instance", "registry", registry, "service", service,
-				"instance", rj.InstanceID, "reason", rj.Reason, "err", rj.Detail)
-		}
-	}
-	st.rejected = seen
-	// Label changes: each counted once per instance (translate.LabelChange.Repeated),
-	// logged once per service when its set of (raw key, reason) changes.
-	perReason := make(map[string]int)
-	for _, c := range res.LabelChanges {
-		if !c.Repeated {
-			perReason[c.Reason]++
-		}
-	}
-	for reason, n := range perReason {
-		labelsChanged.WithLabelValues(registry, reason).Add(float64(n))
-	}
-	if !res.LabelSetChanged {
-		return
-	}
-	if len(res.LabelChanges) == 0 {
-		s.log.Info("Registry labels all kept as written", "registry", registry, "service", service)
-		return
-	}
-	// Per reason: the distinct raw keys, and one example each.
-	keys := make(map[string]int)
-	var examples []string
-	instances, seenKey := 0, make(map[[2]string]bool)
-	for i, c := range res.LabelChanges {
-		if i == 0 || c.InstanceID != res.LabelChanges[i-1].InstanceID {
-			instances++
-		}
-		if k := [2]string{c.Reason, c.Key}; !seenKey[k] {
-			seenKey[k] = true
-			if keys[c.Reason]++; keys[c.Reason] == 1 && len(examples) < 5 {
-				examples = append(examples, c.String())
-			}
-		}
-	}
-	s.log.Info("Registry labels changed or dropped", "registry", registry, "service", service,
-		"instances", instances, "keys", keys, "examples", examples)
 }

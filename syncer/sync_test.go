@@ -328,7 +328,7 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 	sy.Snapshot(registries.Snapshot{Registry: "dc1", Observed: observed, Service: registries.Service{Name: "web",
 		Instances: []registries.Instance{instance("a/1", "10.0.0.1", 8080), instance("a/2", "10.0.0.2", 8080)}}})
 	flush(t, store)
-	st := sy.services[serviceID{order: 0, registry: "dc1", name: "web"}]
+	st := sy.services[serviceID{registry: "dc1", name: "web"}]
 	if st == nil {
 		t.Fatal("no state for dc1/web")
 	}

@@ -112,8 +112,9 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 		return nil, fmt.Errorf("translator: %w", err)
 	}
 	p := &Pipeline{Translator: tr, ready: make(chan struct{}), errs: make(chan error, 8)}
+	reg := runnerRegistry{name: opts.Registry, r: r, wrap: opts.Sink, errs: p.errs}
 	p.core = core.New(core.Options{
-		Sync: syncer.Config{Registries: []syncer.Registry{{Name: opts.Registry, Type: opts.Type, Translator: tr}}},
+		Registries: []core.Registry{{Watcher: reg, Sync: syncer.Registry{Name: opts.Registry, Type: opts.Type, Translator: tr}}},
 		XDS: xds.Options{
 			Address:           "127.0.0.1:0",
 			DebounceAfter:     opts.DebounceAfter,
@@ -128,9 +129,8 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.Started = time.Now()
-	reg := runnerRegistry{name: opts.Registry, r: r, wrap: opts.Sink, errs: p.errs}
 	p.wg.Go(func() {
-		if err := p.core.Run(ctx, []registries.Registry{reg}); err != nil {
+		if err := p.core.Run(ctx); err != nil {
 			p.errs <- err
 		}
 	})

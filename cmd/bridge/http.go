@@ -141,12 +141,10 @@ type registryzEntry struct {
 }
 
 func (b *bridge) registryz() []registryzEntry {
-	b.mu.Lock()
-	regs := make(map[string]registries.Registry, len(b.regs))
-	for name, r := range b.regs {
-		regs[name] = r.reg
+	regs := make(map[string]registries.Registry)
+	for _, r := range b.pipe.Registries() {
+		regs[r.Name()] = r.Watcher
 	}
-	b.mu.Unlock()
 	var out []registryzEntry
 	for _, st := range b.syncer.Status() {
 		e := registryzEntry{RegistryStatus: st}

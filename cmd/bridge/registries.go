@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/registries/file"
@@ -23,27 +24,25 @@ var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type(), z
 
 // buildRegistries creates the configured registry watchers and the Syncer's
 // view of them (with their translators), in configuration order.
-func buildRegistries(cfg *Config, log *slog.Logger) ([]registries.Registry, []syncer.Registry, error) {
-	var regs []registries.Registry
-	var syncRegs []syncer.Registry
+func buildRegistries(cfg *Config, log *slog.Logger) ([]pipeline.Registry, error) {
+	var regs []pipeline.Registry
 	for i := range cfg.Registries {
-		reg, sr, err := buildRegistry(cfg, i, log)
+		reg, err := buildRegistry(cfg, i, log)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		regs = append(regs, reg)
-		syncRegs = append(syncRegs, sr)
 	}
-	return regs, syncRegs, nil
+	return regs, nil
 }
 
 // buildRegistry creates registries[i]'s watcher and the Syncer's view of it;
 // errors name the key.
-func buildRegistry(cfg *Config, i int, log *slog.Logger) (registries.Registry, syncer.Registry, error) {
+func buildRegistry(cfg *Config, i int, log *slog.Logger) (pipeline.Registry, error) {
 	rc := cfg.Registries[i]
 	t, ok := registryTypes.Lookup(rc.Type)
 	if !ok || rc.Block == nil {
-		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
+		return pipeline.Registry{}, fmt.Errorf("config: registries[%d].type: %q is not one of %s", i, rc.Type, registryTypes.Names())
 	}
 	opts := translate.Options{
 		Registry:     rc.Name,
@@ -63,14 +62,14 @@ func buildRegistry(cfg *Config, i int, log *slog.Logger) (registries.Registry, s
 	if err != nil {
 		// The Dubbo templates are keys of the type's block.
 		if strings.HasPrefix(err.Error(), "dubbo.") {
-			return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
+			return pipeline.Registry{}, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
 		}
-		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
+		return pipeline.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
 	}
 	reg, err := rc.Block.New(rc.Name, log)
 	if err != nil {
-		return nil, syncer.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
+		return pipeline.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
 	}
-	return reg, syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
-		Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))}, nil
+	return pipeline.Registry{Watcher: reg, Sync: syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
+		Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))}}, nil
 }

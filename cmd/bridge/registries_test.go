@@ -66,7 +66,7 @@ outage: {deleteGuardFloor: 3}
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, syncRegs, err := buildRegistries(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	regs, err := buildRegistries(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +74,9 @@ outage: {deleteGuardFloor: 3}
 		"a": {HoldDown: 10 * time.Second, MaxDeleteRatio: 0.5, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
 		"b": {HoldDown: 0, MaxDeleteRatio: 1, DeleteGuardFloor: 3, DeleteGuardTimeout: 5 * time.Minute},
 	}
-	for _, r := range syncRegs {
-		if r.Policy != want[r.Name] {
-			t.Errorf("registry %s: policy %+v, want %+v", r.Name, r.Policy, want[r.Name])
+	for _, r := range regs {
+		if r.Sync.Policy != want[r.Name()] {
+			t.Errorf("registry %s: policy %+v, want %+v", r.Name(), r.Sync.Policy, want[r.Name()])
 		}
 	}
 }

@@ -21,8 +21,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshbridge/meshbridge/registries"
-	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/pipeline"
 )
 
 // Configuration reload (README "Reloading the configuration").
@@ -183,57 +182,38 @@ func (b *bridge) reload(trigger string) (err error) {
 		return fmt.Errorf("keys that cannot change without a restart changed: %s", strings.Join(keys, ", "))
 	}
 
-	// Build every added or changed registry before changing anything.
-	type change struct {
-		reg         registries.Registry
-		sr          syncer.Registry
-		fingerprint string
-		restart     bool
+	// Build every added or changed registry before changing anything; an
+	// unchanged one keeps its running watcher.
+	running := map[string]pipeline.Registry{}
+	for _, r := range b.pipe.Registries() {
+		running[r.Name()] = r
 	}
 	b.mu.Lock()
-	running := maps.Clone(b.regs)
+	fingerprints := maps.Clone(b.fingerprints)
 	b.mu.Unlock()
-	var changes []change
-	keep := map[string]bool{}
+	regs := make([]pipeline.Registry, 0, len(next.Registries))
+	nextPrints := make(map[string]string, len(next.Registries))
 	for i, rc := range next.Registries {
-		keep[rc.Name] = true
 		fp := registryFingerprint(next, i)
-		cur, ok := running[rc.Name]
-		if ok && cur.fingerprint == fp {
+		nextPrints[rc.Name] = fp
+		if cur, ok := running[rc.Name]; ok && fingerprints[rc.Name] == fp {
+			regs = append(regs, cur)
 			continue
 		}
-		reg, sr, err := buildRegistry(next, i, b.log)
+		reg, err := buildRegistry(next, i, b.log)
 		if err != nil {
 			return err
 		}
-		changes = append(changes, change{reg: reg, sr: sr, fingerprint: fp, restart: ok})
+		regs = append(regs, reg)
 	}
 
-	// Apply: removals first (their hosts may go to an added registry), then
-	// restarts and additions in configuration order.
-	for _, name := range slices.Sorted(maps.Keys(running)) {
-		if !keep[name] {
-			b.pipe.RemoveRegistry(name)
-			st.Removed = append(st.Removed, name)
-			b.mu.Lock()
-			delete(b.regs, name)
-			b.mu.Unlock()
-		}
-	}
-	for _, c := range changes {
-		if b.kube != nil {
-			b.kube.writer.AddRegistry(c.sr.Name)
-		}
-		b.pipe.ReplaceRegistry(c.reg, c.sr)
-		if c.restart {
-			st.Restarted = append(st.Restarted, c.sr.Name)
-		} else {
-			st.Added = append(st.Added, c.sr.Name)
-		}
-		b.mu.Lock()
-		b.regs[c.sr.Name] = runningRegistry{reg: c.reg, fingerprint: c.fingerprint}
-		b.mu.Unlock()
-	}
+	// The pipeline removes, reorders, restarts and adds (the Kubernetes
+	// writer hears of an added registry first: pipeline.OnAdd).
+	res := b.pipe.Configure(regs)
+	st.Added, st.Removed, st.Restarted = res.Added, res.Removed, res.Restarted
+	b.mu.Lock()
+	b.fingerprints = nextPrints
+	b.mu.Unlock()
 	b.applyLive(next)
 	b.mu.Lock()
 	b.cfg = next

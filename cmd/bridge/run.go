@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshbridge/meshbridge/pipeline"
-	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
@@ -39,20 +38,15 @@ type bridge struct {
 	metrics *prometheus.Registry
 	ready   <-chan struct{} // closed once the store holds every registry's first listing
 
-	// mu guards the running configuration and registries, which a reload
-	// replaces; reloadMu serialises reloads.
-	mu       sync.Mutex
-	cfg      *Config
-	regs     map[string]runningRegistry
-	lastLoad reloadStatus
-	reloadMu sync.Mutex
-}
-
-// runningRegistry is a registry the pipeline runs and what it was built
-// from: fingerprint is compared on reload (registryFingerprint).
-type runningRegistry struct {
-	reg         registries.Registry
-	fingerprint string
+	// mu guards the running configuration and the fingerprint of each
+	// running registry (registryFingerprint: what it was built from,
+	// compared on reload), which a reload replaces; reloadMu serialises
+	// reloads. The registries themselves are the pipeline's.
+	mu           sync.Mutex
+	cfg          *Config
+	fingerprints map[string]string
+	lastLoad     reloadStatus
+	reloadMu     sync.Mutex
 }
 
 func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
@@ -63,29 +57,30 @@ func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
 // (nil: the log level does not change on reload) and flags the command
 // line, whose --config is the file a reload reads.
 func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags commonFlags) (*bridge, error) {
-	regs, syncRegs, err := buildRegistries(cfg, log)
+	regs, err := buildRegistries(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge{cfg: cfg, log: log, level: level, flags: flags, regs: map[string]runningRegistry{}}
+	b := &bridge{cfg: cfg, log: log, level: level, flags: flags, fingerprints: map[string]string{}}
 	for i, r := range regs {
-		b.regs[r.Name()] = runningRegistry{reg: r, fingerprint: registryFingerprint(cfg, i)}
+		b.fingerprints[r.Name()] = registryFingerprint(cfg, i)
 	}
 	if cfg.State.Dir != "" {
 		if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
 	}
-	b.pipe = pipeline.New(pipelineOptions(cfg, syncRegs, log))
+	b.pipe = pipeline.New(pipelineOptions(cfg, regs, log))
 	b.store, b.syncer, b.xds, b.ready = b.pipe.Store, b.pipe.Syncer, b.pipe.XDS, b.pipe.Ready()
 	if cfg.Kubernetes.Enabled {
-		names := make([]string, len(syncRegs))
-		for i, r := range syncRegs {
-			names[i] = r.Name
+		names := make([]string, len(regs))
+		for i, r := range regs {
+			names[i] = r.Name()
 		}
 		if b.kube, err = b.newKubeOutput(names); err != nil {
 			return nil, err
 		}
+		b.pipe.OnAdd(b.kube.writer.AddRegistry)
 	}
 	if cfg.MCP.Enabled && cfg.Kubernetes.Enabled {
 		log.Warn("mcp.enabled and kubernetes.enabled are both set: an istiod that reads this bridge over MCP and the " +
@@ -97,10 +92,11 @@ func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags co
 
 // pipelineOptions maps the configuration to the pipeline's options; the
 // Syncer's part is also what meshbridge translate reads with.
-func pipelineOptions(cfg *Config, syncRegs []syncer.Registry, log *slog.Logger) pipeline.Options {
+func pipelineOptions(cfg *Config, regs []pipeline.Registry, log *slog.Logger) pipeline.Options {
 	return pipeline.Options{
+		Registries: regs,
 		Sync: syncer.Config{
-			Registries: syncRegs, Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
+			Timeout: cfg.Sync.Timeout.Duration, StateDir: cfg.State.Dir,
 			ConflictPolicy: cfg.ConflictPolicy, Logger: log,
 		},
 		XDS: xds.Options{
@@ -167,11 +163,7 @@ func (b *bridge) run(ctx context.Context) error {
 			}
 		})
 	}
-	regs := make([]registries.Registry, 0, len(b.regs))
-	for _, rc := range b.cfg.Registries {
-		regs = append(regs, b.regs[rc.Name].reg)
-	}
-	goFn("pipeline", func() error { return b.pipe.Run(ctx, regs) })
+	goFn("pipeline", func() error { return b.pipe.Run(ctx) })
 	goFn("endpoint mode check", func() error { b.warnWorkloadEntriesForIstiod(ctx); return nil })
 	goFn("reload", func() error { b.watchConfig(ctx); return nil })
 	if b.kube != nil {
@@ -189,7 +181,7 @@ func (b *bridge) run(ctx context.Context) error {
 		})
 	}
 	b.log.Info("Started meshbridge", "version", version, "address", b.cfg.XDS.Address, "http", lis.Addr().String(),
-		"debug", debugLis.Addr().String(), "registries", len(regs), "mcp", b.cfg.MCP.Enabled,
+		"debug", debugLis.Addr().String(), "registries", len(b.pipe.Registries()), "mcp", b.cfg.MCP.Enabled,
 		"kubernetes", b.cfg.Kubernetes.Enabled)
 
 	<-ctx.Done()

@@ -45,7 +45,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	regs, syncRegs, err := buildRegistries(cfg, log)
+	regs, err := buildRegistries(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
 		return 1
@@ -53,10 +53,15 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	store := serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	// The pipeline's Syncer configuration, without persisted state and
 	// timeout: a one-shot read persists nothing and waits as readOnce says.
-	sc := pipelineOptions(cfg, syncRegs, log).Sync
+	sc := pipelineOptions(cfg, regs, log).Sync
 	sc.StateDir, sc.Timeout = "", 0
+	var watchers []registries.Registry
+	for _, r := range regs {
+		sc.Registries = append(sc.Registries, r.Sync)
+		watchers = append(watchers, r.Watcher)
+	}
 	syncer := syncer.New(store, sc)
-	failures := readOnce(regs, syncer, cfg.Sync.Timeout.Duration)
+	failures := readOnce(watchers, syncer, cfg.Sync.Timeout.Duration)
 	if len(failures) > 0 {
 		fmt.Fprintf(stderr, "meshbridge: could not read %s\n", strings.Join(failures, "; "))
 		return 1
@@ -68,9 +73,9 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *diff {
-		names := make([]string, len(syncRegs))
-		for i, r := range syncRegs {
-			names[i] = r.Name
+		names := make([]string, len(regs))
+		for i, r := range regs {
+			names[i] = r.Name()
 		}
 		return printDiff(cfg, names, syncer.RegistrySynced, cfgs, stdout, stderr)
 	}

@@ -95,17 +95,15 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // every registry synced (or the sync timeout passed): WaitReady.
 func Start(t testing.TB, opts Options) *Harness {
 	t.Helper()
+	// Reloads change the harness's copy, never the caller's.
+	opts.Registries = slices.Clone(opts.Registries)
 	if len(opts.Registries) == 0 {
 		opts.Registries = []RegistryConfig{{Name: "a"}}
 	}
 	h := &Harness{T: t, Clock: clocktesting.NewFakeClock(epoch), opts: opts, regs: map[string]*Registry{}}
-	syncRegs := make([]syncer.Registry, 0, len(opts.Registries))
-	regs := make([]registries.Registry, 0, len(opts.Registries))
+	var regs []pipeline.Registry
 	for _, rc := range opts.Registries {
-		syncRegs = append(syncRegs, h.syncerRegistry(rc))
-		r := NewRegistry(rc.Name)
-		h.regs[rc.Name] = r
-		regs = append(regs, r)
+		regs = append(regs, h.registry(rc, NewRegistry(rc.Name)))
 	}
 	log := opts.Logger
 	if log == nil {
@@ -114,7 +112,8 @@ func Start(t testing.TB, opts Options) *Harness {
 	// A configured zero debounce is 1ns: xds.Options' zero is the default.
 	debounce := cmp.Or(opts.Debounce, time.Nanosecond)
 	h.Pipeline = pipeline.New(pipeline.Options{
-		Sync: syncer.Config{Registries: syncRegs, Timeout: opts.SyncTimeout, StateDir: opts.StateDir,
+		Registries: regs,
+		Sync: syncer.Config{Timeout: opts.SyncTimeout, StateDir: opts.StateDir,
 			ConflictPolicy: opts.ConflictPolicy, Clock: h.Clock},
 		XDS:    xds.Options{Address: "127.0.0.1:0", DebounceAfter: debounce, EnableEDSDebounce: true},
 		MCP:    true,
@@ -122,7 +121,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.Pipeline.Run(ctx, regs) }()
+	go func() { done <- h.Pipeline.Run(ctx) }()
 	h.stop = sync.OnceFunc(func() {
 		if h.conn != nil {
 			_ = h.conn.Close()
@@ -167,9 +166,9 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	return c.Served(), fresh.StoreObjects()
 }
 
-// syncerRegistry is the Syncer's view of rc, with the translator the
-// command would build for it.
-func (h *Harness) syncerRegistry(rc RegistryConfig) syncer.Registry {
+// registry is rc watched by w, with the translator the command would
+// build for it; w becomes rc's scripted registry.
+func (h *Harness) registry(rc RegistryConfig, w *Registry) pipeline.Registry {
 	h.T.Helper()
 	tr, err := translate.New(translate.Options{
 		Registry:     rc.Name,
@@ -182,7 +181,9 @@ func (h *Harness) syncerRegistry(rc RegistryConfig) syncer.Registry {
 	if err != nil {
 		h.T.Fatalf("translator of registry %s: %v", rc.Name, err)
 	}
-	return syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}
+	h.regs[rc.Name] = w
+	return pipeline.Registry{Watcher: w,
+		Sync: syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}}
 }
 
 // Registry returns the scripted registry called name.
@@ -216,46 +217,50 @@ func (h *Harness) Configured() []string {
 	return out
 }
 
-// AddRegistry adds rc while the pipeline runs (a reload that adds it, or
-// restarts it when one of its name is configured: the new watcher then
-// relists). The returned registry's watcher is running when it returns.
-func (h *Harness) AddRegistry(rc RegistryConfig) *Registry {
+// Configure reloads the configuration with registries rcs, in order
+// (pipeline.Pipeline.Configure): a registry named in restart, or not
+// configured before, gets a new scripted watcher, which must list; the
+// others keep theirs.
+func (h *Harness) Configure(rcs []RegistryConfig, restart ...string) {
 	h.T.Helper()
-	r := h.regs[rc.Name]
-	if r == nil {
-		r = NewRegistry(rc.Name)
-		h.regs[rc.Name] = r
+	running := map[string]pipeline.Registry{}
+	for _, r := range h.Pipeline.Registries() {
+		running[r.Name()] = r
 	}
-	if i := slices.IndexFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == rc.Name }); i >= 0 {
-		h.opts.Registries[i] = rc
-	} else {
-		h.opts.Registries = append(h.opts.Registries, rc)
+	var regs []pipeline.Registry
+	for _, rc := range rcs {
+		if r, ok := running[rc.Name]; ok && !slices.Contains(restart, rc.Name) {
+			regs = append(regs, r)
+			continue
+		}
+		regs = append(regs, h.registry(rc, NewRegistry(rc.Name)))
 	}
-	h.Pipeline.ReplaceRegistry(r, h.syncerRegistry(rc))
-	if _, err := r.running(); err != nil {
-		h.T.Fatal(err)
+	h.opts.Registries = slices.Clone(rcs)
+	h.Pipeline.Configure(regs)
+	for name := range h.regs {
+		if !slices.ContainsFunc(rcs, func(rc RegistryConfig) bool { return rc.Name == name }) {
+			delete(h.regs, name)
+		}
 	}
-	return r
 }
 
-// RestartRegistry restarts registry name with its configuration (a reload
-// that changed it): a new watcher, which must relist.
-func (h *Harness) RestartRegistry(name string) *Registry {
+// AddRegistry is a reload that adds rc after the configured registries.
+func (h *Harness) AddRegistry(rc RegistryConfig) {
 	h.T.Helper()
-	i := slices.IndexFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == name })
-	if i < 0 {
-		h.T.Fatalf("no registry %q", name)
-	}
-	return h.AddRegistry(h.opts.Registries[i])
+	h.Configure(append(slices.Clone(h.opts.Registries), rc))
 }
 
-// RemoveRegistry removes registry name while the pipeline runs (a reload
-// that drops it).
+// RestartRegistry is a reload that changes registry name's configuration in
+// a way that restarts it: a new watcher, which must relist.
+func (h *Harness) RestartRegistry(name string) {
+	h.T.Helper()
+	h.Configure(h.opts.Registries, name)
+}
+
+// RemoveRegistry is a reload that removes registry name.
 func (h *Harness) RemoveRegistry(name string) {
 	h.T.Helper()
-	h.opts.Registries = slices.DeleteFunc(h.opts.Registries, func(c RegistryConfig) bool { return c.Name == name })
-	h.Pipeline.RemoveRegistry(name)
-	delete(h.regs, name)
+	h.Configure(slices.DeleteFunc(slices.Clone(h.opts.Registries), func(rc RegistryConfig) bool { return rc.Name == name }))
 }
 
 // Advance moves the Syncer's clock by d: the hold-downs, delete guards and

@@ -2,8 +2,8 @@ package syncer
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -64,66 +64,56 @@ type heldDown struct {
 func (s *Syncer) Listing(registry, scope string, keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[registry]
+	r := s.regs.byName[registry]
 	if r == nil || r.removed {
 		return
 	}
 	now := s.clock.Now()
 	r.status.LastListing = now
 	registryLastSync.WithLabelValues(registry).Set(float64(now.UnixNano()) / 1e9)
-	s.listing(r, scope, keys, now, false)
-}
-
-// listing judges a complete read of r's services within scope that found
-// keys; removal tells that it is the registry's removal from the
-// configuration. s.mu is held.
-func (s *Syncer) listing(r *registryState, scope string, keys []string, now time.Time, removal bool) {
-	registry := r.cfg.Name
 	listed := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
 	}
-	if g := r.guard; g != nil {
-		for k := range g.keys {
-			if strings.HasPrefix(k, scope) && listed[k] {
-				delete(g.keys, k)
-			}
+	s.judge(r, scope, listed, now, false)
+}
+
+// judge applies the delete guard's judgement of a complete read of r's
+// services within scope that found listed (judgeListing); removal tells
+// that it is the registry's removal from the configuration. s.mu is held.
+func (s *Syncer) judge(r *registryState, scope string, listed map[string]bool, now time.Time, removal bool) {
+	services := map[string]int{}
+	for id, st := range s.services {
+		if id.registry == r.cfg.Name {
+			services[id.name] = st.instances
 		}
-		if len(g.keys) == 0 {
-			s.releaseGuard(r, "every held service is listed again")
-		}
+	}
+	var held map[string]bool
+	if r.guard != nil {
+		held = r.guard.keys
+	}
+	judged := r.status.Synced || r.status.FromDisk || r.relisting != nil
+	j := judgeListing(r.cfg.Policy, judged, scope, listed, services, held, r.status.Instances)
+	for _, k := range j.back {
+		s.unguard(r, k, "every held service is listed again")
+	}
+	if len(j.hold) == 0 {
+		return
 	}
 	p := r.cfg.Policy
-	if p.MaxDeleteRatio <= 0 || p.MaxDeleteRatio >= 1 || (!r.status.Synced && !r.status.FromDisk && r.relisting == nil) {
-		return
-	}
-	var gone []string
-	lost := 0
-	for id, st := range s.services {
-		if id.registry == registry && strings.HasPrefix(id.name, scope) && !listed[id.name] {
-			if r.guard != nil && r.guard.keys[id.name] {
-				continue
-			}
-			gone = append(gone, id.name)
-			lost += st.instances
-		}
-	}
-	if lost <= p.DeleteGuardFloor || float64(lost) <= p.MaxDeleteRatio*float64(r.status.Instances) {
-		return
-	}
-	slices.Sort(gone)
 	if r.guard == nil {
-		r.guard = &guard{since: now, keys: make(map[string]bool, len(gone)), instances: lost}
+		r.guard = &guard{since: now, keys: make(map[string]bool, len(j.hold))}
 		name := r.cfg.Name
 		if p.DeleteGuardTimeout > 0 {
+			// Timers fire on their own goroutine: a fake clock calls them
+			// under its own lock.
 			r.guard.timer = s.clock.AfterFunc(p.DeleteGuardTimeout, func() { go s.guardTimeout(name) })
 		}
-		deleteGuardHeld.WithLabelValues(registry).Set(1)
-		deleteGuardEngaged.WithLabelValues(registry).Inc()
-	} else {
-		r.guard.instances += lost
+		deleteGuardHeld.WithLabelValues(name).Set(1)
+		deleteGuardEngaged.WithLabelValues(name).Inc()
 	}
-	for _, k := range gone {
+	r.guard.instances += j.lost
+	for _, k := range j.hold {
 		r.guard.keys[k] = true
 	}
 	r.status.DeleteGuard = r.guard.status()
@@ -132,9 +122,9 @@ func (s *Syncer) listing(r *registryState, scope string, keys []string, now time
 		what = "the removal of the registry from the configuration"
 	}
 	s.log.Warn("Delete guard holds "+what+"; "+
-		"confirm with POST /debug/registryz/"+registry+"/confirm, or it applies after outage.deleteGuardTimeout",
-		"registry", registry, "services", len(gone), "instances", lost, "registryInstances", r.status.Instances,
-		"maxDeleteRatio", p.MaxDeleteRatio, "timeout", p.DeleteGuardTimeout, "first", gone[0])
+		"confirm with POST /debug/registryz/"+r.cfg.Name+"/confirm, or it applies after outage.deleteGuardTimeout",
+		"registry", r.cfg.Name, "services", len(j.hold), "instances", j.lost, "registryInstances", r.status.Instances,
+		"maxDeleteRatio", p.MaxDeleteRatio, "timeout", p.DeleteGuardTimeout, "first", j.hold[0])
 }
 
 // status is the guard as /debug/registryz shows it.
@@ -149,7 +139,7 @@ func (g *guard) status() *DeleteGuardStatus {
 func (s *Syncer) guardTimeout(registry string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.regs[registry]; r != nil && r.guard != nil {
+	if r := s.regs.byName[registry]; r != nil && r.guard != nil {
 		s.applyGuard(r, "outage.deleteGuardTimeout passed")
 	}
 }
@@ -160,7 +150,7 @@ func (s *Syncer) guardTimeout(registry string) {
 func (s *Syncer) ConfirmDeletes(registry string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[registry]
+	r := s.regs.byName[registry]
 	switch {
 	case r == nil:
 		return 0, fmt.Errorf("no registry %q", registry)
@@ -175,25 +165,30 @@ func (s *Syncer) ConfirmDeletes(registry string) (int, error) {
 // applyGuard removes every service the guard holds and releases it. s.mu is
 // held.
 func (s *Syncer) applyGuard(r *registryState, why string) {
-	g := r.guard
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range g.keys {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(r.guard.keys))
 	s.releaseGuard(r, why)
 	for _, k := range keys {
-		id := serviceID{order: r.order, registry: r.cfg.Name, name: k}
 		s.cancelHoldDown(r, k)
 		delete(r.stale, k)
-		s.remove(r, id)
+		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
 	}
 	s.markDirty(r)
 	s.noteRegistry(r)
 	if r.removed {
 		s.forget(r)
+	}
+}
+
+// unguard drops key from r's guard, releasing the guard when it held
+// nothing else. s.mu is held.
+func (s *Syncer) unguard(r *registryState, key, why string) {
+	if !r.guarded(key) {
+		return
+	}
+	delete(r.guard.keys, key)
+	r.status.DeleteGuard = r.guard.status()
+	if len(r.guard.keys) == 0 {
+		s.releaseGuard(r, why)
 	}
 }
 
@@ -235,7 +230,7 @@ func (s *Syncer) holdDown(r *registryState, id serviceID, snap registries.Snapsh
 func (s *Syncer) holdDownDone(registry string, id serviceID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.regs[registry]
+	r := s.regs.byName[registry]
 	if r == nil {
 		return
 	}
@@ -261,11 +256,4 @@ func (s *Syncer) cancelHoldDown(r *registryState, key string) {
 		delete(r.holding, key)
 		r.status.HeldDown = len(r.holding)
 	}
-}
-
-// disappears reports whether snap takes instances away from a service that
-// serves some: it is Removed or lists none.
-func (s *Syncer) disappears(id serviceID, snap registries.Snapshot) bool {
-	st := s.services[id]
-	return st != nil && st.instances > 0 && (snap.Removed || len(snap.Service.Instances) == 0)
 }

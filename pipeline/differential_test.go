@@ -1,0 +1,43 @@
+package pipeline_test
+
+import (
+	"flag"
+	"fmt"
+	"testing"
+
+	"github.com/meshbridge/meshbridge/pipeline/pipelinetest"
+)
+
+var (
+	differentialSeeds  = flag.Int("differential.seeds", 200, "seeds the randomized differential runs (make fuzz: 100,000)")
+	differentialFirst  = flag.Uint64("differential.first", 1, "the differential's first seed")
+	differentialEvents = flag.Int("differential.events", 30, "events per seed of the differential")
+	differentialShrink = flag.Bool("differential.shrink", true, "shrink a failing seed's events")
+)
+
+// TestDifferential is the randomized differential of the whole pipeline:
+// for each seed, a generated sequence of registry reads, failures,
+// relists, reloads, clock advances, confirmations and client
+// (re)connections (pipelinetest.Generate) is played on a pipeline, and at
+// every Check each client and the Store must hold what a freshly built
+// pipeline fed the registries' truth holds. A failing seed is shrunk to the
+// fewest events that still fail, printed as steps to paste into a named
+// scenario (scenario_test.go).
+func TestDifferential(t *testing.T) {
+	for i := range *differentialSeeds {
+		seed := *differentialFirst + uint64(i)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			q := pipelinetest.Generate(seed, *differentialEvents)
+			failure := pipelinetest.Try(t, q)
+			if failure == "" {
+				return
+			}
+			if !*differentialShrink {
+				t.Fatalf("seed %d fails:\n%s\n%s", seed, failure, q)
+			}
+			shrunk, why := pipelinetest.Shrink(t, q, failure)
+			t.Fatalf("seed %d fails (%d events, shrunk from %d):\n%s\n%s\nbefore shrinking:\n%s", seed, len(shrunk.Events), len(q.Events), why, shrunk, failure)
+		})
+	}
+}

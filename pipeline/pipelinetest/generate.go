@@ -1,0 +1,334 @@
+package pipelinetest
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// Sequence is a generated run of the differential: a pipeline's options
+// and the events played on it. An event is a group of steps that only
+// make sense together (a registry restart and its new watcher's relist):
+// shrinking drops whole events.
+type Sequence struct {
+	Seed    uint64
+	Options Options
+	Events  [][]Step
+}
+
+// Steps returns the sequence's steps in order.
+func (q Sequence) Steps() []Step {
+	var out []Step
+	for _, e := range q.Events {
+		out = append(out, e...)
+	}
+	return out
+}
+
+// String renders the sequence's options and steps as Go source.
+func (q Sequence) String() string {
+	s := fmt.Sprintf("seed %d: registries %v, conflictPolicy %q, endpoints %q, outage %+v, debounce %s\n",
+		q.Seed, names(q.Options.Registries), q.Options.ConflictPolicy, q.Options.Endpoints, q.Options.Outage, q.Options.Debounce)
+	for _, st := range q.Steps() {
+		s += "\t" + st.String() + ",\n"
+	}
+	return s
+}
+
+func names(rcs []RegistryConfig) []string {
+	out := make([]string, len(rcs))
+	for i, rc := range rcs {
+		out[i] = rc.Name
+	}
+	return out
+}
+
+// Generation's vocabulary: few hosts, addresses and ports, so that hosts
+// are shared by several registries (merges, takeovers, collisions) and the
+// same address appears under several registries and ports.
+var (
+	genServices  = []string{"h0", "h1", "h2"}
+	genRegistry  = []string{"a", "b", "c"}
+	genAddresses = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"}
+	genWeights   = []uint32{0, 1, 3, 100}
+	genLocality  = []string{"", "r1/z1/", "r2/z1/s1"}
+	// genDeclared are the declared port sets a service may have: they
+	// agree on shared ports, disagree on the primary one, or share none.
+	genDeclared = [][]registries.Port{
+		{{Number: 8080, Protocol: "grpc"}},
+		{{Number: 8080, Protocol: "grpc"}, {Number: 9090, Protocol: "http"}},
+		{{Number: 9090, Protocol: "http"}},
+		{{Number: 8080, Protocol: "http"}},
+	}
+	// genUndeclared are the port and protocol of a service that declares
+	// none, fixed for its life (see Generate).
+	genUndeclared = []registries.Port{{Number: 8080, Protocol: "grpc"}, {Number: 7070, Protocol: "http"}}
+)
+
+// genService is the generator's model of one registry service.
+type genService struct {
+	name      string
+	declared  []registries.Port // nil: ports come from the instances
+	undecl    registries.Port   // the instances' port and protocol when nothing is declared
+	instances map[string]registries.Instance
+}
+
+func (g *genService) service() registries.Service {
+	svc := registries.Service{Name: g.name, Ports: g.declared}
+	for _, id := range slices.Sorted(maps.Keys(g.instances)) {
+		svc.Instances = append(svc.Instances, g.instances[id])
+	}
+	return svc
+}
+
+// generator builds a Sequence from a seed.
+type generator struct {
+	r *rand.Rand
+	// regs: configured registry → service name → service; order is the
+	// configuration order.
+	regs  map[string]map[string]*genService
+	order []string
+	// shapes: registry → service name → whether it declares its ports,
+	// and the port and protocol of its instances when it does not, fixed
+	// for the whole sequence (see Generate).
+	shapes map[string]map[string]*registries.Port
+	// clients are the names of the clients connected so far.
+	clients []string
+	q       Sequence
+}
+
+// Generate returns the sequence of seed: 2-3 registries, a conflict
+// policy, an endpoint mode, an outage policy and a debounce, and n events
+// over a few hosts: instances added, removed, reweighted, relabelled and
+// moved between ports; services added and removed; read errors of a
+// service or a whole registry; relists after reconnections (held down);
+// reloads that add, remove or restart a registry; time passing; delete
+// guards confirmed; clients connecting and reconnecting (Delta with
+// initial_resource_versions); and Checks.
+//
+// Rule 3 (ports stick for the life of the process) makes a long-running
+// bridge differ from a fresh one by design, where the ports come from the
+// instances: the generator keeps such a service's instances on one port
+// and protocol, and takes it away by removal, not by leaving it without
+// instances. Whether a service declares its ports, and that port and
+// protocol when it does not, is fixed for the whole sequence, not only for
+// the service's life: a removal the delete guard holds keeps the service's
+// history in the Syncer, and the service may be listed again before the
+// guard lets go. A service that declares its ports has no history and its
+// declared ports change freely. Rule 10's hysteresis (inline ↔
+// WorkloadEntry form near the size limits) is out of reach of these
+// sizes.
+func Generate(seed uint64, n int) Sequence {
+	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), regs: map[string]map[string]*genService{},
+		shapes: map[string]map[string]*registries.Port{}}
+	g.q.Seed = seed
+	nregs := 2 + g.r.IntN(2)
+	for _, name := range genRegistry[:nregs] {
+		g.regs[name] = map[string]*genService{}
+		g.order = append(g.order, name)
+		g.q.Options.Registries = append(g.q.Options.Registries, RegistryConfig{Name: name})
+	}
+	g.q.Options.ConflictPolicy = pickOf(g.r, []string{syncer.ConflictMerge, syncer.ConflictFirst})
+	g.q.Options.Endpoints = pickOf(g.r, []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline})
+	if g.r.IntN(2) == 0 {
+		g.q.Options.Outage.HoldDown = 10 * time.Second
+	}
+	if g.r.IntN(2) == 0 {
+		g.q.Options.Outage.MaxDeleteRatio = 0.5
+		g.q.Options.Outage.DeleteGuardFloor = 1
+		g.q.Options.Outage.DeleteGuardTimeout = time.Minute
+	}
+	g.q.Options.Debounce = pickOf(g.r, []time.Duration{0, 0, 2 * time.Millisecond, 20 * time.Millisecond})
+
+	// Every registry lists first; two clients watch from the start.
+	for _, name := range g.order {
+		g.event(g.list(name, false)...)
+	}
+	g.event(g.connect(SotW), g.connect(Delta))
+	for range n {
+		g.step()
+	}
+	return g.q
+}
+
+func pickOf[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+func (g *generator) event(steps ...Step) { g.q.Events = append(g.q.Events, steps) }
+
+// step generates one event.
+func (g *generator) step() {
+	reg := pickOf(g.r, g.order)
+	switch p := g.r.IntN(100); {
+	case p < 40:
+		g.event(g.change(reg))
+	case p < 48:
+		if names := slices.Sorted(maps.Keys(g.regs[reg])); len(names) > 0 {
+			name := pickOf(g.r, names)
+			delete(g.regs[reg], name)
+			g.event(Remove(reg, name))
+		}
+	case p < 54:
+		name := ""
+		if g.r.IntN(2) == 0 {
+			name = pickOf(g.r, genServices)
+		}
+		g.event(Fail(reg, name))
+	case p < 62:
+		// A reconnection: the registry's state may have changed
+		// meanwhile, and the relist reads it.
+		for range g.r.IntN(3) {
+			g.mutate(reg)
+		}
+		g.event(g.list(reg, true)...)
+	case p < 66:
+		for range g.r.IntN(2) {
+			g.mutate(reg)
+		}
+		g.event(append([]Step{RestartRegistry(reg)}, g.list(reg, true)...)...)
+	case p < 69:
+		if len(g.order) > 1 {
+			g.order = slices.DeleteFunc(g.order, func(n string) bool { return n == reg })
+			delete(g.regs, reg)
+			g.event(RemoveRegistry(reg))
+		}
+	case p < 72:
+		for _, name := range genRegistry {
+			if g.regs[name] == nil {
+				g.regs[name] = map[string]*genService{}
+				g.order = append(g.order, name)
+				for range 1 + g.r.IntN(2) {
+					g.mutate(name)
+				}
+				g.event(append([]Step{AddRegistry(name)}, g.list(name, false)...)...)
+				break
+			}
+		}
+	case p < 78:
+		g.event(Advance(time.Duration(1+g.r.IntN(15)) * time.Second))
+	case p < 80:
+		g.event(Confirm(reg))
+	case p < 86:
+		if len(g.clients) > 0 {
+			g.event(Reconnect(pickOf(g.r, g.clients)))
+		}
+	case p < 88:
+		g.event(g.connect(Protocol(g.r.IntN(2))))
+	default:
+		g.event(Check())
+	}
+}
+
+func (g *generator) connect(p Protocol) Step {
+	name := fmt.Sprintf("%s-%d", p, len(g.clients))
+	g.clients = append(g.clients, name)
+	return Connect(name, p)
+}
+
+// list is a complete read of reg (relist: after a reconnection).
+func (g *generator) list(reg string, relist bool) []Step {
+	var svcs []registries.Service
+	for _, name := range slices.Sorted(maps.Keys(g.regs[reg])) {
+		svcs = append(svcs, g.regs[reg][name].service())
+	}
+	if relist {
+		return []Step{Relist(reg, svcs...)}
+	}
+	return []Step{List(reg, svcs...)}
+}
+
+// change mutates one service of reg and returns its read.
+func (g *generator) change(reg string) Step {
+	svc := g.mutate(reg)
+	return Set(reg, svc.service())
+}
+
+// mutate changes one service of reg, creating it when needed, and returns
+// it.
+func (g *generator) mutate(reg string) *genService {
+	name := pickOf(g.r, genServices)
+	svc := g.regs[reg][name]
+	if svc == nil {
+		svc = &genService{name: name, instances: map[string]registries.Instance{}}
+		if g.shapes[reg] == nil {
+			g.shapes[reg] = map[string]*registries.Port{}
+		}
+		shape, known := g.shapes[reg][name]
+		if !known {
+			if g.r.IntN(3) == 0 {
+				shape = &genUndeclared[g.r.IntN(len(genUndeclared))]
+			}
+			g.shapes[reg][name] = shape
+		}
+		if shape == nil {
+			svc.declared = pickOf(g.r, genDeclared)
+		} else {
+			svc.undecl = *shape
+		}
+		g.regs[reg][name] = svc
+		g.addInstance(svc)
+		return svc
+	}
+	ids := slices.Sorted(maps.Keys(svc.instances))
+	switch p := g.r.IntN(10); {
+	case p < 3 || len(ids) == 0:
+		g.addInstance(svc)
+	case p < 5:
+		if len(ids) > 1 || svc.declared != nil {
+			delete(svc.instances, pickOf(g.r, ids))
+		} else {
+			g.addInstance(svc)
+		}
+	case p < 6:
+		inst := svc.instances[pickOf(g.r, ids)]
+		inst.Weight = pickOf(g.r, genWeights)
+		svc.instances[inst.ID] = inst
+	case p < 7:
+		inst := svc.instances[pickOf(g.r, ids)]
+		inst.Labels = map[string]string{"version": pickOf(g.r, []string{"v1", "v2"})}
+		svc.instances[inst.ID] = inst
+	case p < 8:
+		inst := svc.instances[pickOf(g.r, ids)]
+		inst.Locality = pickOf(g.r, genLocality)
+		svc.instances[inst.ID] = inst
+	case p < 9:
+		// Moved to another port (the same instance ID).
+		if svc.declared != nil {
+			inst := svc.instances[pickOf(g.r, ids)]
+			inst.Port = g.port(svc)
+			svc.instances[inst.ID] = inst
+		}
+	default:
+		if svc.declared != nil {
+			svc.declared = pickOf(g.r, genDeclared)
+		}
+	}
+	return svc
+}
+
+// port picks an instance port for svc: one it declares, sometimes one it
+// does not (mapped to its primary port).
+func (g *generator) port(svc *genService) uint32 {
+	if svc.declared == nil {
+		return svc.undecl.Number
+	}
+	if g.r.IntN(5) == 0 {
+		return 7070
+	}
+	return pickOf(g.r, svc.declared).Number
+}
+
+func (g *generator) addInstance(svc *genService) {
+	addr := pickOf(g.r, genAddresses)
+	inst := registries.Instance{ID: addr, Address: addr, Port: g.port(svc),
+		Weight: pickOf(g.r, genWeights), Locality: pickOf(g.r, genLocality)}
+	if svc.declared == nil {
+		inst.Protocol = svc.undecl.Protocol
+	}
+	svc.instances[inst.ID] = inst
+}

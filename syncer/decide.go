@@ -1,0 +1,176 @@
+package syncer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// This file holds the Syncer's decisions as pure functions of their inputs:
+// who serves a host (rule 1), whether a merge conflicts, what a snapshot
+// does given the outage state (rules 2, 5, 6) and what a listing holds
+// (rule 5). The Syncer (sync.go, hosts.go, outage.go) applies them; their
+// rules are table-tested in decide_test.go.
+
+// claimant is a service that produces a host: its registry's position in
+// the configuration (rank) and its Service.Key.
+type claimant struct {
+	rank     int
+	registry string
+	service  string
+}
+
+// compareClaimants is rule 1's order: configuration order of the
+// registries, then service key.
+func compareClaimants(a, b claimant) int {
+	return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.registry, b.registry), strings.Compare(a.service, b.service))
+}
+
+// role is what a claimant's service is to its host.
+type role int
+
+const (
+	// roleWinner: its ServiceEntry (ports, labels, registry label) is the
+	// host's.
+	roleWinner role = iota
+	// roleMerged: its instances join the winner's ServiceEntry
+	// (conflictPolicy merge), translated against the winner's ports,
+	// unless its protocol conflicts (mergeConflict).
+	roleMerged
+	// roleCollision: rejected (host-collision): a later service of a
+	// registry already serving the host, or (conflictPolicy first) of a
+	// later registry.
+	roleCollision
+)
+
+// planHost gives each claimant of a host its role, claimants in rule 1's
+// order (compareClaimants): the first wins; under merge every later
+// registry's first service merges and a registry's later services
+// collide; under first every other claimant collides.
+func planHost(claims []claimant, merge bool) []role {
+	roles := make([]role, len(claims))
+	seen := make(map[string]bool, len(claims))
+	for i, c := range claims {
+		switch {
+		case i == 0:
+			roles[i] = roleWinner
+		case merge && !seen[c.registry]:
+			roles[i] = roleMerged
+		default:
+			roles[i] = roleCollision
+		}
+		seen[c.registry] = true
+	}
+	return roles
+}
+
+// mergeConflict says why a service whose own translation has ports theirs
+// cannot merge into a ServiceEntry with ports ours, "" when it can: a port
+// number both have must have one protocol; when they share no number, the
+// instances land on the winner's first port, whose protocol must be that
+// of the service's first port. Protocols are compared as the ServiceEntry
+// carries them (a Dubbo port is TCP), and ports of the same number and
+// protocol agree whatever their names.
+func mergeConflict(ours, theirs []*networking.ServicePort) string {
+	if len(ours) == 0 || len(theirs) == 0 {
+		return ""
+	}
+	shared := false
+	for _, t := range theirs {
+		i := slices.IndexFunc(ours, func(o *networking.ServicePort) bool { return o.GetNumber() == t.GetNumber() })
+		if i < 0 {
+			continue
+		}
+		shared = true
+		if o := ours[i]; o.GetProtocol() != t.GetProtocol() {
+			return fmt.Sprintf("its port %d is %s, the same port of the registry that serves the host is %s",
+				t.GetNumber(), t.GetProtocol(), o.GetProtocol())
+		}
+	}
+	if !shared && ours[0].GetProtocol() != theirs[0].GetProtocol() {
+		return fmt.Sprintf("it shares no port with the registry that serves the host, and its protocol %s differs from %s",
+			theirs[0].GetProtocol(), ours[0].GetProtocol())
+	}
+	return ""
+}
+
+// snapshotAction is what a Snapshot does (rules 2, 5, 6).
+type snapshotAction int
+
+const (
+	// actApply: the snapshot is authoritative and applies now.
+	actApply snapshotAction = iota
+	// actReadError: the read failed; the last-known-good state stays.
+	actReadError
+	// actGuarded: a disappearance whose removal the delete guard holds; it
+	// applies when the guard does (rule 5).
+	actGuarded
+	// actHoldDown: a disappearance read right after a reconnection waits
+	// for the hold-down (rule 6).
+	actHoldDown
+)
+
+// decideSnapshot decides a snapshot of a service that serves instances
+// (it has some now) or not, whose removal the delete guard holds or not,
+// under hold-down holdDown (0: off).
+func decideSnapshot(snap registries.Snapshot, servesInstances, guarded, holdDown bool) snapshotAction {
+	disappears := servesInstances && (snap.Removed || len(snap.Service.Instances) == 0)
+	switch {
+	case snap.Err != nil:
+		return actReadError
+	case disappears && guarded:
+		return actGuarded
+	case disappears && snap.Relist && holdDown:
+		return actHoldDown
+	}
+	return actApply
+}
+
+// listingJudgement is what the delete guard makes of a complete read
+// (rule 5).
+type listingJudgement struct {
+	// back are held services the listing has again: the guard drops them.
+	back []string
+	// hold are the services the listing removes that the guard now holds,
+	// sorted, and lost their instances; empty when it holds nothing new.
+	hold []string
+	lost int
+}
+
+// judgeListing judges a listing of scope that found listed, given the
+// registry's services in that scope (key → instances), those the guard
+// holds already, the registry's instances and whether the guard applies at
+// all (a listing before the registry's first complete one, or with the
+// guard off, is not judged).
+func judgeListing(p OutagePolicy, judged bool, scope string, listed map[string]bool, services map[string]int,
+	held map[string]bool, instances int) listingJudgement {
+	var j listingJudgement
+	for k := range held {
+		if strings.HasPrefix(k, scope) && listed[k] {
+			j.back = append(j.back, k)
+		}
+	}
+	slices.Sort(j.back)
+	if !judged || p.MaxDeleteRatio <= 0 || p.MaxDeleteRatio >= 1 {
+		return j
+	}
+	var gone []string
+	lost := 0
+	for k, n := range services {
+		if strings.HasPrefix(k, scope) && !listed[k] && !held[k] {
+			gone = append(gone, k)
+			lost += n
+		}
+	}
+	if lost <= p.DeleteGuardFloor || float64(lost) <= p.MaxDeleteRatio*float64(instances) {
+		return j
+	}
+	slices.Sort(gone)
+	j.hold, j.lost = gone, lost
+	return j
+}

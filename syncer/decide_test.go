@@ -1,0 +1,157 @@
+package syncer
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+func TestPlanHost(t *testing.T) {
+	c := func(rank int, registry, service string) claimant {
+		return claimant{rank: rank, registry: registry, service: service}
+	}
+	cases := map[string]struct {
+		claims []claimant // in rule 1's order
+		merge  bool
+		want   []role
+	}{
+		"one claimant wins": {claims: []claimant{c(0, "a", "web")}, merge: true, want: []role{roleWinner}},
+		"merge: every later registry's first service merges": {
+			claims: []claimant{c(0, "a", "web"), c(1, "b", "web"), c(2, "c", "web")}, merge: true,
+			want: []role{roleWinner, roleMerged, roleMerged}},
+		"merge: a registry's later service collides": {
+			claims: []claimant{c(0, "a", "Web"), c(0, "a", "web"), c(1, "b", "web"), c(1, "b", "web2")}, merge: true,
+			want: []role{roleWinner, roleCollision, roleMerged, roleCollision}},
+		"first: every other claimant collides": {
+			claims: []claimant{c(0, "a", "web"), c(1, "b", "web"), c(1, "b", "web2")},
+			want:   []role{roleWinner, roleCollision, roleCollision}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := planHost(tc.claims, tc.merge); !slices.Equal(got, tc.want) {
+				t.Fatalf("roles %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCompareClaimants(t *testing.T) {
+	// Configuration order first, then the service key; the order of
+	// arrival plays no part.
+	got := []claimant{{rank: 1, registry: "a", service: "web"}, {rank: 0, registry: "b", service: "web"},
+		{rank: 0, registry: "b", service: "Web"}, {rank: 0, registry: "b", service: "a-web"}}
+	slices.SortFunc(got, compareClaimants)
+	want := []claimant{{rank: 0, registry: "b", service: "Web"}, {rank: 0, registry: "b", service: "a-web"},
+		{rank: 0, registry: "b", service: "web"}, {rank: 1, registry: "a", service: "web"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+func TestMergeConflict(t *testing.T) {
+	port := func(n uint32, proto string) *networking.ServicePort {
+		return &networking.ServicePort{Number: n, Protocol: proto, Name: strings.ToLower(proto) + "-x"}
+	}
+	cases := map[string]struct {
+		ours, theirs []*networking.ServicePort
+		conflict     bool
+	}{
+		"same port and protocol": {ours: []*networking.ServicePort{port(8080, "GRPC")}, theirs: []*networking.ServicePort{port(8080, "GRPC")}},
+		"shared ports agree, the primary ports differ": {
+			ours:   []*networking.ServicePort{port(8080, "GRPC"), port(9090, "HTTP")},
+			theirs: []*networking.ServicePort{port(9090, "HTTP")}},
+		"a shared port disagrees": {
+			ours:   []*networking.ServicePort{port(8080, "GRPC"), port(9090, "HTTP")},
+			theirs: []*networking.ServicePort{port(9090, "GRPC")}, conflict: true},
+		"no shared port, same protocol": {
+			ours: []*networking.ServicePort{port(8080, "HTTP")}, theirs: []*networking.ServicePort{port(7070, "HTTP")}},
+		"no shared port, another protocol": {
+			ours: []*networking.ServicePort{port(8080, "GRPC")}, theirs: []*networking.ServicePort{port(9090, "HTTP")}, conflict: true},
+		"nothing known of theirs": {ours: []*networking.ServicePort{port(8080, "GRPC")}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := mergeConflict(tc.ours, tc.theirs); (got != "") != tc.conflict {
+				t.Fatalf("conflict %q, want one: %v", got, tc.conflict)
+			}
+		})
+	}
+}
+
+func TestDecideSnapshot(t *testing.T) {
+	inst := []registries.Instance{{ID: "1", Address: "10.0.0.1", Port: 80}}
+	read := registries.Snapshot{Service: registries.Service{Name: "web", Instances: inst}}
+	empty := registries.Snapshot{Service: registries.Service{Name: "web"}}
+	removed := registries.Snapshot{Service: registries.Service{Name: "web"}, Removed: true}
+	relisted := func(s registries.Snapshot) registries.Snapshot { s.Relist = true; return s }
+	failed := registries.Snapshot{Service: registries.Service{Name: "web"}, Err: errors.New("timeout")}
+	cases := map[string]struct {
+		snap                      registries.Snapshot
+		serves, guarded, holdDown bool
+		want                      snapshotAction
+	}{
+		"a read error keeps last-known-good":                {snap: failed, serves: true, guarded: true, holdDown: true, want: actReadError},
+		"instances apply":                                   {snap: read, serves: true, holdDown: true, want: actApply},
+		"a stable registry's disappearance applies at once": {snap: empty, serves: true, holdDown: true, want: actApply},
+		"a disappearance after a reconnection is held down": {snap: relisted(empty), serves: true, holdDown: true, want: actHoldDown},
+		"a removal after a reconnection is held down":       {snap: relisted(removed), serves: true, holdDown: true, want: actHoldDown},
+		"no hold-down configured":                           {snap: relisted(removed), serves: true, want: actApply},
+		"nothing served: nothing to hold":                   {snap: relisted(removed), holdDown: true, want: actApply},
+		"the delete guard holds the removal":                {snap: removed, serves: true, guarded: true, holdDown: true, want: actGuarded},
+		"a guarded service that is back applies":            {snap: read, serves: true, guarded: true, want: actApply},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := decideSnapshot(tc.snap, tc.serves, tc.guarded, tc.holdDown); got != tc.want {
+				t.Fatalf("action %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJudgeListing(t *testing.T) {
+	p := OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 2}
+	p2 := OutagePolicy{MaxDeleteRatio: 0.2, DeleteGuardFloor: 2}
+	services := map[string]int{"a": 2, "b": 2, "c": 2, "g/x": 3}
+	listed := func(keys ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, k := range keys {
+			m[k] = true
+		}
+		return m
+	}
+	cases := map[string]struct {
+		policy   OutagePolicy
+		judged   bool
+		scope    string
+		listed   map[string]bool
+		held     map[string]bool
+		wantBack []string
+		wantHold []string
+		wantLost int
+	}{
+		"a small removal passes":                {policy: p, judged: true, listed: listed("a", "b", "g/x"), wantHold: nil},
+		"most of the registry is held":          {policy: p, judged: true, listed: listed("a"), wantHold: []string{"b", "c", "g/x"}, wantLost: 7},
+		"not before the first complete listing": {policy: p, listed: listed("a")},
+		"guard off":                             {policy: OutagePolicy{}, judged: true, listed: listed()},
+		"within the floor":                      {policy: OutagePolicy{MaxDeleteRatio: 0.1, DeleteGuardFloor: 3}, judged: true, listed: listed("a", "b", "g/x")},
+		"a scope judges its own services only":  {policy: p2, judged: true, scope: "g/", listed: listed(), wantHold: []string{"g/x"}, wantLost: 3},
+		"held services listed again come back": {policy: p, judged: true, listed: listed("a", "b", "c", "g/x"), held: map[string]bool{"b": true, "c": true},
+			wantBack: []string{"b", "c"}},
+		"held services are not held twice": {policy: p2, judged: true, listed: listed("a"), held: map[string]bool{"b": true, "c": true},
+			wantHold: []string{"g/x"}, wantLost: 3},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			j := judgeListing(tc.policy, tc.judged, tc.scope, tc.listed, services, tc.held, 9)
+			if !slices.Equal(j.back, tc.wantBack) || !slices.Equal(j.hold, tc.wantHold) || j.lost != tc.wantLost {
+				t.Fatalf("judgement %+v, want back %v hold %v lost %d", j, tc.wantBack, tc.wantHold, tc.wantLost)
+			}
+		})
+	}
+}

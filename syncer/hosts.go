@@ -1,0 +1,360 @@
+package syncer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/serviceentry"
+	"github.com/meshbridge/meshbridge/translate"
+)
+
+// hostState is one host: the services that claim it, in rule 1's order,
+// and what the Store holds for it.
+type hostState struct {
+	// claims are the claimants, winner first (sortClaims).
+	claims []serviceID
+	// written are the store's objects we wrote for the host, as the store
+	// holds them: a slice of shared objects costs 8 bytes per instance.
+	written []*model.Config
+	// served is whose instances the objects hold.
+	served []servedBy
+}
+
+// servedBy is a registry whose instances a host's objects hold, and how
+// many of them survived translation.
+type servedBy struct {
+	registry  string
+	instances int
+}
+
+// claimantOf is id as rule 1 orders it. s.mu is held.
+func (s *Syncer) claimantOf(id serviceID) claimant {
+	return claimant{rank: s.regs.rankOf(id.registry), registry: id.registry, service: id.name}
+}
+
+// sortClaims puts claims in rule 1's order and reports whether it changed
+// it. s.mu is held.
+func (s *Syncer) sortClaims(claims []serviceID) bool {
+	cmp := func(a, b serviceID) int { return compareClaimants(s.claimantOf(a), s.claimantOf(b)) }
+	if slices.IsSortedFunc(claims, cmp) {
+		return false
+	}
+	slices.SortFunc(claims, cmp)
+	return true
+}
+
+// claim makes id a claimant of host and re-decides it. s.mu is held.
+func (s *Syncer) claim(id serviceID, host string) {
+	h := s.hosts[host]
+	if h == nil {
+		h = &hostState{}
+		s.hosts[host] = h
+	}
+	if !slices.Contains(h.claims, id) {
+		h.claims = append(h.claims, id)
+		s.sortClaims(h.claims)
+	}
+	s.apply(host)
+}
+
+// release drops id from host's claimants and re-decides it. s.mu is held.
+func (s *Syncer) release(id serviceID, host string) {
+	h := s.hosts[host]
+	if h == nil {
+		return
+	}
+	h.claims = slices.DeleteFunc(h.claims, func(c serviceID) bool { return c == id })
+	s.apply(host)
+}
+
+// reorder re-sorts every host's claimants after the registries' order
+// changed and re-decides the hosts whose order did. s.mu is held.
+func (s *Syncer) reorder() {
+	var changed []string
+	for host, h := range s.hosts {
+		if s.sortClaims(h.claims) {
+			changed = append(changed, host)
+		}
+	}
+	slices.Sort(changed)
+	for _, host := range changed {
+		s.apply(host)
+	}
+}
+
+// apply makes the store's objects for host equal to what its claimants
+// produce (rule 1), or removes them when nobody claims it. Only objects
+// whose content hash changed are written (rule 4 gives the order). s.mu must
+// be held.
+func (s *Syncer) apply(host string) {
+	h := s.hosts[host]
+	if h == nil {
+		return
+	}
+	desired, served := s.desired(h)
+	s.noteServed(h, served)
+	want := make(map[model.ConfigKey]bool, len(desired))
+	keepsSE := false
+	for _, cfg := range desired {
+		want[cfg.Key()] = true
+		keepsSE = keepsSE || cfg.Kind == model.KindServiceEntry
+	}
+	// A host that keeps its ServiceEntry writes first and deletes after,
+	// so that a change of form never leaves a moment with neither form
+	// served; a host that loses it deletes first, ServiceEntry before
+	// WorkloadEntries.
+	remove := func() {
+		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
+			for _, cfg := range h.written {
+				if key := cfg.Key(); key.Kind == kind && !want[key] {
+					s.write(key, nil)
+				}
+			}
+		}
+	}
+	if !keepsSE {
+		remove()
+	}
+	stored := make([]*model.Config, 0, len(desired))
+	for _, cfg := range desired {
+		if cur := s.write(cfg.Key(), cfg); cur != nil {
+			stored = append(stored, cur)
+		}
+	}
+	if keepsSE {
+		remove()
+	}
+	h.written = stored
+	if len(h.claims) == 0 && len(stored) == 0 {
+		delete(s.hosts, host)
+		return
+	}
+	for _, id := range h.claims {
+		if st := s.services[id]; st != nil {
+			s.shareStored(&st.result)
+			if st.merge != nil && st.merge.ok {
+				s.shareStored(&st.merge.result)
+			}
+		}
+	}
+}
+
+// shareStored points res at the store's objects where the store holds the
+// same content (equal content hash): the result is kept while its service
+// lives, to diff and reuse on the next translation, and keeping the store's
+// copy instead of its own saves an object per WorkloadEntry. The store's
+// objects carry a resource version and an observation time; neither is
+// content, so translation reuses and the sync step compares them as it does
+// its own. s.mu must be held.
+func (s *Syncer) shareStored(res *translate.Result) {
+	share := func(cfg *model.Config) *model.Config {
+		if cfg == nil || cfg.Hash.IsZero() {
+			return cfg
+		}
+		if stored := s.store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != nil && stored != cfg && stored.Hash == cfg.Hash {
+			return stored
+		}
+		return cfg
+	}
+	res.ServiceEntry = share(res.ServiceEntry)
+	for i, cfg := range res.WorkloadEntries {
+		res.WorkloadEntries[i] = share(cfg)
+	}
+}
+
+// desired returns the objects h's claimants produce, WorkloadEntries
+// before the ServiceEntry, and whose instances they hold, with the roles
+// planHost gives them; it logs and counts a claimant's rejection when it
+// starts. s.mu must be held.
+func (s *Syncer) desired(h *hostState) ([]*model.Config, []servedBy) {
+	if len(h.claims) == 0 {
+		return nil, nil
+	}
+	claims := make([]claimant, len(h.claims))
+	for i, id := range h.claims {
+		claims[i] = s.claimantOf(id)
+	}
+	roles := planHost(claims, s.merge)
+	first := s.services[h.claims[0]]
+	s.setRejection(h.claims[0], first, "", nil)
+	res := first.result
+	if res.ServiceEntry == nil {
+		// No port is known yet: nothing to merge into.
+		return slices.Clone(res.WorkloadEntries), nil
+	}
+	desired := slices.Clone(res.WorkloadEntries)
+	served := []servedBy{{registry: h.claims[0].registry, instances: first.instances - len(res.Rejected)}}
+	se := res.ServiceEntry
+	var inline []*networking.WorkloadEntry
+	for i, id := range h.claims[1:] {
+		st := s.services[id]
+		if roles[i+1] == roleCollision {
+			winner := h.claims[0]
+			if s.merge {
+				winner = h.claims[slices.IndexFunc(h.claims, func(c serviceID) bool { return c.registry == id.registry })]
+			}
+			s.setRejection(id, st, "host-collision", fmt.Errorf("host %q is produced by service %q of registry %q, which comes first",
+				res.Host, winner.name, winner.registry))
+			continue
+		}
+		m, conflict := s.mergedResult(id, st, first)
+		if conflict != "" {
+			s.setRejection(id, st, "protocol-conflict", errors.New(conflict))
+			continue
+		}
+		s.setRejection(id, st, "", nil)
+		served = append(served, servedBy{registry: id.registry, instances: st.instances - len(m.Rejected)})
+		if len(res.WorkloadEntries) > 0 || se.ServiceEntry().GetWorkloadSelector() != nil {
+			desired = append(desired, m.WorkloadEntries...)
+		} else {
+			inline = append(inline, translate.InlineEndpoints(m)...)
+		}
+	}
+	if len(inline) > 0 {
+		merged, err := s.regs.byName[h.claims[0].registry].cfg.Translator.MergeInline(se, inline)
+		if err != nil {
+			s.log.Warn("Cannot merge other registries' endpoints into an inline ServiceEntry; serving the first registry's",
+				"host", res.Host, "err", err)
+		} else {
+			se = merged
+		}
+	}
+	return append(desired, se), served
+}
+
+// setRejection records why st (of id) is not served, "" when it is, and
+// logs and counts a rejection when it starts or its reason changes.
+// s.mu is held.
+func (s *Syncer) setRejection(id serviceID, st *serviceState, reason string, err error) {
+	if st == nil || st.rejection == reason {
+		return
+	}
+	st.rejection = reason
+	if reason != "" {
+		s.reject(id.registry, st.svc.Name, reason, max(1, st.instances), err)
+	}
+}
+
+// mergedResult is st translated against the ports of the host's first
+// claimant (conflictPolicy merge), kept until either changes; conflict says
+// why st cannot merge (mergeConflict), or that its translation failed.
+// s.mu must be held.
+func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.Result, string) {
+	if st.result.ServiceEntry != nil {
+		if c := mergeConflict(first.result.ServiceEntry.ServiceEntry().GetPorts(), st.result.ServiceEntry.ServiceEntry().GetPorts()); c != "" {
+			return translate.Result{}, c
+		}
+	}
+	target := translate.Sticky{Port: first.result.Sticky.Port, Protocol: first.result.Sticky.Protocol, ProtocolPorts: first.result.Sticky.ProtocolPorts}
+	var prev translate.Result
+	if m := st.merge; m != nil {
+		if m.ok && sameStickyPorts(m.forPorts, target) {
+			return m.result, ""
+		}
+		prev = m.result
+	}
+	res, err := s.regs.byName[id.registry].cfg.Translator.TranslateReusing(st.svc, target, prev)
+	if err != nil {
+		return translate.Result{}, "its translation against the serving registry's ports failed: " + err.Error()
+	}
+	if st.merge == nil {
+		st.merge = new(mergedState)
+	}
+	*st.merge = mergedState{result: res, forPorts: target, ok: true}
+	return res, ""
+}
+
+// sameStickyPorts reports whether two Stickies keep the same ports.
+func sameStickyPorts(a, b translate.Sticky) bool {
+	return a.Port == b.Port && a.Protocol == b.Protocol && slices.Equal(a.ProtocolPorts, b.ProtocolPorts)
+}
+
+// noteServed moves h's served instances to now, keeping each registry's
+// ServedInstances and meshbridge_registry_served_instances equal to the
+// instances its objects in the store hold. s.mu must be held.
+func (s *Syncer) noteServed(h *hostState, now []servedBy) {
+	if slices.Equal(h.served, now) {
+		return
+	}
+	delta := map[string]int{}
+	for _, b := range h.served {
+		delta[b.registry] -= b.instances
+	}
+	for _, b := range now {
+		delta[b.registry] += b.instances
+	}
+	for name, d := range delta {
+		if r := s.regs.byName[name]; r != nil && d != 0 {
+			r.status.ServedInstances += d
+			registryServedInstances.WithLabelValues(name).Set(float64(r.status.ServedInstances))
+		}
+	}
+	h.served = now
+}
+
+// write creates, updates (when the content hash differs) or, with a nil cfg,
+// deletes one object, carrying the observation being applied (observing).
+// The Syncer is the store's only writer, so a conflict is a bug: it is
+// logged, never retried in a loop. It returns the object the store now
+// holds under key (nil when none).
+func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
+	existing := s.store.Get(key.Kind, key.Name, key.Namespace)
+	var err error
+	switch {
+	case cfg == nil && existing != nil:
+		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, 0, s.obs.at)
+	case cfg == nil:
+		return nil
+	case existing == nil:
+		_, err = s.store.CreateObserved(cfg, s.obs.at)
+	case existing.Hash != cfg.Hash || existing.Hash.IsZero():
+		_, err = s.store.UpdateObserved(cfg, s.obs.at)
+	default:
+		return existing
+	}
+	if err != nil && !errors.Is(err, serviceentry.ErrNotFound) {
+		s.log.Error("Failed to write to the aggregate store", "kind", string(key.Kind), "name", key.Name,
+			"namespace", key.Namespace, "err", err)
+		return existing
+	}
+	s.obs.wrote = true
+	if cfg == nil {
+		return nil
+	}
+	return s.store.Get(key.Kind, key.Name, key.Namespace)
+}
+
+// observation is the registry observation a Snapshot call applies: the
+// objects written for it carry its time (model.Meta.Observed), from which
+// the ServiceEntry controller starts the pushes they cause, and it is the
+// start of the store stage of meshbridge_convergence_seconds. Writes made
+// outside a Snapshot (a hold-down or delete guard ending, a registry added
+// or removed) carry none. Guarded by s.mu.
+type observation struct {
+	// at is registries.Snapshot.Observed, nil outside Snapshot: one value
+	// the objects written for the snapshot share.
+	at    *time.Time
+	wrote bool // an object was written for it
+}
+
+// observing makes the writes until the returned function runs carry
+// observed; that function then records the store stage, once, when
+// anything was written. s.mu must be held from the call until the returned
+// function has run.
+func (s *Syncer) observing(observed time.Time) func() {
+	s.obs = observation{}
+	if !observed.IsZero() {
+		s.obs.at = &observed
+	}
+	return func() {
+		if s.obs.wrote && s.obs.at != nil {
+			serviceentry.ObserveConvergence(serviceentry.StageStore, time.Since(*s.obs.at))
+		}
+		s.obs = observation{}
+	}
+}
