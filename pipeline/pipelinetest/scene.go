@@ -233,11 +233,15 @@ func (f failStep) Play(s *Scene) {
 	s.do(f.registry, Call{Op: OpFail, Service: registries.Service{Name: f.name}})
 }
 
-func (f failStep) String() string { return fmt.Sprintf("pipelinetest.Fail(%q, %q)", f.registry, f.name) }
+func (f failStep) String() string {
+	return fmt.Sprintf("pipelinetest.Fail(%q, %q)", f.registry, f.name)
+}
 
 // Listing is a registry's complete read that lists keys, made before the
 // Snapshots of that read: the delete guard judges it.
-func Listing(registry string, keys ...string) Step { return listingStep{registry: registry, keys: keys} }
+func Listing(registry string, keys ...string) Step {
+	return listingStep{registry: registry, keys: keys}
+}
 
 type listingStep struct {
 	registry string
