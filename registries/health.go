@@ -114,7 +114,14 @@ func (h *Health) OK() {
 // meshbridge_registry_errors_total ("catalog", "health", "read", "parse",
 // "forbidden", ...), err the cause. A registry whose errors may echo a secret
 // redacts err before passing it.
-func (h *Health) Fail(reason string, err error) {
+func (h *Health) Fail(reason string, err error) { h.FailSince(reason, err, time.Time{}) }
+
+// FailSince is Fail for a failure known to have started before it was
+// seen, at since (a hung server found by a probe that went unanswered,
+// Liveness): when it takes the registry down, the outage counts from since,
+// so that the "reachable again" line's downFor is the outage's true
+// duration. A zero since, or one in the future, is now.
+func (h *Health) FailSince(reason string, err error, since time.Time) {
 	RegistryErrors.WithLabelValues(h.registry, reason).Inc()
 	msg := err.Error()
 	h.mu.Lock()
@@ -123,9 +130,12 @@ func (h *Health) Fail(reason string, err error) {
 	h.st.Errors++
 	h.st.LastError, h.st.LastErrorTime = msg, now
 	h.failures++
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
 	if !h.down {
-		h.down, h.downSince, h.lastReminder = true, now, now
-		h.st.Up, h.st.Since = false, now
+		h.down, h.downSince, h.lastReminder = true, since, now
+		h.st.Up, h.st.Since = false, since
 		registryUp.WithLabelValues(h.registry).Set(0)
 		if h.st.LastSuccess.IsZero() {
 			h.log.Warn("Cannot read the registry; nothing from it is served until a read succeeds",

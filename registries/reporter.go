@@ -488,4 +488,12 @@ func (r *Reporter) checkSyncedLocked() {
 	}
 	r.synced = true
 	r.cfg.Sink.Synced(r.cfg.Registry)
+	r.log.Info("Synced registry services", "count", len(r.services))
+}
+
+// Synced reports whether Synced was called.
+func (r *Reporter) Synced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.synced
 }

@@ -306,12 +306,14 @@ func TestSameInstances(t *testing.T) {
 		x, y []Instance
 		want bool
 	}{
-		"same order":                  {[]Instance{a, b}, []Instance{a, b}, true},
-		"other order":                 {[]Instance{a, b}, []Instance{b, a}, true},
-		"duplicates counted":          {[]Instance{a, a, b}, []Instance{a, b, b}, false},
-		"a label differs":             {[]Instance{a}, []Instance{{ID: "a", Address: "10.0.0.1", Port: 80, Labels: labels("v", "2")}}, false},
-		"extra ports differ":          {[]Instance{b}, []Instance{{ID: "b", Address: "10.0.0.2", Port: 80, Extra: &InstanceExtra{Ports: []Port{{Number: 80}}}}}, false},
-		"nil and empty lists are one": {nil, []Instance{}, true},
+		"same order":                   {[]Instance{a, b}, []Instance{a, b}, true},
+		"other order":                  {[]Instance{a, b}, []Instance{b, a}, true},
+		"duplicates counted":           {[]Instance{a, a, b}, []Instance{a, b, b}, false},
+		"a label differs":              {[]Instance{a}, []Instance{{ID: "a", Address: "10.0.0.1", Port: 80, Labels: labels("v", "2")}}, false},
+		"extra ports differ":           {[]Instance{b}, []Instance{{ID: "b", Address: "10.0.0.2", Port: 80, Extra: &InstanceExtra{Ports: []Port{{Number: 80}}}}}, false},
+		"nil and empty lists are one":  {nil, []Instance{}, true},
+		"a missing instance":           {[]Instance{a, b}, []Instance{a}, false},
+		"nil and empty labels are one": {[]Instance{b}, []Instance{{ID: "b", Address: "10.0.0.2", Port: 80, Labels: map[string]string{}}}, true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -375,11 +375,11 @@ func clientTLS(e endpoint) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// newClient builds the API client. Its transport keeps enough idle
-// connections for every concurrent query (MaxWatches blocking health queries,
-// the catalog and state/any queries and the re-read workers), so connections
-// are reused instead of churned, and it gives up on a response that outlives
-// the blocking wait (Consul adds up to wait/16 of jitter).
+// newTransport builds the API client's transport. It keeps enough idle
+// connections for every concurrent query (MaxWatches blocking health
+// queries, the catalog and state/any queries and the re-read workers), so
+// connections are reused instead of churned, and it gives up on a response
+// that outlives the blocking wait (Consul adds up to wait/16 of jitter).
 //
 // MaxConnsPerHost caps open connections, idle ones included, at the same
 // number: the agent counts every open connection against
@@ -393,11 +393,7 @@ func clientTLS(e endpoint) (*tls.Config, error) {
 // query as its own alert (HTTP/2 would multiplex the queries onto one
 // connection and report later dials as "http2: client conn could not be
 // established").
-//
-// The client is built from the transport directly: api.NewHttpClient applies
-// a TLSConfig only to a transport whose TLSClientConfig is nil, which a clone
-// of http.DefaultTransport is not.
-func newClient(c Config, e endpoint, tlsCfg *tls.Config) (*api.Client, error) {
+func newTransport(c Config, tlsCfg *tls.Config) *http.Transport {
 	conns := c.MaxWatches + rereadWorkers + 4
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns
@@ -410,6 +406,14 @@ func newClient(c Config, e endpoint, tlsCfg *tls.Config) (*api.Client, error) {
 	if tlsCfg != nil {
 		tr.TLSClientConfig = tlsCfg.Clone()
 	}
+	return tr
+}
+
+// newClient builds the API client on tr (newTransport's). The client is
+// built from the transport directly: api.NewHttpClient applies a TLSConfig
+// only to a transport whose TLSClientConfig is nil, which a clone of
+// http.DefaultTransport is not.
+func newClient(c Config, e endpoint, tr *http.Transport) (*api.Client, error) {
 	return api.NewClient(&api.Config{
 		Address:    e.hostport,
 		Scheme:     e.scheme,

@@ -2,7 +2,6 @@ package consul
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -113,26 +112,4 @@ func nodesOf(entries []*api.ServiceEntry) map[string]bool {
 		}
 	}
 	return nodes
-}
-
-// sameInstances reports whether two instance lists hold the same instances,
-// whatever their order.
-func sameInstances(a, b []registries.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	// A total order, so that equal lists compare equal whatever their
-	// order, duplicate IDs included.
-	byID := func(x, y registries.Instance) int {
-		return cmp.Or(cmp.Compare(x.ID, y.ID), cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port),
-			cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Weight, y.Weight), cmp.Compare(x.Locality, y.Locality),
-			cmp.Compare(fmt.Sprint(x.Labels), fmt.Sprint(y.Labels)))
-	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(a, byID)
-	slices.SortFunc(b, byID)
-	return slices.EqualFunc(a, b, func(x, y registries.Instance) bool {
-		return x.ID == y.ID && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
-			x.Weight == y.Weight && x.Locality == y.Locality && maps.Equal(x.Labels, y.Labels)
-	})
 }

@@ -98,27 +98,3 @@ func TestInstancesFromFields(t *testing.T) {
 		t.Errorf("instancesFrom (-want +got):\n%s", diff)
 	}
 }
-
-func TestSameInstances(t *testing.T) {
-	a := registries.Instance{ID: "n/a", Address: "10.0.0.1", Port: 80, Labels: map[string]string{"v": "1"}}
-	b := registries.Instance{ID: "n/b", Address: "10.0.0.2", Port: 80}
-	relabeled := a
-	relabeled.Labels = map[string]string{"v": "2"}
-	tests := map[string]struct {
-		x, y []registries.Instance
-		want bool
-	}{
-		"order does not matter":          {x: []registries.Instance{a, b}, y: []registries.Instance{b, a}, want: true},
-		"empty equals nil":               {x: nil, y: []registries.Instance{}, want: true},
-		"a missing instance is a change": {x: []registries.Instance{a, b}, y: []registries.Instance{a}},
-		"a changed label is a change":    {x: []registries.Instance{a}, y: []registries.Instance{relabeled}},
-		"nil labels equal empty labels":  {x: []registries.Instance{b}, y: []registries.Instance{{ID: "n/b", Address: "10.0.0.2", Port: 80, Labels: map[string]string{}}}, want: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := sameInstances(tc.x, tc.y); got != tc.want {
-				t.Errorf("sameInstances = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}

@@ -19,12 +19,22 @@
 //     loop that gets through wakes the others out of their backoff.
 //  4. An agent accepts 200 concurrent HTTP connections per client IP
 //     (limits.http_max_conns_per_client). The first Config.MaxWatches services
-//     by name get their own blocking query; the rest are followed by one
-//     blocking query on /v1/health/state/any: a service whose fingerprint of
-//     (node, checkID, ModifyIndex) over its checks and its nodes' node-level
-//     checks changed is re-read with a non-blocking health query. Services with
-//     no service-level checks are invisible to state/any and are re-read when
-//     the catalog index moves.
+//     by name get their own blocking query; the rest (polled) are followed by
+//     one blocking query on /v1/health/state/any: a service whose fingerprint
+//     of (node, checkID, ModifyIndex) over its checks and its nodes'
+//     node-level checks differs from its baseline is re-read with a
+//     non-blocking health query. A service's baseline is the fingerprint of
+//     what its last re-read returned, computed from that read's checks, not
+//     from the state/any answer that prompted it: a service that changed
+//     between the answer and the re-read and changed back before the next
+//     answer (deregister, register, deregister) differs from its baseline and
+//     is read again. A polled service without a baseline (new, or whose read
+//     failed) is read by a loop of its own, as are, when the catalog index
+//     moves, those with no service-level checks, which state/any cannot see
+//     come and go. Nothing cancels the state/any query but the agent hanging
+//     (rule 13): under churn a query cancelled at every catalog change would
+//     rarely complete. Reads of one polled service are serialized, so the
+//     last one reported is the newest.
 //  5. Instance: ID node "/" service ID; address Service.Address, else
 //     Node.Address; port Service.Port; labels from tags ("k=v" → k: v, a bare
 //     tag → tag: "") overlaid by ServiceMeta; protocol ServiceMeta["protocol"];
@@ -35,13 +45,17 @@
 //  6. Health: an instance is emitted when its checks aggregate to passing, or
 //     to warning with HealthyOnly false; critical and maintenance never
 //     (api.HealthChecks.AggregatedStatus).
-//  7. Emission (registries rules 1-3): a snapshot per service when its list
-//     differs from the last one sent (order-independent); Removed when it
-//     leaves the catalog or the allow-list; Err, once per run of failures,
-//     when a read fails — never an empty list. A failed catalog listing (or
-//     datacenter lookup) is one Err snapshot with an empty Service.Name per
-//     run of failures. Synced once after the first listing and each of its
-//     services' first successful read.
+//  7. Emission (registries rules 1-3) is registries.Reporter's: a snapshot
+//     per service when its list differs from the last one sent
+//     (order-independent); Removed when it leaves the catalog or the
+//     allow-list, after the listing; Err, once per run of failures, when a
+//     read fails — never an empty list. A failed catalog listing (or
+//     datacenter lookup) is one registry-wide Err snapshot (an empty
+//     Service.Name) per run of the same failure (an error names the path it
+//     read, not the query, whose index changes from one read to the next).
+//     Synced once after the first listing and each of its services' first
+//     successful read. A read right after a failed read of its service, or
+//     after its own or the catalog's index went backwards, is marked Relist.
 //  8. Read health (registries.Health): every failed read calls Fail, under
 //     the reason of its loop or status code (meshbridge_registry_errors_total);
 //     the registry is up again when no reader's last read failed (the
@@ -67,12 +81,23 @@
 //  12. Secrets: the token travels in the X-Consul-Token header and is never
 //     logged nor shown in Status or an error (redacted if an error echoes
 //     it).
+//  13. A hung agent is a down agent (registries.Liveness): a probe of
+//     /v1/status/leader on a connection of its own every 2 s, which a hung
+//     agent leaves unanswered for 5 s, takes the registry down as of when
+//     the probe was sent (reason "hung"), cancels every read in flight
+//     (each reported as failed: last-known-good kept, one error snapshot per
+//     service) and holds new ones; the probe's answer, the first thing a
+//     resumed agent sends, lets them through again, each reading without
+//     blocking. The blocking queries keep their long wait and the HTTP
+//     client's timeouts stay above it: a liveness read on its own
+//     connection, not per-request deadlines, tells a hung agent from a
+//     quiet one.
 //
 // Concurrency: Run's goroutine runs the catalog loop; each watched service has
-// a goroutine; one goroutine runs the state/any loop and at most 8 re-reads at
-// once. Each service has one owner at a time, and emission is serialized per
-// service, so the Sink never sees two calls for one service at once. Run waits
-// for all of them before returning.
+// a goroutine; one goroutine runs the state/any loop, one the read loop of
+// polled services, each with at most 8 re-reads at once; one runs the
+// liveness probe. Each service has one owner at a time, and the Reporter
+// serializes what the Sink gets. Run waits for all of them before returning.
 //
 // Not here: host naming, label sanitizing, ports (package translate); the
 // outage policy beyond "an error is not an empty list" (docs/design.md §8);

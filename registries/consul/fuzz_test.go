@@ -65,7 +65,7 @@ func FuzzInstancesFrom(f *testing.F) {
 		}
 		reversed := slices.Clone(instances)
 		slices.Reverse(reversed)
-		if !sameInstances(instances, reversed) {
+		if !registries.SameInstances(instances, reversed) {
 			t.Fatalf("sameInstances does not hold the instances equal to themselves in another order")
 		}
 		svc := registries.Service{Name: name, Instances: instances}

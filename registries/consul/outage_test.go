@@ -48,7 +48,7 @@ func TestConsulRestart(t *testing.T) {
 	c.Restart(t)
 	rec.Eventually(t, "every service is read again and equals the state before", func(st registrytest.State) bool {
 		for name, want := range before {
-			if st.Last[name].Err != nil || !sameInstances(st.Good[name], want) {
+			if st.Last[name].Err != nil || !registries.SameInstances(st.Good[name], want) {
 				return false
 			}
 		}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -34,6 +36,8 @@ type Registry struct {
 	// recovered is closed, and replaced, when a failing reader gets through
 	// while others still fail: they stop waiting out their backoff.
 	recovered chan struct{}
+	// rep is the running watcher's Reporter; nil before Run.
+	rep *registries.Reporter
 }
 
 // Readers, for Registry.failing: the catalog loop (with the datacenter
@@ -113,13 +117,18 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // an error only when the API client cannot be built (e.g. an unreadable token
 // file).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	client, err := newClient(r.cfg, r.ep, r.tls)
+	tr := newTransport(r.cfg, r.tls)
+	client, err := newClient(r.cfg, r.ep, tr)
+	if err != nil {
+		return fmt.Errorf("consul registry %q: build API client: %w", r.cfg.Name, err)
+	}
+	probe, err := newProbeClient(r.cfg, r.ep, tr)
 	if err != nil {
 		return fmt.Errorf("consul registry %q: build API client: %w", r.cfg.Name, err)
 	}
 	r.logger.Info("Started watching Consul", "address", r.status.Address, "maxWatches", r.cfg.MaxWatches)
 	w := newWatcher(r, client, sink)
-	w.run(ctx)
+	w.run(ctx, probe)
 	r.logger.Info("Stopped watching Consul")
 	return nil
 }
@@ -128,7 +137,12 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 func (r *Registry) Status() Status {
 	r.mu.Lock()
 	st := r.status
+	rep := r.rep
 	r.mu.Unlock()
+	if rep != nil {
+		st.Services, st.Instances = rep.Counts()
+		st.Synced = rep.Synced()
+	}
 	st.HealthStatus = r.health.Status()
 	return st
 }
@@ -148,16 +162,40 @@ func (r *Registry) noteFailure(loop, service string, err error) error {
 	if service != "" {
 		reader = serviceReader(service)
 	}
-	r.mu.Lock()
-	r.failing[reader] = true
-	r.mu.Unlock()
-	err = r.redact(classify(err))
+	err = r.redact(classify(withoutQuery(err)))
 	logged := err
 	if service != "" {
 		logged = fmt.Errorf("read Consul service %q: %w", service, err)
 	}
-	r.health.Fail(errorReason(loop, err), logged)
+	r.noteFailureSince(reader, errorReason(loop, err), logged, time.Time{})
 	return err
+}
+
+// noteFailureSince records a failed read by reader with Health, under
+// reason, as of since (registries.Health.FailSince).
+func (r *Registry) noteFailureSince(reader, reason string, err error, since time.Time) {
+	r.mu.Lock()
+	r.failing[reader] = true
+	r.mu.Unlock()
+	r.health.FailSince(reason, r.redact(err), since)
+}
+
+// withoutQuery drops the query string from the URL of a failed request's
+// error: it holds the blocking query's index and wait, which change from
+// one failed read to the next, and an error's text is what tells one
+// failure from another (registries.Reporter sends a registry-wide error
+// once per run of the same text).
+func withoutQuery(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil || u.RawQuery == "" {
+		return err
+	}
+	u.RawQuery = ""
+	return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
 }
 
 // noteOK records a successful read by reader. The registry is up again
@@ -202,14 +240,10 @@ func (r *Registry) forgetReader(reader string) {
 	r.mu.Unlock()
 }
 
-// noteCounts moves the service and instance counts by the given deltas.
-func (r *Registry) noteCounts(services, instances int) {
-	if services == 0 && instances == 0 {
-		return
-	}
+// noteReporter makes Status count what rep sent.
+func (r *Registry) noteReporter(rep *registries.Reporter) {
 	r.mu.Lock()
-	r.status.Services += services
-	r.status.Instances += instances
+	r.rep = rep
 	r.mu.Unlock()
 }
 
@@ -218,13 +252,6 @@ func (r *Registry) noteReaders(watched, polled int) {
 	r.mu.Lock()
 	r.status.Watched, r.status.Polled = watched, polled
 	r.mu.Unlock()
-}
-
-func (r *Registry) noteSynced() {
-	r.mu.Lock()
-	r.status.Synced = true
-	r.mu.Unlock()
-	r.logger.Info("Synced Consul services")
 }
 
 // aclPolicy is the README's policy for the registry's token ("Consul ACL

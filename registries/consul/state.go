@@ -3,7 +3,6 @@ package consul
 import (
 	"context"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Re-reads triggered by state/any are non-blocking health queries: at most
+// Re-reads of polled services are non-blocking health queries: at most
 // rereadWorkers at once (see config.go) and rereadRate per second, so that
 // recovering from an outage with thousands of polled services does not
 // stampede the servers, while 200 services still sync in about a second.
@@ -22,41 +21,63 @@ const (
 	rereadBurst = 50
 )
 
-// pollSet is the services beyond MaxWatches, followed by the state/any loop.
-// The catalog loop changes it; every change wakes the state loop (cancelling
-// its blocking query) so new members are read at once.
+// pollSet is the services beyond MaxWatches. Two loops follow them: the
+// state/any loop compares each member's checks with its baseline and
+// re-reads those that changed; the read loop reads members that have no
+// baseline (new ones, failed ones) and, when the catalog index moved, the
+// check-less ones. Membership changes wake the read loop and never cancel
+// the state/any query, which under churn would rarely complete.
 type pollSet struct {
 	mu      sync.Mutex
-	members map[string]pollMember
-	gen     uint64 // bumped on every change
-	recheck bool   // re-read check-less members: the catalog index moved
-	cancel  context.CancelFunc
-	wake    chan struct{}
+	members map[string]*pollMember
+	recheck bool          // the catalog index moved: re-read check-less members
+	wake    chan struct{} // the read loop has members to read
+	based   chan struct{} // a member got a baseline: the state loop has one to follow
 }
 
+// pollMember is one polled service and its owner token (service.owner).
 type pollMember struct {
+	svc   *service
+	owner uint64
+	base  baseline
+}
+
+// baseline is what a polled service was last read as: the fingerprint and
+// the nodes of its last successful read; ok is false before one.
+type baseline struct {
+	ok    bool
+	fp    fingerprint
+	nodes map[string]bool
+}
+
+// pollTarget is a member to read.
+type pollTarget struct {
 	svc   *service
 	owner uint64
 }
 
 func newPollSet() *pollSet {
-	return &pollSet{members: map[string]pollMember{}, wake: make(chan struct{}, 1)}
+	return &pollSet{members: map[string]*pollMember{}, wake: make(chan struct{}, 1), based: make(chan struct{}, 1)}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (p *pollSet) add(s *service, owner uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.members[s.name] = pollMember{svc: s, owner: owner}
-	p.changedLocked()
+	p.members[s.name] = &pollMember{svc: s, owner: owner}
+	signal(p.wake)
 }
 
 func (p *pollSet) remove(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.members[name]; ok {
-		delete(p.members, name)
-		p.changedLocked()
-	}
+	delete(p.members, name)
 }
 
 func (p *pollSet) has(name string) bool {
@@ -66,121 +87,157 @@ func (p *pollSet) has(name string) bool {
 	return ok
 }
 
+func (p *pollSet) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.members)
+}
+
+// recheckCheckless asks the read loop to re-read the members whose last
+// read found no service-level check: state/any cannot see their instances
+// come and go, the catalog index can.
 func (p *pollSet) recheckCheckless() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.members) > 0 {
-		p.recheck = true
-		p.changedLocked()
+	for _, m := range p.members {
+		if m.base.ok && m.base.fp.serviceChecks == 0 {
+			p.recheck = true
+			signal(p.wake)
+			return
+		}
 	}
 }
 
-func (p *pollSet) changedLocked() {
-	p.gen++
-	if p.cancel != nil {
-		p.cancel()
-		p.cancel = nil
-	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// take returns a copy of the members, whether check-less members must be
-// re-read, and the generation they belong to.
-func (p *pollSet) take() (map[string]pollMember, bool, uint64) {
+// toRead returns the members the read loop reads now: those without a
+// baseline, and the check-less ones when the catalog index moved.
+func (p *pollSet) toRead() []pollTarget {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.wake:
-	default:
-	}
 	recheck := p.recheck
 	p.recheck = false
-	return maps.Clone(p.members), recheck, p.gen
+	var out []pollTarget
+	for _, m := range p.members {
+		if !m.base.ok || (recheck && m.base.fp.serviceChecks == 0) {
+			out = append(out, pollTarget{svc: m.svc, owner: m.owner})
+		}
+	}
+	return out
 }
 
-// arm lets a change cancel the query about to run; false when a change
-// already happened since take.
-func (p *pollSet) arm(gen uint64, cancel context.CancelFunc) bool {
+// all returns every member.
+func (p *pollSet) all() []pollTarget {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gen != gen {
-		return false
+	out := make([]pollTarget, 0, len(p.members))
+	for _, m := range p.members {
+		out = append(out, pollTarget{svc: m.svc, owner: m.owner})
 	}
-	p.cancel = cancel
-	return true
+	return out
 }
 
-func (p *pollSet) disarm() {
+// anyBaselined reports whether a member has a baseline.
+func (p *pollSet) anyBaselined() bool {
 	p.mu.Lock()
-	p.cancel = nil
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	for _, m := range p.members {
+		if m.base.ok {
+			return true
+		}
+	}
+	return false
 }
 
-// baseline is what the state loop last read a polled service against.
-type baseline struct {
-	owner uint64
-	fp    fingerprint
+// baseline returns a member's baseline while owner owns it.
+func (p *pollSet) baseline(name string, owner uint64) (baseline, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[name]
+	if m == nil || m.owner != owner || !m.base.ok {
+		return baseline{}, false
+	}
+	return m.base, true
+}
+
+// setBaseline records what owner's read of a member found; nothing when
+// the member left or changed owner since.
+func (p *pollSet) setBaseline(name string, owner uint64, b baseline) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[name]
+	if m == nil || m.owner != owner {
+		return
+	}
+	first := !m.base.ok
+	m.base = b
+	if first {
+		signal(p.based)
+	}
+}
+
+// dropBaseline makes the read loop read a member again (its read failed).
+func (p *pollSet) dropBaseline(name string, owner uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.members[name]; m != nil && m.owner == owner {
+		m.base = baseline{}
+		signal(p.wake)
+	}
+}
+
+// clearBaselines makes the read loop read every member again (state/any
+// failed: each got an error snapshot that only a read clears).
+func (p *pollSet) clearBaselines() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.members {
+		m.base = baseline{}
+	}
+	signal(p.wake)
 }
 
 // runState follows the polled services with one blocking query on
-// /v1/health/state/any and re-reads those whose fingerprint changed. States:
-// no members (wait for the catalog loop), members without a baseline (query
-// without waiting, then read them), all baselined (block on the index).
+// /v1/health/state/any and re-reads those whose fingerprint differs from
+// their baseline. States: no member has a baseline (wait for the read
+// loop's first reads), following (block on the index), failing (query
+// without waiting after a backoff, to confirm the recovery at once).
 func (w *watcher) runState(ctx context.Context) {
 	lim, retry := w.limiter(), newRetry()
-	rereads := rate.NewLimiter(rereadRate, rereadBurst)
-	known := map[string]baseline{}
 	var index uint64
+	failing := false
 	for {
-		members, recheck, gen := w.polled.take()
-		for name, b := range known {
-			m, ok := members[name]
-			if !ok || m.owner != b.owner || (recheck && b.fp.serviceChecks == 0) {
-				delete(known, name)
-			}
-		}
-		if len(members) == 0 {
+		if !w.polled.anyBaselined() && !failing {
 			select {
 			case <-ctx.Done():
 				return
-			case <-w.polled.wake:
+			case <-w.polled.based:
 				continue
 			}
 		}
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		waitOn := index
-		if len(known) < len(members) {
-			waitOn = 0 // someone needs a baseline now
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime}
+		if failing {
+			q.WaitIndex = 0
 		}
-		qctx, cancel := context.WithCancel(ctx)
-		if !w.polled.arm(gen, cancel) {
-			cancel()
-			continue
-		}
-		q := &api.QueryOptions{WaitIndex: waitOn, WaitTime: w.cfg.WaitTime}
 		wake := w.reg.recovery()
-		checks, meta, err := w.client.Health().State(api.HealthAny, q.WithContext(qctx))
-		woken := qctx.Err() != nil
-		w.polled.disarm()
-		cancel()
+		rctx, done, ok := w.gate.begin(ctx)
+		if !ok {
+			return
+		}
+		checks, meta, err := w.client.Health().State(api.HealthAny, q.WithContext(rctx))
+		err = done(err)
 		if ctx.Err() != nil {
 			return
 		}
 		now := time.Now()
 		if err != nil {
-			if woken {
-				continue // cancelled by a membership change
-			}
 			err = w.reg.noteFailure(reasonState, "", err)
-			for _, m := range members {
+			for _, m := range w.polled.all() {
 				w.fail(m.svc, m.owner, err, now)
 			}
-			clear(known) // re-read everyone once Consul answers again
+			w.polled.clearBaselines() // re-read everyone once Consul answers again
+			failing = true
 			if !retry.wait(ctx, wake) {
 				return
 			}
@@ -188,73 +245,117 @@ func (w *watcher) runState(ctx context.Context) {
 		}
 		retry.reset()
 		w.reg.noteOK(readerState)
-		next, changed := nextIndex(waitOn, meta.LastIndex)
+		next, changed := nextIndex(index, meta.LastIndex)
 		index = next
-		if !changed {
+		if !changed && !failing {
 			continue
 		}
-		nodes := make(map[string]map[string]bool, len(members))
-		for name, m := range members {
-			nodes[name] = m.svc.readNodes()
+		failing = false
+		w.reread(ctx, w.stale(indexChecks(checks)))
+	}
+}
+
+// stale returns the polled members whose baseline differs from what a
+// state/any answer says. Each member is compared under its readMu, so a
+// read of it in flight (the read loop's) finishes first and is compared
+// too: a baseline set after the comparison comes from a read newer than
+// the answer.
+func (w *watcher) stale(idx checkIndex) []pollTarget {
+	var out []pollTarget
+	for _, t := range w.polled.all() {
+		t.svc.readMu.Lock()
+		if b, ok := w.polled.baseline(t.svc.name, t.owner); ok && b.fp != idx.fingerprint(t.svc.name, b.nodes) {
+			out = append(out, t)
 		}
-		fps := fingerprints(checks, nodes)
-		var stale []string
-		for name := range members {
-			if b, ok := known[name]; !ok || b.fp != fps[name] {
-				stale = append(stale, name)
-			}
-		}
-		read := w.reread(ctx, rereads, members, stale)
-		failed := false
-		for _, name := range stale {
-			if read[name] {
-				known[name] = baseline{owner: members[name].owner, fp: fps[name]}
-			} else {
-				delete(known, name)
-				failed = true
-			}
-		}
-		if failed && !retry.wait(ctx, wake) {
+		t.svc.readMu.Unlock()
+	}
+	return out
+}
+
+// runPollReads is the read loop: it reads the polled services that have no
+// baseline (new members, and members whose read failed, after a backoff)
+// and, when the catalog index moved, the check-less ones. Requests to read
+// arriving while it reads are served by its next round.
+func (w *watcher) runPollReads(ctx context.Context) {
+	retry := newRetry()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-w.polled.wake:
+		}
+		for {
+			targets := w.polled.toRead()
+			if len(targets) == 0 {
+				break
+			}
+			wake := w.reg.recovery()
+			if w.reread(ctx, targets) == 0 {
+				retry.reset()
+				continue
+			}
+			if !retry.wait(ctx, wake) {
+				return
+			}
 		}
 	}
 }
 
-// reread reads names with non-blocking health queries and applies them;
-// it returns the names read successfully.
-func (w *watcher) reread(ctx context.Context, lim *rate.Limiter, members map[string]pollMember, names []string) map[string]bool {
+// reread reads targets with non-blocking health queries, at most
+// rereadWorkers at once and paced by the watcher's re-read bucket, and
+// applies them; each success becomes its member's baseline: the
+// fingerprint of the checks it read (not of the state/any answer that
+// prompted it, which the service may have left before the read). Reads of
+// one service are serialized (service.readMu), so the last applied is the
+// newest. It returns how many reads failed.
+func (w *watcher) reread(ctx context.Context, targets []pollTarget) (failed int) {
 	var (
 		mu   sync.Mutex
-		ok   = make(map[string]bool, len(names))
 		wg   sync.WaitGroup
 		sema = make(chan struct{}, rereadWorkers)
 	)
-	for _, name := range names {
-		if lim.Wait(ctx) != nil {
+	for _, t := range targets {
+		if w.rereads.Wait(ctx) != nil {
 			break
 		}
 		sema <- struct{}{}
-		m := members[name]
 		wg.Go(func() {
 			defer func() { <-sema }()
-			q := (&api.QueryOptions{}).WithContext(ctx)
-			entries, _, err := w.client.Health().Service(name, "", false, q)
-			now := time.Now()
-			if err != nil {
-				if ctx.Err() == nil {
-					w.failRead(m.svc, m.owner, err, now)
-				}
-				return
+			if !w.readPolled(ctx, t) {
+				mu.Lock()
+				failed++
+				mu.Unlock()
 			}
-			w.reg.noteOK(serviceReader(name))
-			w.apply(m.svc, m.owner, entries, now, false)
-			mu.Lock()
-			ok[name] = true
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return ok
+	return failed
+}
+
+// readPolled reads one polled service, applies it and records its
+// baseline; false when the read failed.
+func (w *watcher) readPolled(ctx context.Context, t pollTarget) bool {
+	s := t.svc
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	rctx, done, ok := w.gate.begin(ctx)
+	if !ok {
+		return false
+	}
+	entries, _, err := w.client.Health().Service(s.name, "", false, (&api.QueryOptions{}).WithContext(rctx))
+	err = done(err)
+	now := time.Now()
+	if err != nil {
+		if ctx.Err() == nil {
+			w.failRead(s, t.owner, err, now)
+			w.polled.dropBaseline(s.name, t.owner)
+		}
+		return false
+	}
+	w.reg.noteOK(serviceReader(s.name))
+	w.apply(s, t.owner, entries, now, false)
+	w.polled.setBaseline(s.name, t.owner, baselineOf(entries))
+	return true
 }
 
 // fingerprint digests the checks that decide a service's instances' health.
@@ -265,37 +366,86 @@ type fingerprint struct {
 	serviceChecks int
 }
 
-// fingerprints computes, for each service in nodes (service → nodes its
-// instances ran on at the last read), a digest of (node, checkID,
-// ModifyIndex) over its own checks and the node-level checks (ServiceID "")
-// of its nodes: a node check going critical makes every instance on that
-// node critical. A check changes its ModifyIndex whenever its status or
-// output changes, so equal fingerprints mean nothing health-related changed.
-func fingerprints(checks api.HealthChecks, nodes map[string]map[string]bool) map[string]fingerprint {
-	own := map[string][]string{}
-	byNode := map[string][]string{}
+// checkKey is one check's part of a fingerprint: (node, checkID,
+// ModifyIndex). A check changes its ModifyIndex whenever its status or
+// output changes.
+func checkKey(c *api.HealthCheck) string {
+	return c.Node + "\x00" + c.CheckID + "\x00" + strconv.FormatUint(c.ModifyIndex, 10)
+}
+
+// digest is the fingerprint of a service's own check keys and its nodes'
+// node-level check keys.
+func digest(own, nodeChecks []string) fingerprint {
+	keys := append(slices.Clone(own), nodeChecks...)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{'\n'})
+	}
+	return fingerprint{sum: h.Sum64(), serviceChecks: len(slices.Compact(slices.Sorted(slices.Values(own))))}
+}
+
+// checkIndex is a /v1/health/state/any answer indexed for fingerprints:
+// the service-level check keys by service, the node-level ones by node.
+type checkIndex struct {
+	own, byNode map[string][]string
+}
+
+func indexChecks(checks api.HealthChecks) checkIndex {
+	idx := checkIndex{own: map[string][]string{}, byNode: map[string][]string{}}
 	for _, c := range checks {
-		key := c.Node + "\x00" + c.CheckID + "\x00" + strconv.FormatUint(c.ModifyIndex, 10)
 		if c.ServiceID == "" {
-			byNode[c.Node] = append(byNode[c.Node], key)
-		} else if _, ok := nodes[c.ServiceName]; ok {
-			own[c.ServiceName] = append(own[c.ServiceName], key)
+			idx.byNode[c.Node] = append(idx.byNode[c.Node], checkKey(c))
+		} else {
+			idx.own[c.ServiceName] = append(idx.own[c.ServiceName], checkKey(c))
 		}
 	}
+	return idx
+}
+
+// fingerprint is the digest of (node, checkID, ModifyIndex) over service
+// name's own checks and the node-level checks (ServiceID "") of nodes, the
+// nodes its instances ran on at its last read: a node check going critical
+// makes every instance on that node critical. Equal fingerprints mean
+// nothing health-related changed.
+func (idx checkIndex) fingerprint(name string, nodes map[string]bool) fingerprint {
+	var nodeChecks []string
+	for node := range nodes {
+		nodeChecks = append(nodeChecks, idx.byNode[node]...)
+	}
+	return digest(idx.own[name], nodeChecks)
+}
+
+// fingerprints is checkIndex.fingerprint of every service in nodes
+// (service → its nodes).
+func fingerprints(checks api.HealthChecks, nodes map[string]map[string]bool) map[string]fingerprint {
+	idx := indexChecks(checks)
 	out := make(map[string]fingerprint, len(nodes))
 	for name, ns := range nodes {
-		keys := slices.Clone(own[name])
-		n := len(keys)
-		for node := range ns {
-			keys = append(keys, byNode[node]...)
-		}
-		slices.Sort(keys)
-		h := fnv.New64a()
-		for _, k := range keys {
-			h.Write([]byte(k))
-			h.Write([]byte{'\n'})
-		}
-		out[name] = fingerprint{sum: h.Sum64(), serviceChecks: n}
+		out[name] = idx.fingerprint(name, ns)
 	}
 	return out
+}
+
+// baselineOf is the baseline of a /v1/health/service answer: its nodes and
+// the fingerprint fingerprints gives for the same state, computed from the
+// entries' checks (each entry carries its node's checks and its instance's
+// own, so a node's checks repeat once per instance on it).
+func baselineOf(entries []*api.ServiceEntry) baseline {
+	var own, nodeChecks []string
+	for _, e := range entries {
+		if e == nil {
+			continue
+		}
+		for _, c := range e.Checks {
+			if c.ServiceID == "" {
+				nodeChecks = append(nodeChecks, checkKey(c))
+			} else {
+				own = append(own, checkKey(c))
+			}
+		}
+	}
+	return baseline{ok: true, fp: digest(own, nodeChecks), nodes: nodesOf(entries)}
 }

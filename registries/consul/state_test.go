@@ -76,3 +76,53 @@ func TestFingerprintsCountServiceChecks(t *testing.T) {
 		t.Errorf("check-less service: serviceChecks = %d, want 0 (re-read on catalog changes)", got)
 	}
 }
+
+// TestBaselineOfARereadMatchesStateAny: the baseline a re-read gives
+// (baselineOf, from the health entries' checks) equals the fingerprint
+// state/any gives for the same checks, whatever repeats the entries hold:
+// a re-read's baseline is compared with later state/any answers (doc.go
+// rule 4).
+func TestBaselineOfARereadMatchesStateAny(t *testing.T) {
+	node := func(name string, idx uint64) *api.HealthCheck {
+		return &api.HealthCheck{Node: name, CheckID: "serfHealth", ModifyIndex: idx}
+	}
+	own := func(n, id string, idx uint64) *api.HealthCheck {
+		return &api.HealthCheck{Node: n, CheckID: "service:" + id, ServiceID: id, ServiceName: "web", ModifyIndex: idx}
+	}
+	entry := func(n, id string, checks ...*api.HealthCheck) *api.ServiceEntry {
+		return &api.ServiceEntry{Node: &api.Node{Node: n}, Service: &api.AgentService{ID: id, Service: "web"}, Checks: checks}
+	}
+	other := &api.HealthCheck{Node: "n1", CheckID: "service:api", ServiceID: "api", ServiceName: "api", ModifyIndex: 99}
+	cases := map[string]struct {
+		checks  api.HealthChecks
+		entries []*api.ServiceEntry
+	}{
+		"one instance": {
+			checks:  api.HealthChecks{node("n1", 1), own("n1", "w1", 2), other},
+			entries: []*api.ServiceEntry{entry("n1", "w1", node("n1", 1), own("n1", "w1", 2))},
+		},
+		"two instances on one node repeat its node check": {
+			checks: api.HealthChecks{node("n1", 1), own("n1", "w1", 2), own("n1", "w2", 3)},
+			entries: []*api.ServiceEntry{entry("n1", "w1", node("n1", 1), own("n1", "w1", 2)),
+				entry("n1", "w2", node("n1", 1), own("n1", "w2", 3))},
+		},
+		"instances on two nodes": {
+			checks: api.HealthChecks{node("n1", 1), node("n2", 4), own("n1", "w1", 2), own("n2", "w2", 3)},
+			entries: []*api.ServiceEntry{entry("n1", "w1", node("n1", 1), own("n1", "w1", 2)),
+				entry("n2", "w2", node("n2", 4), own("n2", "w2", 3))},
+		},
+		"no service-level check": {
+			checks:  api.HealthChecks{node("n1", 1)},
+			entries: []*api.ServiceEntry{entry("n1", "w1", node("n1", 1))},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := baselineOf(tc.entries)
+			want := fingerprints(tc.checks, map[string]map[string]bool{"web": b.nodes})["web"]
+			if b.fp != want {
+				t.Errorf("baselineOf = %+v, state/any's fingerprint = %+v", b.fp, want)
+			}
+		})
+	}
+}

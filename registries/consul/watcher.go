@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,30 +15,30 @@ import (
 )
 
 // watcher is one Run of a Registry: the catalog loop (the run goroutine),
-// one goroutine per watched service, and the state/any loop for the rest.
+// one goroutine per watched service, the state/any loop and the read loop
+// for the rest, and the liveness probe.
 type watcher struct {
 	reg    *Registry
 	cfg    Config
 	logger *slog.Logger
 	client *api.Client
-	sink   registries.Sink
+	// rep is the one caller of the Sink (registries.Reporter).
+	rep *registries.Reporter
+	// gate holds every read while the agent does not answer (hang.go).
+	gate *gate
 	// remoteDC is Config.Datacenter when it is not the agent's own; set
 	// before any reader starts.
 	remoteDC string
 
 	wg      sync.WaitGroup
 	polled  *pollSet
+	rereads *rate.Limiter       // paces the polled services' reads
 	watches map[string]*watch   // catalog loop only
 	listed  map[string]*service // catalog loop only
 
 	// listFailing is true while registry-wide reads (the catalog listing,
-	// the datacenter lookup) fail and their error snapshot was sent; catalog
-	// loop only.
+	// the datacenter lookup) fail; catalog loop only.
 	listFailing bool
-
-	mu      sync.Mutex      // guards pending
-	pending map[string]bool // services whose first read Synced waits for; nil once synced
-	listing bool            // the first catalog listing arrived
 }
 
 // watch is a running per-service blocking query.
@@ -46,16 +47,19 @@ type watch struct {
 }
 
 func newWatcher(reg *Registry, client *api.Client, sink registries.Sink) *watcher {
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: reg.cfg.Name, Sink: sink, Logger: reg.logger})
+	reg.noteReporter(rep)
 	return &watcher{
 		reg:     reg,
 		cfg:     reg.cfg,
 		logger:  reg.logger,
 		client:  client,
-		sink:    sink,
+		rep:     rep,
+		gate:    newGate(),
 		polled:  newPollSet(),
+		rereads: rate.NewLimiter(rereadRate, rereadBurst),
 		watches: map[string]*watch{},
 		listed:  map[string]*service{},
-		pending: map[string]bool{},
 	}
 }
 
@@ -63,12 +67,14 @@ func (w *watcher) limiter() *rate.Limiter { return rate.NewLimiter(w.cfg.RateLim
 
 // run is the catalog loop; it returns when ctx is done and every reader
 // stopped.
-func (w *watcher) run(ctx context.Context) {
+func (w *watcher) run(ctx context.Context, probe *api.Client) {
 	defer w.wg.Wait()
+	w.wg.Go(func() { w.runLiveness(ctx, probe) })
 	if !w.resolveDatacenter(ctx) {
 		return
 	}
 	w.wg.Go(func() { w.runState(ctx) })
+	w.wg.Go(func() { w.runPollReads(ctx) })
 
 	lim, retry := w.limiter(), newRetry()
 	var index uint64
@@ -82,7 +88,12 @@ func (w *watcher) run(ctx context.Context) {
 			q.WaitIndex = 0 // confirm the recovery at once (see watchService)
 		}
 		wake := w.reg.recovery()
-		names, meta, err := w.client.Catalog().Services(q.WithContext(ctx))
+		rctx, done, ok := w.gate.begin(ctx)
+		if !ok {
+			return
+		}
+		names, meta, err := w.client.Catalog().Services(q.WithContext(rctx))
+		err = done(err)
 		if ctx.Err() != nil {
 			return
 		}
@@ -96,19 +107,21 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		retry.reset()
 		w.reg.noteOK(readerCatalog)
-		relist := w.listFailing
 		w.listFailing = false
 		w.reg.noteACL(meta, len(names))
 		next, changed := nextIndex(index, meta.LastIndex)
-		if next == 0 {
+		relist := next == 0
+		if relist {
 			w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", index)
-			relist = true
 		}
 		index = next
 		if !changed {
 			continue
 		}
-		w.reconcile(ctx, selectServices(names, w.cfg.Services), now, relist)
+		if relist {
+			w.rep.Reconnected("", now)
+		}
+		w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
 		if listed {
 			// An instance registered without checks changes no check, so
 			// state/any cannot see it: re-read check-less polled services.
@@ -130,7 +143,13 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 	retry := newRetry()
 	for {
 		wake := w.reg.recovery()
-		self, err := w.client.Agent().Self()
+		rctx, done, ok := w.gate.begin(ctx)
+		if !ok {
+			return false
+		}
+		var self map[string]map[string]any
+		_, err := w.client.Raw().Query("/v1/agent/self", &self, (&api.QueryOptions{}).WithContext(rctx))
+		err = done(err)
 		if ctx.Err() != nil {
 			return false
 		}
@@ -149,44 +168,36 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 	}
 }
 
-// failListing emits the registry-wide error snapshot (an empty
-// Service.Name, registries.Snapshot), once per run of failures: the
-// services' last-known-good state stays, and a one-shot reader learns that
-// nothing can be listed (permanently so for a refused token or certificate).
+// failListing reports a failed registry-wide read (the catalog listing or
+// the datacenter lookup): one registry-wide error snapshot (an empty
+// Service.Name) per run of failures; the services' last-known-good state
+// stays, and a one-shot reader learns that nothing can be listed
+// (permanently so for a refused token or certificate).
 func (w *watcher) failListing(err error, observed time.Time) {
-	if w.listFailing {
-		return
-	}
 	w.listFailing = true
-	w.sink.Snapshot(registries.Snapshot{
-		Registry: w.cfg.Name,
-		Err:      fmt.Errorf("list Consul services: %w", err),
-		Observed: observed,
-	})
+	w.rep.FailListing("", fmt.Errorf("list Consul services: %w", err), observed)
 }
 
 // reconcile brings readers in line with the wanted services (sorted by name):
-// the first MaxWatches get their own watch, the rest go to the state/any loop,
-// and services no longer wanted are removed, after the listing is reported
-// (registries.Sink.Listing). relist marks a listing right after an index
-// reset or a failed listing.
-func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time, relist bool) {
-	keep := make(map[string]bool, len(wanted))
+// the listing goes to the Reporter, which removes the services it no longer
+// holds; the first MaxWatches get their own watch and the rest go to the
+// poll set.
+func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time) {
 	keys := make([]string, len(wanted))
 	for i, name := range wanted {
-		keep[name] = true
 		keys[i] = w.serviceOf(name, nil).Key()
 	}
-	w.sink.Listing(w.cfg.Name, "", keys)
-	for name, s := range w.listed {
-		if !keep[name] {
-			w.stopWatch(name)
-			w.polled.remove(name)
+	for _, key := range w.rep.Listing("", keys, now) {
+		name := w.nameOf(key)
+		w.stopWatch(name)
+		w.polled.remove(name)
+		if s := w.listed[name]; s != nil {
+			s.stop()
 			delete(w.listed, name)
-			w.remove(s, now, relist)
 		}
+		w.reg.forgetReader(serviceReader(name))
+		w.logger.Debug("Removed Consul service", "service", name)
 	}
-	w.startListing(wanted)
 	for i, name := range wanted {
 		s := w.listed[name]
 		if s == nil {
@@ -205,6 +216,15 @@ func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time,
 	w.reg.noteReaders(len(w.watches), len(wanted)-len(w.watches))
 	w.logger.Debug("Listed Consul services", "count", len(wanted),
 		"watched", len(w.watches), "polled", len(wanted)-len(w.watches))
+}
+
+// nameOf is the service name of a key (registries.Service.Key): the name,
+// or its last part in a remote datacenter.
+func (w *watcher) nameOf(key string) string {
+	if w.remoteDC == "" {
+		return key
+	}
+	return key[strings.LastIndexByte(key, '/')+1:]
 }
 
 func (w *watcher) startWatch(ctx context.Context, s *service) {
@@ -241,7 +261,12 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 			q.WaitIndex = 0
 		}
 		wake := w.reg.recovery()
-		entries, meta, err := w.client.Health().Service(s.name, "", false, q.WithContext(ctx))
+		rctx, done, ok := w.gate.begin(ctx)
+		if !ok {
+			return
+		}
+		entries, meta, err := w.client.Health().Service(s.name, "", false, q.WithContext(rctx))
+		err = done(err)
 		if ctx.Err() != nil {
 			return
 		}
@@ -262,41 +287,5 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 			w.apply(s, owner, entries, now, next == 0)
 		}
 		failing = false
-	}
-}
-
-// startListing records the first listing's services as the ones Synced
-// waits for.
-func (w *watcher) startListing(wanted []string) {
-	w.mu.Lock()
-	if w.listing {
-		w.mu.Unlock()
-		return
-	}
-	w.listing = true
-	for _, name := range wanted {
-		w.pending[name] = true
-	}
-	w.mu.Unlock()
-	w.markRead("")
-}
-
-// markRead notes a service's first successful read (or its removal) and calls
-// Synced once the first listing's services are all read.
-func (w *watcher) markRead(name string) {
-	w.mu.Lock()
-	if w.pending == nil {
-		w.mu.Unlock()
-		return
-	}
-	delete(w.pending, name)
-	done := w.listing && len(w.pending) == 0
-	if done {
-		w.pending = nil
-	}
-	w.mu.Unlock()
-	if done {
-		w.reg.noteSynced()
-		w.sink.Synced(w.cfg.Name)
 	}
 }

@@ -3,7 +3,6 @@ package nacos
 import (
 	"cmp"
 	"errors"
-	"maps"
 	"math"
 	"net"
 	"path"
@@ -271,23 +270,4 @@ func allowed(patterns []string, name string) bool {
 		}
 	}
 	return false
-}
-
-// sameInstances reports whether two instance lists sorted by ID hold the
-// same instances.
-func sameInstances(a, b []registries.Instance) bool {
-	return slices.EqualFunc(a, b, func(x, y registries.Instance) bool {
-		return x.ID == y.ID && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
-			x.Weight == y.Weight && x.Locality == y.Locality && maps.Equal(x.Labels, y.Labels) &&
-			slices.Equal(x.Ports(), y.Ports()) && slices.Equal(x.Methods(), y.Methods()) && x.Invalid() == y.Invalid()
-	})
-}
-
-// sameDubbo reports whether two services are the same Dubbo service, or
-// both not Dubbo services.
-func sameDubbo(a, b *registries.DubboService) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }

@@ -438,8 +438,8 @@ func TestSameInstances(t *testing.T) {
 	} {
 		other := base
 		tc.mod(&other)
-		if got := sameInstances([]registries.Instance{base}, []registries.Instance{other}); got != tc.same {
-			t.Errorf("%s: sameInstances = %v, want %v", tc.name, got, tc.same)
+		if got := registries.SameInstances([]registries.Instance{base}, []registries.Instance{other}); got != tc.same {
+			t.Errorf("%s: SameInstances = %v, want %v", tc.name, got, tc.same)
 		}
 	}
 }

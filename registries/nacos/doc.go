@@ -68,18 +68,23 @@
 //     usable when enabled, healthy and of weight > 0; with Clusters, only
 //     instances of those clusters are. Ephemeral and persistent instances
 //     alike. Labels are raw: translate sanitizes them.
-//  7. Emission (registries rules 1-3): a Snapshot per service when its
-//     usable instances differ from the last list sent (order-independent),
-//     or after an error; Removed when it leaves the listing or the
-//     allow-list; Err, once per run of failures, when a read fails, and for
-//     every service of a group whose listing fails (with one registry-wide
-//     Err, empty Service.Name, per group) — never an empty list. Synced
-//     once, after the first listing of every namespace and group and the
-//     first read of each of their services. After a reconnection every
-//     service is subscribed again, and for max(30s, 2 × RelistInterval) a
-//     service that had instances treats an empty read as an error and is
-//     not removed for missing from a listing: a restarted server knows an
-//     ephemeral instance only once its client has re-registered.
+//  7. Emission (registries rules 1-3) is registries.Reporter's: a Snapshot
+//     per service when its usable instances differ from the last list sent
+//     (order-independent), or after an error; Removed when it leaves the
+//     listing or the allow-list; Err, once per run of failures, when a read
+//     fails, and for every service of a group whose listing fails (with one
+//     registry-wide Err, empty Service.Name, per group and run of the same
+//     failure) — never an empty list. Synced once, after the first listing
+//     of every namespace and group and the first read of each of their
+//     services. After a reconnection, a failed listing or the server found
+//     hung (rule 12), every service is subscribed again, and for
+//     max(30s, 2 × RelistInterval) after the last such sign of trouble a
+//     service that had instances treats an empty read as an error
+//     (registries.ErrEmptyAfterReconnect), whether a push, a subscribe
+//     answer or a query brought it, and is not removed for missing from a
+//     listing: a restarted or resumed server knows an ephemeral instance
+//     only once its client has re-registered. A push that arrives right
+//     after a hung server answers again is within that grace too.
 //  8. Dubbo (the dubbo block, registries/dubbo's Config and rules). Dubbo
 //     services are the interface-level ones, named
 //     "providers:<interface>:<version>:<group>" (or "providers:<interface>"),
@@ -136,9 +141,19 @@
 //     process-wide logger is routed into every running registry's slog
 //     logger at debug (sdkLevel keeps its level: it logs each retry at
 //     error), with credentials redacted.
+//  12. A hung server is a down server (registries.Liveness): a
+//     HealthCheckRequest on each namespace's connection every 2 s, which a
+//     hung server leaves unanswered for 5 s (or a connection that went
+//     away), takes the registry down as of when it was sent (reason
+//     "hung"), with the error snapshots of rule 7; its answer brings the
+//     registry up and the list loop relists and subscribes again at once.
+//     Every request has its own deadline too (requestTimeoutMs), but the
+//     listings and queries that would meet it come only every
+//     RelistInterval and ReconcileInterval.
 //
 // Concurrency: per namespace, one goroutine lists and subscribes, one
-// reconciles, one emits; the SDK's goroutines only queue. Run waits for all
+// reconciles, one emits, one probes liveness; the SDK's goroutines only
+// queue. Run waits for all
 // of them and closes every connection before returning.
 //
 // Not here: host naming, label sanitizing, ports (package translate); the

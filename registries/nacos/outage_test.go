@@ -63,7 +63,7 @@ func TestPolarisRestart(t *testing.T) {
 	registerAll() // the clients re-register with the restarted (empty) server
 	rec.Eventually(t, "every service is read again and equals the state before", func(st registrytest.State) bool {
 		for k, want := range before {
-			if st.Last[k].Err != nil || !sameInstances(st.Good[k], want) {
+			if st.Last[k].Err != nil || !registries.SameInstances(st.Good[k], want) {
 				return false
 			}
 		}
@@ -82,7 +82,7 @@ func TestPolarisRestart(t *testing.T) {
 	}
 	good = rec.State().Good
 	after := map[string][]registries.Instance{web: good[web], api: good[api]}
-	if !maps.EqualFunc(before, after, sameInstances) {
+	if !maps.EqualFunc(before, after, registries.SameInstances) {
 		t.Errorf("state after the restart = %v, want %v", after, before)
 	}
 	out := logs.String()

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 
@@ -40,6 +41,8 @@ type Registry struct {
 	// none is.
 	failing    map[string]bool
 	namespaces map[string]*nsStatus
+	// rep is the running Run's Reporter; nil before Run.
+	rep *registries.Reporter
 }
 
 var (
@@ -144,10 +147,20 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	defer detachSDKLog(r)
 	r.logger.Info("Started watching Nacos", "addresses", r.status.Addresses, "grpcAddresses", r.status.GRPCAddresses,
 		"namespaces", r.cfg.Namespaces, "groups", r.cfg.Groups)
-	ru := newRun(r, sink)
+	var scopes []string
+	for _, ns := range r.cfg.Namespaces {
+		for _, g := range r.cfg.Groups {
+			scopes = append(scopes, registries.ScopeOf(ns, g))
+		}
+	}
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Scopes: scopes,
+		ReconnectGrace: reconnectGrace(r.cfg), Logger: r.logger})
+	r.mu.Lock()
+	r.rep = rep
+	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ns := range r.cfg.Namespaces {
-		w := newNSWatcher(ru, ns)
+		w := newNSWatcher(r, rep, ns)
 		r.mu.Lock()
 		r.namespaces[ns] = &nsStatus{conn: w.getConn}
 		r.mu.Unlock()
@@ -176,7 +189,12 @@ func (r *Registry) Status() Status {
 			Namespace: ns, Connected: c != nil && c.connected(), Reconnects: n.reconnects,
 		})
 	}
+	rep := r.rep
 	r.mu.Unlock()
+	if rep != nil {
+		st.Services, st.Instances = rep.Counts()
+		st.Synced = rep.Synced()
+	}
 	st.HealthStatus = r.health.Status()
 	return st
 }
@@ -191,6 +209,7 @@ func (r *Registry) WatcherStatus() any { return r.Status() }
 const readerLogin = "login"
 
 func connectReader(ns string) string     { return "connect/" + ns }
+func livenessReader(ns string) string    { return "liveness/" + ns }
 func listReader(ns, group string) string { return "list/" + ns + "/" + group }
 func serviceReader(ns, group, name string) string {
 	return "service/" + ns + "/" + group + "/" + name
@@ -198,6 +217,7 @@ func serviceReader(ns, group, name string) string {
 
 // Error reasons for meshbridge_registry_errors_total. Low-cardinality.
 const (
+	reasonHung      = "hung"
 	reasonConnect   = "connect"
 	reasonList      = "list"
 	reasonRead      = "read"
@@ -210,6 +230,12 @@ const (
 // secret redacted and marked permanent when retrying cannot fix it: the
 // error to put in a Snapshot.
 func (r *Registry) noteFailure(reader, reason string, err error) error {
+	return r.noteFailureSince(reader, reason, err, time.Time{})
+}
+
+// noteFailureSince is noteFailure for a failure that started at since
+// (registries.Health.FailSince).
+func (r *Registry) noteFailureSince(reader, reason string, err error, since time.Time) error {
 	var se *serverError
 	if errors.As(err, &se) && se.forbidden() {
 		reason = reasonForbidden
@@ -219,7 +245,7 @@ func (r *Registry) noteFailure(reader, reason string, err error) error {
 	r.mu.Lock()
 	r.failing[reader] = true
 	r.mu.Unlock()
-	r.health.Fail(reason, err)
+	r.health.FailSince(reason, err, since)
 	return err
 }
 
@@ -270,22 +296,14 @@ func (r *Registry) noteReconnect(ns string) {
 	r.mu.Unlock()
 }
 
-// noteCounts moves the Status counters by the given deltas.
-func (r *Registry) noteCounts(services, instances, subscribed, skipped int, corrections uint64) {
+// noteCounts moves the Status counters the Reporter does not keep by the
+// given deltas.
+func (r *Registry) noteCounts(subscribed, skipped int, corrections uint64) {
 	r.mu.Lock()
-	r.status.Services += services
-	r.status.Instances += instances
 	r.status.Subscribed += subscribed
 	r.status.Skipped += skipped
 	r.status.ReconcileCorrections += corrections
 	r.mu.Unlock()
-}
-
-func (r *Registry) noteSynced() {
-	r.mu.Lock()
-	r.status.Synced = true
-	r.mu.Unlock()
-	r.logger.Info("Synced Nacos services")
 }
 
 // redact removes every configured secret from an error's text, as a second

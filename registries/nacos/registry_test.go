@@ -34,7 +34,7 @@ func TestRegisterDeregister(t *testing.T) {
 		ID: "public/DEFAULT_GROUP/web//10.0.0.1:8080", Address: "10.0.0.1", Port: 8080, Protocol: "grpc",
 		Labels: map[string]string{"protocol": "grpc", "version": "v1"}, Weight: 100,
 	}
-	if !sameInstances([]registries.Instance{got}, []registries.Instance{want}) {
+	if !registries.SameInstances([]registries.Instance{got}, []registries.Instance{want}) {
 		t.Errorf("instance = %+v, want %+v", got, want)
 	}
 

@@ -1,7 +1,6 @@
 package nacos
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,9 +13,8 @@ import (
 type opKind int
 
 const (
-	opRead   opKind = iota // an authoritative read: push, subscribe answer, query
-	opErr                  // a failed read
-	opRemove               // the service left the listing or the allow-list
+	opRead opKind = iota // an authoritative read: push, subscribe answer, query
+	opErr                // a failed read
 )
 
 // source tells where a read came from.
@@ -34,14 +32,12 @@ type op struct {
 	from     source
 	err      error
 	observed time.Time
-	// relist marks a removal found by the first listing after a failed
-	// one (registries.Snapshot.Relist).
-	relist bool
 }
 
 // service is one listed service of a namespace. The scheduling fields are
-// guarded by the namespace watcher's mu; the emission fields belong to its
-// emitter goroutine alone, so the Sink sees one call at a time per service.
+// guarded by the namespace watcher's mu; application belongs to its emitter
+// goroutine alone. What the Sink gets is the Reporter's
+// (registries.Reporter), which drops reads of a service no listing holds.
 type service struct {
 	group, name string
 	// providers: a Dubbo interface-level service (a "providers:" name read
@@ -56,21 +52,8 @@ type service struct {
 	gen        uint64
 	subscribed bool // the server has our subscription on the current connection
 	gone       bool // removed (or skipped): no more ops
-	// lastNonEmpty mirrors len(last) > 0 for the list loop.
-	lastNonEmpty bool
-	// unconfirmed: after a reconnection, an empty read before confirmAfter
-	// is not trusted (doc.go rule 7).
-	unconfirmed  bool
-	confirmAfter time.Time
 
 	// Emitter only.
-	emitted bool                  // any snapshot sent
-	hasLast bool                  // last holds an authoritative list
-	last    []registries.Instance // sorted by ID; read-only once sent
-	failing bool                  // the last snapshot sent was an error
-	// dubbo is the Dubbo service of the last list sent; nil for a plain
-	// service.
-	dubbo *registries.DubboService
 	// application: the service held Dubbo 3 application-level instances
 	// once, and stays an application-level service while listed (doc.go
 	// rule 8).
@@ -82,15 +65,14 @@ func svcKey(group, name string) string { return group + "@@" + name }
 
 // enqueue adds o to s's pending ops and queues s for the emitter; w.mu is
 // held. A read supersedes everything before it; consecutive errors keep the
-// last; a removal supersedes everything and ends the service.
+// last.
 func (w *nsWatcher) enqueueLocked(s *service, o op) {
 	if s.gone {
 		return
 	}
 	switch o.kind {
-	case opRead, opRemove:
+	case opRead:
 		s.ops = append(s.ops[:0:0], o)
-		s.gone = o.kind == opRemove
 	case opErr:
 		if n := len(s.ops); n > 0 && s.ops[n-1].kind == opErr {
 			s.ops[n-1] = o
@@ -129,20 +111,15 @@ func (w *nsWatcher) next() (*service, []op) {
 	return s, ops
 }
 
-// errEmptyAfterReconnect explains a held empty read (doc.go rule 7).
-var errEmptyAfterReconnect = errors.New("Nacos answered an empty instance list right after a reconnection; " +
-	"keeping the last-known-good instances while clients re-register")
-
-// process emits what one op means for s (registries rules 1-3, doc.go rule
-// 4). Emitter goroutine only.
+// process reports what one op says of s (registries rules 1-3, doc.go
+// rule 4). Emitter goroutine only.
 func (w *nsWatcher) process(s *service, o op) {
 	switch o.kind {
 	case opRead:
 		w.processRead(s, o)
 	case opErr:
-		w.fail(s, o.err, o.observed)
-	case opRemove:
-		w.emitRemoved(s, o.observed, o.relist)
+		w.rep.Fail(w.serviceOf(s, nil, nil), fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w",
+			s.name, w.ns, s.group, o.err), o.observed)
 	}
 }
 
@@ -151,83 +128,17 @@ func (w *nsWatcher) processRead(s *service, o op) {
 	if !ok {
 		return
 	}
-	w.mu.Lock()
-	hold := len(instances) == 0 && s.unconfirmed && o.observed.Before(s.confirmAfter)
-	// The first read after a reconnection is a re-list's
-	// (registries.Snapshot.Relist).
-	relist := s.unconfirmed
-	if !hold {
-		s.unconfirmed = false
-	}
-	w.mu.Unlock()
-	if hold {
-		w.fail(s, errEmptyAfterReconnect, o.observed)
-		return
-	}
-	unchanged := s.hasLast && !s.failing && sameInstances(s.last, instances) && sameDubbo(s.dubbo, dubboSvc)
-	if !unchanged {
-		dServices, dInstances := 0, len(instances)-len(s.last)
-		if !s.hasLast {
-			dServices = 1
-		}
-		var corrections uint64
-		if o.from == fromReconcile && s.hasLast && !s.failing {
-			corrections = 1
+	switch w.rep.Read(w.serviceOf(s, instances, dubboSvc), o.observed) {
+	case registries.ReadChanged:
+		if o.from == fromReconcile {
+			w.reg.noteCounts(0, 0, 1)
 			w.log.Debug("Reconcile found a change no push delivered", "group", s.group, "service", s.name,
 				"count", len(instances))
 		}
-		s.last, s.hasLast, s.failing, s.emitted, s.dubbo = instances, true, false, true, dubboSvc
-		w.sink.Snapshot(registries.Snapshot{
-			Registry: w.cfg.Name,
-			Service:  w.serviceOf(s, instances),
-			Observed: o.observed,
-			Relist:   relist,
-		})
-		w.reg.noteCounts(dServices, dInstances, 0, 0, corrections)
-		w.log.Debug("Emitted Nacos service", "group", s.group, "service", s.name, "count", len(instances),
+	case registries.ReadHeld:
+		w.log.Debug("Held an empty read after an outage or a reconnection", "group", s.group, "service", s.name,
 			"from", string(o.from))
 	}
-	w.mu.Lock()
-	s.lastNonEmpty = len(s.last) > 0
-	w.mu.Unlock()
-	w.ru.markRead(w.ns, s.group, s.name)
-}
-
-// fail emits an error snapshot for s, once per run of failures: the
-// consumer keeps the last-known-good instances (an error is never an empty
-// list).
-func (w *nsWatcher) fail(s *service, err error, observed time.Time) {
-	if s.failing {
-		return
-	}
-	s.failing, s.emitted = true, true
-	w.sink.Snapshot(registries.Snapshot{
-		Registry: w.cfg.Name,
-		Service:  w.serviceOf(s, nil),
-		Err:      fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w", s.name, w.ns, s.group, err),
-		Observed: observed,
-	})
-}
-
-// emitRemoved emits the authoritative deletion of s, if anything was sent
-// for it.
-func (w *nsWatcher) emitRemoved(s *service, observed time.Time, relist bool) {
-	if s.emitted {
-		w.sink.Snapshot(registries.Snapshot{
-			Registry: w.cfg.Name,
-			Service:  w.serviceOf(s, nil),
-			Removed:  true,
-			Observed: observed,
-			Relist:   relist,
-		})
-	}
-	if s.hasLast {
-		w.reg.noteCounts(-1, -len(s.last), 0, 0, 0)
-	}
-	s.emitted, s.hasLast, s.last = false, false, nil
-	w.reg.forgetReader(serviceReader(w.ns, s.group, s.name))
-	w.log.Debug("Removed Nacos service", "group", s.group, "service", s.name)
-	w.ru.markRead(w.ns, s.group, s.name)
 }
 
 // convert turns one read of s into its usable instances and, for a Dubbo
@@ -278,34 +189,27 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 	if s.subscribed {
 		w.unsubscribeLater = append(w.unsubscribeLater, s)
 	}
-	keys := w.groupKeysLocked(s.group)
 	w.mu.Unlock()
 	w.wakeList()
-	// The group's services without s, before its removal
-	// (registries.Sink.Listing).
-	w.sink.Listing(w.cfg.Name, registries.ScopeOf(w.ns, s.group), keys)
+	// The group's services without s, then its removal.
+	w.rep.Remove(w.keyOf(s), observed)
 	if skip {
 		w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
 	} else {
 		w.log.Debug("Left out a Dubbo application-level service (dubbo.mode)", "group", s.group, "service", s.name,
 			"mode", string(w.reg.dubbo.Mode()))
 	}
-	w.emitRemoved(s, observed, false)
+	w.reg.forgetReader(serviceReader(w.ns, s.group, s.name))
 }
 
-// groupKeysLocked returns the keys (registries.Service.Key) of the group's
-// listed services. w.mu is held.
-func (w *nsWatcher) groupKeysLocked(group string) []string {
-	var keys []string
-	for _, s := range w.services {
-		if s.group == group {
-			keys = append(keys, w.serviceOf(s, nil).Key())
-		}
-	}
-	return keys
-}
+// keyOf is s's key (registries.Service.Key).
+func (w *nsWatcher) keyOf(s *service) string { return w.serviceOf(s, nil, nil).Key() }
 
-// serviceOf is the registries.Service of s in this namespace.
-func (w *nsWatcher) serviceOf(s *service, instances []registries.Instance) registries.Service {
-	return registries.Service{Name: s.name, Namespace: w.ns, Group: s.group, Instances: instances, Dubbo: s.dubbo}
+// scope is the listing scope of a group (registries.ScopeOf).
+func (w *nsWatcher) scope(group string) string { return registries.ScopeOf(w.ns, group) }
+
+// serviceOf is the registries.Service of s in this namespace: with
+// instances as read and, for a Dubbo service, its Dubbo identity.
+func (w *nsWatcher) serviceOf(s *service, instances []registries.Instance, dubboSvc *registries.DubboService) registries.Service {
+	return registries.Service{Name: s.name, Namespace: w.ns, Group: s.group, Instances: instances, Dubbo: dubboSvc}
 }

@@ -32,87 +32,26 @@ const (
 	reconcileBurst   = 5
 )
 
-// minReconnectGrace is the shortest time after a reconnection during which
-// an empty read or a listing without a known service is not trusted (doc.go
-// rule 7): Nacos clients re-register their ephemeral instances when they
-// reconnect, nacos-sdk-go after up to 5 s of backoff
-// (rpc.RpcClient.reconnect).
+// minReconnectGrace is the shortest time after an outage or a
+// reconnection during which an empty read or a listing without a known
+// service is not trusted (doc.go rule 7; registries.Reporter rule 6):
+// Nacos clients re-register their ephemeral instances when they reconnect,
+// nacos-sdk-go after up to 5 s of backoff (rpc.RpcClient.reconnect).
 const minReconnectGrace = 30 * time.Second
 
-// run is one Run of a Registry: the Sink and the Synced bookkeeping shared
-// by its namespaces.
-type run struct {
-	reg  *Registry
-	sink registries.Sink
-
-	mu sync.Mutex
-	// lists are the namespace/group listings whose first success Synced
-	// waits for; pending the services of those listings not read yet. nil
-	// once synced.
-	lists   map[string]bool
-	pending map[string]bool
-}
-
-func newRun(reg *Registry, sink registries.Sink) *run {
-	ru := &run{reg: reg, sink: sink, lists: map[string]bool{}, pending: map[string]bool{}}
-	for _, ns := range reg.cfg.Namespaces {
-		for _, g := range reg.cfg.Groups {
-			ru.lists[ns+"/"+g] = true
-		}
-	}
-	return ru
-}
-
-// listed records a namespace/group's first successful listing and the
-// services Synced then waits for.
-func (ru *run) listed(ns, group string, names []string) {
-	ru.mu.Lock()
-	if ru.pending == nil || !ru.lists[ns+"/"+group] {
-		ru.mu.Unlock()
-		return
-	}
-	delete(ru.lists, ns+"/"+group)
-	for _, n := range names {
-		ru.pending[ns+"/"+svcKey(group, n)] = true
-	}
-	ru.mu.Unlock()
-	ru.check()
-}
-
-// markRead notes a service's first read (or its removal or skip).
-func (ru *run) markRead(ns, group, name string) {
-	ru.mu.Lock()
-	if ru.pending != nil {
-		delete(ru.pending, ns+"/"+svcKey(group, name))
-	}
-	ru.mu.Unlock()
-	ru.check()
-}
-
-// check calls Synced once every listing and its services were read.
-func (ru *run) check() {
-	ru.mu.Lock()
-	done := ru.pending != nil && len(ru.lists) == 0 && len(ru.pending) == 0
-	if done {
-		ru.pending = nil
-	}
-	ru.mu.Unlock()
-	if done {
-		ru.reg.noteSynced()
-		ru.sink.Synced(ru.reg.cfg.Name)
-	}
-}
+// reconnectGrace is Registry's registries.ReporterConfig.ReconnectGrace:
+// max(minReconnectGrace, 2 × RelistInterval).
+func reconnectGrace(cfg Config) time.Duration { return max(minReconnectGrace, 2*cfg.RelistInterval) }
 
 // nsWatcher follows one namespace: the list loop (connection, listings,
 // subscribes), the emitter (the only caller of the Sink for its services)
 // and the reconcile loop.
 type nsWatcher struct {
-	ru   *run
-	reg  *Registry
-	cfg  Config
-	log  *slog.Logger
-	sink registries.Sink
-	ns   string
+	reg *Registry
+	cfg Config
+	log *slog.Logger
+	rep *registries.Reporter // the one caller of the Sink, shared by the namespaces
+	ns  string
 
 	connMu sync.Mutex
 	conn   *conn
@@ -120,7 +59,10 @@ type nsWatcher struct {
 
 	connections atomic.Uint64 // connections made, over every conn of the namespace
 	reconnected atomic.Bool   // a reconnection happened since the list loop last looked
-	relistNow   chan struct{} // wakes the list loop early
+	// wasDown: the liveness probe found the namespace down since the list
+	// loop last looked; its next good listing is a recovery.
+	wasDown   atomic.Bool
+	relistNow chan struct{} // wakes the list loop early
 
 	mu       sync.Mutex
 	services map[string]*service // by svcKey
@@ -136,13 +78,12 @@ type nsWatcher struct {
 	listFailing map[string]bool // group → its listing's error snapshot was sent
 }
 
-func newNSWatcher(ru *run, ns string) *nsWatcher {
+func newNSWatcher(reg *Registry, rep *registries.Reporter, ns string) *nsWatcher {
 	return &nsWatcher{
-		ru:          ru,
-		reg:         ru.reg,
-		cfg:         ru.reg.cfg,
-		log:         ru.reg.logger.With("namespace", ns),
-		sink:        ru.sink,
+		reg:         reg,
+		cfg:         reg.cfg,
+		log:         reg.logger.With("namespace", ns),
+		rep:         rep,
 		ns:          ns,
 		relistNow:   make(chan struct{}, 1),
 		services:    map[string]*service{},
@@ -190,6 +131,7 @@ func (w *nsWatcher) run(ctx context.Context) {
 	wg.Go(func() { w.runReconcile(ctx) })
 	wg.Go(func() { w.runList(ctx) })
 	wg.Go(func() { w.runWatchdog(ctx) })
+	wg.Go(func() { w.runLiveness(ctx) })
 	<-ctx.Done()
 	// In-flight requests fail at once on a closed connection.
 	w.closeConn(true)
@@ -341,10 +283,12 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 		listings[g], partial[g] = names, part
 		recovered = recovered || w.listFailing[g]
 	}
-	// A listing that succeeds after failures follows a reconnection as
-	// surely as the SDK's connection event, which may come later: the grace
-	// starts with whichever is seen first.
-	if w.reconnected.Swap(false) || recovered {
+	// A listing that succeeds after failures, or after the liveness probe
+	// found the server down, follows a reconnection as surely as the SDK's
+	// connection event, which may come later or never (a hung server's
+	// connection may survive): the grace starts with whichever is seen
+	// first.
+	if w.reconnected.Swap(false) || w.wasDown.Swap(false) || recovered {
 		w.afterReconnect(now)
 	}
 	held := w.dropAliases(c, listings)
@@ -390,52 +334,38 @@ func (w *nsWatcher) failAll(err error, now time.Time) {
 	}
 }
 
-// failListing emits, once per run of failures, the group's registry-wide
-// error snapshot (an empty Service.Name) and an error snapshot for each of
-// its services: their last-known-good state stays (an error is never an
-// empty listing). The group's services are read again when a listing
-// succeeds.
+// failListing reports a failed listing of group: the group's
+// registry-wide error snapshot and an error snapshot for each of its
+// services (registries.Reporter.Down: once per run); their last-known-good
+// state stays (an error is never an empty listing). The group's services
+// are read again when a listing succeeds.
 func (w *nsWatcher) failListing(group string, err error, now time.Time) {
-	if w.listFailing[group] {
-		return
-	}
 	w.listFailing[group] = true
-	w.sink.Snapshot(registries.Snapshot{
-		Registry: w.cfg.Name,
-		Service:  registries.Service{Namespace: w.ns, Group: group},
-		Err:      fmt.Errorf("list Nacos services (namespace %q, group %q): %w", w.ns, group, err),
-		Observed: now,
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.services {
-		if s.group == group {
-			w.enqueueLocked(s, op{kind: opErr, err: err, observed: now})
-		}
-	}
+	w.rep.Down(w.scope(group), fmt.Errorf("list Nacos services (namespace %q, group %q): %w", w.ns, group, err), now)
 }
 
 // afterReconnect: the server may have lost every subscription (a restarted
-// server, another server of the cluster), and a restarted server may not
-// know instances whose clients have not re-registered yet. Every service is
-// subscribed again, and a service that had instances does not trust an
-// empty answer, nor its absence from a listing, for the grace period.
+// server, another server of the cluster, a hung one that dropped the
+// connection), and a restarted server may not know instances whose clients
+// have not re-registered yet. Every service is subscribed again, and the
+// Reporter distrusts, for the grace period, an empty read of a service that
+// had instances and its absence from a listing (doc.go rule 7).
 func (w *nsWatcher) afterReconnect(now time.Time) {
-	grace := max(minReconnectGrace, 2*w.cfg.RelistInterval)
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	n := 0
 	for _, s := range w.services {
 		if s.subscribed {
 			s.subscribed = false
 			n++
 		}
-		if s.lastNonEmpty {
-			s.unconfirmed, s.confirmAfter = true, now.Add(grace)
-		}
 	}
-	w.reg.noteCounts(0, 0, -n, 0, 0)
-	w.log.Debug("Reconnected to Nacos; subscribing again", "services", len(w.services), "grace", grace)
+	w.reg.noteCounts(-n, 0, 0)
+	total := len(w.services)
+	w.mu.Unlock()
+	for _, g := range w.cfg.Groups {
+		w.rep.Reconnected(w.scope(g), now)
+	}
+	w.log.Debug("Reconnected to Nacos; subscribing again", "services", total, "grace", reconnectGrace(w.cfg))
 }
 
 // dropAliases removes Polaris's aliases from the listings: Polaris lists
@@ -491,14 +421,13 @@ func (w *nsWatcher) dropAliases(c *conn, listings map[string][]string) (held map
 
 // applyListing brings the group's services in line with a successful
 // listing: new services that pass the filters are created (and subscribed
-// by subscribePending); services no longer listed, or no longer allowed,
-// are removed, unless the listing is partial or the service is within its
-// reconnection grace.
+// by subscribePending); services the Reporter removes for missing from it
+// (not when it is partial, nor within a reconnection's grace) are
+// unsubscribed and forgotten.
 func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial bool, now time.Time) {
 	recovered := w.listFailing[group]
 	w.listFailing[group] = false
-	wanted := map[string]bool{}
-	var firstListing []string
+	var keys []string
 	var unsubscribe []*service
 	w.mu.Lock()
 	listed := map[string]bool{}
@@ -525,48 +454,44 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 		case w.skipped[key], w.ignored[key], !allowed(w.cfg.Services, n):
 			continue
 		}
-		wanted[key] = true
-		firstListing = append(firstListing, n)
-		if s := w.services[key]; s == nil {
-			w.services[key] = &service{group: group, name: n, providers: providers}
-		} else if recovered {
+		s := w.services[key]
+		if s == nil {
+			s = &service{group: group, name: n, providers: providers}
+			w.services[key] = s
+		} else if recovered && s.subscribed {
 			// Read it again: its error snapshot went out with the
 			// listing's failure.
-			if s.subscribed {
-				s.subscribed = false
-				w.reg.noteCounts(0, 0, -1, 0, 0)
-			}
+			s.subscribed = false
+			w.reg.noteCounts(-1, 0, 0)
 		}
+		keys = append(keys, w.keyOf(s))
 	}
-	var removed []*service
-	for key, s := range w.services {
-		if s.group != group || wanted[key] || partial || now.Before(s.confirmAfter) {
+	w.mu.Unlock()
+	var removed []string
+	if partial {
+		w.rep.PartialListing(w.scope(group), keys, now)
+	} else {
+		removed = w.rep.Listing(w.scope(group), keys, now)
+	}
+	w.mu.Lock()
+	for _, key := range removed {
+		s := w.services[svcKeyOf(key)]
+		if s == nil {
 			continue
 		}
-		delete(w.services, key)
+		delete(w.services, svcKeyOf(key))
+		s.gone, s.ops = true, nil
 		if s.subscribed {
 			unsubscribe = append(unsubscribe, s)
 			s.subscribed = false
-			w.reg.noteCounts(0, 0, -1, 0, 0)
+			w.reg.noteCounts(-1, 0, 0)
 		}
-		removed = append(removed, s)
-	}
-	if !partial {
-		// The listing goes to the sink before the removals it brings
-		// (registries.Sink.Listing): services held back for a reconnection's
-		// grace are still listed.
-		keys := w.groupKeysLocked(group)
-		w.mu.Unlock()
-		w.sink.Listing(w.cfg.Name, registries.ScopeOf(w.ns, group), keys)
-		w.mu.Lock()
-	}
-	for _, s := range removed {
-		w.enqueueLocked(s, op{kind: opRemove, observed: now, relist: recovered})
+		w.reg.forgetReader(serviceReader(w.ns, s.group, s.name))
 	}
 	for key := range w.skipped {
 		if strings.HasPrefix(key, group+"@@") && !listed[key] && !partial {
 			delete(w.skipped, key)
-			w.reg.noteCounts(0, 0, 0, -1, 0)
+			w.reg.noteCounts(0, -1, 0)
 		}
 	}
 	for key := range w.ignored {
@@ -575,12 +500,19 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 		}
 	}
 	w.mu.Unlock()
-	w.ru.listed(w.ns, group, firstListing)
 	for _, s := range unsubscribe {
 		if err := c.unsubscribe(s.group, s.name); err != nil {
 			w.log.Debug("Unsubscribe failed; its pushes are ignored", "group", s.group, "service", s.name, "err", w.reg.redact(err))
 		}
 	}
+}
+
+// svcKeyOf is the svcKey of a key (registries.Service.Key:
+// "<namespace>/<group>//<name>").
+func svcKeyOf(key string) string {
+	_, rest, _ := strings.Cut(key, "/")
+	group, name, _ := strings.Cut(rest, "//")
+	return svcKey(group, name)
 }
 
 // countSkipped counts a service skipped as Dubbo while dubbo.enabled is
@@ -593,7 +525,7 @@ func (w *nsWatcher) countSkipped(group, name, why string) {
 
 func (w *nsWatcher) countSkippedLocked(group, name, why string) {
 	registries.RegistrySkipped.WithLabelValues(w.cfg.Name, "dubbo").Inc()
-	w.reg.noteCounts(0, 0, 0, 1, 0)
+	w.reg.noteCounts(0, 1, 0)
 	w.log.Debug("Skipped a Dubbo service (dubbo.enabled is false)", "group", group, "service", name, "why", why)
 }
 
@@ -606,7 +538,7 @@ func (w *nsWatcher) unsubscribeSkipped(c *conn) {
 	for _, s := range list {
 		if s.subscribed {
 			s.subscribed = false
-			w.reg.noteCounts(0, 0, -1, 0, 0)
+			w.reg.noteCounts(-1, 0, 0)
 		}
 	}
 	w.mu.Unlock()
@@ -634,12 +566,12 @@ func (w *nsWatcher) subscribePending(ctx context.Context, c *conn, lim *rate.Lim
 	}
 }
 
-// recheckUnconfirmed queries the services still within their reconnection
-// grace every cycle, so that one whose group gets no pushes (Polaris pushes
-// DEFAULT_GROUP only) recovers within a RelistInterval of its instances'
-// return.
+// recheckUnconfirmed queries every cycle the services whose last read was
+// an empty one the Reporter held back (within a reconnection's grace), so
+// that one whose group gets no pushes (Polaris pushes DEFAULT_GROUP only)
+// recovers within a RelistInterval of its instances' return.
 func (w *nsWatcher) recheckUnconfirmed(ctx context.Context, c *conn, lim *rate.Limiter) {
-	for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed && s.unconfirmed }) {
+	for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed && w.rep.Held(w.keyOf(s)) }) {
 		if lim.Wait(ctx) != nil {
 			return
 		}
@@ -682,7 +614,7 @@ func (w *nsWatcher) read(c *conn, s *service, from source) {
 		w.mu.Lock()
 		if s.subscribed {
 			s.subscribed = false
-			w.reg.noteCounts(0, 0, -1, 0, 0)
+			w.reg.noteCounts(-1, 0, 0)
 		}
 		w.enqueueLocked(s, op{kind: opErr, err: err, observed: now})
 		w.mu.Unlock()
@@ -696,7 +628,7 @@ func (w *nsWatcher) read(c *conn, s *service, from source) {
 	}
 	if from == fromSubscribe && !s.subscribed {
 		s.subscribed = true
-		w.reg.noteCounts(0, 0, 1, 0, 0)
+		w.reg.noteCounts(1, 0, 0)
 	}
 	if s.gen == gen {
 		w.enqueueLocked(s, op{kind: opRead, info: info, from: from, observed: now})

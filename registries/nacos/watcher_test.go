@@ -26,7 +26,10 @@ func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *registrytest.Recorde
 		t.Fatal(err)
 	}
 	rec := registrytest.NewRecorder(t)
-	return newNSWatcher(newRun(reg, rec), "public"), rec
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: reg.cfg.Name, Sink: rec,
+		Scopes: []string{registries.ScopeOf("public", DefaultGroup)}, ReconnectGrace: reconnectGrace(reg.cfg), Logger: reg.logger})
+	reg.rep = rep
+	return newNSWatcher(reg, rep, "public"), rec
 }
 
 // drain runs the emitter's work queue to the end.

@@ -35,12 +35,15 @@
 //     change missed while disconnected is found, and watches the client
 //     dropped with an expired session are set again. A watch dropped
 //     (EventNotWatching) while a session is established is re-read at once.
-//  4. Outages: a lost connection or a failed read is a registries.Snapshot
-//     with Err for the whole registry (registries.Health logs one line down
-//     and one up); nothing is removed, so endpoints are kept until ZooKeeper
-//     answers again and says otherwise. A failed read while connected is
-//     retried with a re-list after an exponential backoff (0.5 s to 30 s). An
-//     ACL refusal (NoAuth) is marked registries.Permanent.
+//  4. Outages: a lost connection, a failed read or a hung server is a
+//     registries.Snapshot with Err for the whole registry (once per run of
+//     the same failure; registries.Health logs one line down and one up);
+//     nothing is removed, so endpoints are kept until ZooKeeper answers
+//     again and says otherwise. A failed read while connected is retried
+//     with a re-list after an exponential backoff (0.5 s to 30 s). An ACL
+//     refusal (NoAuth) is marked registries.Permanent. A connection lost is
+//     an outage even when the client is already connecting again by the
+//     time the loop looks.
 //  5. Provider nodes are ephemeral: a provider that stops without
 //     deregistering (SIGKILL, a partition) keeps its node, and its endpoint,
 //     until ZooKeeper expires its session (the provider's session timeout).
@@ -49,6 +52,17 @@
 //     nodes to session expiry.
 //  6. Authentication: auth.scheme digest with user:password, added once per
 //     session (the client re-sends it on reconnect).
+//  7. A hung server (a stopped process: the kernel still accepts
+//     connections, so the client sits connected and waits) is a down server
+//     (registries.Liveness): an exists("/") probe every 2 s, left
+//     unanswered for 5 s, takes the registry down as of when it was sent
+//     (reason "hung"); its answer has the loop re-list at once, and a good
+//     re-list brings the registry up. Reads re-arm their watch in the same
+//     request, so a change between a watch firing and its read's answer
+//     fires again.
+//  8. What is sent follows registries.Reporter: a listing of every service
+//     when the set changes (and on every re-list), then the services that
+//     changed, and the removals the listing brings.
 //
 // The Dubbo model (provider URLs, ServiceInstance JSON, the merge of one
 // process's protocols, labels and methods) is registries/dubbo's; hosts are

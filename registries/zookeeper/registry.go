@@ -119,6 +119,7 @@ func (w *watcher) connect() error {
 		return fmt.Errorf("zookeeper: %w", err)
 	}
 	w.conn = conn
+	w.current.Store(conn)
 	w.armed = make(map[watchKey]bool)
 	return nil
 }
@@ -163,9 +164,11 @@ type fire struct {
 // goroutines runs on the loop goroutine.
 type watcher struct {
 	r    *Registry
-	sink registries.Sink
+	rep  *registries.Reporter // the one caller of the Sink
 	conn *zk.Conn
 	log  *slog.Logger
+	// current is conn, for the liveness probe's goroutine.
+	current atomic.Pointer[zk.Conn]
 
 	// kick wakes the loop after a session event; sessions counts
 	// established sessions (StateHasSession events), state the last state
@@ -175,16 +178,23 @@ type watcher struct {
 	state    atomic.Int32
 	gen      atomic.Int64
 	fired    chan fire
+	// lost is set by a session event that loses the connection
+	// (Disconnected, Expired, AuthFailed): the loop may see the state only
+	// after the client is Connecting again, which is no outage by itself.
+	lost atomic.Bool
+	// relistNow wakes the loop to re-list: the liveness probe got an
+	// answer after the server hung.
+	relistNow chan struct{}
 
 	// armed holds the watches set and not yet fired: a path is never
 	// watched twice, and a re-list reads armed paths without a watch.
 	armed  map[watchKey]bool
 	ifaces map[string]*ifaceState // by interface
 	apps   map[string]*appState   // by application
-	// emitted is what was last sent per service name; producedBy the
-	// service names each interface or application produced.
-	emitted    map[string]registries.Service
+	// producedBy is the service names each interface or application
+	// produced; listed the keys of the last Listing, nil before it.
 	producedBy map[string][]string
+	listed     map[string]bool
 	dirty      map[string]bool // "i/<interface>" or "a/<application>" to publish
 	// relisted is the session count of the last complete re-list; failed
 	// is set by a read error since then.
@@ -192,7 +202,6 @@ type watcher struct {
 	failed   bool
 	// relisting is set while a re-list publishes (registries.Snapshot.Relist).
 	relisting bool
-	synced    bool
 	retry     *backoff.ExponentialBackOff
 	observed  time.Time
 	ctx       context.Context
@@ -220,14 +229,15 @@ type parsedInstance struct {
 func newWatcher(r *Registry, sink registries.Sink) *watcher {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 30*time.Second, 0
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.name, Sink: sink, Logger: r.log})
 	return &watcher{
-		r: r, sink: sink, log: r.log,
+		r: r, rep: rep, log: r.log,
 		kick:       make(chan struct{}, 1),
+		relistNow:  make(chan struct{}, 1),
 		fired:      make(chan fire, 256),
 		armed:      make(map[watchKey]bool),
 		ifaces:     make(map[string]*ifaceState),
 		apps:       make(map[string]*appState),
-		emitted:    make(map[string]registries.Service),
 		producedBy: make(map[string][]string),
 		dirty:      make(map[string]bool),
 		retry:      b,
@@ -241,8 +251,11 @@ func (w *watcher) sessionEvent(gen int64, ev zk.Event) {
 	if ev.Type != zk.EventSession || gen != w.gen.Load() {
 		return
 	}
-	if ev.State == zk.StateHasSession {
+	switch ev.State {
+	case zk.StateHasSession:
 		w.sessions.Add(1)
+	case zk.StateDisconnected, zk.StateExpired, zk.StateAuthFailed:
+		w.lost.Store(true)
 	}
 	w.state.Store(int32(ev.State))
 	select {
@@ -264,6 +277,9 @@ func (w *watcher) reconnectAfter() time.Duration { return 2 * w.r.cfg.SessionTim
 // done.
 func (w *watcher) run(ctx context.Context) {
 	w.ctx = ctx
+	var live sync.WaitGroup
+	live.Go(func() { w.runLiveness(ctx) })
+	defer live.Wait()
 	var retry, reconnect <-chan time.Time
 	down := false
 	for {
@@ -273,13 +289,14 @@ func (w *watcher) run(ctx context.Context) {
 		case <-w.kick:
 			if !w.hasSession() {
 				// Connecting and Connected (no session yet) are steps
-				// towards a session, not an outage.
-				switch st := zk.State(w.state.Load()); st {
-				case zk.StateDisconnected, zk.StateExpired, zk.StateAuthFailed:
-					if !down {
-						down = true
-						w.outage(fmt.Errorf("zookeeper: %s", st))
-					}
+				// towards a session, not an outage; but the client may
+				// have lost its connection and be connecting again by
+				// the time the loop looks (lost).
+				st := zk.State(w.state.Load())
+				lost := w.lost.Swap(false)
+				if !down && (lost || st == zk.StateDisconnected || st == zk.StateExpired || st == zk.StateAuthFailed) {
+					down = true
+					w.outage(fmt.Errorf("zookeeper: no session (lost its connection; now %s)", st))
 				}
 				if reconnect == nil {
 					reconnect = time.After(w.reconnectAfter())
@@ -288,6 +305,7 @@ func (w *watcher) run(ctx context.Context) {
 				continue
 			}
 			down, reconnect = false, nil
+			w.lost.Store(false)
 			if n := w.sessions.Load(); n != w.relisted {
 				w.authenticate()
 				retry = w.relist(n)
@@ -322,6 +340,10 @@ func (w *watcher) run(ctx context.Context) {
 		case <-retry:
 			retry = nil
 			if w.hasSession() {
+				retry = w.relist(w.sessions.Load())
+			}
+		case <-w.relistNow:
+			if w.hasSession() && retry == nil {
 				retry = w.relist(w.sessions.Load())
 			}
 		}
@@ -363,13 +385,12 @@ func (w *watcher) relist(session int64) <-chan time.Time {
 	w.retry.Reset()
 	w.r.health.OK()
 	// The first session's listing is the start, not a re-list.
-	w.relisting = w.synced
+	w.relisting = w.listed != nil
+	if w.relisting {
+		w.rep.Reconnected("", w.observed)
+	}
 	w.publish()
 	w.relisting = false
-	if !w.synced {
-		w.synced = true
-		w.sink.Synced(w.r.name)
-	}
 	return nil
 }
 

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -243,29 +243,23 @@ func (w *watcher) fail(reason string, err error) {
 		reason, err = "forbidden", registries.Permanent(err)
 	}
 	w.r.health.Fail(reason, err)
-	w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Err: err, Observed: w.observed})
+	w.rep.FailListing("", err, w.observed)
 }
 
 // outage records a lost connection: nothing is read until the session is
 // back, and what was read stays served.
 func (w *watcher) outage(err error) {
 	w.r.health.Fail("unavailable", err)
-	w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Err: err})
+	w.rep.FailListing("", err, time.Now())
 }
 
-// publish sends a Snapshot for every service of a dirty interface or
-// application that changed, and Removed for those no longer produced.
-//
-// Snapshots sent during a re-list are marked Relist. When anything is
-// removed, or during a re-list, the services the watcher then holds go to
-// the sink first as a Listing (registries.Sink.Listing).
+// publish reports the services of every dirty interface or application
+// to the Reporter, after a listing of every service the watcher then holds
+// when that set changed (or on a re-list, and the first time): the Reporter
+// sends what changed and the removals (registries.Reporter). Reads during a
+// re-list are marked Relist (relist: Reporter.Reconnected).
 func (w *watcher) publish() {
-	type produced struct {
-		key  string
-		svcs []registries.Service
-	}
-	var all []produced
-	var removed []registries.Service
+	var read []registries.Service
 	for _, key := range slices.Sorted(maps.Keys(w.dirty)) {
 		var svcs []registries.Service
 		if iface, ok := strings.CutPrefix(key, dirtyInterface); ok {
@@ -273,16 +267,10 @@ func (w *watcher) publish() {
 		} else if app, ok := strings.CutPrefix(key, dirtyApplication); ok {
 			svcs = w.applicationServices(app)
 		}
-		all = append(all, produced{key, svcs})
-		for _, old := range w.producedBy[key] {
-			if !slices.ContainsFunc(svcs, func(s registries.Service) bool { return s.Name == old }) {
-				removed = append(removed, w.emitted[old])
-				delete(w.emitted, old)
-			}
-		}
+		read = append(read, svcs...)
 		names := make([]string, 0, len(svcs))
 		for _, svc := range svcs {
-			names = append(names, svc.Name)
+			names = append(names, svc.Key())
 		}
 		if len(names) == 0 {
 			delete(w.producedBy, key)
@@ -291,34 +279,21 @@ func (w *watcher) publish() {
 		}
 	}
 	clear(w.dirty)
-	if len(removed) > 0 || w.relisting {
-		keys := make([]string, 0, len(w.emitted)+len(all))
-		for _, p := range all {
-			for _, svc := range p.svcs {
-				if _, ok := w.emitted[svc.Name]; !ok {
-					keys = append(keys, svc.Key())
-				}
-			}
-		}
-		for _, svc := range w.emitted {
-			keys = append(keys, svc.Key())
-		}
-		w.sink.Listing(w.r.name, "", keys)
-	}
-	for _, p := range all {
-		for _, svc := range p.svcs {
-			if old, ok := w.emitted[svc.Name]; ok && reflect.DeepEqual(old, svc) {
-				continue
-			}
-			w.emitted[svc.Name] = svc
-			w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Observed: w.observed, Relist: w.relisting})
+	keys := map[string]bool{}
+	for _, names := range w.producedBy {
+		for _, n := range names {
+			keys[n] = true
 		}
 	}
-	for _, svc := range removed {
-		w.sink.Snapshot(registries.Snapshot{Registry: w.r.name, Service: svc, Removed: true, Observed: w.observed,
-			Relist: w.relisting})
+	if w.listed == nil || w.relisting || !maps.Equal(keys, w.listed) {
+		w.rep.Listing("", slices.Sorted(maps.Keys(keys)), w.observed)
+		w.listed = keys
 	}
-	w.r.setStatus(func(s *Status) { s.Services, s.Watches = len(w.emitted), len(w.armed) })
+	for _, svc := range read {
+		w.rep.Read(svc, w.observed)
+	}
+	services, _ := w.rep.Counts()
+	w.r.setStatus(func(s *Status) { s.Services, s.Watches = services, len(w.armed) })
 }
 
 // interfaceServices are the services of one interface's providers.

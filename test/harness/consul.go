@@ -213,13 +213,7 @@ func (c *Consul) Resume(t testing.TB) { c.signal(t, syscall.SIGCONT) }
 
 func (c *Consul) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
-	pid := c.srv.pid()
-	if pid == 0 {
-		t.Fatalf("consul is not running")
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("signal consul (pid %d): %v", pid, err)
-	}
+	c.srv.signal(t, sig)
 }
 
 // Restart stops the agent and starts it again with the same arguments, data

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -198,6 +199,20 @@ func (p *Polaris) Dir() string { return p.srv.dir }
 
 // Pid is the server process's PID, or 0 when it is not running.
 func (p *Polaris) Pid() int { return p.srv.pid() }
+
+// Pause stops the server with SIGSTOP (by its PID): a hung server, whose
+// connections stay open and whose requests wait instead of being refused.
+// Resume continues it (SIGCONT).
+func (p *Polaris) Pause(t testing.TB) {
+	t.Helper()
+	p.srv.signal(t, syscall.SIGSTOP)
+}
+
+// Resume continues a server stopped by Pause.
+func (p *Polaris) Resume(t testing.TB) {
+	t.Helper()
+	p.srv.signal(t, syscall.SIGCONT)
+}
 
 // Stop stops the server by its PID: SIGTERM, then SIGKILL once the process
 // holds no listening socket any more or after a timeout. On SIGTERM Polaris

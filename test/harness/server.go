@@ -154,6 +154,19 @@ func (s *server) stop() {
 	}
 }
 
+// signal sends sig to the server by its PID; it fails t when the server is
+// not running.
+func (s *server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	pid := s.pid()
+	if pid == 0 {
+		t.Fatalf("%s is not running", s.name)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("signal %s (pid %d): %v", s.name, pid, err)
+	}
+}
+
 // pid is the server's PID, or 0 when it is not running.
 func (s *server) pid() int {
 	s.mu.Lock()

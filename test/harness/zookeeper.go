@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,6 +194,20 @@ func (z *ZooKeeper) Dir() string { return z.srv.dir }
 
 // Pid is the server process's (the JVM's) PID, or 0 when it is not running.
 func (z *ZooKeeper) Pid() int { return z.srv.pid() }
+
+// Pause stops the server with SIGSTOP (by its PID): a hung server, whose
+// connections stay open (the kernel still accepts new ones) and whose
+// requests wait instead of being refused. Resume continues it (SIGCONT).
+func (z *ZooKeeper) Pause(t testing.TB) {
+	t.Helper()
+	z.srv.signal(t, syscall.SIGSTOP)
+}
+
+// Resume continues a server stopped by Pause.
+func (z *ZooKeeper) Resume(t testing.TB) {
+	t.Helper()
+	z.srv.signal(t, syscall.SIGCONT)
+}
 
 // Stop stops the server by its PID: SIGTERM, then SIGKILL after a timeout.
 // Connected clients see their connection drop and retry; their sessions

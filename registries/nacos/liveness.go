@@ -1,0 +1,78 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc/rpc_request"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// runLiveness probes the namespace's connection with a HealthCheckRequest
+// (Nacos 2.x's own keep-alive request, answered by any Nacos-protocol
+// server) until ctx is done (doc.go rule 12): a probe left unanswered, or
+// failing, takes the namespace down: the registry is down as of when the
+// probe was sent, and every group gets its registry-wide error and each
+// service its error snapshot (last-known-good kept); the next answer
+// brings it up and the list loop relists and subscribes again at once.
+//
+// Every request already has a deadline (requestTimeoutMs), but the
+// listings and reconcile queries that would meet it come every
+// RelistInterval or ReconcileInterval, and the SDK's own health check
+// waits for 5 s of silence plus its timeout before it reconnects: a probe
+// every 2 s sees a hung server within 7 s.
+func (w *nsWatcher) runLiveness(ctx context.Context) {
+	l := &registries.Liveness{
+		Probe: func(ctx context.Context) error {
+			c := w.getConn()
+			switch {
+			case w.connections.Load() == 0:
+				return registries.ErrNotProbed // the list loop reports a first connection that fails
+			case c == nil:
+				return errNotConnected
+			}
+			return c.healthCheck(ctx)
+		},
+		Down: func(err error, since time.Time) {
+			reason := reasonConnect
+			if errors.Is(err, registries.ErrHung) {
+				reason = reasonHung
+			}
+			err = w.reg.noteFailureSince(livenessReader(w.ns), reason,
+				fmt.Errorf("Nacos gRPC connection (namespace %q): %w", w.ns, err), since)
+			w.wasDown.Store(true)
+			now := time.Now()
+			for _, g := range w.cfg.Groups {
+				w.rep.Down(w.scope(g), err, now)
+			}
+		},
+		Up: func() {
+			// What a server that answers again says next may be
+			// incomplete (it may have dropped ephemeral instances
+			// whose clients have not re-registered yet), whichever
+			// path it comes by: a push may well come before the list
+			// loop's next listing.
+			now := time.Now()
+			for _, g := range w.cfg.Groups {
+				w.rep.Reconnected(w.scope(g), now)
+			}
+			w.reg.noteOK(livenessReader(w.ns))
+			w.wakeList()
+		},
+	}
+	l.Run(ctx)
+}
+
+// healthCheck sends a HealthCheckRequest, waiting for its answer until ctx
+// ends.
+func (c *conn) healthCheck(ctx context.Context) error {
+	timeout := requestTimeoutMs * time.Millisecond
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	_, err := c.requestWithin(rpc_request.NewHealthCheckRequest(), timeout)
+	return err
+}
