@@ -31,7 +31,7 @@ func BenchmarkEDSGeneration(b *testing.B) {
 			endpoints = sortEndpoints(endpoints)
 			b.ReportAllocs()
 			for b.Loop() {
-				for _, cla := range encodeLoadAssignments(svc, encodeShard(endpoints, nil)) {
+				for _, cla := range encodeEveryPort(svc, encodeShard(endpoints, nil)) {
 					if _, err := cachev3.MarshalResource(cla); err != nil {
 						b.Fatal(err)
 					}

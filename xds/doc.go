@@ -26,7 +26,11 @@
 //  5. Clusters are type EDS, also for DNS resolution: grpc-go supports only EDS,
 //     LOGICAL_DNS and aggregate clusters (gRFC A27). cds.go.
 //  6. A ClusterLoadAssignment has one locality per distinct locality, weights
-//     ≥ 1 and no duplicate address, which grpc-go would NACK (gRFC A27). eds.go.
+//     ≥ 1 and no duplicate address, which grpc-go would NACK (gRFC A27), and
+//     weights whose sum fits in a uint32 (grpc-go and Envoy refuse a larger
+//     sum per locality and per priority): past it every weight is scaled
+//     down by one factor, ratios kept, logged once per service and counted.
+//     eds.go, weights.go.
 //  7. Resources are versioned one by one (a resourceCache per type, which
 //     keeps go-control-plane's LinearCache rules; rescache.go) and only
 //     changed ones are handed to the caches, so an EDS push sends only the

@@ -156,13 +156,18 @@ func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[s
 // endpoints: one LocalityLbEndpoints per distinct locality. The output is
 // sorted (localities by name, endpoints by address and port) so equal inputs
 // give equal protos. grpc-go NACKs a ClusterLoadAssignment with a weight-0
-// endpoint, a duplicate address or a duplicate locality, and ignores a
-// locality without weight (gRFC A27, xdsresource/unmarshal_eds.go), hence:
+// endpoint, a duplicate address or a duplicate locality, with endpoints of
+// one locality whose weights sum past MaxUint32, or localities of one
+// priority whose weights do, and ignores a locality without weight (gRFC
+// A27, xdsresource/unmarshal_eds.go; Envoy refuses the same sums), hence:
 //   - endpoint weight 0 becomes 1;
 //   - of several endpoints with one address:port the first (in shard order)
 //     wins;
+//   - when the endpoints' weights sum past MaxUint32, every weight is
+//     scaled down by one factor so that they fit (weightScale), which keeps
+//     their ratios and every weight at least 1;
 //   - each locality's load_balancing_weight is the sum of its endpoints'
-//     weights, capped at MaxUint32.
+//     weights.
 //
 // Pushes serve its encoding, assembled by encodeLoadAssignment from
 // per-endpoint encodings; the message is the reference those bytes are
@@ -180,8 +185,9 @@ func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.Clu
 	if len(unique) == 0 {
 		return cla
 	}
+	scale, _ := weightScale(unique)
 	groups := groupByLocality(unique)
-	msgs := newEndpointMessages(unique)
+	msgs := newEndpointMessages(unique, scale)
 	cla.Endpoints = make([]*endpoint.LocalityLbEndpoints, len(groups))
 	localities := make([]endpoint.LocalityLbEndpoints, len(groups))
 	coreLocalities := make([]core.Locality, len(groups))
@@ -191,7 +197,7 @@ func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.Clu
 		lbEndpoints := msgs.lbEndpoints[:0:len(g.members)]
 		for _, m := range g.members {
 			ep := unique[m]
-			weight := max(ep.weight, 1)
+			weight := scale.of(ep.weight)
 			total += uint64(weight)
 			lbEndpoints = append(lbEndpoints, msgs.next(ep, weight))
 		}
@@ -205,6 +211,37 @@ func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.Clu
 		cla.Endpoints[i] = loc
 	}
 	return cla
+}
+
+// scale maps an endpoint's weight to the weight a ClusterLoadAssignment
+// carries: max(weight, 1), times num/den when the assignment's weights
+// must be scaled down, at least 1.
+type scale struct{ num, den uint64 }
+
+func (s scale) of(weight uint32) uint32 {
+	w := uint64(max(weight, 1))
+	if s.den == 0 {
+		return uint32(w)
+	}
+	return uint32(max(w*s.num/s.den, 1))
+}
+
+// weightScale returns the scale of an assignment of unique: identity when
+// the weights (each at least 1) sum to at most MaxUint32, else the factor
+// (MaxUint32 - n) / sum, with scaled reporting it. Each scaled weight is
+// rounded down, then raised to 1 if it fell to 0, which adds at most 1 per
+// endpoint: the scaled weights sum to at most MaxUint32, so every
+// locality's sum and the sum of the localities' weights fit too. Weights
+// below MaxUint32 each, so w × num fits in a uint64.
+func weightScale(unique []*encodedEndpoint) (s scale, scaled bool) {
+	var total uint64
+	for _, e := range unique {
+		total += uint64(max(e.weight, 1))
+	}
+	if total <= math.MaxUint32 {
+		return scale{}, false
+	}
+	return scale{num: math.MaxUint32 - uint64(len(unique)), den: total}, true
 }
 
 // localityGroup is one locality's endpoints, as indexes into the slice
@@ -262,11 +299,11 @@ type endpointMessages struct {
 	common      *wrapperspb.UInt32Value  // model.DefaultWeight, shared: most endpoints have it
 }
 
-// newEndpointMessages allocates the messages of endpoints.
-func newEndpointMessages(endpoints []*encodedEndpoint) *endpointMessages {
+// newEndpointMessages allocates the messages of endpoints at scale.
+func newEndpointMessages(endpoints []*encodedEndpoint, scale scale) *endpointMessages {
 	n, weighted := len(endpoints), 0
 	for _, e := range endpoints {
-		if max(e.weight, 1) != model.DefaultWeight {
+		if scale.of(e.weight) != model.DefaultWeight {
 			weighted++
 		}
 	}

@@ -1,10 +1,12 @@
 package xds
 
 import (
+	"slices"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -30,12 +32,49 @@ func locality(region, zone, subzone string, weight uint32, eps ...*endpoint.LbEn
 	}
 }
 
+// maxFileWeight is the largest weight a registry lets through (the file
+// registry's 42949672 on the common scale).
+const maxFileWeight = 42949672 * model.DefaultWeight
+
+// encodeOne is encodeLoadAssignment without its report of scaled weights.
+func encodeOne(name string, eps []*encodedEndpoint) types.Resource {
+	res, _ := encodeLoadAssignment(name, eps)
+	return res
+}
+
+// encodeEveryPort is encodeLoadAssignments without its report of scaled weights.
+func encodeEveryPort(svc *model.Service, eps []*encodedEndpoint) map[string]types.Resource {
+	cla, _ := encodeLoadAssignments(svc, eps)
+	return cla
+}
+
+// TestWeightScaleReported: encodeLoadAssignments names the clusters whose
+// weights it scaled, and only those.
+func TestWeightScaleReported(t *testing.T) {
+	svc := &model.Service{Hostname: "a.local", Ports: []model.Port{
+		{Name: "grpc-80", Number: 80, Protocol: model.ProtocolGRPC},
+		{Name: "grpc-90", Number: 90, Protocol: model.ProtocolGRPC},
+	}}
+	heavy := func(addr string, port uint32) *model.Endpoint {
+		e := ep(addr, port, "")
+		e.Weight = maxFileWeight
+		return e
+	}
+	_, scaled := encodeLoadAssignments(svc, encodeEach([]*model.Endpoint{
+		heavy("10.0.0.1", 80), heavy("10.0.0.2", 80), heavy("10.0.0.1", 90),
+	}))
+	if want := []string{"outbound|80||a.local"}; !slices.Equal(scaled, want) {
+		t.Errorf("scaled = %v, want %v", scaled, want)
+	}
+}
+
 func TestBuildLoadAssignment(t *testing.T) {
 	const name = "outbound|80||a.local"
 	weighted := func(e *model.Endpoint, w uint32) *model.Endpoint { e.Weight = w; return e }
 	tests := map[string]struct {
 		endpoints []*model.Endpoint
 		want      *endpoint.ClusterLoadAssignment
+		scaled    bool // the weights are scaled down: the resource is the message
 	}{
 		"no endpoints give an empty assignment, not a missing one": {
 			want: &endpoint.ClusterLoadAssignment{ClusterName: name},
@@ -57,6 +96,39 @@ func TestBuildLoadAssignment(t *testing.T) {
 				locality("", "", "", 1, lbEndpoint("10.0.0.1", 80, 1)),
 			}},
 		},
+		"weights summing past MaxUint32 in a locality are scaled down by one factor, as grpc-go NACKs the sum": {
+			scaled: true,
+			endpoints: []*model.Endpoint{
+				weighted(ep("10.0.0.1", 80, "r1"), maxFileWeight),
+				weighted(ep("10.0.0.2", 80, "r1"), maxFileWeight),
+			},
+			want: &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
+				locality("r1", "", "", 4294967292, lbEndpoint("10.0.0.1", 80, 2147483646), lbEndpoint("10.0.0.2", 80, 2147483646)),
+			}},
+		},
+		"localities whose weights sum past MaxUint32 are scaled down too, as grpc-go NACKs that sum as well": {
+			scaled: true,
+			endpoints: []*model.Endpoint{
+				weighted(ep("10.0.0.1", 80, "r1"), maxFileWeight),
+				weighted(ep("10.0.0.2", 80, "r2"), maxFileWeight),
+			},
+			want: &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
+				locality("r1", "", "", 2147483646, lbEndpoint("10.0.0.1", 80, 2147483646)),
+				locality("r2", "", "", 2147483646, lbEndpoint("10.0.0.2", 80, 2147483646)),
+			}},
+		},
+		"a light endpoint scaled with heavy ones keeps weight 1": {
+			scaled: true,
+			endpoints: []*model.Endpoint{
+				weighted(ep("10.0.0.1", 80, ""), maxFileWeight),
+				weighted(ep("10.0.0.2", 80, ""), maxFileWeight),
+				weighted(ep("10.0.0.3", 80, ""), 1),
+			},
+			want: &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
+				locality("", "", "", 4294967291, lbEndpoint("10.0.0.1", 80, 2147483645), lbEndpoint("10.0.0.2", 80, 2147483645),
+					lbEndpoint("10.0.0.3", 80, 1)),
+			}},
+		},
 		"duplicate address:port keeps the first, as grpc-go NACKs duplicates": {
 			endpoints: []*model.Endpoint{
 				weighted(ep("10.0.0.1", 80, "r1"), 7),
@@ -72,7 +144,15 @@ func TestBuildLoadAssignment(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			assertEqual(t, tc.want, buildLoadAssignment("outbound|80||a.local", tc.endpoints))
-			assertEncodes(t, tc.want, encodeLoadAssignment("outbound|80||a.local", encodeEach(tc.endpoints)))
+			res, scaled := encodeLoadAssignment("outbound|80||a.local", encodeEach(tc.endpoints))
+			switch {
+			case scaled != tc.scaled:
+				t.Errorf("scaled = %v, want %v", scaled, tc.scaled)
+			case scaled:
+				assertEqual(t, tc.want, res)
+			default:
+				assertEncodes(t, tc.want, res)
+			}
 		})
 	}
 }
@@ -93,7 +173,7 @@ func TestBuildLoadAssignmentsSelectsByPortName(t *testing.T) {
 		}},
 	}
 	assertEqual(t, want, got)
-	encoded := encodeLoadAssignments(svc, encodeEach(endpoints))
+	encoded := encodeEveryPort(svc, encodeEach(endpoints))
 	if len(encoded) != len(want) {
 		t.Fatalf("%d encoded assignments, want %d", len(encoded), len(want))
 	}

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -94,24 +93,35 @@ func encodeLbEndpoint(ep *encodedEndpoint) string {
 }
 
 // encodeLoadAssignments is buildLoadAssignments over encoded endpoints: one
-// assignment per port of svc, keyed by cluster name. It takes endpoints
+// assignment per port of svc, keyed by cluster name, and the names of those
+// whose weights were scaled down to fit (weightScale). It takes endpoints
 // over (endpointShards.encoded returns a fresh slice) and reorders it.
-func encodeLoadAssignments(svc *model.Service, endpoints []*encodedEndpoint) map[string]types.Resource {
-	out := make(map[string]types.Resource, len(svc.Ports))
+func encodeLoadAssignments(svc *model.Service, endpoints []*encodedEndpoint) (cla map[string]types.Resource, scaled []string) {
+	cla = make(map[string]types.Resource, len(svc.Ports))
 	forEachPort(svc, endpoints, func(name string, selected []*encodedEndpoint) {
-		out[name] = encodeLoadAssignment(name, selected)
+		var s bool
+		cla[name], s = encodeLoadAssignment(name, selected)
+		if s {
+			scaled = append(scaled, name)
+		}
 	})
-	return out
+	return cla, scaled
 }
 
 // encodeLoadAssignment assembles the ClusterLoadAssignment
 // buildLoadAssignment builds from endpoints (the same endpoints dropped,
 // grouping, order and weights) from the endpoints' LbEndpoint encodings, in
-// one allocation of the exact size. When a string it would encode is not
-// valid UTF-8 it returns the message instead, so the cache's marshal fails
-// as it does for that message. It reorders endpoints in place.
-func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) types.Resource {
+// one allocation of the exact size, and reports whether the weights were
+// scaled down to fit. When a string it would encode is not valid UTF-8, or
+// the weights need scaling (the encodings carry the unscaled weights), it
+// returns the message instead, so that the cache's marshal fails as it does
+// for that message, or carries the scaled weights. It reorders endpoints in
+// place.
+func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) (cla types.Resource, scaled bool) {
 	unique := sortCompact(endpoints)
+	if _, scaled := weightScale(unique); scaled {
+		return loadAssignmentMessage(name, unique), true
+	}
 	groups := groupByLocality(unique)
 	valid := utf8.ValidString(name)
 	size := stringSize(claClusterName, name)
@@ -132,13 +142,12 @@ func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) types.Resou
 			n += messageSize(localityLbEndpoints, len(e.lb))
 			weight += uint64(max(e.weight, 1))
 		}
-		weight = min(weight, math.MaxUint32)
 		n += messageSize(localityWeight, protowire.SizeTag(uint32ValueValue)+protowire.SizeVarint(weight))
 		sizes[i] = groupSize{locality: loc, group: n, weight: weight}
 		size += messageSize(claEndpoints, n)
 	}
 	if !valid {
-		return loadAssignmentMessage(name, unique)
+		return loadAssignmentMessage(name, unique), false
 	}
 
 	b := make([]byte, 0, size)
@@ -160,7 +169,7 @@ func encodeLoadAssignment(name string, endpoints []*encodedEndpoint) types.Resou
 		b = protowire.AppendTag(b, uint32ValueValue, protowire.VarintType)
 		b = protowire.AppendVarint(b, s.weight)
 	}
-	return &encodedMessage{name: name, wire: b, typ: claType}
+	return &encodedMessage{name: name, wire: b, typ: claType}, false
 }
 
 // splitLocality splits "region/zone/subzone" as setLocality does.

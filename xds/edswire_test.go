@@ -201,10 +201,11 @@ func (g endpointGen) mutate(svc *model.Service, eps []*model.Endpoint) []*model.
 // svc: its marshal is byte for byte what proto.Marshal (deterministic, as
 // go-control-plane's cache.MarshalResource, and not) gives for the message
 // buildLoadAssignments makes from the same endpoints, both fail alike, and
-// the encoded resource reads as that message.
+// the encoded resource reads as that message. An assignment whose weights
+// were scaled down is the message itself (encodeLoadAssignment).
 func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model.Service) {
 	t.Helper()
-	got := encodeLoadAssignments(svc, shards.encoded(svc.Hostname, svc.Namespace))
+	got, scaled := encodeLoadAssignments(svc, shards.encoded(svc.Hostname, svc.Namespace))
 	// The messages of the same endpoints, built from their fields.
 	want := make(map[string]*endpoint.ClusterLoadAssignment)
 	forEachPort(svc, shards.encoded(svc.Hostname, svc.Namespace), func(name string, selected []*encodedEndpoint) {
@@ -229,8 +230,8 @@ func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model
 					name, opts.Deterministic, gotBytes, wantBytes, msg)
 			}
 		}
-		if _, err := cachev3.MarshalResource(msg); err != nil {
-			continue // invalid UTF-8: the resource is the message itself
+		if _, err := cachev3.MarshalResource(msg); err != nil || slices.Contains(scaled, name) {
+			continue // invalid UTF-8, or scaled weights: the resource is the message itself
 		}
 		if _, ok := res.(*encodedMessage); !ok {
 			t.Fatalf("%q is a %T, want the encoded form", name, res)
@@ -344,7 +345,7 @@ func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
 	shards := newEndpointShards()
 	shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r2")})
 	svc := grpcService("a.local", 80)
-	encoded := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
+	encoded := encodeEveryPort(svc, shards.encoded("a.local", "mesh"))
 	res := encoded[ClusterName(80, "a.local")].(*encodedMessage)
 
 	set := newResourceSet(newResourceCache(resourcev3.EndpointType))
@@ -383,7 +384,7 @@ func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
 	}
 
 	// The same content again changes nothing: no new version, no wake-up.
-	again := encodeLoadAssignments(svc, shards.encoded("a.local", "mesh"))
+	again := encodeEveryPort(svc, shards.encoded("a.local", "mesh"))
 	if n, err := set.apply(again, nil); err != nil || n != 0 {
 		t.Errorf("re-applying equal content changed %d resources (err %v), want 0", n, err)
 	}
@@ -394,7 +395,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 	name := ClusterName(80, "a.local")
 	want := buildLoadAssignment(name, endpoints)
 	eps := encodeEach(endpoints)
-	res := encodeLoadAssignment(name, eps).(*encodedMessage)
+	res := encodeOne(name, eps).(*encodedMessage)
 
 	assertEqual(t, want, proto.Clone(res))
 	if !proto.Equal(res, want) || !proto.Equal(want, res) {
@@ -422,7 +423,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 		}()
 		proto.Reset(res)
 	}()
-	if !slices.Equal(encodeLoadAssignment(name, eps).(*encodedMessage).wire, res.wire) {
+	if !slices.Equal(encodeOne(name, eps).(*encodedMessage).wire, res.wire) {
 		t.Error("encoding again gives other bytes")
 	}
 }
@@ -431,7 +432,7 @@ func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	bad := ep("10.0.0.1", 80, "r\xff")
 	name := ClusterName(80, "a.local")
 	eps := encodeEach([]*model.Endpoint{bad})
-	res := encodeLoadAssignment(name, eps)
+	res := encodeOne(name, eps)
 	if _, ok := res.(*endpoint.ClusterLoadAssignment); !ok {
 		t.Fatalf("got %T, want the message", res)
 	}

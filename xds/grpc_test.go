@@ -9,6 +9,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/xds"
@@ -170,4 +171,41 @@ func TestNoXDSBeforeReady(t *testing.T) {
 		t.Fatalf("first CDS response after ready has %d clusters, want the whole mesh (1)", len(resp.GetResources()))
 	}
 	awaitBackends(t, conn, 5, "b1")
+}
+
+// TestProxylessGRPCClientCallsAtMaxWeights: endpoints at the largest weight
+// a registry lets through, two in one locality and one in another, sum past
+// what grpc-go accepts per locality and per priority; the assignment's
+// weights are scaled down to fit (weightScale), so the client takes it,
+// NACKs nothing, and calls reach the backends; the service is counted once
+// in meshbridge_xds_scaled_weights_total however often it is pushed.
+func TestProxylessGRPCClientCallsAtMaxWeights(t *testing.T) {
+	heavy := func(name, locality string) *model.Endpoint {
+		e := startBackend(t, name, locality)
+		e.Weight = maxFileWeight
+		return e
+	}
+	b1, b2, b3 := heavy("b1", "r1/z1/"), heavy("b2", "r1/z1/"), heavy("b3", "r2/z1/")
+	scaledBefore := testutil.ToFloat64(scaledWeights)
+	nacksBefore := testutil.ToFloat64(nacksTotal.WithLabelValues(resourcev3.EndpointType))
+	src := &staticSource{}
+	src.set(echoServiceModel())
+	ts := startServer(t, src, "127.0.0.1:0")
+	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1, b2, b3}, time.Time{})
+	close(ts.ready)
+	<-ts.Serving()
+	ts.waitPushes(t, 1)
+	conn := dialXDS(t, ts.Addr().String())
+	awaitBackends(t, conn, 10, "b1", "b2", "b3")
+	// Pushed again with one weight changed: still scaled, not counted again.
+	b3.Weight = maxFileWeight - 1
+	ts.EDSUpdate("test", echoHost, "mesh", []*model.Endpoint{b1, b2, b3}, time.Time{})
+	ts.waitPushes(t, 1)
+	awaitBackends(t, conn, 10, "b1", "b2", "b3")
+	if n := testutil.ToFloat64(nacksTotal.WithLabelValues(resourcev3.EndpointType)) - nacksBefore; n != 0 {
+		t.Errorf("%v EDS NACKs, want none", n)
+	}
+	if n := testutil.ToFloat64(scaledWeights) - scaledBefore; n != 1 {
+		t.Errorf("meshbridge_xds_scaled_weights_total grew by %v, want 1 (once per service)", n)
+	}
 }

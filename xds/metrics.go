@@ -16,6 +16,7 @@ const (
 	metricStreams      = "meshbridge_xds_streams"
 	metricMCPPushes    = "meshbridge_mcp_pushes_total"
 	metricTLSErrors    = "meshbridge_xds_tls_handshake_errors_total"
+	metricScaled       = "meshbridge_xds_scaled_weights_total"
 	modeSotW           = "sotw"
 	modeDelta          = "delta"
 	pushTypeFull       = "full"
@@ -73,6 +74,12 @@ var (
 			"(a TCP probe) is not counted.",
 	}, []string{"listener"})
 
+	scaledWeights = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricScaled,
+		Help: "Services whose ClusterLoadAssignments' endpoint weights summed past 4294967295 and were scaled " +
+			"down to fit (ratios kept, each at least 1), counted when a service starts to need it.",
+	})
+
 	// eventToPush is deprecated for meshbridge_convergence_seconds
 	// (package serviceentry); it stays for one release.
 	eventToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -88,5 +95,5 @@ var (
 // registers them once on its registry). The collectors are package-level, so
 // every DiscoveryServer in a process reports into them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal, tlsHandshakeErrors}
+	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal, tlsHandshakeErrors, scaledWeights}
 }

@@ -127,9 +127,11 @@ func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int
 }
 
 func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc *model.Service) {
-	for name, cla := range encodeLoadAssignments(svc, s.shards.encoded(svc.Hostname, svc.Namespace)) {
-		dst[name] = cla
+	cla, scaled := encodeLoadAssignments(svc, s.shards.encoded(svc.Hostname, svc.Namespace))
+	for name, a := range cla {
+		dst[name] = a
 	}
+	s.noteScaledWeights(svc, scaled)
 }
 
 // lacksLoadAssignment reports whether a cluster of svc has no

@@ -128,6 +128,9 @@ type DiscoveryServer struct {
 	listeners map[string]*callbacks
 	conv      *convergence
 	tracked   *trackedPush
+	// scaled are the services whose assignments' weights are scaled down
+	// (weights.go); guarded by pushMu.
+	scaled map[model.ConfigKey]bool
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
