@@ -15,8 +15,9 @@ CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
 POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh
 # (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
-# helm=PATH: the helm the chart tests run).
-SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm
+# helm=PATH: the helm the chart tests run; istiod=PATH: the istiod
+# test/istio's ambient tests run).
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod
 # The container image make image builds; charts/meshbridge's default
 # image.repository (test/chart checks that they agree).
 IMAGE_REPOSITORY ?= ghcr.io/meshbridge/meshbridge
@@ -34,7 +35,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod
 	$(SERVERS)
 
 .PHONY: deps
@@ -69,7 +70,9 @@ demo-dubbo: build ## Run the demo with Dubbo: real ZooKeeper and dubbo-go provid
 test: ## Build the test servers (apt-get installs ZooKeeper when missing), then run unit, integration and e2e tests with -race
 	@# The servers build (or come from the cache) while the race-instrumented
 	@# test binaries compile: both are CPU-bound, and overlapping them keeps
-	@# both cores busy on a cold machine.
+	@# both cores busy on a cold machine. test/istio (istiod's MCP client, and
+	@# the ambient tests against the istiod built from its istio.io/istio) is
+	@# a module of its own, so that istio.io/istio stays out of go.mod.
 	@out=$$(mktemp); $(SERVERS) >"$$out" & pid=$$!; \
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null 2>&1; \
 	(cd test/istio && $(GO) test -race -count=1 -run '^$$' ./... >/dev/null 2>&1); \
@@ -78,20 +81,20 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
 	polaris_bin=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
 	zookeeper_cp=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); dubbo_bin=$$(sed -n 's/^dubbo=//p' <<<"$$servers"); \
-	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); \
+	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); istiod_bin=$$(sed -n 's/^istiod=//p' <<<"$$servers"); \
 	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" && \
-		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" || { echo "make test: missing server binaries: $$servers"; exit 1; }; \
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" MESHBRIDGE_POLARIS_BIN="$$polaris_bin" \
-		MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" \
-		$(GO) test -race -count=1 -timeout 25m ./...
-	# MCP with istiod's own client (istio.io/istio/pkg/adsc): its own module, so
-	# istio.io/istio stays out of go.mod.
-	cd test/istio && $(GO) test -race -count=1 -timeout 15m ./...
+		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" && test -x "$$istiod_bin" || \
+		{ echo "make test: missing server binaries: $$servers"; exit 1; }; \
+	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
+		MESHBRIDGE_POLARIS_BIN="$$polaris_bin" MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" \
+		MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_ISTIOD="$$istiod_bin"; \
+	$(GO) test -race -count=1 -timeout 25m ./... && \
+	cd test/istio && $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
 	env -u MESHBRIDGE_REQUIRE_SERVERS -u MESHBRIDGE_CONSUL_BIN -u MESHBRIDGE_KUBE_ASSETS -u MESHBRIDGE_POLARIS_BIN \
-		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN \
+		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN -u MESHBRIDGE_ISTIOD \
 		MESHBRIDGE_CACHE=/nonexistent $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e

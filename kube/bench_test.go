@@ -33,17 +33,17 @@ func BenchmarkKubeWrites(b *testing.B) {
 		p.settle()
 		elapsed := time.Since(start)
 		b.StopTimer()
-		if got := p.requests.count("PATCH"); got != services {
+		if got := p.requests.Count("PATCH"); got != services {
 			b.Fatalf("%d applies, want %d", got, services)
 		}
 		b.ReportMetric(float64(services)/elapsed.Seconds(), "writes/s")
 
-		before := p.requests.writes()
+		before := p.requests.Writes()
 		if err := p.writer.resync(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		p.settle()
-		b.ReportMetric(float64(p.requests.writes()-before), "resync-writes")
+		b.ReportMetric(float64(p.requests.Writes()-before), "resync-writes")
 		stop()
 		b.StartTimer()
 	}

@@ -19,12 +19,19 @@
 //     the labels, annotations and spec it sends (docs/design.md §6; the Kubernetes
 //     server-side apply contract).
 //  2. An object is written only when its meshbridge.io/content-hash differs
-//     from the apiserver's copy, or someone else changed that copy since
-//     meshbridge wrote or listed it (a resourceVersion newer than the one its
-//     own last write returned). The copy is known from a list at the start
-//     of leadership, then from every write's response and watch event. An
-//     unchanged mesh costs zero writes, also after a restart, and
-//     meshbridge's own writes coming back through the watch cost none.
+//     from the apiserver's copy, or someone else changed the labels,
+//     annotations or spec of that copy since meshbridge wrote or listed it
+//     (a resourceVersion newer than the one its own last write returned,
+//     with another metadata.generation, labels or annotations). The copy is
+//     known from a list at the start of leadership, then from every write's
+//     response and watch event. An unchanged mesh costs zero writes, also
+//     after a restart; meshbridge's own writes coming back through the watch
+//     cost none, and neither does a change to .status alone (istiod's VIPs
+//     in status.addresses, its WaypointBound conditions): meshbridge never
+//     writes nor clears .status.
+//     An object is updated in place, never deleted and recreated: istiod
+//     keys a ServiceEntry's allocated VIP and its precedence among
+//     ServiceEntries of one host to the object (UID, creationTimestamp).
 //  3. Ownership: an object is ours only with app.kubernetes.io/managed-by=
 //     meshbridge, meshbridge.io/instance equal to output.instance (absent
 //     or empty when that is unset), and meshbridge.io/registry naming a

@@ -72,7 +72,7 @@ func (d *drift) watchSettled() {
 // writeCounts are the writes so far: requests that change something, and
 // meshbridge_kube_writes_total.
 func (d *drift) writeCounts() (requests int, metric float64) {
-	return d.requests.writes(), totalWrites()
+	return d.requests.Writes(), totalWrites()
 }
 
 // TestWatchRepairsDrift: the writer watches its own objects. A WorkloadEntry

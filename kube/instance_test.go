@@ -92,7 +92,7 @@ func TestInstancesShareANamespace(t *testing.T) {
 	if d := conflictsBefore(); d != 1 {
 		t.Errorf("meshbridge_kube_conflicts_total grew by %v, want 1 (billing's ServiceEntry, b's)", d)
 	}
-	if got := a2.requests.count(http.MethodDelete); got != 0 {
+	if got := a2.requests.Count(http.MethodDelete); got != 0 {
 		t.Errorf("the restarted a deleted %d objects, want none", got)
 	}
 	// Its one new object is billing's WorkloadEntry (another instance ID,
@@ -118,7 +118,7 @@ func TestInstancesShareANamespace(t *testing.T) {
 	none := newPipeline(t, k, ns, pipelineOptions{})
 	none.start()
 	none.settle()
-	if got := none.requests.writes(); got != 0 {
+	if got := none.requests.Writes(); got != 0 {
 		t.Errorf("a bridge without an instance wrote %d times (requests by method: %v), want 0", got, none.requests)
 	}
 	if got := a2.versions("a"); !maps.Equal(got, aNow) {

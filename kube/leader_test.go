@@ -68,7 +68,7 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 	}
 	leader.p.settle()
 	leader.p.checkMatchesStore()
-	if got := follower.p.requests.writes(); got != 0 {
+	if got := follower.p.requests.Writes(); got != 0 {
 		t.Fatalf("the follower wrote %d times", got)
 	}
 	if !follower.p.writer.LastResync().IsZero() {

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"hash/maphash"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
@@ -23,11 +25,52 @@ const (
 	fromWatch
 )
 
+// owned identifies, without reading the spec, what a copy of an object
+// holds of the fields meshbridge owns (its labels, annotations and spec):
+// metadata.generation, which the apiserver increments on every change to a
+// custom resource except to its metadata and, with the status subresource
+// that Istio's CRDs enable, its .status (Kubernetes API conventions,
+// "metadata.generation"); and a digest of every label and annotation. Two
+// copies of one object (one UID) with equal owned hold the same labels,
+// annotations and spec: what changed between them is .status (istiod's
+// status.addresses and WaypointBound conditions), managedFields or other
+// metadata meshbridge never writes.
+type owned struct {
+	generation int64
+	metadata   uint64
+}
+
+// metadataSeed keys metadataSum; digests are compared within one process
+// only.
+var metadataSeed = maphash.MakeSeed()
+
+// metadataSum is the digest of owned: independent of map order (the sum of
+// one 64-bit hash per entry), labels and annotations told apart.
+func metadataSum(labels, annotations map[string]string) uint64 {
+	var sum uint64
+	var h maphash.Hash
+	h.SetSeed(metadataSeed)
+	add := func(kind byte, m map[string]string) {
+		for k, v := range m {
+			h.Reset()
+			_ = h.WriteByte(kind)
+			_, _ = h.WriteString(k)
+			_ = h.WriteByte(0)
+			_, _ = h.WriteString(v)
+			sum += h.Sum64()
+		}
+	}
+	add('l', labels)
+	add('a', annotations)
+	return sum
+}
+
 // stateOf is what o tells of the object it was read from, as a list's copy.
 func stateOf(o *liveObject) liveState {
 	return liveState{
 		managedBy: o.Labels[model.LabelManagedBy], registry: o.Labels[model.LabelRegistry],
-		instance: o.Labels[model.LabelInstance], hash: o.Hash, uid: o.UID, rv: o.ResourceVersion, applied: o.ResourceVersion,
+		instance: o.Labels[model.LabelInstance], hash: o.Hash, uid: o.UID, rv: o.ResourceVersion, owned: o.Owned,
+		applied: o.ResourceVersion,
 	}
 }
 
@@ -39,13 +82,19 @@ func stateOf(o *liveObject) liveState {
 // earlier write of meshbridge's coming back late) changes nothing. A newer
 // copy from a watch or a list keeps old's applied resourceVersion: the
 // object changed since meshbridge knew it in sync, and plan applies the
-// desired object again. A write's response is in sync by definition, unless
-// a newer change by someone else was already seen.
+// desired object again, unless only its .status changed (owned equal to
+// that of a copy in sync): then the newer copy is in sync too, so istiod's
+// status writes (VIP allocation, conditions) cost no write. A write's
+// response is in sync by definition; a newer copy seen before it is in sync
+// when it differs from the response in .status alone.
 func merge(old liveState, had bool, obs liveState, src source) (liveState, bool) {
 	if src == fromWrite {
 		obs.applied = obs.rv
 		if had && !old.gone && old.uid == obs.uid && newer(old.rv, obs.rv) {
 			old.applied = obs.rv
+			if old.owned == obs.owned {
+				old.applied = old.rv
+			}
 			return old, true
 		}
 		return obs, true
@@ -56,6 +105,9 @@ func merge(old liveState, had bool, obs liveState, src source) (liveState, bool)
 	switch {
 	case had && !old.gone && old.uid == obs.uid:
 		obs.applied = old.applied
+		if old.applied != "" && old.applied == old.rv && obs.owned == old.owned {
+			obs.applied = obs.rv // .status alone changed
+		}
 	case src == fromList && (!had || old.gone):
 		obs.applied = obs.rv
 	default:

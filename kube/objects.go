@@ -19,19 +19,25 @@ import (
 const FieldManager = "meshbridge"
 
 // liveObject is what the writer needs to know of an object the apiserver
-// holds: its identity and ownership labels, and the content hash it carries.
+// holds: its identity and ownership labels, the content hash it carries, and
+// what tells a change to the fields meshbridge owns from one to .status
+// alone (see owned).
 type liveObject struct {
 	Name            string
 	UID             types.UID
 	ResourceVersion string
 	Labels          map[string]string
 	Hash            string
+	Owned           owned
 }
 
+// liveFrom reads o's metadata: the whole object's, with every label and
+// annotation (for the informer's trimmed copies, see liveFromTrimmed).
 func liveFrom(m metav1.Object) *liveObject {
 	return &liveObject{
 		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
 		Labels: m.GetLabels(), Hash: m.GetAnnotations()[model.AnnotationHash],
+		Owned: owned{generation: m.GetGeneration(), metadata: metadataSum(m.GetLabels(), m.GetAnnotations())},
 	}
 }
 

@@ -30,12 +30,16 @@ type liveState struct {
 	instance  string // its meshbridge.io/instance label
 	hash      string // its meshbridge.io/content-hash annotation
 	uid       types.UID
-	// rv is the resourceVersion of the newest copy seen.
-	rv string
+	// rv is the resourceVersion of the newest copy seen, owned what that
+	// copy holds of the fields meshbridge owns.
+	rv    string
+	owned owned
 	// applied is the resourceVersion known to hold the content hash names:
-	// the response of meshbridge's own last write, or a list's copy. When
-	// rv differs, someone else changed the object since (spec, labels or
-	// annotations), and the desired object is applied again. "" is unknown.
+	// the response of meshbridge's own last write, a list's copy, or a
+	// newer copy of one of those whose .status alone changed (see merge).
+	// When rv differs, someone else changed the object since (spec, labels
+	// or annotations), and the desired object is applied again. "" is
+	// unknown.
 	applied string
 	// gone: the object was deleted; uid and rv are the deleted object's.
 	gone bool

@@ -229,12 +229,17 @@ func TestPlan(t *testing.T) {
 
 // TestMerge: what the writer knows only moves forward in resourceVersion; a
 // newer copy from a watch or list keeps the resourceVersion known in sync,
-// so plan applies the object again; a write's response is in sync.
+// so plan applies the object again, unless it differs from a copy in sync
+// in .status alone (same generation, labels and annotations); a write's
+// response is in sync.
 func TestMerge(t *testing.T) {
-	at := func(uid types.UID, rv, applied string) liveState {
-		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash("h"), uid: uid, rv: rv, applied: applied}
+	// at is a copy whose generation (the spec) is gen and whose labels
+	// and annotations are meta.
+	at := func(uid types.UID, rv, applied string, gen int64, meta uint64) liveState {
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash("h"), uid: uid, rv: rv,
+			owned: owned{generation: gen, metadata: meta}, applied: applied}
 	}
-	tomb := at("u1", "5", "5")
+	tomb := at("u1", "5", "5", 1, 1)
 	tomb.gone = true
 	cases := []struct {
 		name     string
@@ -244,21 +249,42 @@ func TestMerge(t *testing.T) {
 		want     liveState
 		wantNews bool
 	}{
-		{"a write's response is in sync", nil, at("u1", "5", ""), fromWrite, at("u1", "5", "5"), true},
-		{"a write's response after an older copy", ptr(at("u1", "4", "4")), at("u1", "5", ""), fromWrite, at("u1", "5", "5"), true},
-		{"a write's response after a newer change was seen", ptr(at("u1", "7", "4")), at("u1", "5", ""), fromWrite, at("u1", "7", "5"), true},
-		{"a list of an unknown object is trusted", nil, at("u1", "5", "5"), fromList, at("u1", "5", "5"), true},
-		{"a list newer than meshbridge's write keeps the write's version", ptr(at("u1", "5", "5")), at("u1", "7", "7"), fromList, at("u1", "7", "5"), true},
-		{"a list no newer changes nothing", ptr(at("u1", "7", "5")), at("u1", "7", "7"), fromList, at("u1", "7", "5"), false},
-		{"a list after a delete is trusted", ptr(tomb), at("u2", "9", "9"), fromList, at("u2", "9", "9"), true},
-		{"a list of a replaced object is not in sync", ptr(at("u1", "5", "5")), at("u2", "9", "9"), fromList, at("u2", "9", ""), true},
-		{"meshbridge's own write coming back", ptr(at("u1", "5", "5")), at("u1", "5", "5"), fromWatch, at("u1", "5", "5"), false},
-		{"an earlier write of meshbridge's coming back late", ptr(at("u1", "6", "6")), at("u1", "5", "5"), fromWatch, at("u1", "6", "6"), false},
-		{"someone else's change", ptr(at("u1", "5", "5")), at("u1", "8", "8"), fromWatch, at("u1", "8", "5"), true},
-		{"an object created by someone else", nil, at("u1", "5", "5"), fromWatch, at("u1", "5", ""), true},
-		{"an object recreated by someone else", ptr(tomb), at("u2", "9", "9"), fromWatch, at("u2", "9", ""), true},
-		{"a stale event of an older object", ptr(at("u2", "9", "9")), at("u1", "5", "5"), fromWatch, at("u2", "9", "9"), false},
-		{"versions that are not integers: a different one is newer", ptr(at("u1", "a", "a")), at("u1", "b", "b"), fromWatch, at("u1", "b", "a"), true},
+		{"a write's response is in sync", nil, at("u1", "5", "", 1, 1), fromWrite, at("u1", "5", "5", 1, 1), true},
+		{"a write's response after an older copy", ptr(at("u1", "4", "4", 1, 1)), at("u1", "5", "", 2, 1), fromWrite,
+			at("u1", "5", "5", 2, 1), true},
+		{"a write's response after a newer change was seen", ptr(at("u1", "7", "4", 3, 1)), at("u1", "5", "", 2, 1), fromWrite,
+			at("u1", "7", "5", 3, 1), true},
+		{"a write's response after a newer status change was seen", ptr(at("u1", "7", "4", 2, 1)), at("u1", "5", "", 2, 1),
+			fromWrite, at("u1", "7", "7", 2, 1), true},
+		{"a write's response after a newer label change was seen", ptr(at("u1", "7", "4", 2, 9)), at("u1", "5", "", 2, 1),
+			fromWrite, at("u1", "7", "5", 2, 9), true},
+		{"a list of an unknown object is trusted", nil, at("u1", "5", "5", 1, 1), fromList, at("u1", "5", "5", 1, 1), true},
+		{"a list newer than meshbridge's write keeps the write's version", ptr(at("u1", "5", "5", 1, 1)), at("u1", "7", "7", 2, 1),
+			fromList, at("u1", "7", "5", 2, 1), true},
+		{"a list whose .status alone is newer is in sync", ptr(at("u1", "5", "5", 1, 1)), at("u1", "7", "7", 1, 1), fromList,
+			at("u1", "7", "7", 1, 1), true},
+		{"a list no newer changes nothing", ptr(at("u1", "7", "5", 2, 1)), at("u1", "7", "7", 2, 1), fromList, at("u1", "7", "5", 2, 1), false},
+		{"a list after a delete is trusted", ptr(tomb), at("u2", "9", "9", 1, 1), fromList, at("u2", "9", "9", 1, 1), true},
+		{"a list of a replaced object is not in sync", ptr(at("u1", "5", "5", 1, 1)), at("u2", "9", "9", 1, 1), fromList,
+			at("u2", "9", "", 1, 1), true},
+		{"meshbridge's own write coming back", ptr(at("u1", "5", "5", 1, 1)), at("u1", "5", "5", 1, 1), fromWatch,
+			at("u1", "5", "5", 1, 1), false},
+		{"an earlier write of meshbridge's coming back late", ptr(at("u1", "6", "6", 2, 1)), at("u1", "5", "5", 1, 1), fromWatch,
+			at("u1", "6", "6", 2, 1), false},
+		{"someone else's change of the spec", ptr(at("u1", "5", "5", 1, 1)), at("u1", "8", "8", 2, 1), fromWatch,
+			at("u1", "8", "5", 2, 1), true},
+		{"someone else's change of labels or annotations", ptr(at("u1", "5", "5", 1, 1)), at("u1", "8", "8", 1, 2), fromWatch,
+			at("u1", "8", "5", 1, 2), true},
+		{"a change of .status alone is in sync", ptr(at("u1", "5", "5", 1, 1)), at("u1", "8", "8", 1, 1), fromWatch,
+			at("u1", "8", "8", 1, 1), true},
+		{"a change of .status alone after someone else's change is not", ptr(at("u1", "8", "5", 2, 1)), at("u1", "9", "9", 2, 1),
+			fromWatch, at("u1", "9", "5", 2, 1), true},
+		{"an object created by someone else", nil, at("u1", "5", "5", 1, 1), fromWatch, at("u1", "5", "", 1, 1), true},
+		{"an object recreated by someone else", ptr(tomb), at("u2", "9", "9", 1, 1), fromWatch, at("u2", "9", "", 1, 1), true},
+		{"a stale event of an older object", ptr(at("u2", "9", "9", 1, 1)), at("u1", "5", "5", 1, 1), fromWatch,
+			at("u2", "9", "9", 1, 1), false},
+		{"versions that are not integers: a different one is newer", ptr(at("u1", "a", "a", 1, 1)), at("u1", "b", "b", 2, 1),
+			fromWatch, at("u1", "b", "a", 2, 1), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -279,12 +305,17 @@ func ptr[T any](v T) *T { return &v }
 // TestMergeThenDecide plays sequences of what the writer learns (writes'
 // responses and watch events, in the orders the apiserver and the watch can
 // deliver them) and checks plan's decision at the end: meshbridge's own
-// writes never make it write again; anyone else's change does.
+// writes and istiod's status writes never make it write again; anyone's
+// change of the spec, labels or annotations does.
 func TestMergeThenDecide(t *testing.T) {
 	key := planKey(model.KindServiceEntry, "mesh", "a")
 	desired := desiredObj(model.KindServiceEntry, "mesh", "a", "dc1", "h2")
-	copyAt := func(rv, hash string) liveState {
-		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash(hash), uid: "u1", rv: rv}
+	// copyAt is a copy at resourceVersion rv with content hash hash and
+	// generation gen (the spec's).
+	copyAt := func(rv, hash string, gen int64) liveState {
+		ann := map[string]string{model.AnnotationHash: testHash(hash)}
+		return liveState{managedBy: model.ManagedByValue, registry: "dc1", hash: testHash(hash), uid: "u1", rv: rv,
+			owned: owned{generation: gen, metadata: metadataSum(nil, ann)}}
 	}
 	type step struct {
 		obs liveState
@@ -295,16 +326,28 @@ func TestMergeThenDecide(t *testing.T) {
 		steps []step
 		want  string // "" for nothing
 	}{
-		{"own write, then its event", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("5", "h2"), fromWatch}}, ""},
-		{"own write's event before its response", []step{{copyAt("5", "h2"), fromWatch}, {copyAt("5", "h2"), fromWrite}}, ""},
-		{"two own writes, the first's event last", []step{{copyAt("5", "h1"), fromWrite}, {copyAt("6", "h2"), fromWrite},
-			{copyAt("6", "h2"), fromWatch}, {copyAt("5", "h1"), fromWatch}}, ""},
-		{"a hand edit of the spec after the write", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "h2"), fromWatch}}, OpUpdate},
-		{"a hand edit seen before the write's response", []step{{copyAt("7", "h2"), fromWatch}, {copyAt("5", "h2"), fromWrite}}, OpUpdate},
-		{"a hand edit of the content hash", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "x"), fromWatch}}, OpUpdate},
-		{"the repair of a hand edit", []step{{copyAt("5", "h2"), fromWrite}, {copyAt("7", "h2"), fromWatch},
-			{copyAt("8", "h2"), fromWrite}, {copyAt("8", "h2"), fromWatch}}, ""},
-		{"a restart's list", []step{{copyAt("5", "h2"), fromList}}, ""},
+		{"own write, then its event", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("5", "h2", 1), fromWatch}}, ""},
+		{"own write's event before its response", []step{{copyAt("5", "h2", 1), fromWatch}, {copyAt("5", "h2", 1), fromWrite}}, ""},
+		{"two own writes, the first's event last", []step{{copyAt("5", "h1", 1), fromWrite}, {copyAt("6", "h2", 2), fromWrite},
+			{copyAt("6", "h2", 2), fromWatch}, {copyAt("5", "h1", 1), fromWatch}}, ""},
+		{"a hand edit of the spec after the write", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("7", "h2", 2), fromWatch}},
+			OpUpdate},
+		{"a hand edit seen before the write's response", []step{{copyAt("7", "h2", 2), fromWatch}, {copyAt("5", "h2", 1), fromWrite}},
+			OpUpdate},
+		{"a hand edit of the content hash", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("7", "x", 1), fromWatch}}, OpUpdate},
+		{"the repair of a hand edit", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("7", "h2", 2), fromWatch},
+			{copyAt("8", "h2", 3), fromWrite}, {copyAt("8", "h2", 3), fromWatch}}, ""},
+		{"a restart's list", []step{{copyAt("5", "h2", 1), fromList}}, ""},
+		{"istiod's status write after the write", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("5", "h2", 1), fromWatch},
+			{copyAt("6", "h2", 1), fromWatch}}, ""},
+		{"istiod's status write seen before the write's response", []step{{copyAt("3", "h1", 1), fromList},
+			{copyAt("5", "h2", 2), fromWatch}, {copyAt("6", "h2", 2), fromWatch}, {copyAt("5", "h2", 2), fromWrite}}, ""},
+		{"istiod's status writes after a restart's list", []step{{copyAt("5", "h2", 1), fromList}, {copyAt("6", "h2", 1), fromWatch},
+			{copyAt("9", "h2", 1), fromList}}, ""},
+		{"a status write after a hand edit", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("7", "h2", 2), fromWatch},
+			{copyAt("8", "h2", 2), fromWatch}}, OpUpdate},
+		{"a hand edit after a status write", []step{{copyAt("5", "h2", 1), fromWrite}, {copyAt("6", "h2", 1), fromWatch},
+			{copyAt("7", "h2", 2), fromWatch}}, OpUpdate},
 	}
 	rules := planRules{namespace: "mesh", known: knows("dc1")}
 	for _, c := range cases {

@@ -58,7 +58,7 @@ func TestResyncKeepsWhatWorkersLearntDuringTheList(t *testing.T) {
 			{Name: "deleted", Hash: "h", UID: "u2", ResourceVersion: "3"},
 			{Name: "untouched", Hash: "h", UID: "u3", ResourceVersion: "3"},
 			{Name: "unchanged", Hash: "h", UID: "u4", ResourceVersion: "5"},
-			{Name: "edited", Hash: "h", UID: "u5", ResourceVersion: "7"},
+			{Name: "edited", Hash: "h", UID: "u5", ResourceVersion: "7", Owned: owned{generation: 2}},
 		},
 		during: func() {
 			w.learn(key("written"), liveState{hash: "after", uid: "u1", rv: "4"}, fromWrite)

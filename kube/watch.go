@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,7 +84,7 @@ func (w *Writer) onWatch(kind model.Kind, old, cur any, initial bool) {
 		src = fromList
 	}
 	key := model.ConfigKey{Kind: kind, Namespace: m.Namespace, Name: m.Name}
-	if w.learn(key, stateOf(liveFrom(m)), src) && w.leading() {
+	if w.learn(key, stateOf(liveFromTrimmed(m)), src) && w.leading() {
 		w.enqueue(key, false)
 	}
 }
@@ -104,9 +105,16 @@ func (w *Writer) onWatchDelete(kind model.Kind, obj any) {
 	}
 }
 
+// trimmedMetadataKey is the annotation under which trimMetadata keeps the
+// digest of the labels and annotations it drops (metadataSum, in hex), in
+// the informer's copies only. Its space makes it an invalid annotation key,
+// so no object's own annotation can be mistaken for it.
+const trimmedMetadataKey = "meshbridge.io/metadata sum"
+
 // trimMetadata keeps of an object's metadata what the writer reads: name,
-// namespace, UID, resourceVersion, ownership labels and content hash. The
-// informer's cache then holds a few hundred bytes per object, whatever
+// namespace, UID, resourceVersion, generation, ownership labels, content
+// hash, and the digest of every label and annotation (trimmedMetadataKey).
+// The informer's cache then holds a few hundred bytes per object, whatever
 // else the object carries (managed fields, a kubectl last-applied
 // annotation).
 func trimMetadata(obj any) (any, error) {
@@ -115,20 +123,26 @@ func trimMetadata(obj any) (any, error) {
 		return obj, nil
 	}
 	keep := func(from map[string]string, keys ...string) map[string]string {
-		var out map[string]string
+		out := make(map[string]string, len(keys)+1)
 		for _, k := range keys {
 			if v, ok := from[k]; ok {
-				if out == nil {
-					out = make(map[string]string, len(keys))
-				}
 				out[k] = v
 			}
 		}
 		return out
 	}
+	annotations := keep(m.Annotations, model.AnnotationHash)
+	annotations[trimmedMetadataKey] = strconv.FormatUint(metadataSum(m.Labels, m.Annotations), 16)
 	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		Labels:      keep(m.Labels, model.LabelManagedBy, model.LabelRegistry, model.LabelInstance),
-		Annotations: keep(m.Annotations, model.AnnotationHash),
+		Annotations: annotations,
 	}}, nil
+}
+
+// liveFromTrimmed is liveFrom for a copy trimMetadata made.
+func liveFromTrimmed(m *metav1.PartialObjectMetadata) *liveObject {
+	o := liveFrom(m)
+	o.Owned.metadata, _ = strconv.ParseUint(m.Annotations[trimmedMetadataKey], 16, 64)
+	return o
 }

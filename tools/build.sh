@@ -12,17 +12,18 @@
 # prints zookeeper=CLASSPATH, the colon-joined jars the server runs from),
 # dubbo (the dubbo-go test provider, main package test/dubbo/provider of the
 # Go module test/dubbo; prints dubbo=PATH) and helm (the helm command the
-# chart tests lint and render charts/meshbridge with; prints helm=PATH).
-# istiod (pilot-discovery of the istio.io/istio version bench/istiod/go.mod
-# pins, built from that module; prints istiod=PATH) is built only when named:
-# make bench-istiod runs it, no test does.
+# chart tests lint and render charts/meshbridge with; prints helm=PATH) and
+# istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
+# pins, built from that module, which names it as a tool; prints
+# istiod=PATH): test/istio's ambient tests and make bench-istiod run it.
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
 # sha256sum listing of test/dubbo's go.mod, go.sum and every *.go file (paths
 # relative to test/dubbo, sorted bytewise; test/harness/dubbo_binary.go
-# computes the same key); for istiod, of the istio.io/istio version line of
-# bench/istiod/go.mod. ZooKeeper is not cached: apt-get installs it once.
+# computes the same key); for istiod, of the line "istio.io/istio VERSION"
+# for the version test/istio/go.mod requires (test/harness/istiod.go
+# computes the same key). ZooKeeper is not cached: apt-get installs it once.
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
 # a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
@@ -37,7 +38,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -201,17 +202,17 @@ build_helm() {
 }
 
 build_istiod() {
-	local src="$here/../bench/istiod"
+	local src="$here/../test/istio"
 	local v
-	v=$(awk '$1 == "istio.io/istio" {print $2; exit}' "$src/go.mod")
-	[ -n "$v" ] || { echo "tools/build.sh: bench/istiod/go.mod requires no istio.io/istio" >&2; return 1; }
+	v=$(awk '$1 == "istio.io/istio" {print $2; exit} $1 == "require" && $2 == "istio.io/istio" {print $3; exit}' "$src/go.mod")
+	[ -n "$v" ] || { echo "tools/build.sh: test/istio/go.mod requires no istio.io/istio" >&2; return 1; }
 	local dir="$cache/istiod-$(echo "istio.io/istio $v" | sha256sum | cut -c1-12)"
 	[ -x "$dir/pilot-discovery" ] || lock "$dir"
 	if [ ! -x "$dir/pilot-discovery" ]; then
 		echo "tools/build.sh: building istiod (pilot-discovery) istio.io/istio $v into $dir (first run only: ~450 CPU-seconds)" >&2
 		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-		# bench/istiod's go.mod names pilot-discovery as a tool, so its
-		# go.sum holds every module the build needs.
+		# test/istio's go.mod names pilot-discovery as a tool, so its go.sum
+		# holds every module the build needs.
 		(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir.tmp/pilot-discovery" istio.io/istio/pilot/cmd/pilot-discovery)
 		rm -rf "$dir" && mv "$dir.tmp" "$dir"
 	fi

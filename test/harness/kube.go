@@ -170,10 +170,11 @@ var shared struct {
 	err      error // the first start's error, reported to every caller
 }
 
-// KubeMain runs the tests of a package whose tests use SharedKube, then stops
-// the shared control plane if a test started it, and returns m.Run's exit
-// code (os.Exit is the caller's job). crdFiles are the CRDs SharedKube
-// installs, relative to the package directory. Use it from TestMain:
+// KubeMain runs the tests of a package whose tests use SharedKube (or
+// SharedIstiod), then stops the shared istiod and control plane if a test
+// started them, and returns m.Run's exit code (os.Exit is the caller's
+// job). crdFiles are the CRDs SharedKube installs, relative to the package
+// directory (or absolute). Use it from TestMain:
 //
 //	func TestMain(m *testing.M) {
 //		os.Exit(harness.KubeMain(m, "../kube/testdata/crds/istio-networking.yaml"))
@@ -189,6 +190,7 @@ func KubeMain(m *testing.M, crdFiles ...string) int {
 
 	code := m.Run()
 
+	stopSharedIstiod() // before the apiserver it reads
 	shared.mu.Lock()
 	k := shared.k
 	shared.k, shared.main = nil, false

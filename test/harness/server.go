@@ -33,8 +33,9 @@ type server struct {
 	name string // in messages: "consul", "polaris"
 	bin  string
 	args []string
-	dir  string // working directory; "" is the test binary's
-	log  string // stdout and stderr
+	env  []string // the process's environment; nil is the test binary's
+	dir  string   // working directory; "" is the test binary's
+	log  string   // stdout and stderr
 	// logs are the server's own log files, shown after log when a test
 	// fails.
 	logs []string
@@ -71,7 +72,7 @@ func (s *server) start(t testing.TB, addr string, ready func() error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command(s.bin, s.args...)
-	cmd.Dir = s.dir
+	cmd.Dir, cmd.Env = s.dir, s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s %s: %v", s.name, s.bin, err)

@@ -1,0 +1,60 @@
+package harness
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+
+	"k8s.io/client-go/rest"
+)
+
+// RequestCounter counts the requests Kubernetes clients send, by HTTP
+// method. Its methods are safe for concurrent use; the zero value counts
+// nothing yet.
+type RequestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Config returns a copy of cfg whose clients' requests c counts.
+func (c *RequestCounter) Config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[r.Method]++
+			c.mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+// Count is the number of requests of method sent so far.
+func (c *RequestCounter) Count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[method]
+}
+
+// Writes is the number of requests that change something: POST, PUT,
+// PATCH (server-side apply's creates and updates alike) and DELETE.
+func (c *RequestCounter) Writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[http.MethodPost] + c.counts[http.MethodPut] + c.counts[http.MethodPatch] + c.counts[http.MethodDelete]
+}
+
+// String lists the counts by method.
+func (c *RequestCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.counts)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
