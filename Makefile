@@ -128,6 +128,13 @@ bench-kube: ## Write 1,000 ServiceEntries to a real kube-apiserver, then resync 
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
 		$(GO) test -run '^$$' -bench KubeWrites -benchtime 3x ./kube/
 
+.PHONY: bench-ambient
+bench-ambient: ## Registry change → ztunnel's WDS view through istiod in ambient mode (Kubernetes output), 20 changes per endpoint mode: median and max
+	@servers=$$(tools/build.sh istiod kube) || exit 1; \
+	cd test/istio && MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_ISTIOD=$$(sed -n 's/^istiod=//p' <<<"$$servers") \
+		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
+		$(GO) test -run '^$$' -bench AmbientRegistryChangeToWDS -benchtime 20x .
+
 # Extra flags for make bench-istiod, e.g. -istiod.inline-services 2000
 # -istiod.we-services 500 -istiod.clients 200 -istiod.cap 2m (go test -args).
 BENCH_ISTIOD_FLAGS ?=

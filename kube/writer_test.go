@@ -18,8 +18,6 @@ import (
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -33,22 +31,6 @@ import (
 const crds = "testdata/crds/istio-networking.yaml"
 
 func TestMain(m *testing.M) { os.Exit(harness.KubeMain(m, crds)) }
-
-// countingClients are an istio clientset and a metadata client for cfg
-// whose requests c counts.
-func countingClients(t testing.TB, cfg *rest.Config, c *harness.RequestCounter) (versioned.Interface, metadata.Interface) {
-	t.Helper()
-	cfg = c.Config(cfg)
-	client, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client, md
-}
 
 // pipeline is the bridge's Kubernetes path: Syncer → Store → Writer →
 // kube-apiserver, fed registry snapshots directly.
@@ -99,7 +81,7 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.synced == nil {
 		o.synced = p.syncer.RegistrySynced
 	}
-	client, md := countingClients(t, k.Config, p.requests)
+	client, md := p.requests.IstioClients(t, k.Config)
 	p.writer, err = NewWriter(p.store, Options{
 		Namespace:      ns,
 		Instance:       o.instance,

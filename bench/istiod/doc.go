@@ -21,9 +21,8 @@
 // bookkeeping in a real kube-apiserver and etcd (test/harness StartKube).
 //
 // This is a module of its own, so that istio.io/istio (pinned to the version
-// test/istio uses; pilot-discovery is named as a tool in go.mod, and
-// tools/build.sh istiod builds it from this module) stays out of the
-// product's go.mod; it is not in test/istio because it is a benchmark, not a
+// test/istio uses; tools/build.sh istiod builds pilot-discovery from
+// test/istio, which names it as a tool) stays out of the product's go.mod; it is not in test/istio because it is a benchmark, not a
 // test, and `make test` runs test/istio's tests with -race.
 //
 // The benchmark runs only when asked to (go test -bench Istiod) and needs

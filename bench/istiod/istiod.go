@@ -10,25 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// istiodEnv is the environment istiod runs with, outside a cluster: no CA
-// and no istiod certificates (plaintext xDS on --grpcAddr only), no webhook
-// controllers, and no admission throttle on new xDS connections (the
-// benchmark opens 1,000 at once; istiod's default admits 25 per second).
-// Debounce, EDS debounce, the push throttle and the xDS cache keep istiod's
-// defaults.
-var istiodEnv = []string{
-	"POD_NAMESPACE=istio-system",
-	"POD_NAME=istiod-bench",
-	"REVISION=default",
-	"ENABLE_CA_SERVER=false",
-	"PILOT_CERT_PROVIDER=none",
-	"INJECTION_WEBHOOK_CONFIG_NAME=",
-	"VALIDATION_WEBHOOK_CONFIG_NAME=",
-	"PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=false",
-	"PILOT_MAX_REQUESTS_PER_SECOND=100000",
-}
+	"github.com/meshbridge/meshbridge/test/harness"
+)
 
 // istiodProc is a running istiod.
 type istiodProc struct {
@@ -79,7 +63,7 @@ func startIstiod(bin, kubeconfig, mcpAddr, dir string, ports []int) (*istiodProc
 	}
 	defer logf.Close()
 	p.cmd = exec.Command(bin, p.args...)
-	p.cmd.Env = append(os.Environ(), istiodEnv...)
+	p.cmd.Env = append(os.Environ(), harness.IstiodEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.started = time.Now()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/bench/pipeline"
+	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -103,7 +104,7 @@ func render(cfg Config, rs []result, m machineInfo) string {
 
 	w("## istiod's configuration\n\n")
 	w("pilot-discovery of istio.io/istio %s (the version test/istio pins), built by `tools/build.sh istiod`, ", istioVersion)
-	w("started with:\n\n```\npilot-discovery %s\n%s\n```\n\n", strings.Join(redactArgs(), " "), strings.Join(istiodEnv, "\n"))
+	w("started with:\n\n```\npilot-discovery %s\n%s\n```\n\n", strings.Join(redactArgs(), " "), strings.Join(harness.IstiodEnv, "\n"))
 	w("meshConfig: `configSources: [{address: xds://<meshbridge's xDS address>}]` only (no Kubernetes config source: ")
 	w("the ServiceEntries and WorkloadEntries come from MCP alone); meshNetworks empty. Its Kubernetes service registry runs against ")
 	w("a private kube-apiserver and etcd (test/harness StartKube) holding no workloads. Everything else is istiod's default, among it ")

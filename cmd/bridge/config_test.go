@@ -132,7 +132,7 @@ var inCluster = map[string]bool{"kubernetes": true, "istiod": true}
 // load on this machine as they are (every file they name exists), the
 // in-cluster ones parse and name absolute paths.
 func TestExampleConfigsLoad(t *testing.T) {
-	paths, err := filepath.Glob("../../examples/*/meshbridge.yaml")
+	paths, err := filepath.Glob("../../examples/*/meshbridge*.yaml")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no example configurations found: %v", err)
 	}
@@ -182,7 +182,7 @@ func loadExample(t *testing.T, p string) *Config {
 // on loopback authenticates its clients (xDS: mTLS) or is the MCP port with
 // TLS that networkpolicy.yaml restricts; debug endpoints are on loopback.
 func TestExamplesAreSafeAsShipped(t *testing.T) {
-	paths, _ := filepath.Glob("../../examples/*/meshbridge.yaml")
+	paths, _ := filepath.Glob("../../examples/*/meshbridge*.yaml")
 	loopback := func(addr string) bool {
 		host, _, _ := net.SplitHostPort(addr)
 		ip := net.ParseIP(host)

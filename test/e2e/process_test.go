@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
 	"github.com/meshbridge/meshbridge/test/harness"
@@ -181,18 +178,7 @@ func (b *bridge) get(path string) string {
 }
 
 // startBackend serves the echo service as name on a free 127.0.0.1 port.
-func startBackend(t testing.TB, name string) int {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	echo.Register(s, name)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().(*net.TCPAddr).Port
-}
+func startBackend(t testing.TB, name string) int { return harness.StartEcho(t, name) }
 
 // callResult is one line of the client's output.
 type callResult struct {

@@ -4,7 +4,11 @@
 // ports, with its log in the test's temp dir and stopped by the test's
 // cleanup; and a Kubernetes control plane, etcd and kube-apiserver through
 // controller-runtime's envtest (StartKube, or SharedKube once per test binary
-// with KubeMain), with the Istio CRDs installed and a fresh namespace per test.
+// with KubeMain), with the Istio CRDs installed and a fresh namespace per test;
+// and istiod (StartIstiod, or SharedIstiod once per test binary) reading that
+// control plane, built from the istio.io/istio test/istio pins
+// (tools/build.sh istiod). RequestCounter counts a Kubernetes client's
+// requests.
 // Consul can serve HTTPS (WithConsulTLS, certificates from NewCA: a CA made
 // per test, server certificates with IP/DNS SANs, client certificates with
 // URI SANs) and enforce ACLs (WithConsulACL). StartPolaris runs Polaris, a

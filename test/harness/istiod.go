@@ -31,8 +31,8 @@ import (
 // checkout.
 const istiodModule = "test/istio"
 
-// IstiodEnv is the environment every istiod of the harness runs with,
-// outside a cluster: no CA and no certificates of istiod's own (plaintext
+// IstiodEnv is the environment every istiod of the harness (and of make
+// bench-istiod) runs with, outside a cluster: no CA and no certificates of istiod's own (plaintext
 // xDS on IstiodOptions' gRPC port only), no webhook configurations to patch,
 // its namespace istio-system, no tracking of config distribution, and no
 // admission throttle on new xDS connections (istiod's default admits 25 a

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"testing"
 
+	versioned "istio.io/client-go/pkg/clientset/versioned"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
@@ -31,6 +34,22 @@ func (c *RequestCounter) Config(cfg *rest.Config) *rest.Config {
 		})
 	})
 	return cfg
+}
+
+// IstioClients are an istio.io/client-go clientset and a metadata client
+// for cfg, whose requests c counts: the clients kube.Writer takes.
+func (c *RequestCounter) IstioClients(t testing.TB, cfg *rest.Config) (versioned.Interface, metadata.Interface) {
+	t.Helper()
+	cfg = c.Config(cfg)
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, md
 }
 
 // Count is the number of requests of method sent so far.

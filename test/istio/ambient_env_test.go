@@ -21,7 +21,6 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshbridge/meshbridge/kube"
@@ -111,15 +110,7 @@ func (a *ambient) startBridge(t testing.TB, ns, path string, o bridgeOptions) *b
 		t.Fatal(err)
 	}
 	b := &bridge{ns: ns, writes: &harness.RequestCounter{}}
-	cfg := b.writes.Config(a.kube.Config)
-	client, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, md := b.writes.IstioClients(t, a.kube.Config)
 	b.writer, err = kube.NewWriter(p.Store, kube.Options{
 		Namespace: ns, Registries: []string{registryName}, Client: client, Metadata: md,
 		RegistrySynced: p.Syncer.RegistrySynced, Logger: quiet,

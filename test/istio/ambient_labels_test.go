@@ -1,6 +1,8 @@
 package istio
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"istio.io/istio/pkg/workloadapi"
@@ -10,9 +12,9 @@ import (
 
 // hboneLabels are registry labels that make ztunnel tunnel to a
 // WorkloadEntry with HBONE (istiod pilot/pkg/serviceregistry/ambient
-// workloads.go setTunnelProtocol: networking.istio.io/tunnel=http; with
-// PILOT_ENABLE_MTLS_TRANSPORT_PROTOCOL, security.istio.io/tlsMode=istio
-// too). A registry instance is no ztunnel nor sidecar: HBONE to it fails.
+// workloads.go setTunnelProtocol: networking.istio.io/tunnel=http) and
+// sidecars use Istio mTLS to it (security.istio.io/tlsMode=istio). A
+// registry instance is no ztunnel nor sidecar: either connection fails.
 var hboneLabels = map[string]string{"networking.istio.io/tunnel": "http", "security.istio.io/tlsMode": "istio"}
 
 // TestAmbientHBONELabelsNeedAllowLabels: registry instances labelled as if
@@ -51,4 +53,44 @@ func TestAmbientHBONELabelsNeedAllowLabels(t *testing.T) {
 			t.Logf("VIPs %v; ztunnel's view: %v", vips(se), want)
 		})
 	}
+}
+
+// TestAmbientInstancesSharingAnAddress: two instances of one service on one
+// address (two ports) are two workloads in ztunnel's view in workloadentry
+// mode. In inline mode istiod names an inline endpoint's workload after the
+// ServiceEntry and the address alone (pilot/pkg/serviceregistry/ambient
+// workloads.go generateServiceEntryUID), so ztunnel sees one of them: the
+// README's Ambient section recommends workloadentry mode for that reason.
+func TestAmbientInstancesSharingAnAddress(t *testing.T) {
+	a := startAmbient(t)
+	z := a.startZtunnel(t)
+	forEachMode(t, func(t *testing.T, mode translate.EndpointMode) {
+		s := a.scenario(t)
+		host := s.host("shared")
+		writeServices(t, s.path, fileServices{host: svc(host, 8080, "tcp",
+			instance("10.5.0.1", 8080, nil), instance("10.5.0.1", 8081, nil))})
+		s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
+		se := s.allocated(t, host)[host]
+		if mode == translate.EndpointsWorkloadEntry {
+			want := plain("10.5.0.1:8080", "10.5.0.1:8081")
+			z.awaitService(t, s.ns, host, vips(se), 8080, want)
+			t.Logf("VIPs %v; ztunnel's view in %s mode: %v", vips(se), mode, want)
+			return
+		}
+		// Which of the two istiod keeps is its choice; there is one.
+		var got []wdsEndpoint
+		z.Await(t, ambientWait, "ztunnel's view of "+host, func() error {
+			v, err := z.view(s.ns)
+			if err != nil {
+				return err
+			}
+			got = v.endpoints(s.ns, host, 8080)
+			if !slices.Equal(v.serviceVIPs(host), vips(se)) || len(got) != 1 ||
+				!slices.Contains(plain("10.5.0.1:8080", "10.5.0.1:8081"), got[0]) {
+				return fmt.Errorf("service %s: VIPs %v, endpoints %v", host, v.serviceVIPs(host), got)
+			}
+			return nil
+		})
+		t.Logf("VIPs %v; ztunnel's view in %s mode: %v, one workload for the two instances", vips(se), mode, got)
+	})
 }

@@ -3,7 +3,6 @@ package istio
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
 	"github.com/meshbridge/meshbridge/registries/file"
+	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
@@ -50,15 +50,7 @@ func TestAmbientSidecarViewProxylessGRPC(t *testing.T) {
 // until the test ends, and returns it as a registry instance.
 func startEcho(t *testing.T, name string) file.InstanceSpec {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	echo.Register(srv, name)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return instance("127.0.0.1", uint32(lis.Addr().(*net.TCPAddr).Port), nil)
+	return instance("127.0.0.1", uint32(harness.StartEcho(t, name)), nil)
 }
 
 // dialIstiod connects a proxyless gRPC client to xds:///target through

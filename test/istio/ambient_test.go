@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	"istio.io/istio/pkg/workloadapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,6 +36,26 @@ func (s *scenario) twoServices() fileServices {
 	}
 }
 
+// ordersEndpoints are orders' instances in twoServices, as ztunnel sees
+// them on port 8080.
+var ordersEndpoints = plain("10.1.0.1:8080", "10.1.0.2:8081")
+
+// startOrders writes twoServices, starts meshbridge in mode, and waits
+// until istiod allocated orders' VIPs and ztunnel sees it; it returns the
+// registry, meshbridge, orders' host and its ServiceEntry.
+func (s *scenario) startOrders(t *testing.T, z *ztunnel, mode translate.EndpointMode) (
+	reg fileServices, b *bridge, orders string, se *clientnetworking.ServiceEntry,
+) {
+	t.Helper()
+	reg = s.twoServices()
+	writeServices(t, s.path, reg)
+	b = s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
+	orders = s.host("orders")
+	se = s.allocated(t, orders)[orders]
+	z.awaitService(t, s.ns, orders, vips(se), 8080, ordersEndpoints)
+	return reg, b, orders, se
+}
+
 // TestAmbientServiceEntriesGetVIPsAndWorkloads: istiod allocates a VIP to
 // each ServiceEntry meshbridge writes (one IPv4 in 240.240.0.0/16, one IPv6
 // in 2001:2::/48, in status.addresses), and ztunnel's WDS view holds each
@@ -57,7 +78,7 @@ func TestAmbientServiceEntriesGetVIPsAndWorkloads(t *testing.T) {
 			checkVIPs(t, se)
 		}
 
-		z.awaitService(t, s.ns, orders, vips(ses[orders]), 8080, plain("10.1.0.1:8080", "10.1.0.2:8081"))
+		z.awaitService(t, s.ns, orders, vips(ses[orders]), 8080, ordersEndpoints)
 		seen := z.awaitService(t, s.ns, users, vips(ses[users]), 9090, plain("10.1.1.1:9090"))
 		t.Logf("WDS view complete %s after meshbridge started", seen.Sub(start).Round(time.Millisecond))
 		v, err := z.view(s.ns)
@@ -91,14 +112,9 @@ func TestAmbientChangesKeepTheVIP(t *testing.T) {
 	z := a.startZtunnel(t)
 	forEachMode(t, func(t *testing.T, mode translate.EndpointMode) {
 		s := a.scenario(t)
-		reg := s.twoServices()
-		writeServices(t, s.path, reg)
-		b := s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
-		orders := s.host("orders")
-		se := s.allocated(t, orders)[orders]
+		reg, b, orders, se := s.startOrders(t, z, mode)
 		want := identityOf(se)
 		t.Logf("%s: VIPs %s, UID %s", orders, want.vips, want.uid)
-		z.awaitService(t, s.ns, orders, vips(se), 8080, plain("10.1.0.1:8080", "10.1.0.2:8081"))
 
 		ctx := context.Background()
 		steps := []struct {
@@ -190,18 +206,14 @@ func TestAmbientEndpointModeSwitchKeepsTheVIP(t *testing.T) {
 	a := startAmbient(t)
 	z := a.startZtunnel(t)
 	s := a.scenario(t)
-	writeServices(t, s.path, s.twoServices())
-	orders := s.host("orders")
-	b := s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: translate.EndpointsInline})
-	se := s.allocated(t, orders)[orders]
+	_, b, orders, se := s.startOrders(t, z, translate.EndpointsInline)
 	want := identityOf(se)
-	z.awaitService(t, s.ns, orders, vips(se), 8080, plain("10.1.0.1:8080", "10.1.0.2:8081"))
 	for _, mode := range []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline} {
 		t.Run("to "+string(mode), func(t *testing.T) {
 			b.stop()
 			at := time.Now()
 			b = s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
-			seen := z.awaitService(t, s.ns, orders, vips(se), 8080, plain("10.1.0.1:8080", "10.1.0.2:8081"))
+			seen := z.awaitService(t, s.ns, orders, vips(se), 8080, ordersEndpoints)
 			b.idle(t)
 			if got := identityOf(s.serviceEntry(t, orders)); got != want {
 				t.Errorf("%s identity %+v, want %+v (updated in place)", orders, got, want)
@@ -234,13 +246,7 @@ func TestAmbientRecreatedServiceEntryGetsANewVIP(t *testing.T) {
 	z := a.startZtunnel(t)
 	forEachMode(t, func(t *testing.T, mode translate.EndpointMode) {
 		s := a.scenario(t)
-		reg := s.twoServices()
-		writeServices(t, s.path, reg)
-		s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
-		orders := s.host("orders")
-		endpoints := plain("10.1.0.1:8080", "10.1.0.2:8081")
-		se := s.allocated(t, orders)[orders]
-		z.awaitService(t, s.ns, orders, vips(se), 8080, endpoints)
+		reg, _, orders, se := s.startOrders(t, z, mode)
 
 		steps := []struct {
 			name     string
@@ -273,7 +279,7 @@ func TestAmbientRecreatedServiceEntryGetsANewVIP(t *testing.T) {
 				if cur.vips == old.vips {
 					t.Errorf("%s kept VIPs %s across its recreation", orders, cur.vips)
 				}
-				z.awaitService(t, s.ns, orders, vips(se), 8080, endpoints)
+				z.awaitService(t, s.ns, orders, vips(se), 8080, ordersEndpoints)
 				t.Logf("%s recreated: UID %s → %s, VIPs %s → %s; ztunnel sees the new VIPs", orders, old.uid, cur.uid,
 					old.vips, cur.vips)
 			})

@@ -1,0 +1,26 @@
+package harness
+
+import (
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/meshbridge/meshbridge/examples/grpc/echo"
+)
+
+// StartEcho serves the example echo service (examples/grpc/echo: Whoami
+// answers name) on a free 127.0.0.1 port until the test ends, and returns
+// the port.
+func StartEcho(t testing.TB, name string) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	echo.Register(s, name)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().(*net.TCPAddr).Port
+}
