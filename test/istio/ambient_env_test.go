@@ -26,6 +26,7 @@ import (
 	"github.com/meshbridge/meshbridge/kube"
 	mbpipeline "github.com/meshbridge/meshbridge/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
@@ -77,6 +78,9 @@ func startAmbient(t testing.TB) *ambient {
 type bridgeOptions struct {
 	endpoints   translate.EndpointMode // output.endpoints
 	allowLabels []string               // output.allowLabels
+	// consul, when set, is the registry (healthyOnly, Consul's host
+	// template) instead of the file registry.
+	consul *harness.Consul
 }
 
 // bridge is meshbridge in-process as cmd/bridge runs it with a file
@@ -90,25 +94,37 @@ type bridge struct {
 	stop   func()
 }
 
-// startBridge starts meshbridge reading the services file path, writing to
-// ns, and returns once the writer leads (its first list done) and is idle.
+// startBridge starts meshbridge reading the services file path (or
+// o.consul), writing to ns, and returns once the writer leads (its first
+// list done) and is idle.
 func (a *ambient) startBridge(t testing.TB, ns, path string, o bridgeOptions) *bridge {
 	t.Helper()
+	var (
+		reg          registries.Registry
+		err          error
+		regType      = "file"
+		hostTemplate string
+	)
+	if o.consul != nil {
+		regType, hostTemplate = "consul", consul.HostTemplate
+		reg, err = consul.New(consul.Config{Name: registryName, Address: o.consul.URL(), HealthyOnly: true, Logger: quiet})
+	} else {
+		reg, err = file.New(file.Config{Name: registryName, Path: path, Logger: quiet})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr, err := translate.New(translate.Options{Registry: registryName, Namespace: ns, Endpoints: o.endpoints,
-		AllowLabels: o.allowLabels})
+		AllowLabels: o.allowLabels, HostTemplate: hostTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := mbpipeline.New(mbpipeline.Options{
-		Sync: syncer.Config{Registries: []syncer.Registry{{Name: registryName, Type: "file", Translator: tr,
+		Sync: syncer.Config{Registries: []syncer.Registry{{Name: registryName, Type: regType, Translator: tr,
 			Policy: syncer.DefaultOutagePolicy}}},
 		XDS:    xds.Options{Address: "127.0.0.1:0"},
 		Logger: quiet,
 	})
-	reg, err := file.New(file.Config{Name: registryName, Path: path, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &bridge{ns: ns, writes: &harness.RequestCounter{}}
 	client, md := b.writes.IstioClients(t, a.kube.Config)
 	b.writer, err = kube.NewWriter(p.Store, kube.Options{

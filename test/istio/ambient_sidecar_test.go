@@ -34,6 +34,8 @@ func TestAmbientSidecarViewProxylessGRPC(t *testing.T) {
 		start := time.Now()
 		s.startBridge(t, s.ns, s.path, bridgeOptions{endpoints: mode})
 		conn := dialIstiod(t, a.istiod.GRPCAddr, s.ns, host+":8080")
+		// The sidecar view needs no VIP; istiod allocates one all the same.
+		t.Logf("%s: VIPs %v", host, vips(s.allocated(t, host)[host]))
 
 		reached := awaitCalls(t, conn, 1, "b1", "b2")
 		t.Logf("first call through istiod reached %s %s after meshbridge started", reached,

@@ -59,6 +59,9 @@ func TestAmbientVIPAllocationWritesNothing(t *testing.T) {
 			return nil
 		})
 		allocated := time.Since(start)
+		first := s.host(fmt.Sprintf("svc-%04d", 0))
+		t.Logf("VIPs of %s: %v; of the last: %v", first, vips(s.serviceEntry(t, first)),
+			vips(s.serviceEntry(t, s.host(fmt.Sprintf("svc-%04d", allocationServices-1)))))
 
 		last := s.host(fmt.Sprintf("svc-%04d", allocationServices-1))
 		se := s.serviceEntry(t, last)
