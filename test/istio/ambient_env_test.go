@@ -120,8 +120,8 @@ func (a *ambient) startBridge(t testing.TB, ns, path string, o bridgeOptions) *b
 		t.Fatal(err)
 	}
 	p := mbpipeline.New(mbpipeline.Options{
-		Sync: syncer.Config{Registries: []syncer.Registry{{Name: registryName, Type: regType, Translator: tr,
-			Policy: syncer.DefaultOutagePolicy}}},
+		Registries: []mbpipeline.Registry{{Watcher: reg, Sync: syncer.Registry{Name: registryName, Type: regType,
+			Translator: tr, Policy: syncer.DefaultOutagePolicy}}},
 		XDS:    xds.Options{Address: "127.0.0.1:0"},
 		Logger: quiet,
 	})
@@ -137,7 +137,7 @@ func (a *ambient) startBridge(t testing.TB, ns, path string, o bridgeOptions) *b
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := p.Run(ctx, []registries.Registry{reg}); err != nil {
+		if err := p.Run(ctx); err != nil {
 			t.Errorf("pipeline: %v", err)
 		}
 	})
