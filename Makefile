@@ -185,16 +185,19 @@ refresh-crds: ## Copy the ServiceEntry and WorkloadEntry CRDs of go.mod's istio.
 	mv "$$out.tmp" "$$out" && echo "refresh-crds: $$out from istio.io/api $$v" || { rm -f "$$out.tmp"; exit 1; }
 
 # Fuzzing time per target; go test fuzzes one target per run, so the
-# targets run one after another.
+# targets run one after another. DIFFERENTIAL_SEEDS is how many seeds the
+# pipeline's randomized differential runs (make test runs 200).
 FUZZTIME ?= 30s
+DIFFERENTIAL_SEEDS ?= 100000
 .PHONY: fuzz
-fuzz: ## Fuzz each target for 30 s (FUZZTIME), one after another; seed corpora run in go test ./... (not part of make test)
+fuzz: ## Fuzz each target for 30 s (FUZZTIME), one after another, then the pipeline's differential over 100,000 seeds (DIFFERENTIAL_SEEDS); seed corpora and 200 seeds run in make test
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzInstancesFrom$$' -fuzztime $(FUZZTIME) ./registries/consul/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./cmd/bridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./registries/file/
 	$(GO) test -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME) ./registries/nacos/
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilder$$' -fuzztime $(FUZZTIME) ./registries/dubbo/
+	$(GO) test -run '^TestDifferential$$' -timeout 0 ./pipeline/ -differential.seeds $(DIFFERENTIAL_SEEDS)
 
 .PHONY: lint
 lint: ## go vet (the product and the modules of test/istio and bench/istiod) and gofmt check

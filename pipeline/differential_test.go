@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/pipeline/pipelinetest"
 )
@@ -29,14 +30,15 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			q := pipelinetest.Generate(seed, *differentialEvents)
-			failure := pipelinetest.Try(t, q)
+			failure := pipelinetest.Try(t, q, 20*time.Second)
 			if failure == "" {
 				return
 			}
 			if !*differentialShrink {
 				t.Fatalf("seed %d fails:\n%s\n%s", seed, failure, q)
 			}
-			shrunk, why := pipelinetest.Shrink(t, q, failure)
+			// A failure found is not a matter of time: shrink with a short wait.
+			shrunk, why := pipelinetest.Shrink(t, q, failure, 3*time.Second)
 			t.Fatalf("seed %d fails (%d events, shrunk from %d):\n%s\n%s\nbefore shrinking:\n%s", seed, len(shrunk.Events), len(q.Events), why, shrunk, failure)
 		})
 	}

@@ -1,33 +1,39 @@
 package pipeline_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/pipeline/pipelinetest"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
 
-// scenario is a named sequence of steps played on a pipeline of the
-// given registries, in both conflict policies and both endpoint modes
-// unless it names one; each Check, and the end, compares every client and
-// the Store with a freshly built pipeline fed the registries' truth.
+// scenario is a named sequence of steps played on a pipeline of the given
+// registries, in both conflict policies and both endpoint modes unless it
+// names some; each Check, and the end, compares every client and the Store
+// with a freshly built pipeline fed the registries' truth, and each Expect
+// checks the endpoints the scenario is about.
 type scenario struct {
 	name string
-	// registries are the configured registries' names, in order
-	// (default "a" and "b").
-	registries []string
+	// registries are the configured registries, in order (default "a"
+	// and "b", consul-typed).
+	registries []pipelinetest.RegistryConfig
 	outage     syncer.OutagePolicy
 	policies   []string
 	modes      []translate.EndpointMode
-	steps      []pipelinetest.Step
+	// stateDir: with a state dir; syncTimeout: sync.timeout (fake clock).
+	stateDir    bool
+	syncTimeout time.Duration
+	steps       []pipelinetest.Step
 }
 
-var grpc8080 = []registries.Port{pipelinetest.P(8080, "grpc")}
-
-// Notation: a service S(name, declared ports, instances...), an instance
-// I{Addr, Port, ...}.
+// The scenarios' notation: a service S(name, declared ports, instances...),
+// a port P(number, protocol), an instance I{Addr, Port, ...}; the steps are
+// pipelinetest's.
 var (
 	S = pipelinetest.S
 	P = pipelinetest.P
@@ -35,17 +41,268 @@ var (
 
 type I = pipelinetest.I
 
+var (
+	grpc8080 = []registries.Port{P(8080, "grpc")}
+	// guard holds a listing that removes half of a registry, for an hour.
+	guard = syncer.OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardTimeout: time.Hour}
+	// holdDown holds a disappearance read after a reconnection for 10s.
+	holdDown = syncer.OutagePolicy{HoldDown: 10 * time.Second}
+	// The clients every scenario starts with.
+	clients = []pipelinetest.Step{pipelinetest.Connect("sotw", pipelinetest.SotW), pipelinetest.Connect("delta", pipelinetest.Delta)}
+	// web8080 is the cluster of host web on port 8080 (consul's host template).
+	web8080 = "outbound|8080||web.service.consul"
+)
+
+// steps joins step lists.
+func steps(parts ...[]pipelinetest.Step) []pipelinetest.Step {
+	var out []pipelinetest.Step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func do(s ...pipelinetest.Step) []pipelinetest.Step { return s }
+
+// many is n instances 10.1.<i/250>.<i%250+1>:port.
+func many(n int, port uint32) []I {
+	out := make([]I, n)
+	for i := range out {
+		out[i] = I{Addr: fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), Port: port}
+	}
+	return out
+}
+
 var scenarios = []scenario{
 	{
 		name: "takeover when the winner's service leaves",
-		steps: []pipelinetest.Step{
+		steps: steps(do(
 			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
-			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
-			pipelinetest.Connect("sotw", pipelinetest.SotW),
-			pipelinetest.Connect("delta", pipelinetest.Delta),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
 			pipelinetest.Check(),
 			pipelinetest.Remove("a", "web"),
-		},
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name: "takeover when the winner's registry leaves by reload",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.RemoveRegistry("a"),
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name:   "takeover when the delete guard's removal of the winner is confirmed",
+		outage: guard,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}, I{Addr: "10.0.0.3", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.RemoveRegistry("a"),
+			pipelinetest.Confirm("a"),
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name:     "the non-winner leaves",
+		policies: []string{syncer.ConflictMerge},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080"),
+			pipelinetest.Remove("b", "web"),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
+	},
+	{
+		name:     "a protocol conflict starts and ends",
+		policies: []string{syncer.ConflictMerge},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("web", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
+	},
+	{
+		// The first registry declares no instance; the third's service
+		// agrees with it on the port they share: whichever registry is read
+		// first, the host serves the third's instance.
+		name:       "a start whose later registry is read first",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		policies:   []string{syncer.ConflictMerge},
+		steps: steps(do(
+			pipelinetest.List("c", S("h0", []registries.Port{P(9090, "http")}, I{Addr: "10.0.0.1", Port: 9090})),
+			pipelinetest.List("b"),
+			pipelinetest.List("a", S("h0", []registries.Port{P(8080, "grpc"), P(9090, "http")}))), clients, do(
+			pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090"))),
+	},
+	{
+		name:       "a start whose first registry is read first",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		policies:   []string{syncer.ConflictMerge},
+		steps: steps(do(
+			pipelinetest.List("a", S("h0", []registries.Port{P(8080, "grpc"), P(9090, "http")})),
+			pipelinetest.List("b"),
+			pipelinetest.List("c", S("h0", []registries.Port{P(9090, "http")}, I{Addr: "10.0.0.1", Port: 9090}))), clients, do(
+			pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090"))),
+	},
+	{
+		// Past the CRD's 4,096 endpoints a service is written as
+		// WorkloadEntries; back under 90 % of the limit, inline again.
+		name:       "inline and WorkloadEntry form across the size limit",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		modes:      []translate.EndpointMode{translate.EndpointsInline},
+		policies:   []string{syncer.ConflictMerge},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
+			pipelinetest.Set("a", S("web", grpc8080, many(translate.MaxInlineEndpoints+1, 8080)...)),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name:       "hold-down, then a real disappearance",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     holdDown,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Advance(11*time.Second),
+			pipelinetest.Check())),
+	},
+	{
+		name:       "hold-down, then the service is back",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     holdDown,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
+			pipelinetest.SetRelist("a", S("web", grpc8080)),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.SetRelist("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.Advance(11*time.Second),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
+	},
+	{
+		name:       "the delete guard engages, then is confirmed",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     guard,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
+				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
+			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Confirm("a"),
+			pipelinetest.Check())),
+	},
+	{
+		name:       "the delete guard engages, then times out",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     guard,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
+				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
+			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Advance(time.Hour+time.Second),
+			pipelinetest.Check())),
+	},
+	{
+		name:       "the delete guard engages, then the services are listed again",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     guard,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
+				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
+			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Relist("a", S("web", grpc8080, I{Addr: "10.0.0.4", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
+				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.4:8080"))),
+	},
+	{
+		name:        "a start from the persisted listing, then the registry's relist",
+		registries:  []pipelinetest.RegistryConfig{{Name: "a"}},
+		stateDir:    true,
+		syncTimeout: 5 * time.Second,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.RestartBridge(),
+			pipelinetest.Advance(6*time.Second),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Relist("a", S("web", grpc8080, I{Addr: "10.0.0.3", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.3:8080"))),
+	},
+	{
+		name: "a reload renames the hosts (hostTemplate)",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Reload(pipelinetest.RegistryConfig{Name: "a", HostTemplate: "{{.Service}}.mesh"}),
+			pipelinetest.Relist("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.Expect("outbound|8080||web.mesh", "10.0.0.1:8080"),
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name: "ports change",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", []registries.Port{P(9090, "grpc")}, I{Addr: "10.0.0.1", Port: 9090})),
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("web", []registries.Port{P(9090, "grpc")}, I{Addr: "10.0.0.2", Port: 9090})))),
+	},
+	{
+		name:       "DNS resolution",
+		registries: []pipelinetest.RegistryConfig{{Name: "a", Resolution: model.ResolutionDNS}, {Name: "b", Resolution: model.ResolutionDNS}},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "web-1.example.com", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "web-2.example.com", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", grpc8080, I{Addr: "web-3.example.com", Port: 8080})))),
+	},
+	{
+		name:       "instances 0 and back",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
+			pipelinetest.Set("a", S("web", grpc8080)),
+			pipelinetest.Expect(web8080),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
+	},
+	{
+		name: "a weight changes, nothing else",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}, I{Addr: "10.0.0.3", Port: 8080})),
+			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080, Weight: 5}, I{Addr: "10.0.0.3", Port: 8080})))),
+	},
+	{
+		// The differential's seed 55, shrunk: a registry removed while the
+		// delete guard holds its services and added back takes the place the
+		// configuration gives it, not the one it had.
+		name:     "a registry added back while the delete guard holds its removal",
+		outage:   syncer.OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 1, DeleteGuardTimeout: time.Minute},
+		policies: []string{syncer.ConflictFirst},
+		modes:    []translate.EndpointMode{translate.EndpointsInline},
+		steps: steps(do(
+			pipelinetest.List("a"),
+			pipelinetest.List("b"),
+			pipelinetest.Set("a", S("h2", nil, I{ID: "10.0.0.1", Addr: "10.0.0.1", Port: 7070, Weight: 1, Locality: "r1/z1/", Protocol: "http"}, I{ID: "10.0.0.2", Addr: "10.0.0.2", Port: 7070, Protocol: "http"})),
+			pipelinetest.RemoveRegistry("a"),
+			pipelinetest.AddRegistry("a"),
+			pipelinetest.List("a", S("h1", []registries.Port{P(9090, "http")}, I{ID: "10.0.0.3", Addr: "10.0.0.3", Port: 9090})),
+			pipelinetest.Set("b", S("h1", []registries.Port{P(8080, "http")}, I{ID: "10.0.0.3", Addr: "10.0.0.3", Port: 7070}))), clients, do(
+			pipelinetest.Expect("outbound|8080||h1.service.consul", "10.0.0.3:7070"))),
 	},
 }
 
@@ -59,21 +316,20 @@ func TestScenarios(t *testing.T) {
 		if modes == nil {
 			modes = []translate.EndpointMode{translate.EndpointsWorkloadEntry, translate.EndpointsInline}
 		}
-		names := sc.registries
-		if names == nil {
-			names = []string{"a", "b"}
+		regs := sc.registries
+		if regs == nil {
+			regs = []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}}
 		}
 		for _, policy := range policies {
 			for _, mode := range modes {
 				t.Run(sc.name+"/"+policy+"/"+string(mode), func(t *testing.T) {
 					t.Parallel()
-					var regs []pipelinetest.RegistryConfig
-					for _, n := range names {
-						regs = append(regs, pipelinetest.RegistryConfig{Name: n})
+					opts := pipelinetest.Options{Registries: regs, ConflictPolicy: policy, Endpoints: mode,
+						Outage: sc.outage, SyncTimeout: sc.syncTimeout}
+					if sc.stateDir {
+						opts.StateDir = t.TempDir()
 					}
-					h := pipelinetest.Start(t, pipelinetest.Options{Registries: regs, ConflictPolicy: policy,
-						Endpoints: mode, Outage: sc.outage})
-					pipelinetest.NewScene(h).Play(sc.steps...)
+					pipelinetest.NewScene(pipelinetest.Start(t, opts)).Play(sc.steps...)
 				})
 			}
 		}

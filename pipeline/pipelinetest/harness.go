@@ -30,6 +30,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
@@ -132,6 +133,10 @@ func Start(t testing.TB, opts Options) *Harness {
 		}
 	})
 	t.Cleanup(h.stop)
+	if opts.SyncTimeout > 0 {
+		// Advance must find the sync timeout's timer, which Run sets.
+		harness.EventuallyTrue(t, readyTimeout, "the sync timeout's timer set", h.Clock.HasWaiters)
+	}
 	return h
 }
 

@@ -1,14 +1,22 @@
 package pipelinetest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // Scene is a harness and the registries' truth: what each configured
@@ -29,6 +37,11 @@ type Scene struct {
 	// there, a Check before every registry synced) is skipped instead of
 	// failing the test, as shrinking drops events others depend on.
 	lenient bool
+	// timeout bounds each client's wait at a Check (checkTimeout).
+	timeout time.Duration
+	// restarted: the bridge restarted and the clients have not
+	// reconnected yet (they do once it serves: reconnect).
+	restarted bool
 }
 
 // Step is one thing that happens to a pipeline: a registry call, a reload,
@@ -43,7 +56,7 @@ type Step interface {
 // NewScene returns a scene of h, whose registries list nothing yet. When
 // the test fails, the steps played so far are logged.
 func NewScene(h *Harness) *Scene {
-	s := &Scene{H: h, truth: map[string]map[string]registries.Service{}}
+	s := &Scene{H: h, truth: map[string]map[string]registries.Service{}, timeout: checkTimeout}
 	for _, name := range h.Configured() {
 		s.truth[name] = map[string]registries.Service{}
 	}
@@ -254,11 +267,7 @@ func (l listingStep) Play(s *Scene) {
 }
 
 func (l listingStep) String() string {
-	args := ""
-	for _, k := range l.keys {
-		args += fmt.Sprintf(", %q", k)
-	}
-	return fmt.Sprintf("pipelinetest.Listing(%q%s)", l.registry, args)
+	return fmt.Sprintf("pipelinetest.Listing(%q%s)", l.registry, stringArgs(l.keys))
 }
 
 // AddRegistry is a reload that adds a registry (a consul-typed one of that
@@ -365,6 +374,7 @@ type reconnectStep struct{ name string }
 
 func (r reconnectStep) Play(s *Scene) {
 	s.H.T.Helper()
+	s.reconnect()
 	for _, c := range s.clients {
 		if c.Name == r.name {
 			c.Reconnect()
@@ -375,6 +385,124 @@ func (r reconnectStep) Play(s *Scene) {
 }
 
 func (r reconnectStep) String() string { return fmt.Sprintf("pipelinetest.Reconnect(%q)", r.name) }
+
+// Reload is a reload that changes registry rc.Name's configuration to rc
+// (its host template, service port, resolution): the registry restarts
+// with a new watcher, which must relist (Relist) before the next Check.
+func Reload(rc RegistryConfig) Step { return reloadStep{rc: rc} }
+
+type reloadStep struct{ rc RegistryConfig }
+
+func (r reloadStep) Play(s *Scene) {
+	s.H.T.Helper()
+	if !s.configured(r.rc.Name) {
+		return
+	}
+	rcs := slices.Clone(s.H.opts.Registries)
+	for i := range rcs {
+		if rcs[i].Name == r.rc.Name {
+			rcs[i] = r.rc
+		}
+	}
+	s.H.Configure(rcs, r.rc.Name)
+}
+
+func (r reloadStep) String() string { return fmt.Sprintf("pipelinetest.Reload(%#v)", r.rc) }
+
+// RestartBridge restarts the bridge: the pipeline stops once its state dir
+// holds every registry's listing, and a new one starts with the same
+// options, whose registries list nothing until List steps (or the sync
+// timeout, Advance, serves their persisted listings). Every client
+// reconnects to it: a Delta client with initial_resource_versions.
+func RestartBridge() Step { return restartBridgeStep{} }
+
+type restartBridgeStep struct{}
+
+func (restartBridgeStep) Play(s *Scene) {
+	s.H.T.Helper()
+	if s.H.opts.StateDir != "" {
+		s.H.Advance(stateWriteDelay)
+		truth := s.Truth()
+		harness.Eventually(s.H.T, checkTimeout, "every registry's listing persisted", func() error {
+			for name, svcs := range truth {
+				if err := persisted(s.H.opts.StateDir, name, svcs); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	s.H.Stop()
+	s.H = Start(s.H.T, s.H.opts)
+	s.restarted = true
+}
+
+// reconnect reconnects every client after a RestartBridge, once the new
+// bridge serves (its registries listed, or its sync timeout passed).
+func (s *Scene) reconnect() {
+	s.H.T.Helper()
+	if !s.restarted {
+		return
+	}
+	s.restarted = false
+	for _, c := range s.clients {
+		c.h = s.H
+		c.Reconnect()
+	}
+}
+
+func (restartBridgeStep) String() string { return "pipelinetest.RestartBridge()" }
+
+// Expect waits until every client of the scene holds cluster's
+// ClusterLoadAssignment with exactly endpoints ("address:port", any
+// order): the target a scenario names, checked apart from the oracle.
+func Expect(cluster string, endpoints ...string) Step {
+	return expectStep{cluster: cluster, endpoints: endpoints}
+}
+
+type expectStep struct {
+	cluster   string
+	endpoints []string
+}
+
+func (e expectStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.reconnect()
+	want := slices.Sorted(slices.Values(e.endpoints))
+	for _, c := range s.clients {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		err := c.wait(ctx, func() error {
+			got, ok := c.Served()[resourcev3.EndpointType][e.cluster]
+			if !ok {
+				return fmt.Errorf("no ClusterLoadAssignment %s", e.cluster)
+			}
+			_, eps, err := ads.Endpoints(&anypb.Any{TypeUrl: resourcev3.EndpointType, Value: []byte(got)})
+			if err != nil {
+				return err
+			}
+			if slices.Sort(eps); !slices.Equal(eps, want) {
+				return fmt.Errorf("endpoints %v", eps)
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			s.fail("client %s: %s should hold %v: %v", c.Name, e.cluster, want, err)
+		}
+	}
+}
+
+func (e expectStep) String() string {
+	return fmt.Sprintf("pipelinetest.Expect(%q%s)", e.cluster, stringArgs(e.endpoints))
+}
+
+func stringArgs(ss []string) string {
+	out := ""
+	for _, x := range ss {
+		out += fmt.Sprintf(", %q", x)
+	}
+	return out
+}
 
 func pick(cond bool, a, b string) string {
 	if cond {
@@ -408,10 +536,11 @@ func (checkStep) Play(s *Scene) {
 	// The pipeline serves once every registry synced (or the sync timeout
 	// passed): no client connects before.
 	s.H.WaitReady()
+	s.reconnect()
 	late := s.H.Connect(fmt.Sprintf("late-%d", s.checks), Protocol(s.checks%2))
 	defer late.Close()
 	for _, c := range append(slices.Clone(s.clients), late) {
-		if err := c.AwaitErr(want, checkTimeout); err != nil {
+		if err := c.AwaitErr(want, s.timeout); err != nil {
 			s.fail("check %d: %v", s.checks, err)
 		}
 	}
@@ -456,4 +585,36 @@ func objectsString(m map[string]string) string {
 		fmt.Fprintf(&b, "  %s %.12s\n", k, m[k])
 	}
 	return b.String()
+}
+
+// stateWriteDelay is the Syncer's: a listing is persisted at most this
+// long after it changed (syncer state.go).
+const stateWriteDelay = 3 * time.Second
+
+// persisted reports whether dir holds registry's persisted listing of
+// exactly svcs' keys.
+func persisted(dir, registry string, svcs []registries.Service) error {
+	data, err := os.ReadFile(filepath.Join(dir, registry+".json"))
+	if err != nil {
+		return err
+	}
+	var pl struct {
+		Services []registries.Service `json:"services"`
+	}
+	if err := json.Unmarshal(data, &pl); err != nil {
+		return err
+	}
+	var got, want []string
+	for _, s := range pl.Services {
+		got = append(got, s.Key())
+	}
+	for _, s := range svcs {
+		want = append(want, s.Key())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("registry %s persisted %v, lists %v", registry, got, want)
+	}
+	return nil
 }

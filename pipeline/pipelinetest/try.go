@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // tryT is a testing.TB for one attempt of a sequence: a failure ends the
@@ -57,9 +58,9 @@ func (t *tryT) Cleanup(f func()) {
 }
 
 // Try plays q on a new harness and returns its failure, "" when every
-// Check passed. t only provides what a test provides (a temporary
-// directory); it is not failed.
-func Try(t testing.TB, q Sequence) string {
+// Check passed, each client waited for at a Check up to timeout. t only
+// provides what a test provides (a temporary directory); it is not failed.
+func Try(t testing.TB, q Sequence, timeout time.Duration) string {
 	tt := &tryT{TB: t}
 	done := make(chan struct{})
 	go func() {
@@ -71,7 +72,7 @@ func Try(t testing.TB, q Sequence) string {
 		}()
 		h := Start(tt, q.Options)
 		sc := NewScene(h)
-		sc.lenient = true
+		sc.lenient, sc.timeout = true, timeout
 		sc.Play(q.Steps()...)
 	}()
 	<-done
@@ -81,14 +82,15 @@ func Try(t testing.TB, q Sequence) string {
 // Shrink returns the shortest sequence, by whole events, that it finds
 // still failing, and that sequence's failure: it drops chunks of events,
 // halving the chunk size down to one event, while the sequence still fails
-// (delta debugging). The first event of each registry's listing and the
-// clients' connections are dropped like any other.
-func Shrink(t testing.TB, q Sequence, failure string) (Sequence, string) {
+// (delta debugging; each attempt waits for clients up to timeout). The
+// first event of each registry's listing and the clients' connections are
+// dropped like any other.
+func Shrink(t testing.TB, q Sequence, failure string, timeout time.Duration) (Sequence, string) {
 	for chunk := len(q.Events) / 2; chunk >= 1; chunk /= 2 {
 		for i := 0; i+chunk <= len(q.Events); {
 			cand := q
 			cand.Events = slices.Concat(q.Events[:i], q.Events[i+chunk:])
-			if f := Try(t, cand); f != "" {
+			if f := Try(t, cand, timeout); f != "" {
 				q, failure = cand, f
 				continue // the same i now names the next chunk
 			}
