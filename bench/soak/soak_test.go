@@ -1,10 +1,15 @@
 package main
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
 )
+
+// soakSeed varies the changes of the short soak (bench/soak/repeat.sh runs
+// it with many seeds).
+var soakSeed = flag.Uint64("soak.seed", 1, "seed of the short soak's changes")
 
 // TestSoakConverges runs a 5-second soak at small scale and checks that
 // every stream, SotW and Delta, ends holding the controller's final state,
@@ -17,7 +22,7 @@ func TestSoakConverges(t *testing.T) {
 	cfg := config{
 		services: 100, instances: 5, streams: 20, rate: 20, serviceShare: 0.05,
 		warmup: time.Second, duration: 4 * time.Second, interval: time.Second,
-		converge: time.Minute, debounce: 10 * time.Millisecond, tolerance: 0.10, seed: 1,
+		converge: time.Minute, debounce: 10 * time.Millisecond, tolerance: 0.10, seed: *soakSeed,
 	}
 	res, err := run(t.Context(), cfg, &out)
 	t.Log("\n" + out.String())

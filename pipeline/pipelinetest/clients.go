@@ -75,16 +75,16 @@ func describe(typeURL, value string) string {
 }
 
 // Client is an ADS client of a harness's xDS port, a proxyless gRPC node
-// (GENERATOR grpc: it is served all four types) that subscribes like one:
-// every Cluster and Listener (wildcard), the ClusterLoadAssignment of each
-// cluster and the RouteConfiguration of each listener it holds
-// (ads.Options.FollowCDS, FollowLDS), answering every response. SotW or
-// Delta.
+// (GENERATOR grpc: it is served all four types), SotW or Delta, that
+// subscribes as its Kind says and answers every response.
 type Client struct {
 	Name  string
+	Kind  Kind
 	SotW  *ads.SotW
 	Delta *ads.Delta
 	h     *Harness
+	// watched are a Watch client's cluster names.
+	watched []string
 	// cancel ends the stream.
 	cancel context.CancelFunc
 }
@@ -100,6 +100,27 @@ const (
 
 func (p Protocol) String() string { return [...]string{"sotw", "delta"}[p] }
 
+// Kind is how a client subscribes.
+type Kind int
+
+const (
+	// FollowAll: every Cluster and Listener by an explicit wildcard ("*"),
+	// the ClusterLoadAssignment of each cluster and the
+	// RouteConfiguration of each listener it holds (ads.Options.FollowCDS,
+	// FollowLDS), as a proxyless gRPC client follows what it is given.
+	FollowAll Kind = iota
+	// Legacy: Clusters by the legacy wildcard (a first request without
+	// names), as Envoy asks, and their ClusterLoadAssignments; no
+	// listeners.
+	Legacy
+	// Watch: the ClusterLoadAssignments of named clusters only, whether
+	// they exist or not (Rewatch changes the names), as a client that
+	// learnt its clusters elsewhere.
+	Watch
+)
+
+func (k Kind) String() string { return [...]string{"FollowAll", "Legacy", "Watch"}[k] }
+
 // grpcNode is a proxyless gRPC node called id.
 func grpcNode(id string) *core.Node {
 	return &core.Node{Id: id, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
@@ -107,45 +128,131 @@ func grpcNode(id string) *core.Node {
 	}}}
 }
 
-// clientOptions are every harness client's.
-func clientOptions(name string) ads.Options {
-	return ads.Options{Node: grpcNode(name), FollowCDS: true, FollowLDS: true}
-}
-
-// Connect opens a client called name of protocol p and subscribes it;
-// it ends with the test (or Close).
+// Connect opens a FollowAll client called name of protocol p; it ends
+// with the test (or Close).
 func (h *Harness) Connect(name string, p Protocol) *Client {
 	h.T.Helper()
-	conn := h.dial()
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{Name: name, h: h, cancel: cancel}
-	var err error
-	switch p {
-	case SotW:
-		if c.SotW, err = ads.OpenSotW(ctx, conn, clientOptions(name)); err == nil {
-			c.SotW.Receive(nil)
-			for _, typeURL := range []string{resourcev3.ClusterType, resourcev3.ListenerType} {
-				if err = c.SotW.Subscribe(typeURL, []string{"*"}); err != nil {
-					break
-				}
-			}
-		}
-	case Delta:
-		if c.Delta, err = ads.OpenDelta(ctx, conn, clientOptions(name)); err == nil {
-			c.Delta.Receive(nil)
-			for _, typeURL := range []string{resourcev3.ClusterType, resourcev3.ListenerType} {
-				if err = c.Delta.Subscribe(typeURL, []string{"*"}, nil); err != nil {
-					break
-				}
-			}
-		}
-	}
-	if err != nil {
-		cancel()
+	return h.ConnectKind(name, p, FollowAll)
+}
+
+// ConnectKind opens a client of kind k; a Watch client watches clusters.
+func (h *Harness) ConnectKind(name string, p Protocol, k Kind, clusters ...string) *Client {
+	h.T.Helper()
+	c := &Client{Name: name, Kind: k, h: h, watched: slices.Clone(clusters)}
+	if err := c.open(p); err != nil {
 		h.T.Fatalf("client %s: %v", name, err)
 	}
 	h.T.Cleanup(c.Close)
 	return c
+}
+
+// open opens the client's stream of protocol p and subscribes it.
+func (c *Client) open(p Protocol) error {
+	conn := c.h.dial()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	opts := ads.Options{Node: grpcNode(c.Name)}
+	var first []string // the types subscribed by wildcard
+	switch c.Kind {
+	case FollowAll:
+		opts.FollowCDS, opts.FollowLDS = true, true
+		first = []string{resourcev3.ClusterType, resourcev3.ListenerType}
+	case Legacy:
+		opts.FollowCDS = true
+		first = []string{resourcev3.ClusterType}
+	}
+	var err error
+	c.SotW, c.Delta = nil, nil
+	switch p {
+	case SotW:
+		if c.SotW, err = ads.OpenSotW(ctx, conn, opts); err != nil {
+			break
+		}
+		c.SotW.Receive(nil)
+		for _, typeURL := range first {
+			names := []string{"*"}
+			if c.Kind == Legacy {
+				names = nil
+			}
+			if err = c.SotW.Subscribe(typeURL, names); err != nil {
+				break
+			}
+		}
+	case Delta:
+		if c.Delta, err = ads.OpenDelta(ctx, conn, opts); err != nil {
+			break
+		}
+		c.Delta.Receive(nil)
+		for _, typeURL := range first {
+			var names []string
+			if c.Kind != Legacy {
+				names = []string{"*"}
+			}
+			if err = c.Delta.Subscribe(typeURL, names, nil); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && c.Kind == Watch && len(c.watched) > 0 {
+		err = c.subscribe(c.watched, nil)
+	}
+	if err != nil {
+		cancel()
+	}
+	return err
+}
+
+// subscribe changes a Watch client's ClusterLoadAssignment names.
+func (c *Client) subscribe(add, remove []string) error {
+	if c.SotW != nil {
+		return c.SotW.Subscribe(resourcev3.EndpointType, c.watched)
+	}
+	return c.Delta.Subscribe(resourcev3.EndpointType, add, remove)
+}
+
+// Rewatch makes a Watch client watch clusters instead of what it watched.
+func (c *Client) Rewatch(clusters []string) error {
+	var add, remove []string
+	for _, n := range clusters {
+		if !slices.Contains(c.watched, n) {
+			add = append(add, n)
+		}
+	}
+	for _, n := range c.watched {
+		if !slices.Contains(clusters, n) {
+			remove = append(remove, n)
+		}
+	}
+	c.watched = slices.Clone(clusters)
+	if len(add) == 0 && len(remove) == 0 {
+		return nil
+	}
+	return c.subscribe(add, remove)
+}
+
+// Sees restricts a fresh client's view (a FollowAll client's) to what c
+// subscribes to: a Legacy client has no listeners or routes, a Watch
+// client only its clusters' ClusterLoadAssignments.
+func (c *Client) Sees(all Served) Served {
+	out := Served{}
+	for typeURL, byName := range all {
+		switch {
+		case c.Kind == FollowAll:
+		case c.Kind == Legacy && (typeURL == resourcev3.ClusterType || typeURL == resourcev3.EndpointType):
+		case c.Kind == Watch && typeURL == resourcev3.EndpointType:
+			out[typeURL] = map[string]string{}
+			for _, n := range c.watched {
+				if v, ok := byName[n]; ok {
+					out[typeURL][n] = v
+				}
+			}
+			continue
+		default:
+			continue
+		}
+		out[typeURL] = maps.Clone(byName)
+	}
+	return out
 }
 
 // Close ends the client's stream and waits for its receive loop.
@@ -167,6 +274,22 @@ func (c *Client) Protocol() Protocol {
 		return SotW
 	}
 	return Delta
+}
+
+// held is what the client holds that a client of its kind must hold as
+// want says: a SotW client that watches ClusterLoadAssignments by name
+// without their Clusters keeps one whose cluster was removed, as SotW
+// EDS conveys no removal (a real client drops it with the Cluster), so its
+// names absent from want are left out.
+func (c *Client) held(want Served) Served {
+	got := c.Served()
+	if c.Kind == Watch && c.SotW != nil {
+		maps.DeleteFunc(got[resourcev3.EndpointType], func(name, _ string) bool {
+			_, ok := want[resourcev3.EndpointType][name]
+			return !ok
+		})
+	}
+	return got
 }
 
 // Served returns what the client holds now.
@@ -191,20 +314,19 @@ func (c *Client) wait(ctx context.Context, cond func() error) error {
 func (c *Client) Reconnect() {
 	c.h.T.Helper()
 	c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
 	if c.SotW != nil {
-		nc := c.h.Connect(c.Name, SotW)
-		c.SotW, c.cancel = nc.SotW, nc.cancel
-		cancel()
+		if err := c.open(SotW); err != nil {
+			c.h.T.Fatalf("client %s: reconnect: %v", c.Name, err)
+		}
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	d, err := c.Delta.Resume(ctx, c.h.dial(), nil)
 	if err != nil {
 		cancel()
 		c.h.T.Fatalf("client %s: resume: %v", c.Name, err)
 	}
-	c.Delta = d
+	c.Delta, c.cancel = d, cancel
 }
 
 // Await waits until the client holds exactly want, failing the test with
@@ -220,14 +342,15 @@ func (c *Client) Await(want Served, timeout time.Duration) {
 func (c *Client) AwaitErr(want Served, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	want = c.Sees(want)
 	err := c.wait(ctx, func() error {
-		if d := want.Diff(c.Served()); d != "" {
+		if d := want.Diff(c.held(want)); d != "" {
 			return fmt.Errorf("%s", d)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("client %s (%s) does not hold what a fresh pipeline serves within %s:\n%w", c.Name, c.Protocol(), timeout, err)
+		return fmt.Errorf("client %s (%s, %s) does not hold what a fresh pipeline serves within %s:\n%w", c.Name, c.Protocol(), c.Kind, timeout, err)
 	}
 	return nil
 }

@@ -98,8 +98,9 @@ type generator struct {
 	// and the port and protocol of its instances when it does not, fixed
 	// for the whole sequence (see Generate).
 	shapes map[string]map[string]*registries.Port
-	// clients are the names of the clients connected so far.
-	clients []string
+	// clients are the names of the clients connected so far; watchers
+	// those of the Watch clients.
+	clients, watchers []string
 	q       Sequence
 }
 
@@ -213,15 +214,41 @@ func (g *generator) step() {
 		g.event(Advance(time.Duration(1+g.r.IntN(15)) * time.Second))
 	case p < 80:
 		g.event(Confirm(reg))
-	case p < 86:
+	case p < 85:
 		if len(g.clients) > 0 {
 			g.event(Reconnect(pickOf(g.r, g.clients)))
 		}
-	case p < 88:
+	case p < 86:
 		g.event(g.connect(Protocol(g.r.IntN(2))))
+	case p < 87:
+		p := Protocol(g.r.IntN(2))
+		name := fmt.Sprintf("%s-legacy-%d", p, len(g.clients))
+		g.clients = append(g.clients, name)
+		g.event(ConnectKind(name, p, Legacy))
+	case p < 88:
+		p := Protocol(g.r.IntN(2))
+		name := fmt.Sprintf("%s-watch-%d", p, len(g.clients))
+		g.clients = append(g.clients, name)
+		g.watchers = append(g.watchers, name)
+		g.event(ConnectKind(name, p, Watch, g.clusters()...))
+	case p < 90:
+		if len(g.watchers) > 0 {
+			g.event(Rewatch(pickOf(g.r, g.watchers), g.clusters()...))
+		}
 	default:
 		g.event(Check())
 	}
+}
+
+// clusters picks a few cluster names a Watch client watches: of the
+// generated hosts and ports, existing or not.
+func (g *generator) clusters() []string {
+	var out []string
+	for range g.r.IntN(4) {
+		out = append(out, fmt.Sprintf("outbound|%d||%s.service.consul", pickOf(g.r, []uint32{7070, 8080, 9090}), pickOf(g.r, genServices)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (g *generator) connect(p Protocol) Step {

@@ -346,13 +346,21 @@ func (c confirmStep) Play(s *Scene) { _, _ = s.H.Pipeline.Syncer.ConfirmDeletes(
 
 func (c confirmStep) String() string { return fmt.Sprintf("pipelinetest.Confirm(%q)", c.registry) }
 
-// Connect connects a client called name that stays for the rest of the
-// scene.
+// Connect connects a FollowAll client called name that stays for the rest
+// of the scene.
 func Connect(name string, p Protocol) Step { return connectStep{name: name, protocol: p} }
+
+// ConnectKind connects a client of kind k (a Watch client watching
+// clusters) that stays for the rest of the scene.
+func ConnectKind(name string, p Protocol, k Kind, clusters ...string) Step {
+	return connectStep{name: name, protocol: p, kind: k, clusters: clusters}
+}
 
 type connectStep struct {
 	name     string
 	protocol Protocol
+	kind     Kind
+	clusters []string
 }
 
 func (c connectStep) Play(s *Scene) {
@@ -360,11 +368,42 @@ func (c connectStep) Play(s *Scene) {
 	if s.lenient && !s.synced() {
 		return // the pipeline may never serve: a listing was dropped
 	}
-	s.clients = append(s.clients, s.H.Connect(c.name, c.protocol))
+	s.reconnect()
+	s.clients = append(s.clients, s.H.ConnectKind(c.name, c.protocol, c.kind, c.clusters...))
 }
 
 func (c connectStep) String() string {
-	return fmt.Sprintf("pipelinetest.Connect(%q, pipelinetest.%s)", c.name, pick(c.protocol == SotW, "SotW", "Delta"))
+	p := "pipelinetest." + pick(c.protocol == SotW, "SotW", "Delta")
+	if c.kind == FollowAll {
+		return fmt.Sprintf("pipelinetest.Connect(%q, %s)", c.name, p)
+	}
+	return fmt.Sprintf("pipelinetest.ConnectKind(%q, %s, pipelinetest.%s%s)", c.name, p, c.kind, stringArgs(c.clusters))
+}
+
+// Rewatch makes the scene's Watch client called name watch clusters.
+func Rewatch(name string, clusters ...string) Step { return rewatchStep{name: name, clusters: clusters} }
+
+type rewatchStep struct {
+	name     string
+	clusters []string
+}
+
+func (r rewatchStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.reconnect()
+	for _, c := range s.clients {
+		if c.Name == r.name && c.Kind == Watch {
+			if err := c.Rewatch(r.clusters); err != nil {
+				s.fail("client %s: rewatch: %v", c.Name, err)
+			}
+			return
+		}
+	}
+	s.skip("no Watch client %q", r.name)
+}
+
+func (r rewatchStep) String() string {
+	return fmt.Sprintf("pipelinetest.Rewatch(%q%s)", r.name, stringArgs(r.clusters))
 }
 
 // Reconnect reconnects the scene's client called name (Client.Reconnect).
@@ -470,6 +509,9 @@ func (e expectStep) Play(s *Scene) {
 	s.reconnect()
 	want := slices.Sorted(slices.Values(e.endpoints))
 	for _, c := range s.clients {
+		if c.Kind == Watch && !slices.Contains(c.watched, e.cluster) {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		err := c.wait(ctx, func() error {
 			got, ok := c.Served()[resourcev3.EndpointType][e.cluster]
