@@ -101,7 +101,7 @@ type generator struct {
 	// clients are the names of the clients connected so far; watchers
 	// those of the Watch clients.
 	clients, watchers []string
-	q       Sequence
+	q                 Sequence
 }
 
 // Generate returns the sequence of seed: 2-3 registries, a conflict

@@ -381,7 +381,9 @@ func (c connectStep) String() string {
 }
 
 // Rewatch makes the scene's Watch client called name watch clusters.
-func Rewatch(name string, clusters ...string) Step { return rewatchStep{name: name, clusters: clusters} }
+func Rewatch(name string, clusters ...string) Step {
+	return rewatchStep{name: name, clusters: clusters}
+}
 
 type rewatchStep struct {
 	name     string
