@@ -237,6 +237,60 @@ func (c *client) answeredLocked(ts *typeState, nonce string, nack bool) {
 	ts.unanswered = slices.Delete(ts.unanswered, 0, i+1)
 }
 
+// stream is what the receive loop needs of a SotW or Delta stream, whose
+// responses are of type R.
+type stream[R proto.Message] struct {
+	recv func() (R, error)
+	// record records a response (client.received).
+	record func(R)
+	// typeURL, ack, nack and follow answer it.
+	typeURL func(R) string
+	ack     func(R) error
+	nack    func(R, string) error
+	follow  func(R) error
+}
+
+// receive runs a stream's receive loop until the stream ends: each
+// response is recorded, then, unless the stream is Manual, handed to
+// handle (nil: none) and answered: NACKed with handle's error as the
+// message when it returns one, else (after FollowCDS's or FollowLDS's
+// subscription) ACKed.
+func receive[R proto.Message](c *client, st stream[R], handle func(R, time.Time) error) {
+	if c.opts.Manual && handle != nil {
+		panic("ads: a Manual stream takes no handler")
+	}
+	go func() {
+		for {
+			resp, err := st.recv()
+			if err != nil {
+				c.end(err)
+				return
+			}
+			at := time.Now()
+			st.record(resp)
+			if c.opts.Manual {
+				continue
+			}
+			var rejected error
+			if handle != nil {
+				rejected = handle(resp, at)
+			}
+			// A failed send leaves the loop to the Recv that reports why
+			// the stream ended.
+			switch {
+			case rejected != nil:
+				_ = st.nack(resp, rejected.Error())
+			case c.following(st.typeURL(resp)) != nil:
+				if st.follow(resp) == nil {
+					_ = st.ack(resp)
+				}
+			default:
+				_ = st.ack(resp)
+			}
+		}
+	}()
+}
+
 // end records the end of the receive loop.
 func (c *client) end(err error) {
 	c.mu.Lock()

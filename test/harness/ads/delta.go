@@ -66,39 +66,20 @@ func NewDelta(t testing.TB, conn *grpc.ClientConn, opts Options, h func(DeltaRec
 // (after FollowCDS's subscription) ACKed. h may call Subscribe. The loop
 // ends with the stream (Done, Err).
 func (d *Delta) Receive(h func(DeltaReceipt) error) {
-	if d.opts.Manual && h != nil {
-		panic("ads: a Manual stream takes no handler")
-	}
-	go func() {
-		for {
-			resp, err := d.stream.Recv()
-			if err != nil {
-				d.end(err)
-				return
-			}
-			at := time.Now()
-			d.received(resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), d.applier(resp), resp)
-			if d.opts.Manual {
-				continue
-			}
-			var rejected error
-			if h != nil {
-				rejected = h(DeltaReceipt{Resp: resp, At: at, Size: proto.Size(resp)})
-			}
-			// A failed send leaves the loop to the Recv that reports why
-			// the stream ended.
-			switch {
-			case rejected != nil:
-				_ = d.NACK(resp, rejected.Error())
-			case d.following(resp.GetTypeUrl()) != nil:
-				if d.follow(resp) == nil {
-					_ = d.ACK(resp)
-				}
-			default:
-				_ = d.ACK(resp)
-			}
+	var handle func(*discovery.DeltaDiscoveryResponse, time.Time) error
+	if h != nil {
+		handle = func(resp *discovery.DeltaDiscoveryResponse, at time.Time) error {
+			return h(DeltaReceipt{Resp: resp, At: at, Size: proto.Size(resp)})
 		}
-	}()
+	}
+	receive(&d.client, stream[*discovery.DeltaDiscoveryResponse]{
+		recv: d.stream.Recv,
+		record: func(resp *discovery.DeltaDiscoveryResponse) {
+			d.received(resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), d.applier(resp), resp)
+		},
+		typeURL: (*discovery.DeltaDiscoveryResponse).GetTypeUrl,
+		ack:     d.ACK, nack: d.NACK, follow: d.follow,
+	}, handle)
 }
 
 // applier returns what an ACK of resp does to the record.

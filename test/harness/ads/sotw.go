@@ -67,39 +67,20 @@ func NewSotW(t testing.TB, conn *grpc.ClientConn, opts Options, h func(Receipt) 
 // (after FollowCDS's subscription) ACKed. h may call Subscribe. The loop
 // ends with the stream (Done, Err).
 func (s *SotW) Receive(h func(Receipt) error) {
-	if s.opts.Manual && h != nil {
-		panic("ads: a Manual stream takes no handler")
-	}
-	go func() {
-		for {
-			resp, err := s.stream.Recv()
-			if err != nil {
-				s.end(err)
-				return
-			}
-			at := time.Now()
-			s.received(resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), s.applier(resp), resp)
-			if s.opts.Manual {
-				continue
-			}
-			var rejected error
-			if h != nil {
-				rejected = h(Receipt{Resp: resp, At: at, Size: proto.Size(resp)})
-			}
-			// A failed send leaves the loop to the Recv that reports why
-			// the stream ended.
-			switch {
-			case rejected != nil:
-				_ = s.NACK(resp, rejected.Error())
-			case s.following(resp.GetTypeUrl()) != nil:
-				if s.follow(resp) == nil {
-					_ = s.ACK(resp)
-				}
-			default:
-				_ = s.ACK(resp)
-			}
+	var handle func(*discovery.DiscoveryResponse, time.Time) error
+	if h != nil {
+		handle = func(resp *discovery.DiscoveryResponse, at time.Time) error {
+			return h(Receipt{Resp: resp, At: at, Size: proto.Size(resp)})
 		}
-	}()
+	}
+	receive(&s.client, stream[*discovery.DiscoveryResponse]{
+		recv: s.stream.Recv,
+		record: func(resp *discovery.DiscoveryResponse) {
+			s.received(resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), s.applier(resp), resp)
+		},
+		typeURL: (*discovery.DiscoveryResponse).GetTypeUrl,
+		ack:     s.ACK, nack: s.NACK, follow: s.follow,
+	}, handle)
 }
 
 // applier returns what an ACK of resp does to the record.
