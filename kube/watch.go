@@ -140,7 +140,9 @@ func trimMetadata(obj any) (any, error) {
 	}}, nil
 }
 
-// liveFromTrimmed is liveFrom for a copy trimMetadata made.
+// liveFromTrimmed is liveFrom for a copy trimMetadata made: the digest of
+// the object's labels and annotations is the one trimMetadata kept, not
+// that of the trimmed maps.
 func liveFromTrimmed(m *metav1.PartialObjectMetadata) *liveObject {
 	o := liveFrom(m)
 	o.Owned.metadata, _ = strconv.ParseUint(m.Annotations[trimmedMetadataKey], 16, 64)

@@ -27,7 +27,7 @@
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
 # a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
-# ~160 CPU-s, a cold istiod build ~450 CPU-s and ~2.3 GB peak.
+# ~160 CPU-s, a cold istiod build ~520 CPU-s and ~2.3 GB peak.
 #
 # apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
 # that the two never run apt-get at once (apt-get update fails at once on a
@@ -209,7 +209,7 @@ build_istiod() {
 	local dir="$cache/istiod-$(echo "istio.io/istio $v" | sha256sum | cut -c1-12)"
 	[ -x "$dir/pilot-discovery" ] || lock "$dir"
 	if [ ! -x "$dir/pilot-discovery" ]; then
-		echo "tools/build.sh: building istiod (pilot-discovery) istio.io/istio $v into $dir (first run only: ~450 CPU-seconds)" >&2
+		echo "tools/build.sh: building istiod (pilot-discovery) istio.io/istio $v into $dir (first run only: ~520 CPU-seconds)" >&2
 		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
 		# test/istio's go.mod names pilot-discovery as a tool, so its go.sum
 		# holds every module the build needs.
