@@ -25,21 +25,33 @@ var (
 // fewest events that still fail, printed as steps to paste into a named
 // scenario (scenario_test.go).
 func TestDifferential(t *testing.T) {
-	for i := range *differentialSeeds {
-		seed := *differentialFirst + uint64(i)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			t.Parallel()
-			q := pipelinetest.Generate(seed, *differentialEvents)
-			failure := pipelinetest.Try(t, q, 20*time.Second)
-			if failure == "" {
-				return
+	// Seeds run in parallel within batches, batches one after another, so
+	// that 100,000 seeds do not park 100,000 subtests at once.
+	const batch = 500
+	for first := 0; first < *differentialSeeds; first += batch {
+		t.Run(fmt.Sprintf("seeds-%d", *differentialFirst+uint64(first)), func(t *testing.T) {
+			for i := first; i < min(first+batch, *differentialSeeds); i++ {
+				seed := *differentialFirst + uint64(i)
+				t.Run(fmt.Sprint(seed), func(t *testing.T) {
+					t.Parallel()
+					differential(t, seed)
+				})
 			}
-			if !*differentialShrink {
-				t.Fatalf("seed %d fails:\n%s\n%s", seed, failure, q)
-			}
-			// A failure found is not a matter of time: shrink with a short wait.
-			shrunk, why := pipelinetest.Shrink(t, q, failure, 3*time.Second)
-			t.Fatalf("seed %d fails (%d events, shrunk from %d):\n%s\n%s\nbefore shrinking:\n%s", seed, len(shrunk.Events), len(q.Events), why, shrunk, failure)
 		})
 	}
+}
+
+// differential runs seed, shrinking it when it fails.
+func differential(t *testing.T, seed uint64) {
+	q := pipelinetest.Generate(seed, *differentialEvents)
+	failure := pipelinetest.Try(t, q, 20*time.Second)
+	if failure == "" {
+		return
+	}
+	if !*differentialShrink {
+		t.Fatalf("seed %d fails:\n%s\n%s", seed, failure, q)
+	}
+	// A failure found is not a matter of time: shrink with a short wait.
+	shrunk, why := pipelinetest.Shrink(t, q, failure, 3*time.Second)
+	t.Fatalf("seed %d fails (%d events, shrunk from %d):\n%s\n%s\nbefore shrinking:\n%s", seed, len(shrunk.Events), len(q.Events), why, shrunk, failure)
 }
