@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -144,18 +145,25 @@ func (s *Syncer) guardTimeout(registry string) {
 	}
 }
 
+// Errors of ConfirmDeletes.
+var (
+	ErrUnknownRegistry = errors.New("no such registry")
+	ErrNothingHeld     = errors.New("the delete guard holds nothing")
+)
+
 // ConfirmDeletes applies the removals the registry's delete guard holds and
-// releases it; it returns how many services were removed, and an error when
-// the registry is unknown or its guard holds nothing.
+// releases it; it returns how many services were removed, and an error
+// wrapping ErrUnknownRegistry when no registry has that name, or
+// ErrNothingHeld when its guard holds nothing.
 func (s *Syncer) ConfirmDeletes(registry string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs.byName[registry]
 	switch {
 	case r == nil:
-		return 0, fmt.Errorf("no registry %q", registry)
+		return 0, fmt.Errorf("registry %q: %w", registry, ErrUnknownRegistry)
 	case r.guard == nil:
-		return 0, fmt.Errorf("registry %q: the delete guard holds nothing", registry)
+		return 0, fmt.Errorf("registry %q: %w", registry, ErrNothingHeld)
 	}
 	n := len(r.guard.keys)
 	s.applyGuard(r, "confirmed by an operator")

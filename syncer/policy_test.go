@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -169,11 +170,29 @@ func TestDeleteGuard(t *testing.T) {
 // or an unknown one, is an error.
 func TestConfirmWithoutGuard(t *testing.T) {
 	sy, _ := policySyncer(t, DefaultOutagePolicy)
-	for _, name := range []string{"r", "nope"} {
-		if _, err := sy.ConfirmDeletes(name); err == nil {
-			t.Errorf("ConfirmDeletes(%q): no error", name)
-		}
+	if _, err := sy.ConfirmDeletes("r"); !errors.Is(err, ErrNothingHeld) {
+		t.Errorf("ConfirmDeletes of a registry whose guard holds nothing: %v, want ErrNothingHeld", err)
 	}
+	if _, err := sy.ConfirmDeletes("nope"); !errors.Is(err, ErrUnknownRegistry) {
+		t.Errorf("ConfirmDeletes of an unknown registry: %v, want ErrUnknownRegistry", err)
+	}
+}
+
+// TestDeleteGuardStatusFollowsReturns: a held service read again leaves
+// the guard's count at once, not only when the guard is released.
+func TestDeleteGuardStatusFollowsReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := policySyncer(t, OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 10, DeleteGuardTimeout: 5 * time.Minute})
+		keys := fill(sy, 30)
+		sy.Listing("r", "", keys[:5])
+		if g := sy.Status()[0].DeleteGuard; g == nil || g.Services != 25 {
+			t.Fatalf("DeleteGuard = %+v, want 25 services held", g)
+		}
+		sy.Snapshot(snap("r", keys[10], instance(keys[10]+"-1", "10.0.0.11", 8080)))
+		if g := sy.Status()[0].DeleteGuard; g == nil || g.Services != 24 {
+			t.Fatalf("DeleteGuard = %+v after one held service returned, want 24", g)
+		}
+	})
 }
 
 // TestListingBeforeSyncIsNotJudged: the first listing of a registry

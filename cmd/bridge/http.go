@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
@@ -82,7 +83,11 @@ func (b *bridge) debugHandler() http.Handler {
 	mux.HandleFunc("POST /debug/registryz/{registry}/confirm", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("registry")
 		n, err := b.syncer.ConfirmDeletes(name)
-		if err != nil {
+		switch {
+		case errors.Is(err, syncer.ErrUnknownRegistry):
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		case err != nil:
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}

@@ -90,6 +90,14 @@ func TestDeleteGuardHoldsAnEmptiedConsul(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("a second confirm: %s, want 409", resp.Status)
 	}
+	resp, err = http.Post("http://"+b.debugAddr+"/debug/registryz/no-such-registry/confirm", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("confirming an unknown registry: %s, want 404", resp.Status)
+	}
 }
 
 // TestPersistedStateServedWhileConsulIsDown: a bridge restarted while
