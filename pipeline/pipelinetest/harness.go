@@ -36,7 +36,7 @@ import (
 	"github.com/meshbridge/meshbridge/xds"
 )
 
-// Namespace is the output namespace of every harness.
+// Namespace is the output namespace of a harness that names none.
 const Namespace = "mesh"
 
 // RegistryConfig is one configured registry.
@@ -71,6 +71,8 @@ type Options struct {
 	// Debounce is debounce.after (also for EDS); 0 pushes without a quiet
 	// period.
 	Debounce time.Duration
+	// Namespace is output.namespace; "" is Namespace.
+	Namespace string
 	// Logger receives the pipeline's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -177,7 +179,7 @@ func (h *Harness) registry(rc RegistryConfig, w *Registry) pipeline.Registry {
 	h.T.Helper()
 	tr, err := translate.New(translate.Options{
 		Registry:     rc.Name,
-		Namespace:    Namespace,
+		Namespace:    cmp.Or(h.opts.Namespace, Namespace),
 		HostTemplate: cmp.Or(rc.HostTemplate, consul.HostTemplate),
 		ServicePort:  rc.ServicePort,
 		Resolution:   rc.Resolution,

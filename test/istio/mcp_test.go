@@ -1,7 +1,6 @@
 package istio
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,9 +21,9 @@ import (
 	"istio.io/istio/pkg/config/schema/gvk"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/pipeline/pipelinetest"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
-	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
@@ -42,75 +41,37 @@ const (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// pipeline is meshbridge in-process, wired as cmd/bridge run.go wires it:
-// Syncer → Store → Controller → DiscoveryServer, MCP fed from the Store.
+// pipeline is meshbridge in-process (pipeline/pipelinetest: Syncer →
+// Store → Controller → DiscoveryServer, MCP fed from the Store) with one
+// file-type registry.
 type pipeline struct {
-	store  *serviceentry.Store
-	syncer *syncer.Syncer
-	xds    *xds.DiscoveryServer
+	h     *pipelinetest.Harness
+	store *serviceentry.Store
+	xds   *xds.DiscoveryServer
 }
-
-type services func() []*model.Service
-
-func (f services) Services() []*model.Service { return f() }
 
 // startPipeline starts meshbridge with svcs as its one (file-type)
 // registry's first listing and returns once it serves.
 func startPipeline(t *testing.T, svcs ...registries.Service) *pipeline {
 	t.Helper()
-	tr, err := translate.New(translate.Options{Registry: registryName, Namespace: "meshbridge"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pipeline{store: serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)}
-	p.syncer = syncer.New(p.store, syncer.Config{
-		Registries: []syncer.Registry{{Name: registryName, Translator: tr}},
-		Logger:     quiet,
+	h := pipelinetest.Start(t, pipelinetest.Options{
+		Registries: []pipelinetest.RegistryConfig{{Name: registryName, Type: "file", HostTemplate: translate.DefaultHostTemplate}},
+		Namespace:  "meshbridge",
+		Debounce:   5 * time.Millisecond,
 	})
-	var ctrl *serviceentry.Controller
-	p.xds = xds.NewDiscoveryServer(services(func() []*model.Service { return ctrl.Services() }), xds.Options{
-		Address:       "127.0.0.1:0",
-		DebounceAfter: 5 * time.Millisecond,
-		Logger:        quiet,
-		MCP:           &xds.MCPOptions{Source: p.store},
-	})
-	ctrl = serviceentry.NewController(p.store, p.xds, quiet)
-	for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-		p.store.RegisterEventHandler(kind, func(_, _ *model.Config, _ model.Event) { p.xds.MCPConfigChanged(kind) })
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	ready := make(chan struct{})
-	wg.Go(func() { p.store.Run(ctx) })
-	wg.Go(func() { p.syncer.Run(ctx) })
-	wg.Go(func() {
-		if err := p.xds.Run(ctx, ready); err != nil {
-			t.Errorf("xds Run: %v", err)
-		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
-
-	for _, s := range svcs {
-		p.syncer.Snapshot(registries.Snapshot{Registry: registryName, Service: s})
-	}
-	p.syncer.Synced(registryName)
-	<-p.syncer.Ready()
-	if err := p.store.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	close(ready)
-	<-p.xds.Serving()
-	return p
+	h.Do(registryName, pipelinetest.ListCalls(svcs, nil, false)...)
+	h.WaitReady()
+	<-h.Pipeline.XDS.Serving()
+	return &pipeline{h: h, store: h.Pipeline.Store, xds: h.Pipeline.XDS}
 }
 
 // update sends a new listing of one service through the Syncer.
 func (p *pipeline) update(s registries.Service) {
-	p.syncer.Snapshot(registries.Snapshot{Registry: registryName, Service: s})
+	p.h.Do(registryName, pipelinetest.Call{Op: pipelinetest.OpSnapshot, Service: s})
 }
 
 func (p *pipeline) remove(name string) {
-	p.syncer.Snapshot(registries.Snapshot{Registry: registryName, Service: registries.Service{Name: name}, Removed: true})
+	p.h.Do(registryName, pipelinetest.Call{Op: pipelinetest.OpRemove, Service: registries.Service{Name: name}})
 }
 
 // service is a file-registry service with n instances on 10.<i>.x.y:8080.
