@@ -115,11 +115,15 @@ image: ## Build the container image ghcr.io/meshbridge/meshbridge:VERSION (IMAGE
 	"$$tool" build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: bench
-bench: ## Run the micro benchmarks (with istiod's EDS builder side by side, test/istio) and the scale suite in bench/; regenerates docs/benchmarks.md
+bench: ## Run the micro benchmarks (with istiod's EDS builder side by side, test/istio), the Consul churn benchmark (a real agent, 10 rounds of 60 s) and the scale suite in bench/; regenerates docs/benchmarks.md
 	@mkdir -p $(BIN)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./translate/... ./serviceentry/... ./syncer/... ./xds/... | tee $(BIN)/micro-bench.txt
 	@# P6 against istiod's own endpoint builder: its own module, like make test's.
 	set -o pipefail; cd test/istio && $(GO) test -run '^$$' -bench IstiodEDS -benchmem . | tee -a $(abspath $(BIN))/micro-bench.txt
+	@# Registry churn → every xDS stream, on a real Consul agent (built when missing).
+	set -o pipefail; consul_bin="$(CONSUL_BIN)"; test -x "$$consul_bin" || { echo "make bench: no consul binary (tools/build.sh consul)"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" \
+		$(GO) test -run '^$$' -bench ConsulChurn -benchtime 1x -timeout 60m ./registries/consul/ | tee -a $(BIN)/micro-bench.txt
 	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
 
 .PHONY: bench-kube
