@@ -123,7 +123,7 @@ bench: ## Run the micro benchmarks (with istiod's EDS builder side by side, test
 	@# Registry churn → every xDS stream, on a real Consul agent (built when missing).
 	set -o pipefail; consul_bin="$(CONSUL_BIN)"; test -x "$$consul_bin" || { echo "make bench: no consul binary (tools/build.sh consul)"; exit 1; }; \
 	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" \
-		$(GO) test -run '^$$' -bench ConsulChurn -benchtime 1x -timeout 60m ./registries/consul/ | tee -a $(BIN)/micro-bench.txt
+		$(GO) test -run '^$$' -bench ConsulChurn -benchtime 1x -timeout 60m -v ./registries/consul/ | tee -a $(BIN)/micro-bench.txt
 	$(GO) run ./bench -micro $(BIN)/micro-bench.txt -out docs/benchmarks.md
 
 .PHONY: bench-kube

@@ -27,6 +27,20 @@ const (
 // kernel still accepts connections and buffers requests).
 var ErrHung = errors.New("the registry server accepted the request but did not answer")
 
+// ReasonHung is the meshbridge_registry_errors_total reason of a probe a
+// server left unanswered (ErrHung).
+const ReasonHung = "hung"
+
+// LivenessReason is the errors_total reason of a Liveness Down: ReasonHung
+// for an unanswered probe, otherwise other (the registry's reason for a
+// failed read).
+func LivenessReason(err error, other string) string {
+	if errors.Is(err, ErrHung) {
+		return ReasonHung
+	}
+	return other
+}
+
 // ErrNotProbed is what a Probe returns when there is nothing to probe yet
 // (the watcher has not connected for the first time): no verdict, the next
 // probe follows Retry. The watcher reports a first connection that fails.

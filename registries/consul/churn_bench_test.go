@@ -57,7 +57,7 @@ var churnRounds = flag.Int("churn.rounds", 10, "BenchmarkConsulChurn: rounds of 
 // (10 SotW, 10 Delta, each following every cluster's ClusterLoadAssignment,
 // as Envoy does) watch. It runs -churn.rounds rounds (10) in one iteration:
 //
-//	go test ./registries/consul -run '^$' -bench ConsulChurn -benchtime 1x -timeout 60m
+//	go test ./registries/consul -run '^$' -bench ConsulChurn -benchtime 1x -timeout 60m -v
 //
 // Figures, over every round: for each change, event → every stream holds a
 // ClusterLoadAssignment that shows it (the event is when the change was
@@ -110,11 +110,11 @@ func BenchmarkConsulChurn(b *testing.B) {
 		settle = max(settle, r.settle)
 		slowest = min(slowest, r.rate)
 		superseded += r.superseded
-		b.Logf("round %d: %d changes (%.1f/s), %d superseded; watched p99 %s max %s; polled p99 %s max %s; converged %s after the churn",
+		b.Logf("round %d: %d changes (%.1f/s), %d superseded; event → every stream, p99/max: watched %s/%s, polled %s/%s; "+
+			"converged %s after the churn; parts p50/p99/max: agent call %s/%s/%s, call → registry %s/%s/%s, registry → every stream %s/%s/%s",
 			round, len(r.watched)+len(r.polled)+r.superseded, r.rate, r.superseded,
-			pct(r.watched, 0.99), pct(r.watched, 1), pct(r.polled, 0.99), pct(r.polled, 1), r.settle.Round(time.Millisecond))
-		b.Logf("round %d parts (p50/p99/max): agent API call %s/%s/%s; call → registry %s/%s/%s; registry → every stream %s/%s/%s",
-			round, pct(r.api, 0.5), pct(r.api, 0.99), pct(r.api, 1), pct(r.registry, 0.5), pct(r.registry, 0.99), pct(r.registry, 1),
+			pct(r.watched, 0.99), pct(r.watched, 1), pct(r.polled, 0.99), pct(r.polled, 1), r.settle.Round(time.Millisecond),
+			pct(r.api, 0.5), pct(r.api, 0.99), pct(r.api, 1), pct(r.registry, 0.5), pct(r.registry, 0.99), pct(r.registry, 1),
 			pct(r.pipeline, 0.5), pct(r.pipeline, 0.99), pct(r.pipeline, 1))
 	}
 	b.StopTimer()

@@ -105,16 +105,6 @@ func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
-// wait waits for ch, failing t after the package's timeout.
-func wait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 // TestChangeUndoneBetweenRereadAndNextAnswerIsSeen: a polled service's
 // instance is deregistered (state/any answers, the service is re-read), is
 // registered again before the re-read reaches the agent (the re-read finds
@@ -141,10 +131,10 @@ func TestChangeUndoneBetweenRereadAndNextAnswerIsSeen(t *testing.T) {
 		return r.URL.Path == "/v1/health/service/web" && r.URL.Query().Get("index") == ""
 	})
 	c.Deregister(t, "web-2")
-	wait(t, proxy.Arrived, "the re-read of web the deregistration prompts")
+	registrytest.WaitClosed(t, proxy.Arrived, "the re-read of web the deregistration prompts")
 	registerPassing(t, c, "web", "web-2", "10.0.1.2", 80)
 	close(proxy.Forward)
-	wait(t, proxy.Fetched, "the agent's answer to the re-read (web-2 registered again)")
+	registrytest.WaitClosed(t, proxy.Fetched, "the agent's answer to the re-read (web-2 registered again)")
 	c.Deregister(t, "web-2")
 	close(proxy.Deliver)
 

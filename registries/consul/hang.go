@@ -16,10 +16,6 @@ import (
 // readerLiveness is the liveness probe's reader (Registry.failing).
 const readerLiveness = "liveness"
 
-// reasonHung counts a probe the agent left unanswered
-// (meshbridge_registry_errors_total).
-const reasonHung = "hung"
-
 // gate is the liveness verdict every reader shares (doc.go rule 13): while
 // the agent does not answer, the reads in flight are cancelled, each
 // reported as failed with the hang as its cause, and no read is sent until
@@ -116,12 +112,8 @@ func (w *watcher) runLiveness(ctx context.Context, probe *api.Client) {
 			return err
 		},
 		Down: func(err error, since time.Time) {
-			reason := reasonHung
-			if !errors.Is(err, registries.ErrHung) {
-				reason = errorReason(readerLiveness, err)
-			} else {
-				err = fmt.Errorf("Consul agent at %s: %w", w.reg.status.Address, err)
-			}
+			reason := registries.LivenessReason(err, errorReason(readerLiveness, err))
+			err = fmt.Errorf("Consul agent at %s: %w", w.reg.status.Address, err)
 			w.reg.noteFailureSince(readerLiveness, reason, err, since)
 			if errors.Is(err, registries.ErrHung) {
 				w.gate.down(err)

@@ -208,14 +208,14 @@ func TestQueryAnswerOlderThanAPushIsDropped(t *testing.T) {
 	proxy.Arm(func(pl *nacosgrpc.Payload) bool {
 		return pl.GetMetadata().GetType() == "ServiceQueryRequest" && strings.Contains(string(pl.GetBody().GetValue()), `"web"`)
 	})
-	waitClosed(t, proxy.Held, "a reconcile query's answer held")
+	registrytest.WaitClosed(t, proxy.Held, "a reconcile query's answer held")
 	p.DeregisterInstance(t, "", "", "web", "10.0.9.2", 80)
 	rec.Eventually(t, "the push without 10.0.9.2", func(st registrytest.State) bool {
 		return slices.Equal(st.Addrs(k), []string{"10.0.9.1:80"})
 	})
 	pushed := len(rec.Snapshots())
 	proxy.Release()
-	waitClosed(t, proxy.Delivered, "the held answer delivered")
+	registrytest.WaitClosed(t, proxy.Delivered, "the held answer delivered")
 	// A later change, to know the registry handled the held answer.
 	p.RegisterInstance(t, "", "", "web", "10.0.9.3", 80, 1, nil, true, true, true)
 	rec.Eventually(t, "the push with 10.0.9.3", func(st registrytest.State) bool {
@@ -227,14 +227,5 @@ func TestQueryAnswerOlderThanAPushIsDropped(t *testing.T) {
 				t.Errorf("snapshot %+v brought the deregistered 10.0.9.2 back", s)
 			}
 		}
-	}
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -2,7 +2,6 @@ package nacos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,11 +36,7 @@ func (w *nsWatcher) runLiveness(ctx context.Context) {
 			return c.healthCheck(ctx)
 		},
 		Down: func(err error, since time.Time) {
-			reason := reasonConnect
-			if errors.Is(err, registries.ErrHung) {
-				reason = reasonHung
-			}
-			err = w.reg.noteFailureSince(livenessReader(w.ns), reason,
+			err = w.reg.noteFailureSince(livenessReader(w.ns), registries.LivenessReason(err, reasonConnect),
 				fmt.Errorf("Nacos gRPC connection (namespace %q): %w", w.ns, err), since)
 			w.wasDown.Store(true)
 			now := time.Now()

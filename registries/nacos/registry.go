@@ -217,7 +217,6 @@ func serviceReader(ns, group, name string) string {
 
 // Error reasons for meshbridge_registry_errors_total. Low-cardinality.
 const (
-	reasonHung      = "hung"
 	reasonConnect   = "connect"
 	reasonList      = "list"
 	reasonRead      = "read"

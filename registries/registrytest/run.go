@@ -29,3 +29,14 @@ func Run(t testing.TB, reg registries.Registry, stopTimeout time.Duration) *Reco
 	})
 	return rec
 }
+
+// WaitClosed waits until ch is closed (a fault-injecting proxy's signal,
+// say), failing t, naming what, after DefaultTimeout.
+func WaitClosed(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(DefaultTimeout):
+		t.Fatalf("timed out after %s waiting for %s", DefaultTimeout, what)
+	}
+}

@@ -192,11 +192,7 @@ func TestProviderChangedWhileReadIsHeld(t *testing.T) {
 		if err := app.Delete(pathA, -1); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-proxy.Holding:
-		case <-time.After(registrytest.DefaultTimeout):
-			t.Fatalf("%s: no read held", tc.name)
-		}
+		registrytest.WaitClosed(t, proxy.Holding, tc.name+": a read held")
 		tc.during()
 		proxy.Release()
 		rec.Eventually(t, tc.name, func(s registrytest.State) bool { return slices.Equal(s.Addrs(key), tc.want) })

@@ -2,7 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,10 +32,7 @@ func (w *watcher) runLiveness(ctx context.Context) {
 			return err
 		},
 		Down: func(err error, since time.Time) {
-			reason := "unavailable"
-			if errors.Is(err, registries.ErrHung) {
-				reason = "hung"
-			}
+			reason := registries.LivenessReason(err, "unavailable")
 			err = fmt.Errorf("zookeeper: %w", err)
 			w.r.health.FailSince(reason, err, since)
 			w.rep.FailListing("", err, time.Now())

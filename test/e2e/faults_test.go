@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,16 +228,50 @@ func checkNothingRemoved(t *testing.T, ws []*xdsWatch, when string) {
 	}
 }
 
+// seenDown waits, up to 15 s, until every signal an operator has says
+// registry is down: meshbridge_registry_up 0, /readyz degraded, /debug/registryz
+// and `meshbridge status` (UP no).
+func seenDown(t *testing.T, b *bridge, registry string) {
+	t.Helper()
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(registry) + `\s+consul\s+no\s+yes\s`)
+	eventually(t, 15*time.Second, "the registry seen down", func() error {
+		if v, ok := mustScrape(t, b).get(`meshbridge_registry_up{registry="` + registry + `"}`); !ok || v != 0 {
+			return fmt.Errorf("meshbridge_registry_up = %v (exposed %v)", v, ok)
+		}
+		if body := b.get("/readyz"); !strings.Contains(body, "registry "+registry+": serving last-known-good state (up: false") {
+			return fmt.Errorf("/readyz says %q", body)
+		}
+		if e := registryzOf(t, b, registry); e["up"] != false {
+			return fmt.Errorf("/debug/registryz: up %v", e["up"])
+		}
+		out, err := exec.Command(bins.meshbridge, "status", "--address", b.debugAddr).CombinedOutput()
+		if err != nil || !row.Match(out) {
+			return fmt.Errorf("meshbridge status (%v):\n%s", err, out)
+		}
+		return nil
+	})
+}
+
 // consulOutageScenario holds an outage of Consul (down, then up after
-// outage) while 50 xDS clients watch: no endpoint leaves; after Consul is
-// back, a change reaches every client (within 5 s plus the Consul
-// watcher's retry backoff, at most 10 s).
+// outage) while 50 xDS clients watch: the registry is seen down within
+// 15 s (metric, /readyz, status) and no endpoint leaves; after Consul is
+// back, the registry is up within 2 s, and a change reaches every client
+// (within 5 s plus the Consul watcher's retry backoff, at most 10 s).
 func consulOutageScenario(t *testing.T, down, up func(*harness.Consul), outage time.Duration) {
 	consul, b, ws, want := faultMesh(t, 5, 50)
+	began := time.Now()
 	down(consul)
-	<-time.After(outage) // the outage's length: a scenario parameter, not a wait for a condition
+	seenDown(t, b, "consul-e2e")
+	t.Logf("the registry was seen down %s after the outage began", time.Since(began).Round(time.Millisecond))
+	<-time.After(outage - time.Since(began)) // the outage's length: a scenario parameter, not a wait for a condition
 	checkNothingRemoved(t, ws, "during the outage")
 	up(consul)
+	eventually(t, 2*time.Second, "the registry up again", func() error {
+		if e := registryzOf(t, b, "consul-e2e"); e["up"] != true {
+			return fmt.Errorf("/debug/registryz: up %v", e["up"])
+		}
+		return nil
+	})
 	consul.RegisterInstance(t, "after", "after-1", "127.0.0.3", 7070, nil, grpcMeta, api.HealthPassing)
 	want["after.service.consul"] = []string{"127.0.0.3:7070"}
 	back := time.Now()
