@@ -84,13 +84,15 @@
 //  13. A hung agent is a down agent (registries.Liveness): a probe of
 //     /v1/status/leader on a connection of its own every 2 s, which a hung
 //     agent leaves unanswered for 5 s, takes the registry down as of when
-//     the probe was sent (reason "hung"), cancels every read in flight
-//     (each reported as failed: last-known-good kept, one error snapshot per
+//     the probe was sent (reason "hung"), cancels every read in flight (each
+//     reported as failed: last-known-good kept, one error snapshot per
 //     service) and holds new ones; the probe's answer, the first thing a
 //     resumed agent sends, lets them through again, each reading without
-//     blocking. The blocking queries keep their long wait and the HTTP
-//     client's timeouts stay above it: a liveness read on its own
-//     connection, not per-request deadlines, tells a hung agent from a
+//     blocking. A probe that fails or answers that there is no leader takes
+//     the registry down too, and the first that names one wakes every
+//     reader out of its backoff. The blocking queries keep their long wait
+//     and the HTTP client's timeouts stay above it: a liveness read on its
+//     own connection, not per-request deadlines, tells a hung agent from a
 //     quiet one.
 //
 // Concurrency: Run's goroutine runs the catalog loop; each watched service has

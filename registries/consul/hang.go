@@ -16,6 +16,9 @@ import (
 // readerLiveness is the liveness probe's reader (Registry.failing).
 const readerLiveness = "liveness"
 
+// errNoLeader is a liveness probe's answer without a cluster leader.
+var errNoLeader = errors.New("the agent knows no cluster leader")
+
 // gate is the liveness verdict every reader shares (doc.go rule 13): while
 // the agent does not answer, the reads in flight are cancelled, each
 // reported as failed with the hang as its cause, and no read is sent until
@@ -103,12 +106,20 @@ func (g *gate) open() {
 // runLiveness probes the agent on a connection of its own
 // (/v1/status/leader, which needs no ACL and which the agent answers
 // itself or through its servers, like every read) until ctx is done; a
-// probe left unanswered or failing takes the registry down and holds the
-// readers (gate), the next answer brings them back.
+// probe left unanswered, failing or answering that there is no leader takes
+// the registry down and holds the readers when unanswered (gate); the next
+// answer naming a leader brings them back, and wakes every reader still
+// waiting out its backoff.
 func (w *watcher) runLiveness(ctx context.Context, probe *api.Client) {
 	l := &registries.Liveness{
 		Probe: func(ctx context.Context) error {
-			_, err := probe.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
+			leader, err := probe.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
+			if err == nil && leader == "" {
+				// Reads fail without a leader: the agent is not back yet,
+				// and waking the readers now would only grow their
+				// backoff.
+				err = errNoLeader
+			}
 			return err
 		},
 		Down: func(err error, since time.Time) {
