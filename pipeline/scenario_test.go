@@ -104,25 +104,24 @@ var scenarios = []scenario{
 			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
 	},
 	{
-		name:     "the non-winner leaves",
-		policies: []string{syncer.ConflictMerge},
+		name: "the non-winner leaves",
 		steps: steps(do(
 			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
 			pipelinetest.List("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
-			pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080"),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080")),
+			pipelinetest.Under(syncer.ConflictFirst, pipelinetest.Expect(web8080, "10.0.0.1:8080")),
 			pipelinetest.Remove("b", "web"),
 			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
 	},
 	{
-		name:     "a protocol conflict starts and ends",
-		policies: []string{syncer.ConflictMerge},
+		name: "a protocol conflict starts and ends",
 		steps: steps(do(
 			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080})),
 			pipelinetest.List("b", S("web", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.2", Port: 8080}))), clients, do(
 			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
 			pipelinetest.Check(),
 			pipelinetest.Set("b", S("web", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
-			pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080"),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.2:8080")),
 			pipelinetest.Check(),
 			pipelinetest.Set("b", S("web", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.2", Port: 8080})),
 			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
@@ -130,33 +129,34 @@ var scenarios = []scenario{
 	{
 		// The first registry declares no instance; the third's service
 		// agrees with it on the port they share: whichever registry is read
-		// first, the host serves the third's instance.
+		// first, the host serves the third's instance under merge, and
+		// none of it under first.
 		name:       "a start whose later registry is read first",
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
-		policies:   []string{syncer.ConflictMerge},
 		steps: steps(do(
 			pipelinetest.List("c", S("h0", []registries.Port{P(9090, "http")}, I{Addr: "10.0.0.1", Port: 9090})),
 			pipelinetest.List("b"),
 			pipelinetest.List("a", S("h0", []registries.Port{P(8080, "grpc"), P(9090, "http")}))), clients, do(
-			pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090"))),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090")),
+			pipelinetest.Under(syncer.ConflictFirst, pipelinetest.Expect("outbound|9090||h0.service.consul")))),
 	},
 	{
 		name:       "a start whose first registry is read first",
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
-		policies:   []string{syncer.ConflictMerge},
 		steps: steps(do(
 			pipelinetest.List("a", S("h0", []registries.Port{P(8080, "grpc"), P(9090, "http")})),
 			pipelinetest.List("b"),
 			pipelinetest.List("c", S("h0", []registries.Port{P(9090, "http")}, I{Addr: "10.0.0.1", Port: 9090}))), clients, do(
-			pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090"))),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect("outbound|9090||h0.service.consul", "10.0.0.1:9090")),
+			pipelinetest.Under(syncer.ConflictFirst, pipelinetest.Expect("outbound|9090||h0.service.consul")))),
 	},
 	{
-		// Past the CRD's 4,096 endpoints a service is written as
-		// WorkloadEntries; back under 90 % of the limit, inline again.
+		// Past the CRD's 4,096 endpoints an inline service is written as
+		// WorkloadEntries; back under 90 % of the limit, inline again. (In
+		// WorkloadEntry mode there is no form to change.)
 		name:       "inline and WorkloadEntry form across the size limit",
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
 		modes:      []translate.EndpointMode{translate.EndpointsInline},
-		policies:   []string{syncer.ConflictMerge},
 		steps: steps(do(
 			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
 			pipelinetest.Set("a", S("web", grpc8080, many(translate.MaxInlineEndpoints+1, 8080)...)),
@@ -290,10 +290,8 @@ var scenarios = []scenario{
 		// The differential's seed 55, shrunk: a registry removed while the
 		// delete guard holds its services and added back takes the place the
 		// configuration gives it, not the one it had.
-		name:     "a registry added back while the delete guard holds its removal",
-		outage:   syncer.OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 1, DeleteGuardTimeout: time.Minute},
-		policies: []string{syncer.ConflictFirst},
-		modes:    []translate.EndpointMode{translate.EndpointsInline},
+		name:   "a registry added back while the delete guard holds its removal",
+		outage: syncer.OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 1, DeleteGuardTimeout: time.Minute},
 		steps: steps(do(
 			pipelinetest.List("a"),
 			pipelinetest.List("b"),
@@ -302,7 +300,7 @@ var scenarios = []scenario{
 			pipelinetest.AddRegistry("a"),
 			pipelinetest.List("a", S("h1", []registries.Port{P(9090, "http")}, I{ID: "10.0.0.3", Addr: "10.0.0.3", Port: 9090})),
 			pipelinetest.Set("b", S("h1", []registries.Port{P(8080, "http")}, I{ID: "10.0.0.3", Addr: "10.0.0.3", Port: 7070}))), clients, do(
-			pipelinetest.Expect("outbound|8080||h1.service.consul", "10.0.0.3:7070"))),
+			pipelinetest.Under(syncer.ConflictFirst, pipelinetest.Expect("outbound|8080||h1.service.consul", "10.0.0.3:7070")))),
 	},
 }
 

@@ -1,6 +1,7 @@
 package pipelinetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
@@ -538,6 +540,33 @@ func (e expectStep) Play(s *Scene) {
 
 func (e expectStep) String() string {
 	return fmt.Sprintf("pipelinetest.Expect(%q%s)", e.cluster, stringArgs(e.endpoints))
+}
+
+// Under plays steps only when the pipeline's conflict policy is policy
+// (a scenario's Expect that differs between the policies).
+func Under(policy string, steps ...Step) Step { return underStep{policy: policy, steps: steps} }
+
+type underStep struct {
+	policy string
+	steps  []Step
+}
+
+func (u underStep) Play(s *Scene) {
+	s.H.T.Helper()
+	if cmp.Or(s.H.opts.ConflictPolicy, syncer.ConflictMerge) != u.policy {
+		return
+	}
+	for _, st := range u.steps {
+		st.Play(s)
+	}
+}
+
+func (u underStep) String() string {
+	parts := make([]string, len(u.steps))
+	for i, st := range u.steps {
+		parts[i] = st.String()
+	}
+	return fmt.Sprintf("pipelinetest.Under(%q, %s)", u.policy, strings.Join(parts, ", "))
 }
 
 func stringArgs(ss []string) string {
