@@ -51,6 +51,10 @@ var (
 	clients = []pipelinetest.Step{pipelinetest.Connect("sotw", pipelinetest.SotW), pipelinetest.Connect("delta", pipelinetest.Delta)}
 	// web8080 is the cluster of host web on port 8080 (consul's host template).
 	web8080 = "outbound|8080||web.service.consul"
+	// webAPIDB are three services of an instance each; a listing of api
+	// alone removes two thirds of them.
+	api      = S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})
+	webAPIDB = []registries.Service{S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), api, S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080})}
 )
 
 // steps joins step lists.
@@ -192,9 +196,8 @@ var scenarios = []scenario{
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
 		outage:     guard,
 		steps: steps(do(
-			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
-				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
-			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.List("a", webAPIDB...)), clients, do(
+			pipelinetest.Relist("a", api),
 			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
 			pipelinetest.Confirm("a"),
 			pipelinetest.Check())),
@@ -204,9 +207,8 @@ var scenarios = []scenario{
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
 		outage:     guard,
 		steps: steps(do(
-			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
-				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
-			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
+			pipelinetest.List("a", webAPIDB...)), clients, do(
+			pipelinetest.Relist("a", api),
 			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
 			pipelinetest.Advance(time.Hour+time.Second),
 			pipelinetest.Check())),
@@ -216,11 +218,9 @@ var scenarios = []scenario{
 		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
 		outage:     guard,
 		steps: steps(do(
-			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
-				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080}))), clients, do(
-			pipelinetest.Relist("a", S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})),
-			pipelinetest.Relist("a", S("web", grpc8080, I{Addr: "10.0.0.4", Port: 8080}), S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080}),
-				S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080})),
+			pipelinetest.List("a", webAPIDB...)), clients, do(
+			pipelinetest.Relist("a", api),
+			pipelinetest.Relist("a", S("web", grpc8080, I{Addr: "10.0.0.4", Port: 8080}), api, webAPIDB[2]),
 			pipelinetest.Expect(web8080, "10.0.0.4:8080"))),
 	},
 	{
