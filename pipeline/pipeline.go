@@ -140,6 +140,8 @@ func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A Configure call waits until the configured watchers started.
+	p.reconf.Lock()
 	p.mu.Lock()
 	p.ctx = ctx
 	regs := slices.Clone(p.regs)
@@ -150,6 +152,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	for _, r := range regs {
 		p.start(r.Watcher)
 	}
+	p.reconf.Unlock()
 	wg.Go(func() { p.gate(ctx) })
 	err := p.XDS.Run(ctx, p.ready)
 	cancel()
