@@ -49,6 +49,10 @@ const (
 // -churn.rounds N).
 var churnRounds = flag.Int("churn.rounds", 10, "BenchmarkConsulChurn: rounds of churn, each followed by convergence")
 
+// churnDebounce is debounce.after (go test -args -churn.debounce-after D):
+// the default, 100ms, unless a run shows what the debounce costs.
+var churnDebounce = flag.Duration("churn.debounce-after", 100*time.Millisecond, "BenchmarkConsulChurn: debounce.after")
+
 // BenchmarkConsulChurn measures how fast changes of a real Consul agent
 // under sustained churn reach every xDS stream, with the default maxWatches
 // and debounce: each round registers or deregisters a 4th instance of a
@@ -74,7 +78,8 @@ func BenchmarkConsulChurn(b *testing.B) {
 	c := harness.StartConsul(b)
 	began := time.Now()
 	registerChurnServices(b, c.Client())
-	b.Logf("registered %d services × %d instances in %s", churnServices, churnBase, time.Since(began).Round(time.Millisecond))
+	b.Logf("registered %d services × %d instances in %s; debounce.after %s", churnServices, churnBase,
+		time.Since(began).Round(time.Millisecond), *churnDebounce)
 	reg, err := consul.New(consul.Config{Name: "consul-churn", Address: c.Address(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -83,7 +88,7 @@ func BenchmarkConsulChurn(b *testing.B) {
 	tr := newChurnTracker(churnSotW + churnDelta)
 	p, err := pipeline.Start(reg, pipeline.Options{
 		Registry: "consul-churn", Type: "consul", HostTemplate: consul.HostTemplate,
-		Endpoints: translate.EndpointsWorkloadEntry, DebounceAfter: 100 * time.Millisecond, EDSDebounce: true,
+		Endpoints: translate.EndpointsWorkloadEntry, DebounceAfter: *churnDebounce, EDSDebounce: true,
 		Sink: tr.sink,
 	})
 	if err != nil {
