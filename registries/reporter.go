@@ -247,6 +247,7 @@ func (r *Reporter) Listing(scope string, keys []string, observed time.Time) (rem
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.scopeLocked(scope)
+	keys = slices.Clip(keys) // the services kept by rule 6 are appended: never into the caller's array
 	listed := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
