@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/nacos_server"
@@ -139,17 +138,12 @@ var errNotConnected = errors.New("not connected to the Nacos gRPC port")
 // reads the SDK's current connection unsynchronized, and only the SDK's
 // atomic status orders that read after a reconnect's write.
 func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error) {
-	return c.requestWithin(req, requestTimeoutMs*time.Millisecond)
-}
-
-// requestWithin is request with a timeout of its own (at least 1 ms).
-func (c *conn) requestWithin(req rpc_request.IRequest, timeout time.Duration) (rpc_response.IResponse, error) {
 	if !c.connected() {
 		return nil, errNotConnected
 	}
 	c.server.InjectSecurityInfo(req.GetHeaders(), security.BuildNamingResourceByRequest(req))
 	c.inFlight.RLock()
-	resp, err := c.rpc.Request(req, max(timeout.Milliseconds(), 1))
+	resp, err := c.rpc.Request(req, requestTimeoutMs)
 	c.inFlight.RUnlock()
 	if err != nil {
 		if !c.connected() {
