@@ -39,7 +39,7 @@ const (
 	churnSotW     = 10
 	churnDelta    = 10
 	churnRate     = 28 // changes per second
-	churnWorkers  = 8  // goroutines sending them, each its own services
+	churnWorkers  = 4  // goroutines sending them, each its own services
 	churnFor      = 60 * time.Second
 	// churnSettle bounds the wait for convergence after a round.
 	churnSettle = 30 * time.Second
