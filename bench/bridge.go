@@ -6,7 +6,7 @@ import (
 	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/translate"
-	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // namespace is the output namespace, cmd/bridge's default.
@@ -56,7 +56,7 @@ func (b *bridge) host(i int) string {
 
 // clusterName returns the cluster (and ClusterLoadAssignment) name of
 // generated service i.
-func (b *bridge) clusterName(i int) string { return xds.ClusterName(pipeline.ServicePort, b.host(i)) }
+func (b *bridge) clusterName(i int) string { return gen.ClusterName(pipeline.ServicePort, b.host(i)) }
 
 // stop cancels everything and waits for it to end.
 func (b *bridge) stop() { b.Stop() }

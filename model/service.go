@@ -58,8 +58,11 @@ type Endpoint struct {
 	EndpointPort uint32
 	// Labels are the workload's labels.
 	Labels map[string]string
-	// Weight is the load-balancing weight, >= 1, on the common scale where
-	// a registry's default weight is DefaultWeight.
+	// Weight is the load-balancing weight, on the common scale where a
+	// registry's default weight is DefaultWeight: the WorkloadEntry's (or
+	// inline endpoint's) weight as it is, 0 when it has none. What clients
+	// are sent for it (0 counts as 1; a service's weights scaled down to
+	// fit) is xds/gen's rule.
 	Weight uint32
 	// Locality is "region/zone/subzone" (any part may be empty).
 	Locality string
@@ -68,24 +71,6 @@ type Endpoint struct {
 	// WorkloadName names the source object (WorkloadEntry name, or the
 	// ServiceEntry name for inline endpoints).
 	WorkloadName string
-}
-
-// Equal reports whether two endpoints are the same for every client.
-func (e *Endpoint) Equal(o *Endpoint) bool {
-	if e == nil || o == nil {
-		return e == o
-	}
-	if e.Address != o.Address || e.ServicePortName != o.ServicePortName || e.EndpointPort != o.EndpointPort ||
-		e.Weight != o.Weight || e.Locality != o.Locality || e.ServiceAccount != o.ServiceAccount ||
-		e.WorkloadName != o.WorkloadName || len(e.Labels) != len(o.Labels) {
-		return false
-	}
-	for k, v := range e.Labels {
-		if ov, ok := o.Labels[k]; !ok || ov != v {
-			return false
-		}
-	}
-	return true
 }
 
 // DefaultWeight is the endpoint weight of an instance that its registry

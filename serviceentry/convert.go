@@ -53,10 +53,6 @@ func convertServices(cfg *model.Config) []*model.Service {
 // (Istio serviceentry/conversion.go convertWorkloadEntryToServiceInstances).
 func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we *networking.WorkloadEntry, name string) []*model.Endpoint {
 	out := make([]*model.Endpoint, 0, len(svc.Ports))
-	weight := we.Weight
-	if weight == 0 {
-		weight = 1
-	}
 	for _, p := range svc.Ports {
 		port := p.Number
 		if tp, ok := we.Ports[p.Name]; ok && tp != 0 {
@@ -69,7 +65,7 @@ func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we *ne
 			ServicePortName: p.Name,
 			EndpointPort:    port,
 			Labels:          we.Labels,
-			Weight:          weight,
+			Weight:          we.Weight,
 			Locality:        we.Locality,
 			ServiceAccount:  we.ServiceAccount,
 			WorkloadName:    name,

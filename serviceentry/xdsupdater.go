@@ -12,12 +12,11 @@ import (
 // and never call back into the controller.
 type XDSUpdater interface {
 	// EDSUpdate replaces every endpoint that shard contributes to host and
-	// requests an incremental (EDS) push when the set changed. The server
-	// turns it into a full push when the host had no endpoint shards before
-	// or the service accounts changed (Istio EndpointShards rules). An empty
-	// list keeps the service key, so 0↔N flaps never cause full pushes.
-	// start is the requested push's PushRequest.Start: when the change was
-	// observed (zero: when the server received it).
+	// requests the push the change needs; which one (none, EDS, full) is the
+	// server's rule (package xds, doc rule 1). An empty list keeps the
+	// service key, so 0↔N flaps never cause full pushes. start is the
+	// requested push's PushRequest.Start: when the change was observed
+	// (zero: when the server received it).
 	EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time)
 	// EDSCacheUpdate does what EDSUpdate does without requesting any push: a
 	// full push that follows picks the endpoints up.

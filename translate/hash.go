@@ -7,12 +7,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
 )
 
@@ -48,11 +47,17 @@ func ContentSum(labels, annotations map[string]string, spec proto.Message) model
 		// Marshal of an istio.io/api message cannot fail (no required fields,
 		// valid UTF-8 ensured by the caller's inputs); an error still hashes
 		// deterministically as an empty spec.
+		// A WorkloadEntry, hashed per instance, goes through the
+		// hand-written encoder, which gives the marshal's bytes.
 		var err error
-		if we, ok := spec.(*networking.WorkloadEntry); ok && plainWorkloadEntry(we) {
-			b = appendWorkloadEntry(b, we)
-		} else if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, spec); err != nil {
-			b = b[:binary.MaxVarintLen64]
+		encoded := false
+		if we, ok := spec.(*networking.WorkloadEntry); ok {
+			b, encoded = wire.AppendWorkloadEntry(b, we)
+		}
+		if !encoded {
+			if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, spec); err != nil {
+				b = b[:binary.MaxVarintLen64]
+			}
 		}
 	}
 	n := len(b) - binary.MaxVarintLen64
@@ -94,83 +99,6 @@ var preimages = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b
 func appendField(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
-}
-
-// plainWorkloadEntry reports whether appendWorkloadEntry encodes we exactly
-// as the deterministic proto marshal does: no unknown fields and valid UTF-8
-// everywhere (the marshal fails on invalid UTF-8, which hashes as an empty
-// spec).
-func plainWorkloadEntry(we *networking.WorkloadEntry) bool {
-	if len(we.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(we.Address) || !utf8.ValidString(we.Network) ||
-		!utf8.ValidString(we.Locality) || !utf8.ValidString(we.ServiceAccount) {
-		return false
-	}
-	for k := range we.Ports {
-		if !utf8.ValidString(k) {
-			return false
-		}
-	}
-	for k, v := range we.Labels {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return false
-		}
-	}
-	return true
-}
-
-// appendWorkloadEntry appends the bytes proto.MarshalOptions{Deterministic:
-// true} produces for we (fields in number order, zero scalars omitted, map
-// entries sorted by key with key and value always present), without
-// reflection: a WorkloadEntry is hashed per instance, and the reflective
-// marshal would take about half of Translate's time (BenchmarkTranslate).
-// TestAppendWorkloadEntry holds it to the marshal.
-func appendWorkloadEntry(b []byte, we *networking.WorkloadEntry) []byte {
-	b = appendStringField(b, 1, we.Address)
-	var keyBuf [8]string
-	keys := keyBuf[:0]
-	for k := range we.Ports {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := uint64(we.Ports[k])
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(len(k))+1+protowire.SizeVarint(v)))
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendString(b, k)
-		b = protowire.AppendTag(b, 2, protowire.VarintType)
-		b = protowire.AppendVarint(b, v)
-	}
-	keys = keys[:0]
-	for k := range we.Labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := we.Labels[k]
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(len(k))+1+protowire.SizeBytes(len(v))))
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendString(b, k)
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendString(b, v)
-	}
-	b = appendStringField(b, 4, we.Network)
-	b = appendStringField(b, 5, we.Locality)
-	if we.Weight != 0 {
-		b = protowire.AppendTag(b, 6, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(we.Weight))
-	}
-	return appendStringField(b, 7, we.ServiceAccount)
-}
-
-// appendStringField appends a proto3 string field, omitted when empty.
-func appendStringField(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
 }
 
 // WorkloadEntryName returns "<seName>-<first 10 hex digits of

@@ -9,6 +9,7 @@ import (
 
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
 )
 
@@ -110,6 +111,18 @@ func endpointCountFallback(n, limit int) string {
 // hashPlaceholder stands in for the content hash when measuring an object
 // that has none yet: ContentHash is always 64 hex digits.
 var hashPlaceholder = strings.Repeat("0", 64)
+
+// serviceEntryObjectJSONSize is objectJSONSize of the ServiceEntry named
+// name in namespace with these labels and annotations, computed by walking
+// se (internal/wire) instead of encoding it; ok is false where the walk
+// cannot size it.
+func serviceEntryObjectJSONSize(name, namespace string, labels, annotations map[string]string, se *networking.ServiceEntry) (int, bool) {
+	spec, ok := wire.ServiceEntryJSONSize(se)
+	if !ok {
+		return 0, false
+	}
+	return wire.ObjectJSONSize(model.APIVersion, string(model.KindServiceEntry), name, namespace, labels, annotations, spec)
+}
 
 // objectJSONSize returns the length of cfg's JSON encoding: one item of
 // ToJSON's list, without indentation.

@@ -263,10 +263,10 @@ func TestTranslateReusingAcrossForms(t *testing.T) {
 	}
 }
 
-// TestJSONSize holds the walk of jsonsize.go to the encoding it predicts:
-// every ServiceEntry below, as Translate emits it in either form and as
-// built by hand with every field and every kind of escape, must measure
-// exactly objectJSONSize.
+// TestJSONSize holds the walk (internal/wire's JSON sizes) to the encoding
+// it predicts: every ServiceEntry below, as Translate emits it in either
+// form, must measure exactly objectJSONSize. internal/wire's tests add
+// specs built by hand with every field and every kind of escape.
 func TestJSONSize(t *testing.T) {
 	escaping := registries.Service{Name: "escaping"}
 	for i := range 50 {
@@ -293,30 +293,7 @@ func TestJSONSize(t *testing.T) {
 		"long host and a revision":   {opts: Options{Revision: strings.Repeat("r", 63)}, svc: longHost},
 		"no instances":               {opts: Options{ServicePort: 80}, svc: registries.Service{Name: "empty"}},
 	}
-	specs := map[string]*networking.ServiceEntry{
-		"every field, every escape": {
-			Hosts: []string{"a.example.com", "<b>.example.com"}, Addresses: []string{"10.0.0.0/8", ""},
-			Ports: []*networking.ServicePort{
-				{Number: 65535, Protocol: "HTTP", Name: "http-65535", TargetPort: 1},
-				{}, {Name: `\u2028:` + "\u2028\u2029"},
-			},
-			Location: networking.ServiceEntry_MESH_EXTERNAL, Resolution: networking.ServiceEntry_DNS_ROUND_ROBIN,
-			Endpoints: []*networking.WorkloadEntry{
-				{},
-				{
-					Address: "unix:///var/run/x&y", Ports: map[string]uint32{"a": 0, "\\b\x00\x1f\x7f": 4294967295},
-					Labels: map[string]string{"": "", "é": "日本", "\b\f\n\r\t": `"\\<>&`}, Network: "n\x01",
-					Locality: "ü/\u2029", Weight: 7, ServiceAccount: "sa",
-				},
-			},
-			ExportTo: []string{".", "*"}, SubjectAltNames: []string{"spiffe://x/ns/y/sa/z"},
-		},
-		"an empty selector":   {Hosts: []string{"a"}, WorkloadSelector: &networking.WorkloadSelector{}},
-		"a selector":          {Hosts: []string{"a"}, WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"k": "v<"}}},
-		"nothing set":         {},
-		"an empty endpoint":   {Endpoints: []*networking.WorkloadEntry{{}}},
-		"a zero port message": {Ports: []*networking.ServicePort{{}}},
-	}
+	specs := map[string]*networking.ServiceEntry{}
 	tr := mustNew(t, Options{Endpoints: EndpointsInline})
 	for name, tc := range translated {
 		for _, mode := range []EndpointMode{EndpointsInline, EndpointsWorkloadEntry} {
@@ -352,26 +329,6 @@ func TestJSONSize(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestJSONSizeDoesNotGuess: what the walk cannot size it says so, and the
-// caller encodes.
-func TestJSONSizeDoesNotGuess(t *testing.T) {
-	for name, se := range map[string]*networking.ServiceEntry{
-		"invalid UTF-8 in a host":       {Hosts: []string{"a\xff"}},
-		"invalid UTF-8 in a label":      {Endpoints: []*networking.WorkloadEntry{{Labels: map[string]string{"k": "\xc3"}}}},
-		"an unknown enum value":         {Resolution: networking.ServiceEntry_Resolution(99)},
-		"a nil endpoint":                {Endpoints: []*networking.WorkloadEntry{nil}},
-		"a nil port":                    {Ports: []*networking.ServicePort{nil}},
-		"invalid UTF-8 in the selector": {WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"\xff": ""}}},
-	} {
-		if n, ok := serviceEntryObjectJSONSize("x", "ns", nil, nil, se); ok {
-			t.Errorf("%s: sized as %d", name, n)
-		}
-	}
-	if _, ok := serviceEntryObjectJSONSize("\xff", "ns", nil, nil, &networking.ServiceEntry{}); ok {
-		t.Error("invalid UTF-8 in the name was sized")
 	}
 }
 

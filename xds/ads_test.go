@@ -13,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // adsStream is a SotW stream used one request, one response at a time.
@@ -94,7 +95,7 @@ func TestIncrementalPushSendsOnlyChangedAssignments(t *testing.T) {
 	src.set(grpcService("a.local", 80), grpcService("b.local", 80))
 	ts := startReadyServer(t, src)
 	ads := openADS(t, ts)
-	clusters := []string{ClusterName(80, "a.local"), ClusterName(80, "b.local")}
+	clusters := []string{gen.ClusterName(80, "a.local"), gen.ClusterName(80, "b.local")}
 	resp := ads.ask(&discovery.DiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.EndpointType, ResourceNames: clusters})
 	if len(resp.GetResources()) != 2 {
 		t.Fatalf("initial EDS response has %d assignments, want 2", len(resp.GetResources()))
@@ -107,7 +108,7 @@ func TestIncrementalPushSendsOnlyChangedAssignments(t *testing.T) {
 		TypeUrl: resourcev3.EndpointType, ResourceNames: clusters,
 		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
 	})
-	assertEqual(t, []string{ClusterName(80, "a.local")}, resourceNames(t, resp))
+	assertEqual(t, []string{gen.ClusterName(80, "a.local")}, resourceNames(t, resp))
 
 	// A second endpoint is an EDS push.
 	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, ""), ep("10.0.0.2", 80, "")}, time.Time{})
@@ -115,7 +116,7 @@ func TestIncrementalPushSendsOnlyChangedAssignments(t *testing.T) {
 		TypeUrl: resourcev3.EndpointType, ResourceNames: clusters,
 		VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
 	})
-	assertEqual(t, []string{ClusterName(80, "a.local")}, resourceNames(t, resp))
+	assertEqual(t, []string{gen.ClusterName(80, "a.local")}, resourceNames(t, resp))
 }
 
 func TestCallbacksCountClientsAndNACKs(t *testing.T) {
@@ -126,7 +127,7 @@ func TestCallbacksCountClientsAndNACKs(t *testing.T) {
 	nacksBefore := testutil.ToFloat64(nacksTotal.WithLabelValues(resourcev3.ClusterType))
 
 	ads := openADS(t, ts)
-	clusters := []string{ClusterName(80, "a.local")}
+	clusters := []string{gen.ClusterName(80, "a.local")}
 	resp := ads.ask(&discovery.DiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.ClusterType, ResourceNames: clusters})
 	if got := testutil.ToFloat64(xdsClients.WithLabelValues("grpc")) - clientsBefore; got != 1 {
 		t.Errorf("grpc clients rose by %v, want 1", got)

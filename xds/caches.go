@@ -7,12 +7,14 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
-// caches holds one resourceCache per resource type, shared by every
+// caches holds one cache.Resources per resource type, shared by every
 // listener; forListener builds the MuxCache a listener's ADS server watches.
 //
-// Every type is versioned per resource (resourceCache, which keeps
+// Every type is versioned per resource (cache.Resources, which keeps
 // go-control-plane's LinearCache rules) rather than by snapshot: a snapshot
 // cache versions a node's whole snapshot, so a change of one
 // ClusterLoadAssignment wakes every stream watching any of them; a
@@ -23,14 +25,14 @@ type caches struct {
 	endpoints *resourceSet // EDS, every client
 	listeners *resourceSet // LDS, proxyless gRPC only
 	routes    *resourceSet // RDS, proxyless gRPC only
-	mcp       *mcpCache    // MCP types for istiod (mcp.go); nil unless Options.MCP
+	mcp       *cache.MCP   // MCP types for istiod; nil unless Options.MCP
 	// xds maps the cache key of each served xDS type (keyFor) to its cache.
 	xds map[string]cachev3.Cache
 }
 
-func newCaches(mcp *mcpCache) *caches {
+func newCaches(mcp *cache.MCP) *caches {
 	set := func(typeURL string) *resourceSet {
-		r := newResourceSet(newResourceCache(typeURL))
+		r := newResourceSet(cache.NewResources(typeURL))
 		r.typeURL = typeURL
 		return r
 	}
@@ -46,8 +48,8 @@ func newCaches(mcp *mcpCache) *caches {
 		resourcev3.EndpointType:                         c.endpoints.cache,
 		keyFor(resourcev3.ListenerType, GeneratorGRPC):  c.listeners.cache,
 		keyFor(resourcev3.RouteType, GeneratorGRPC):     c.routes.cache,
-		keyFor(resourcev3.ListenerType, GeneratorEnvoy): newResourceCache(resourcev3.ListenerType),
-		keyFor(resourcev3.RouteType, GeneratorEnvoy):    newResourceCache(resourcev3.RouteType),
+		keyFor(resourcev3.ListenerType, GeneratorEnvoy): cache.NewResources(resourcev3.ListenerType),
+		keyFor(resourcev3.RouteType, GeneratorEnvoy):    cache.NewResources(resourcev3.RouteType),
 	}
 	return c
 }

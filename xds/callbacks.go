@@ -87,7 +87,7 @@ type typeState struct {
 
 // sentReply is a response sent. version is the DiscoveryResponse's
 // version_info (SotW) or system_version_info (Delta), both the
-// cache's version when it answered (rescache.go).
+// cache's version when it answered (xds/cache).
 type sentReply struct {
 	nonce, version string
 	at             time.Time

@@ -26,7 +26,7 @@ import (
 //     the cache version before the update: a response of the type with a
 //     higher version carries the change, or a later one that replaced it
 //     (the cache answers a watch with everything that changed since the
-//     version the stream knows; rescache.go).
+//     version the stream knows; xds/cache).
 //   - push: the first response of a waiting (stream, type) with a higher
 //     version, once per push.
 //   - ack: when every waiting (stream, type) answered such a response, the

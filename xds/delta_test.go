@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // Delta (incremental) ADS next to SotW on the same port (rules 9 and 11).
@@ -44,9 +45,9 @@ func (c *deltaClient) barrier() {
 }
 
 var (
-	clusterA = ClusterName(80, "a.local")
-	clusterB = ClusterName(80, "b.local")
-	clusterC = ClusterName(80, "c.local")
+	clusterA = gen.ClusterName(80, "a.local")
+	clusterB = gen.ClusterName(80, "b.local")
+	clusterC = gen.ClusterName(80, "c.local")
 )
 
 func TestDeltaEDSSubscribeReceiveUnsubscribeRemove(t *testing.T) {

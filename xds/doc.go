@@ -1,44 +1,53 @@
-// Package xds is meshbridge's xDS server: it takes push decisions from the
-// ServiceEntry controller (the serviceentry.XDSUpdater methods) and the
-// services of a ServiceSource, and serves Clusters and ClusterLoadAssignments
-// to every client plus Listeners and RouteConfigurations to proxyless gRPC,
-// over go-control-plane's ADS server (SotW and Delta).
+// Package xds is meshbridge's xDS server, the DiscoveryServer: it takes push
+// decisions from the ServiceEntry controller (the serviceentry.XDSUpdater
+// methods) and the services of a ServiceSource, keeps the endpoint shards,
+// debounces and pushes, and serves Clusters and ClusterLoadAssignments to
+// every client plus Listeners and RouteConfigurations to proxyless gRPC,
+// over go-control-plane's ADS server (SotW and Delta), and MCP to istiod.
+//
+// Its subpackages, imported one way (xds → xds/cache, xds/gen →
+// internal/wire): xds/gen builds and encodes the resources (pure
+// functions of a service and its endpoints), xds/cache holds them for the
+// streams (a per-resource cache per type, and MCP's). Neither imports xds
+// nor the other.
 //
 // Rules:
-//  1. Endpoints are kept per service (host, namespace) and per shard; the first
-//     endpoints of a service nobody declared (SvcUpdate) push full, other
-//     changes (service accounts included: no cluster carries them) push EDS,
-//     an unchanged set
-//     pushes nothing, an empty set keeps the service key (Istio release-1.29
-//     pilot/pkg/xds/eds.go edsCacheUpdate; docs/design.md §5). A declared service's
-//     first endpoints push EDS only: its clusters came with the ServiceEntry's
-//     full push. shards.go, updater.go.
+//  1. Endpoints are kept per service (host, namespace) and per shard; the
+//     first endpoints of a service nobody declared (SvcUpdate) push full; a
+//     declared service's first endpoints push EDS only, as its clusters came
+//     with the ServiceEntry's full push; a set that is the same for clients
+//     (gen.SameForClients) pushes nothing; every other change pushes EDS,
+//     and an empty set keeps the service key (Istio release-1.29
+//     pilot/pkg/xds/eds.go edsCacheUpdate; docs/design.md §5). Unlike
+//     Istio, a changed set of service accounts never pushes full, and a
+//     change of only labels, service accounts or workload names pushes
+//     nothing: Istio's clusters carry the accounts as TLS subject alt names
+//     and its LbEndpoints carry metadata; meshbridge's carry neither. This
+//     is the one statement of that rule; the XDSUpdater docs refer to it.
+//     shards.go, updater.go.
 //  2. Requests are merged with PushRequest.Merge and pushed after a quiet
 //     period (DebounceAfter) or a cap (DebounceMax), one push at a time; EDS
 //     requests bypass the batch when EnableEDSDebounce is false (Istio
 //     pilot/pkg/xds/discovery.go debounce). debounce.go.
-//  3. Names follow istiod: cluster and ClusterLoadAssignment
-//     "outbound|<port>||<host>", proxyless listener and route "<host>:<port>"
-//     (docs/design.md §6). names.go.
+//  3. What is generated, and how (names as istiod's, clusters of type EDS,
+//     the ClusterLoadAssignment's localities, weights and encoding), is
+//     xds/gen's rules.
 //  4. Clients are told apart by node metadata GENERATOR as istiod does: "grpc"
 //     gets LDS/RDS/CDS/EDS, any other node CDS/EDS and empty LDS/RDS, because
-//     Envoy accepts an api_listener only from its bootstrap. caches.go.
-//  5. Clusters are type EDS, also for DNS resolution: grpc-go supports only EDS,
-//     LOGICAL_DNS and aggregate clusters (gRFC A27). cds.go.
-//  6. A ClusterLoadAssignment has one locality per distinct locality, weights
-//     ≥ 1 and no duplicate address, which grpc-go would NACK (gRFC A27), and
-//     weights whose sum fits in a uint32 (grpc-go and Envoy refuse a larger
-//     sum per locality and per priority): past it every weight is scaled
-//     down by one factor, ratios kept, logged once per service and counted.
-//     eds.go, weights.go.
-//  7. Resources are versioned one by one (a resourceCache per type, which
-//     keeps go-control-plane's LinearCache rules; rescache.go) and only
-//     changed ones are handed to the caches, so an EDS push sends only the
-//     changed ClusterLoadAssignments, only to their subscribers; a full push
-//     regenerates clusters, listeners and routes and removes vanished ones
-//     (docs/design.md §6). The push log line counts the services pushed, the
-//     resources changed and the request's ConfigsUpdated (0 for a global
-//     push) apart. resources.go, push.go.
+//     Envoy accepts an api_listener only from its bootstrap. caches.go,
+//     generator.go.
+//  5. A service whose assignments' weights gen scaled down to fit (their
+//     sum past what clients accept) is logged once and counted, again only
+//     after a push that needed no scaling. weights.go.
+//  6. How each cache answers watches (go-control-plane's LinearCache rules,
+//     and MCP's) is xds/cache's rules.
+//  7. Resources are versioned one by one (a cache.Resources per type) and
+//     only changed ones are handed to the caches, so an EDS push sends only
+//     the changed ClusterLoadAssignments, only to their subscribers; a full
+//     push regenerates clusters, listeners and routes and removes vanished
+//     ones (docs/design.md §6). The push log line counts the services
+//     pushed, the resources changed and the request's ConfigsUpdated (0 for
+//     a global push) apart. resources.go, push.go.
 //  8. Nothing is served before the first full push, which Run does once its
 //     ready channel closes; both listeners open after it. A grpc-go client
 //     treats a resource missing from a SotW response as deleted and istiod
@@ -48,21 +57,13 @@
 //     go-control-plane copies a stream's first Node into later requests
 //     (sotw process, delta processDelta), so caches.go's classification
 //     holds. Delta clients get changed resources with per-resource versions
-//     (SHA-256 of the encoding, as go-control-plane's) and removed names.
-//     caches.go, rescache.go.
-//  10. Each resource version is marshalled once: the cache keeps the
-//     encoding it was handed and, from the first response that carries it,
-//     one Any (SotW) and one Delta Resource shared by every stream's
-//     response; only the envelope is per stream. resources.go, rescache.go.
-//     A ClusterLoadAssignment reaches its cache already encoded: the
-//     endpoint shards encode an endpoint's LbEndpoint when it arrives and
-//     keep the bytes while its address, port and weight stay; a push
-//     assembles each changed assignment from them (protowire), byte for
-//     byte what proto.Marshal gives for buildLoadAssignment's message, and
-//     the cache's marshal returns those bytes without copying them.
-//     Whether an assignment changed is decided on its bytes. Where a string
-//     is not valid UTF-8 the push hands over the message itself, whose
-//     marshal fails as proto.Marshal's does. shards.go, edswire.go.
+//     and removed names (xds/cache). caches.go.
+//  10. Each resource version is marshalled once: gen hands over encodings
+//     (a ClusterLoadAssignment assembled from the LbEndpoints the endpoint
+//     shards encoded when the endpoints arrived), the cache keeps them and
+//     shares one Any and one Delta Resource per version among the streams;
+//     only the envelope is per stream. Whether a resource changed is
+//     decided on its bytes. shards.go, resources.go.
 //  11. A stream is sent a type's next response only after it answered the
 //     previous one: the cache answers a watch once and the next watch opens
 //     with the next request (SotW and Delta), so pushes to an un-ACKed
@@ -102,17 +103,9 @@
 //  15. With Options.MCP, istiod's MCP client is served on the ADS port, or
 //     with Options.MCPAddress only on a listener of its own (its own gRPC
 //     server over the same caches; the ADS port then refuses Istio config
-//     types, the MCP port everything else). One MCP cache answers SotW
-//     with the complete set of its kind under exactly the requested type
-//     URL (networking.istio.io/v1 and v1alpha3 ServiceEntry,
-//     WorkloadEntry), and any other Istio config type with an empty list,
-//     as istiod syncs only after a response for every type it asked for.
-//     Each object is an istio.mcp.v1alpha1.Resource ("<namespace>/<name>",
-//     version = content hash), marshalled once per version; objects failing
-//     translate's validation are skipped. A stream is answered when it was
-//     not yet sent the current set, read from its subscription, not its
-//     request: istiod's first request carries a made-up nonce. Store
-//     changes (MCPConfigChanged) are debounced like pushes. mcp.go.
+//     types, the MCP port everything else), from one cache.MCP (its rules:
+//     xds/cache). Store changes (MCPConfigChanged) are debounced like
+//     pushes. mcp.go.
 //  16. Each stream's first request is logged at info: listener, node ID,
 //     generator (grpc, envoy, or mcp for istiod), peer address and, when
 //     mTLS verified a client certificate, its URI and DNS SANs (an Istio
@@ -138,7 +131,8 @@
 // that owns the caches' content. go-control-plane serves each stream in its
 // own goroutines and reads the caches under their own locks.
 //
-// Not here: push decisions about ServiceEntries (serviceentry), MCP over
-// Delta (Unimplemented), authentication beyond TLS, SDS/RTDS/ECDS (answered
+// Not here: push decisions about ServiceEntries (serviceentry), resource
+// building (xds/gen), the caches' watch rules (xds/cache), MCP over Delta
+// (Unimplemented), authentication beyond TLS, SDS/RTDS/ECDS (answered
 // empty), the REST and per-type (non-ADS) xDS services.
 package xds

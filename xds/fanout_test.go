@@ -18,6 +18,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // Fan-out (rules 7, 11 and 12): who is woken by a push, slow clients, many
@@ -60,7 +61,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 	}
 	onA, onB := subscribe(clusterA), subscribe(clusterB)
 	watches := ts.caches.endpoints.cache
-	if n := watches.numWatches(clusterB); n != 2*perCluster {
+	if n := watches.NumWatches(clusterB); n != 2*perCluster {
 		t.Fatalf("%d watches on b before the push, want %d", n, 2*perCluster)
 	}
 
@@ -68,7 +69,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 	ts.setEndpoints(t, "a.local", "10.0.0.1")
 	// A watch the cache answers is removed at once, inside the push: b's
 	// are all still open, so no stream of b was woken.
-	if n := watches.numWatches(clusterB); n != 2*perCluster {
+	if n := watches.NumWatches(clusterB); n != 2*perCluster {
 		t.Errorf("%d watches on b after a's push, want %d untouched", n, 2*perCluster)
 	}
 	for _, s := range onA {
@@ -106,7 +107,7 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 	<-ts.Serving()
 	ts.waitPushes(t, 1)
 	addr := ts.Addr().String()
-	big1, big2 := ClusterName(80, "big1.local"), ClusterName(80, "big2.local")
+	big1, big2 := gen.ClusterName(80, "big1.local"), gen.ClusterName(80, "big2.local")
 
 	// Clients that never read (raw streams: an ads client reads every
 	// response): with fixed 64 KiB windows, the server's second send to
@@ -247,7 +248,7 @@ func TestManyStreamsConvergeUnderChurn(t *testing.T) {
 	}
 	want := make(map[string][]string)
 	for i := range services {
-		want[ClusterName(80, host(i))] = addrsAt(i, rounds)
+		want[gen.ClusterName(80, host(i))] = addrsAt(i, rounds)
 	}
 
 	var conns []*grpc.ClientConn
@@ -264,7 +265,7 @@ func TestManyStreamsConvergeUnderChurn(t *testing.T) {
 		if i%2 == 1 {
 			run = deltaConverge(conns[i%len(conns)])
 		}
-		names := []string{ClusterName(80, host(i%services)), ClusterName(80, host((i/2+3)%services))}
+		names := []string{gen.ClusterName(80, host(i%services)), gen.ClusterName(80, host((i/2+3)%services))}
 		once := sync.OnceFunc(started.Done) // also when run fails before its first response
 		go func() {
 			defer once()

@@ -6,11 +6,12 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // serviceResources is what full pushes generate for one service: its
 // Clusters, Listeners and RouteConfigurations, each held only as its
-// encoding (encodedMessage), and the inputs they were generated from. The
+// encoding (gen.Encoded), and the inputs they were generated from. The
 // generators read nothing of a service but its hostname and ports (name,
 // number, protocol), so a service whose hostname and ports are unchanged
 // keeps its resources from one full push to the next: a full push encodes
@@ -29,22 +30,9 @@ func (r *serviceResources) sameInputs(svc *model.Service) bool {
 
 // generateService builds and encodes svc's resources.
 func generateService(svc *model.Service) *serviceResources {
-	services := []*model.Service{svc}
-	return &serviceResources{
-		host:      svc.Hostname,
-		ports:     slices.Clone(svc.Ports),
-		clusters:  encodeAll(buildClusters(services)),
-		listeners: encodeAll(buildListeners(services)),
-		routes:    encodeAll(buildRoutes(services)),
-	}
-}
-
-func encodeAll[M types.Resource](in map[string]M) []types.Resource {
-	out := make([]types.Resource, 0, len(in))
-	for name, m := range in {
-		out = append(out, encodeResource(name, m))
-	}
-	return out
+	r := &serviceResources{host: svc.Hostname, ports: slices.Clone(svc.Ports)}
+	r.clusters, r.listeners, r.routes = gen.Resources(svc)
+	return r
 }
 
 // generatedResources is every service's resources as of the last full

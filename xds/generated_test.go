@@ -1,12 +1,13 @@
 package xds
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 func TestGenerateReusesUnchangedServices(t *testing.T) {
@@ -43,10 +44,10 @@ func TestGenerateReusesUnchangedServices(t *testing.T) {
 					}
 				}
 			}
-			services := []*model.Service{tc.svc}
-			assertEncodesAll(t, clusters, asMessages(buildClusters(services)))
-			assertEncodesAll(t, listeners, asMessages(buildListeners(services)))
-			assertEncodesAll(t, routes, asMessages(buildRoutes(services)))
+			wantClusters, wantListeners, wantRoutes := gen.Resources(tc.svc)
+			assertSameEncodings(t, wantClusters, clusters)
+			assertSameEncodings(t, wantListeners, listeners)
+			assertSameEncodings(t, wantRoutes, routes)
 		})
 	}
 	t.Run("a service gone is dropped", func(t *testing.T) {
@@ -57,25 +58,18 @@ func TestGenerateReusesUnchangedServices(t *testing.T) {
 	})
 }
 
-func asMessages[M proto.Message](in map[string]M) map[string]proto.Message {
-	out := make(map[string]proto.Message, len(in))
-	for name, m := range in {
-		out[name] = m
-	}
-	return out
-}
-
-// assertEncodesAll checks that got holds exactly want's names, each the
-// encoded form of want's message (assertEncodes).
-func assertEncodesAll(t *testing.T, got map[string]types.Resource, want map[string]proto.Message) {
+// assertSameEncodings checks that got holds exactly want's resources, by
+// name, each with want's encoding.
+func assertSameEncodings(t *testing.T, want []types.Resource, got map[string]types.Resource) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d resources, want %d", len(got), len(want))
 	}
-	for name, w := range want {
-		assertEncodes(t, w, got[name])
-		if !proto.Equal(w, got[name]) {
-			t.Errorf("%s: proto.Equal with the encoded resource is false", name)
+	for _, w := range want {
+		name := w.(*gen.Encoded).GetName()
+		g, ok := got[name].(*gen.Encoded)
+		if !ok || !bytes.Equal(g.Encoding(), w.(*gen.Encoded).Encoding()) {
+			t.Errorf("%s: got %v, want the encoding gen.Resources gives", name, got[name])
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // These tests run a real grpc-go xDS client (google.golang.org/grpc/xds)
@@ -37,7 +38,7 @@ func dialXDS(t *testing.T, xdsAddr string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("xds:///"+ListenerName(8080, echoHost),
+	conn, err := grpc.NewClient("xds:///"+gen.ListenerName(8080, echoHost),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(resolver))
 	if err != nil {
 		t.Fatal(err)

@@ -50,3 +50,7 @@ func logLines(logs *harness.LockedBuffer, msg string) []string {
 	}
 	return out
 }
+
+// maxFileWeight is the largest weight a registry lets through (the file
+// registry's 42949672 on the common scale).
+const maxFileWeight = 42949672 * model.DefaultWeight

@@ -2,6 +2,8 @@ package xds
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
 // Metric names are a contract (README.md "Metrics"); dashboards
@@ -14,7 +16,6 @@ const (
 	metricStreamPushes = "meshbridge_xds_pushes_total"
 	metricPushBytes    = "meshbridge_xds_push_bytes_total"
 	metricStreams      = "meshbridge_xds_streams"
-	metricMCPPushes    = "meshbridge_mcp_pushes_total"
 	metricTLSErrors    = "meshbridge_xds_tls_handshake_errors_total"
 	metricScaled       = "meshbridge_xds_scaled_weights_total"
 	modeSotW           = "sotw"
@@ -61,12 +62,6 @@ var (
 		Help: "Open ADS streams, by mode (sotw or delta).",
 	}, []string{"mode"})
 
-	mcpPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricMCPPushes,
-		Help: "MCP responses handed to ADS streams (istiod), by requested type URL (\"other\" for the " +
-			"empty answers to the Istio config types meshbridge does not produce). One per response per stream.",
-	}, []string{"type_url"})
-
 	tlsHandshakeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricTLSErrors,
 		Help: "TLS handshakes a listener refused (wrong CA, no client certificate under mTLS, plaintext to " +
@@ -91,9 +86,11 @@ var (
 	})
 )
 
-// Collectors returns the package's metrics for registration (cmd/bridge
-// registers them once on its registry). The collectors are package-level, so
-// every DiscoveryServer in a process reports into them.
+// Collectors returns the metrics of the package and of xds/cache for
+// registration (cmd/bridge registers them once on its registry). The
+// collectors are package-level, so every DiscoveryServer in a process
+// reports into them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal, xdsStreams, mcpPushesTotal, tlsHandshakeErrors, scaledWeights}
+	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal,
+		xdsStreams, tlsHandshakeErrors, scaledWeights}, cache.Collectors()...)
 }

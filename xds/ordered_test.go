@@ -8,6 +8,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // TestSotWADSSendsClustersBeforeTheirEndpoints: a full push that adds a
@@ -26,7 +27,7 @@ func TestSotWADSSendsClustersBeforeTheirEndpoints(t *testing.T) {
 
 	var names []string
 	for i := range 8 {
-		names = append(names, ClusterName(80, fmt.Sprintf("s%d.local", i)))
+		names = append(names, gen.ClusterName(80, fmt.Sprintf("s%d.local", i)))
 	}
 	c.send(&discovery.DiscoveryRequest{Node: envoyNode(), TypeUrl: resourcev3.ClusterType})
 	c.ack(c.next(t))

@@ -6,6 +6,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // initialPush does the first full push, after which pushes are no longer
@@ -97,7 +98,7 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 	}
 	// A ClusterLoadAssignment is named after its cluster: those without
 	// one vanished.
-	vanished := s.caches.endpoints.cache.absent(clusters)
+	vanished := s.caches.endpoints.cache.Absent(clusters)
 	return len(all), changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, vanished) })
 }
 
@@ -127,7 +128,7 @@ func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int
 }
 
 func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc *model.Service) {
-	cla, scaled := encodeLoadAssignments(svc, s.shards.encoded(svc.Hostname, svc.Namespace))
+	cla, scaled := gen.LoadAssignments(svc, s.shards.encoded(svc.Hostname, svc.Namespace))
 	for name, a := range cla {
 		dst[name] = a
 	}
@@ -138,7 +139,7 @@ func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc 
 // ClusterLoadAssignment in the cache yet (a new service or port).
 func (s *DiscoveryServer) lacksLoadAssignment(svc *model.Service) bool {
 	for _, port := range svc.Ports {
-		if !s.caches.endpoints.has(ClusterName(port.Number, svc.Hostname)) {
+		if !s.caches.endpoints.has(gen.ClusterName(port.Number, svc.Hostname)) {
 			return true
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
 // ServiceSource lists the services (one per host) that clusters, listeners
@@ -141,9 +142,9 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.DebounceAfter = cmp.Or(opts.DebounceAfter, 100*time.Millisecond)
 	opts.DebounceMax = cmp.Or(opts.DebounceMax, 10*time.Second)
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
-	var mcp *mcpCache
+	var mcp *cache.MCP
 	if opts.MCP != nil {
-		mcp = newMCPCache(opts.MCP.Source, logger)
+		mcp = cache.NewMCP(opts.MCP.Source, logger)
 	}
 	s := &DiscoveryServer{
 		src:     src,
@@ -223,8 +224,13 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	}
 	s.initialPush()
 	if mcp := s.caches.mcp; mcp != nil {
-		mcp.rebuildAll()
-		loop.Go(func() { mcp.run(ctx, s.debounceOptions) })
+		mcp.RebuildAll()
+		loop.Go(func() {
+			mcp.Run(ctx, func() (time.Duration, time.Duration) {
+				o := s.debounceOptions()
+				return o.after, o.max
+			})
+		})
 	}
 
 	for i, p := range ports {

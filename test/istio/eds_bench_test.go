@@ -9,6 +9,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 	"istio.io/istio/pilot/pkg/features"
 	pilotmodel "istio.io/istio/pilot/pkg/model"
@@ -32,7 +33,7 @@ import (
 	"istio.io/istio/pkg/util/sets"
 
 	"github.com/meshbridge/meshbridge/model"
-	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // The service both sides serve in BenchmarkIstiodEDSBuildEncode: the shape
@@ -207,15 +208,14 @@ func (e *istiodEDS) build(tb testing.TB) []byte {
 	return res[0].GetResource().GetValue()
 }
 
-// meshbridgeEDS is meshbridge's EDS path for the same service
-// (xds.EDSPath: endpoint shards, assignment assembled from pre-encoded
+// meshbridgeEDS is meshbridge's EDS path for the same service (xds/gen:
+// the endpoint shard's encoding, the assignment assembled from pre-encoded
 // LbEndpoints, marshalled as the cache hands it out).
 type meshbridgeEDS struct {
-	path      *xds.EDSPath
+	svc       *model.Service
 	endpoints []*model.Endpoint
+	shard     []*gen.Endpoint
 }
-
-const meshbridgeShard = "bench"
 
 func newMeshbridgeEDS(input []edsBenchEndpoint) *meshbridgeEDS {
 	svc := &model.Service{
@@ -224,7 +224,7 @@ func newMeshbridgeEDS(input []edsBenchEndpoint) *meshbridgeEDS {
 		Resolution: model.ResolutionStatic,
 		Ports:      []model.Port{{Name: edsBenchPortName, Number: edsBenchPort, Protocol: model.ProtocolGRPC}},
 	}
-	m := &meshbridgeEDS{path: xds.NewEDSPath(svc)}
+	m := &meshbridgeEDS{svc: svc}
 	for _, in := range input {
 		m.endpoints = append(m.endpoints, &model.Endpoint{
 			Address:         in.address,
@@ -236,12 +236,13 @@ func newMeshbridgeEDS(input []edsBenchEndpoint) *meshbridgeEDS {
 			WorkloadName:    in.workload,
 		})
 	}
-	m.path.Update(meshbridgeShard, m.endpoints)
+	m.shard = gen.EncodeEndpoints(m.endpoints, nil)
 	return m
 }
 
-// change is istiodEDS.change for meshbridge: DiscoveryServer.EDSUpdate's
-// shards update.
+// change is istiodEDS.change for meshbridge: what DiscoveryServer.EDSUpdate
+// does to the service's shard (gen.EncodeEndpoints re-encodes the changed
+// endpoint only).
 func (m *meshbridgeEDS) change(i int) {
 	changed := *m.endpoints[i]
 	changed.Weight = 3 - changed.Weight
@@ -249,15 +250,23 @@ func (m *meshbridgeEDS) change(i int) {
 	copy(next, m.endpoints)
 	next[i] = &changed
 	m.endpoints = next
-	m.path.Update(meshbridgeShard, next)
+	m.shard = gen.EncodeEndpoints(next, m.shard)
 }
 
+// build is what an EDS push does for the service: its assignments from the
+// shard's endpoints (gen.LoadAssignments), each encoded as the cache hands
+// it to every stream (cachev3.MarshalResource).
 func (m *meshbridgeEDS) build(tb testing.TB) []byte {
-	out, err := m.path.BuildEncode()
-	if err != nil || len(out) != 1 || out[edsBenchCluster] == nil {
-		tb.Fatalf("meshbridge EDS: %d assignments, error %v", len(out), err)
+	cla, _ := gen.LoadAssignments(m.svc, slices.Clone(m.shard))
+	res, ok := cla[edsBenchCluster]
+	if len(cla) != 1 || !ok {
+		tb.Fatalf("meshbridge EDS: %d assignments, none named %s", len(cla), edsBenchCluster)
 	}
-	return out[edsBenchCluster]
+	b, err := cachev3.MarshalResource(res)
+	if err != nil {
+		tb.Fatalf("meshbridge EDS: %v", err)
+	}
+	return b
 }
 
 // BenchmarkIstiodEDSBuildEncode measures target P6's ratio
@@ -281,9 +290,10 @@ func (m *meshbridgeEDS) build(tb testing.TB) []byte {
 // builds it either way. The debounce, the push queue and the stream send are
 // left out on both sides.
 //
-// meshbridge's path is xds.EDSPath (the steps of xds's
-// BenchmarkEDSBuildEncode): the endpoint shards' update, the assignment
-// assembled from the pre-encoded LbEndpoints and cachev3.MarshalResource.
+// meshbridge's path is xds/gen's (the steps of its BenchmarkEDSBuildEncode):
+// the shard's re-encoding (gen.EncodeEndpoints), the assignment assembled
+// from the pre-encoded LbEndpoints (gen.LoadAssignments) and
+// cachev3.MarshalResource.
 //
 // Metrics: istiod-ns/endpoint and meshbridge-ns/endpoint (each side's time
 // over 1,000), meshbridge/istiod (their ratio; target ≤ 1/3), and the encoded

@@ -1,9 +1,10 @@
-package xds
+package gen
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,22 +13,38 @@ import (
 	"unsafe"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// encodeEach pairs endpoints with their LbEndpoint encodings.
-func encodeEach(endpoints []*model.Endpoint) []*encodedEndpoint {
+// encodeEach pairs endpoints with their LbEndpoint encodings, in their
+// order.
+func encodeEach(endpoints []*model.Endpoint) []*Endpoint {
 	out := plain(endpoints)
-	for i := range out {
-		out[i].lb = encodeLbEndpoint(out[i])
+	for _, e := range out {
+		e.lb = wire.LbEndpoint(e.address, e.port, e.weight)
+	}
+	return out
+}
+
+// shards stands in for the xDS server's endpoint shards of one service:
+// each shard's endpoints as EncodeEndpoints keeps them, and all of them,
+// shards in name order, as the server hands them to LoadAssignments.
+type shards map[string][]*Endpoint
+
+func (s shards) update(shard string, endpoints []*model.Endpoint) {
+	s[shard] = EncodeEndpoints(endpoints, s[shard])
+}
+
+func (s shards) encoded() []*Endpoint {
+	var out []*Endpoint
+	for _, name := range slices.Sorted(maps.Keys(s)) {
+		out = append(out, s[name]...)
 	}
 	return out
 }
@@ -36,7 +53,7 @@ func encodeEach(endpoints []*model.Endpoint) []*encodedEndpoint {
 // proto.Marshal's of want, and it reads as want.
 func assertEncodes(t *testing.T, want proto.Message, got types.Resource) {
 	t.Helper()
-	res, ok := got.(*encodedMessage)
+	res, ok := got.(*Encoded)
 	if !ok {
 		t.Fatalf("got a %T, want the encoded form", got)
 	}
@@ -203,12 +220,12 @@ func (g endpointGen) mutate(svc *model.Service, eps []*model.Endpoint) []*model.
 // buildLoadAssignments makes from the same endpoints, both fail alike, and
 // the encoded resource reads as that message. An assignment whose weights
 // were scaled down is the message itself (encodeLoadAssignment).
-func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model.Service) {
+func checkEncodedMatchesMarshal(t *testing.T, shards shards, svc *model.Service) {
 	t.Helper()
-	got, scaled := encodeLoadAssignments(svc, shards.encoded(svc.Hostname, svc.Namespace))
+	got, scaled := LoadAssignments(svc, shards.encoded())
 	// The messages of the same endpoints, built from their fields.
 	want := make(map[string]*endpoint.ClusterLoadAssignment)
-	forEachPort(svc, shards.encoded(svc.Hostname, svc.Namespace), func(name string, selected []*encodedEndpoint) {
+	forEachPort(svc, shards.encoded(), func(name string, selected []*Endpoint) {
 		want[name] = loadAssignmentMessage(name, sortCompact(selected))
 	})
 	if len(got) != len(want) {
@@ -233,7 +250,7 @@ func checkEncodedMatchesMarshal(t *testing.T, shards *endpointShards, svc *model
 		if _, err := cachev3.MarshalResource(msg); err != nil || slices.Contains(scaled, name) {
 			continue // invalid UTF-8, or scaled weights: the resource is the message itself
 		}
-		if _, ok := res.(*encodedMessage); !ok {
+		if _, ok := res.(*Encoded); !ok {
 			t.Fatalf("%q is a %T, want the encoded form", name, res)
 		}
 		if !proto.Equal(res, msg) {
@@ -246,12 +263,12 @@ func TestEncodedLoadAssignmentMatchesMarshal(t *testing.T) {
 	g := endpointGen{rand.New(rand.NewPCG(1, 2))}
 	for i := range 1500 {
 		svc := g.service()
-		shards := newEndpointShards()
+		shards := shards{}
 		names := []string{"consul", "file", "zk"}[:1+g.r.IntN(3)]
 		sets := make(map[string][]*model.Endpoint)
 		for _, shard := range names {
 			sets[shard] = g.endpoints(svc)
-			shards.update(shard, svc.Hostname, svc.Namespace, sets[shard])
+			shards.update(shard, sets[shard])
 		}
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			checkEncodedMatchesMarshal(t, shards, svc)
@@ -259,7 +276,7 @@ func TestEncodedLoadAssignmentMatchesMarshal(t *testing.T) {
 			for range 1 + g.r.IntN(3) {
 				shard := names[g.r.IntN(len(names))]
 				sets[shard] = g.mutate(svc, sets[shard])
-				shards.update(shard, svc.Hostname, svc.Namespace, sets[shard])
+				shards.update(shard, sets[shard])
 				checkEncodedMatchesMarshal(t, shards, svc)
 			}
 		})
@@ -296,34 +313,31 @@ func FuzzEncodedLoadAssignment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := endpointGen{rand.New(&bytesSource{data: data})}
 		svc := g.service()
-		shards := newEndpointShards()
+		shards := shards{}
 		eps := g.endpoints(svc)
-		shards.update("consul", svc.Hostname, svc.Namespace, eps)
-		shards.update("file", svc.Hostname, svc.Namespace, g.endpoints(svc))
+		shards.update("consul", eps)
+		shards.update("file", g.endpoints(svc))
 		checkEncodedMatchesMarshal(t, shards, svc)
-		shards.update("consul", svc.Hostname, svc.Namespace, g.mutate(svc, eps))
+		shards.update("consul", g.mutate(svc, eps))
 		checkEncodedMatchesMarshal(t, shards, svc)
 	})
 }
 
-func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
-	shards := newEndpointShards()
+func TestEncodeEndpointsEncodesOnlyChangedEndpoints(t *testing.T) {
 	a, b, c := ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r1"), ep("10.0.0.3", 80, "r2")
-	shards.update("consul", "a.local", "mesh", []*model.Endpoint{a, b, c})
-	before := shards.encoded("a.local", "mesh")
+	before := EncodeEndpoints([]*model.Endpoint{a, b, c}, nil)
 
 	// Fresh copies, b reweighted and c moved to another locality.
 	a2, b2, c2 := *a, *b, *c
 	b2.Weight = 7
 	c2.Locality = "r3"
-	shards.update("consul", "a.local", "mesh", []*model.Endpoint{&c2, &b2, &a2})
-	after := shards.encoded("a.local", "mesh")
+	after := EncodeEndpoints([]*model.Endpoint{&c2, &b2, &a2}, before)
 
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(before[0].lb, after[0].lb) {
 		t.Error("unchanged endpoint re-encoded, want its encoding kept")
 	}
-	if b2e := endpointOf(&b2, after[1].place); same(before[1].lb, after[1].lb) || after[1].lb != encodeLbEndpoint(&b2e) {
+	if same(before[1].lb, after[1].lb) || after[1].lb != wire.LbEndpoint(b2.Address, b2.EndpointPort, b2.Weight) {
 		t.Error("reweighted endpoint kept its old encoding")
 	}
 	if !same(before[2].lb, after[2].lb) {
@@ -331,7 +345,7 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	}
 	for i, e := range after {
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(
-			lbEndpoint(e.address, e.port, max(e.weight, 1)))
+			lbEndpoint(e.address, e.port, e.weight))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,61 +355,12 @@ func TestEndpointShardsEncodeOnlyChangedEndpoints(t *testing.T) {
 	}
 }
 
-func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
-	shards := newEndpointShards()
-	shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r2")})
-	svc := grpcService("a.local", 80)
-	encoded := encodeEveryPort(svc, shards.encoded("a.local", "mesh"))
-	res := encoded[ClusterName(80, "a.local")].(*encodedMessage)
-
-	set := newResourceSet(newResourceCache(resourcev3.EndpointType))
-	if _, err := set.apply(encoded, nil); err != nil {
-		t.Fatal(err)
-	}
-	name := ClusterName(80, "a.local")
-	out := make(chan cachev3.Response, 1)
-	req := &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{name}}
-	if _, err := set.cache.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), out); err != nil {
-		t.Fatal(err)
-	}
-	sotw, err := (<-out).GetDiscoveryResponse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deltaOut := make(chan cachev3.DeltaResponse, 1)
-	dreq := &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{name}}
-	if _, err := set.cache.CreateDeltaWatch(dreq, stream.NewDeltaSubscription(dreq.ResourceNamesSubscribe, nil, nil, false), deltaOut); err != nil {
-		t.Fatal(err)
-	}
-	delta, err := (<-deltaOut).GetDeltaDiscoveryResponse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for what, v := range map[string][]byte{"SotW": sotw.GetResources()[0].GetValue(), "Delta": delta.GetResources()[0].GetResource().GetValue()} {
-		if unsafe.SliceData(v) != unsafe.SliceData(res.wire) {
-			t.Errorf("%s response carries a marshalled copy, want the pre-encoded bytes", what)
-		}
-	}
-	if got, want := delta.GetResources()[0].GetVersion(), cachev3.HashResource(res.wire); got != want {
-		t.Errorf("Delta version %q, want the hash of the encoding %q", got, want)
-	}
-	if got := cachev3.GetResourceName(res); got != name {
-		t.Errorf("resource name %q, want %q", got, name)
-	}
-
-	// The same content again changes nothing: no new version, no wake-up.
-	again := encodeEveryPort(svc, shards.encoded("a.local", "mesh"))
-	if n, err := set.apply(again, nil); err != nil || n != 0 {
-		t.Errorf("re-applying equal content changed %d resources (err %v), want 0", n, err)
-	}
-}
-
 func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 	endpoints := []*model.Endpoint{ep("10.0.0.2", 80, "r1/z1/s1"), ep("10.0.0.1", 81, "r2")}
 	name := ClusterName(80, "a.local")
 	want := buildLoadAssignment(name, endpoints)
 	eps := encodeEach(endpoints)
-	res := encodeOne(name, eps).(*encodedMessage)
+	res := encodeOne(name, eps).(*Encoded)
 
 	assertEqual(t, want, proto.Clone(res))
 	if !proto.Equal(res, want) || !proto.Equal(want, res) {
@@ -423,7 +388,7 @@ func TestEncodedLoadAssignmentReadsAsMessage(t *testing.T) {
 		}()
 		proto.Reset(res)
 	}()
-	if !slices.Equal(encodeOne(name, eps).(*encodedMessage).wire, res.wire) {
+	if !slices.Equal(encodeOne(name, eps).(*Encoded).wire, res.wire) {
 		t.Error("encoding again gives other bytes")
 	}
 }
@@ -439,7 +404,70 @@ func TestEncodedLoadAssignmentFallsBackOnInvalidUTF8(t *testing.T) {
 	if _, err := cachev3.MarshalResource(res); err == nil {
 		t.Error("marshal of an invalid UTF-8 locality succeeded, want proto.Marshal's error")
 	}
-	if badAddress := endpointOf(ep("10.0.0.\xff", 80, ""), &endpointPlace{}); encodeLbEndpoint(&badAddress) != "" {
+	if bad := EncodeEndpoints([]*model.Endpoint{ep("10.0.0.\xff", 80, "")}, nil); bad[0].lb != "" {
 		t.Error("an invalid UTF-8 address got an encoding")
+	}
+}
+
+// TestResourcesEncodeTheirMessages: Resources gives, per port, the encoded
+// forms of the Cluster, Listener and RouteConfiguration messages.
+func TestResourcesEncodeTheirMessages(t *testing.T) {
+	svc := &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: []model.Port{
+		{Name: "grpc-80", Number: 80, Protocol: model.ProtocolGRPC}, {Name: "tcp-81", Number: 81, Protocol: model.ProtocolTCP},
+	}}
+	clusters, listeners, routes := Resources(svc)
+	services := []*model.Service{svc}
+	for what, tc := range map[string]struct {
+		got  []types.Resource
+		want map[string]proto.Message
+	}{
+		"clusters":  {clusters, asMessages(buildClusters(services))},
+		"listeners": {listeners, asMessages(buildListeners(services))},
+		"routes":    {routes, asMessages(buildRoutes(services))},
+	} {
+		if len(tc.got) != len(tc.want) {
+			t.Fatalf("%s: %d resources, want %d", what, len(tc.got), len(tc.want))
+		}
+		for _, res := range tc.got {
+			name := res.(*Encoded).GetName()
+			assertEncodes(t, tc.want[name], res)
+		}
+	}
+}
+
+func asMessages[M proto.Message](in map[string]M) map[string]proto.Message {
+	out := make(map[string]proto.Message, len(in))
+	for name, m := range in {
+		out[name] = m
+	}
+	return out
+}
+
+// TestEndpointSize: the endpoint shards keep one Endpoint per endpoint for
+// as long as it lives, so every byte of it is paid once per instance
+// served.
+func TestEndpointSize(t *testing.T) {
+	if got := unsafe.Sizeof(Endpoint{}); got > 48 {
+		t.Errorf("unsafe.Sizeof(Endpoint{}) = %d, want at most 48 (a size class)", got)
+	}
+}
+
+// TestEndpointsOfAShardSharePlaces: endpoints serving one port in one
+// locality share one endpointPlace, in an update and across updates that
+// keep them; another port or locality has its own.
+func TestEndpointsOfAShardSharePlaces(t *testing.T) {
+	eps := []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r1"), ep("10.0.0.3", 80, "r2"), ep("10.0.0.4", 80, "r1")}
+	got := EncodeEndpoints(eps, nil)
+	if got[0].place != got[1].place || got[0].place != got[3].place {
+		t.Error("endpoints of one port and locality hold distinct places")
+	}
+	if got[2].place == got[0].place || got[2].locality() != "r2" {
+		t.Errorf("the r2 endpoint's place is %+v, want its own", *got[2].place)
+	}
+	moved := *eps[1]
+	moved.Weight = 5
+	next := EncodeEndpoints([]*model.Endpoint{eps[0], &moved, eps[2], eps[3], ep("10.0.0.5", 80, "r1")}, got)
+	if next[1].place != got[0].place || next[4].place != got[0].place {
+		t.Error("an update does not reuse the shard's place for a changed or new endpoint")
 	}
 }

@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"

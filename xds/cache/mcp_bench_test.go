@@ -1,4 +1,4 @@
-package xds
+package cache
 
 import (
 	"fmt"
@@ -68,8 +68,8 @@ func BenchmarkMCPChange(b *testing.B) {
 			}
 		}
 	}
-	c := newMCPCache(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c.rebuildAll()
+	c := NewMCP(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.RebuildAll()
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {

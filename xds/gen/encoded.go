@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	"sync/atomic"
@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/runtime/protoiface"
 )
 
-// encodedMessage is an xDS resource held as its encoding, which is all the
+// Encoded is an xDS resource held as its encoding, which is all the
 // caches keep of it: a ClusterLoadAssignment assembled from pre-encoded
-// LbEndpoints (edswire.go), or a Cluster, Listener or RouteConfiguration
-// marshalled once when generated (encodeResource). Marshalling it
+// LbEndpoints (LoadAssignments), or a Cluster, Listener or
+// RouteConfiguration marshalled once when generated (Encode). Marshalling it
 // (proto.Marshal, deterministic or not, which is how go-control-plane's
 // cache.MarshalResource encodes each resource version once) returns the
 // encoding itself, shared, without a copy; callers must not modify it.
@@ -20,7 +20,7 @@ import (
 // protojson, a reflective marshal under the protoreflect build tag) goes
 // through the message decoded from the encoding on first use. It is
 // read-only: the reflective setters panic.
-type encodedMessage struct {
+type Encoded struct {
 	name string
 	wire []byte
 	typ  protoreflect.MessageType
@@ -30,47 +30,48 @@ type encodedMessage struct {
 	decoded atomic.Pointer[proto.Message]
 }
 
-var _ types.ResourceWithName = (*encodedMessage)(nil)
+var _ types.ResourceWithName = (*Encoded)(nil)
 
-// encodeResource returns m, named name, as an encodedMessage holding its
+// encodeResource returns m, named name, as an Encoded holding its
 // deterministic encoding (the bytes proto.Marshal gives for m, which the
 // cache serves).
 // When m cannot be marshalled it returns m itself, so the cache's marshal
 // fails as it would for m.
-func encodeResource(name string, m proto.Message) types.Resource {
+func Encode(name string, m proto.Message) types.Resource {
 	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return m
 	}
-	return &encodedMessage{name: name, wire: wire, typ: m.ProtoReflect().Type()}
+	return &Encoded{name: name, wire: wire, typ: m.ProtoReflect().Type()}
 }
 
 // ProtoReflect returns the message's reflective view; it allocates nothing.
-func (e *encodedMessage) ProtoReflect() protoreflect.Message { return (*encodedView)(e) }
+func (e *Encoded) ProtoReflect() protoreflect.Message { return (*encodedView)(e) }
 
 // GetName is the resource name (go-control-plane's cache.GetResourceName).
-func (e *encodedMessage) GetName() string { return e.name }
+func (e *Encoded) GetName() string { return e.name }
 
-// encoded returns the encoding.
-func (e *encodedMessage) encoded() []byte { return e.wire }
+// Encoding returns the encoding, shared: read-only. The xDS caches keep
+// it instead of marshalling the resource (xds/cache).
+func (e *Encoded) Encoding() []byte { return e.wire }
 
 // message returns the decoded message. Concurrent first uses may each
 // decode; one result is kept.
-func (e *encodedMessage) message() proto.Message {
+func (e *Encoded) message() proto.Message {
 	if m := e.decoded.Load(); m != nil {
 		return *m
 	}
 	m := e.typ.New().Interface()
 	if err := proto.Unmarshal(e.wire, m); err != nil {
-		panic("xds: a pre-encoded " + string(e.typ.Descriptor().FullName()) + " does not decode: " + err.Error())
+		panic("gen: a pre-encoded " + string(e.typ.Descriptor().FullName()) + " does not decode: " + err.Error())
 	}
 	e.decoded.CompareAndSwap(nil, &m)
 	return *e.decoded.Load()
 }
 
-// encodedView is encodedMessage's protoreflect.Message: its fast-path
+// encodedView is Encoded's protoreflect.Message: its fast-path
 // methods marshal the encoding; reads go to the decoded message.
-type encodedView encodedMessage
+type encodedView Encoded
 
 var encodedMethods = &protoiface.Methods{
 	Flags: protoiface.SupportMarshalDeterministic,
@@ -88,17 +89,17 @@ var encodedMethods = &protoiface.Methods{
 }
 
 func (v *encodedView) read() protoreflect.Message {
-	return (*encodedMessage)(v).message().ProtoReflect()
+	return (*Encoded)(v).message().ProtoReflect()
 }
 
 func (v *encodedView) readOnly() {
-	panic("xds: a pre-encoded " + string(v.typ.Descriptor().FullName()) + " is read-only")
+	panic("gen: a pre-encoded " + string(v.typ.Descriptor().FullName()) + " is read-only")
 }
 
 func (v *encodedView) Descriptor() protoreflect.MessageDescriptor { return v.typ.Descriptor() }
 func (v *encodedView) Type() protoreflect.MessageType             { return v.typ }
 func (v *encodedView) New() protoreflect.Message                  { return v.typ.New() }
-func (v *encodedView) Interface() protoreflect.ProtoMessage       { return (*encodedMessage)(v) }
+func (v *encodedView) Interface() protoreflect.ProtoMessage       { return (*Encoded)(v) }
 func (v *encodedView) Range(f func(protoreflect.FieldDescriptor, protoreflect.Value) bool) {
 	v.read().Range(f)
 }

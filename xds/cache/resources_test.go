@@ -1,4 +1,4 @@
-package xds
+package cache
 
 import (
 	"fmt"
@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"unsafe"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -17,9 +19,11 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-// cacheStep is one step of a resourceCache rule test: an update, or a
+// cacheStep is one step of a Resources rule test: an update, or a
 // stream's request that opens a watch. want is the response the step
 // causes ("" none): the names sent, "-" and the names removed, sorted; a
 // Delta response is prefixed "delta".
@@ -123,12 +127,12 @@ func TestResourceCacheRules(t *testing.T) {
 	}
 }
 
-// cacheHarness drives a resourceCache and, alongside, go-control-plane's
+// cacheHarness drives a Resources and, alongside, go-control-plane's
 // LinearCache with the same steps and one stream's subscription per
 // protocol, kept as go-control-plane's servers keep them.
 type cacheHarness struct {
 	typeURL string
-	ours    *resourceCache
+	ours    *Resources
 	linear  *cachev3.LinearCache
 	// per cache: the stream's SotW and Delta subscriptions and open watches
 	sotwSub, deltaSub   [2]*stream.Subscription
@@ -143,7 +147,7 @@ type cacheHarness struct {
 }
 
 func newCacheHarness(typeURL string) *cacheHarness {
-	h := &cacheHarness{typeURL: typeURL, ours: newResourceCache(typeURL), linear: cachev3.NewLinearCache(typeURL)}
+	h := &cacheHarness{typeURL: typeURL, ours: NewResources(typeURL), linear: cachev3.NewLinearCache(typeURL)}
 	for i := range 2 {
 		h.sotwOut[i] = make(chan cachev3.Response, 4)
 		h.deltaOut[i] = make(chan cachev3.DeltaResponse, 4)
@@ -159,10 +163,10 @@ func (h *cacheHarness) caches() [2]cachev3.Cache { return [2]cachev3.Cache{h.our
 
 func (h *cacheHarness) resource(name string, content int) types.Resource {
 	if h.typeURL == resourcev3.ClusterType {
-		return encodeResource(name, &cluster.Cluster{Name: name, AltStatName: fmt.Sprint(content)})
+		return gen.Encode(name, &cluster.Cluster{Name: name, AltStatName: fmt.Sprint(content)})
 	}
-	return encodeResource(name, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
-		{LbEndpoints: []*endpoint.LbEndpoint{lbEndpoint("10.0.0.1", uint32(content), 1)}},
+	return gen.Encode(name, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{
+		{LbEndpoints: []*endpoint.LbEndpoint{{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{Address: "10.0.0.1", PortSpecifier: &core.SocketAddress_PortValue{PortValue: uint32(content)}}}}}}}}},
 	}})
 }
 
@@ -176,7 +180,7 @@ func (h *cacheHarness) step(t *testing.T, s cacheStep) string {
 		for name, content := range s.set {
 			set[name] = h.resource(name, content)
 		}
-		if err := h.ours.update(set, s.remove); err != nil {
+		if err := h.ours.Update(set, s.remove); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.linear.UpdateResources(set, s.remove); err != nil {
@@ -238,7 +242,7 @@ func (h *cacheHarness) step(t *testing.T, s cacheStep) string {
 		got[i] = h.take(t, i)
 	}
 	if got[0] != got[1] {
-		t.Fatalf("resourceCache answered %q, LinearCache %q", got[0], got[1])
+		t.Fatalf("Resources answered %q, LinearCache %q", got[0], got[1])
 	}
 	var short []string
 	for _, r := range strings.Split(got[0], "; ") {
@@ -325,7 +329,7 @@ func describe(names, removed []string, version string, returned map[string]strin
 }
 
 // TestResourceCacheMatchesLinearCache runs random updates, removals and
-// SotW and Delta requests against resourceCache and go-control-plane's
+// SotW and Delta requests against Resources and go-control-plane's
 // LinearCache side by side: every step must cause the same response
 // (resources, removals, version and the versions the stream then holds)
 // from both, or none from both.
@@ -382,8 +386,8 @@ func TestResourceCacheMatchesLinearCache(t *testing.T) {
 // loop creates watches and drains the channel from one goroutine).
 func TestResourceCacheNeverBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newResourceCache(resourcev3.EndpointType)
-		if err := c.update(map[string]types.Resource{"a": encodeResource("a", &endpoint.ClusterLoadAssignment{ClusterName: "a"})}, nil); err != nil {
+		c := NewResources(resourcev3.EndpointType)
+		if err := c.Update(map[string]types.Resource{"a": gen.Encode("a", &endpoint.ClusterLoadAssignment{ClusterName: "a"})}, nil); err != nil {
 			t.Fatal(err)
 		}
 		full := make(chan cachev3.Response) // no room: every send waits for a reader
@@ -403,4 +407,45 @@ func TestResourceCacheNeverBlocks(t *testing.T) {
 		synctest.Wait() // the pending send gave up; a leaked sender fails the bubble
 		cancel()        // a second cancel is a no-op
 	})
+}
+
+// TestEachResourceVersionIsMarshalledOnce: every response carrying a
+// resource version, SotW and Delta, shares one encoding (rule 3).
+func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
+	const clusterA = "outbound|80||a.local"
+	c := NewResources(resourcev3.EndpointType)
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: clusterA, Endpoints: []*endpoint.LocalityLbEndpoints{{
+		LbEndpoints: []*endpoint.LbEndpoint{{HealthStatus: core.HealthStatus_HEALTHY}},
+	}}}
+	if err := c.Update(map[string]types.Resource{clusterA: cla}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var values [][]byte
+	for range 2 {
+		out := make(chan cachev3.Response, 1)
+		req := &discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{clusterA}}
+		if _, err := c.CreateWatch(req, stream.NewSotwSubscription(req.ResourceNames, false), out); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (<-out).GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, resp.GetResources()[0].GetValue())
+	}
+	out := make(chan cachev3.DeltaResponse, 1)
+	req := &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{clusterA}}
+	if _, err := c.CreateDeltaWatch(req, stream.NewDeltaSubscription(req.ResourceNamesSubscribe, nil, nil, false), out); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := (<-out).GetDeltaDiscoveryResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values = append(values, delta.GetResources()[0].GetResource().GetValue())
+	for i, v := range values[1:] {
+		if unsafe.SliceData(v) != unsafe.SliceData(values[0]) {
+			t.Errorf("response %d carries its own marshalled copy of the assignment, want the shared bytes", i+1)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"

@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	"cmp"
@@ -8,104 +8,18 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
 )
-
-// encodedEndpoint is what a ClusterLoadAssignment carries of an endpoint,
-// the fields of model.Endpoint that buildLoadAssignment reads, with its
-// LbEndpoint's encoding (encodeLbEndpoint). It is all the endpoint shards
-// keep of an endpoint: labels, service account and workload name reach no
-// client. lb is "" where no encoding is needed (buildLoadAssignment) and
-// where the address is not valid UTF-8, which proto.Marshal refuses. 48
-// bytes: the service port and locality, which most endpoints of a shard
-// share, are one shared endpointPlace, and the encoding is a string.
-type encodedEndpoint struct {
-	address string
-	lb      string
-	place   *endpointPlace
-	port    uint32 // EndpointPort
-	weight  uint32 // as the endpoint has it; the LbEndpoint carries max(weight, 1)
-}
-
-// endpointPlace is where an endpoint serves: the service port it serves
-// (ServicePortName) and its locality. Shared, read-only.
-type endpointPlace struct {
-	portName string
-	locality string
-}
-
-func (e *encodedEndpoint) portName() string { return e.place.portName }
-func (e *encodedEndpoint) locality() string { return e.place.locality }
-
-// samePlace reports whether a and b serve the same port in the same
-// locality.
-func samePlace(a, b *endpointPlace) bool { return a == b || *a == *b }
-
-// endpointOf returns ep's encodedEndpoint at place, without an encoding.
-func endpointOf(ep *model.Endpoint, place *endpointPlace) encodedEndpoint {
-	return encodedEndpoint{
-		address: ep.Address,
-		place:   place,
-		port:    ep.EndpointPort,
-		weight:  ep.Weight,
-	}
-}
-
-// places hands out the endpointPlaces of one shard's update: an endpoint
-// gets the place of an earlier one, or of one the last update kept, with
-// the same port and locality. It remembers at most maxPlaces, which covers
-// a service's ports times its localities in all but odd meshes (past them,
-// a place is not shared). It lives on the caller's stack.
-type places struct {
-	n    int
-	list [maxPlaces]*endpointPlace
-}
-
-const maxPlaces = 16
-
-// of returns the remembered place equal to here, or a new one.
-func (p *places) of(here endpointPlace) *endpointPlace {
-	for _, pl := range p.list[:p.n] {
-		if *pl == here {
-			return pl
-		}
-	}
-	pl := &endpointPlace{portName: here.portName, locality: here.locality}
-	p.remember(pl)
-	return pl
-}
-
-// remember adds pl unless an equal place is remembered or the list is full.
-func (p *places) remember(pl *endpointPlace) {
-	for _, q := range p.list[:p.n] {
-		if samePlace(q, pl) {
-			return
-		}
-	}
-	if p.n < maxPlaces {
-		p.list[p.n] = pl
-		p.n++
-	}
-}
-
-// plain returns endpoints with no encoding.
-func plain(endpoints []*model.Endpoint) []*encodedEndpoint {
-	out := make([]*encodedEndpoint, len(endpoints))
-	var pl places
-	for i, ep := range endpoints {
-		e := endpointOf(ep, pl.of(endpointPlace{portName: ep.ServicePortName, locality: ep.Locality}))
-		out[i] = &e
-	}
-	return out
-}
 
 // forEachPort calls f with the cluster name of each port of svc and the
 // endpoints serving it; f may reorder the slice it gets, which can be
 // endpoints itself. A port without endpoints still gets its call, so a client
 // learns "no endpoints" instead of waiting for one.
-func forEachPort(svc *model.Service, endpoints []*encodedEndpoint, f func(name string, selected []*encodedEndpoint)) {
+func forEachPort(svc *model.Service, endpoints []*Endpoint, f func(name string, selected []*Endpoint)) {
 	if len(svc.Ports) == 1 {
 		// The common case: every endpoint serves the one port, so the
 		// slice is selected as is, without a copy.
@@ -122,7 +36,7 @@ func forEachPort(svc *model.Service, endpoints []*encodedEndpoint, f func(name s
 	}
 }
 
-func allServe(endpoints []*encodedEndpoint, portName string) bool {
+func allServe(endpoints []*Endpoint, portName string) bool {
 	for _, e := range endpoints {
 		if e.portName() != portName {
 			return false
@@ -131,8 +45,8 @@ func allServe(endpoints []*encodedEndpoint, portName string) bool {
 	return true
 }
 
-func selectPort(endpoints []*encodedEndpoint, portName string) []*encodedEndpoint {
-	var selected []*encodedEndpoint
+func selectPort(endpoints []*Endpoint, portName string) []*Endpoint {
+	var selected []*Endpoint
 	for _, e := range endpoints {
 		if e.portName() == portName {
 			selected = append(selected, e)
@@ -143,10 +57,10 @@ func selectPort(endpoints []*encodedEndpoint, portName string) []*encodedEndpoin
 
 // buildLoadAssignments returns one ClusterLoadAssignment message per port of
 // svc, keyed by cluster name, from the service's endpoints (all shards): the
-// messages whose encodings encodeLoadAssignments assembles.
+// messages whose encodings LoadAssignments assembles.
 func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[string]*endpoint.ClusterLoadAssignment {
 	out := make(map[string]*endpoint.ClusterLoadAssignment, len(svc.Ports))
-	forEachPort(svc, plain(endpoints), func(name string, selected []*encodedEndpoint) {
+	forEachPort(svc, plain(endpoints), func(name string, selected []*Endpoint) {
 		out[name] = loadAssignmentMessage(name, sortCompact(selected))
 	})
 	return out
@@ -160,7 +74,7 @@ func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[s
 // one locality whose weights sum past MaxUint32, or localities of one
 // priority whose weights do, and ignores a locality without weight (gRFC
 // A27, xdsresource/unmarshal_eds.go; Envoy refuses the same sums), hence:
-//   - endpoint weight 0 becomes 1;
+//   - endpoint weight 0 becomes 1 (lbWeight);
 //   - of several endpoints with one address:port the first (in shard order)
 //     wins;
 //   - when the endpoints' weights sum past MaxUint32, every weight is
@@ -172,7 +86,7 @@ func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[s
 // Pushes serve its encoding, assembled by encodeLoadAssignment from
 // per-endpoint encodings; the message is the reference those bytes are
 // tested against, and what encodeLoadAssignment falls back to for a string
-// that is not valid UTF-8.
+// that is not valid UTF-8 and for scaled weights.
 func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.ClusterLoadAssignment {
 	return loadAssignmentMessage(name, sortCompact(plain(endpoints)))
 }
@@ -180,7 +94,7 @@ func buildLoadAssignment(name string, endpoints []*model.Endpoint) *endpoint.Clu
 // loadAssignmentMessage builds the message of unique (sortCompact's
 // output). It allocates per assignment, not per endpoint: the messages of
 // all endpoints are carved from a few slices.
-func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.ClusterLoadAssignment {
+func loadAssignmentMessage(name string, unique []*Endpoint) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	if len(unique) == 0 {
 		return cla
@@ -213,17 +127,16 @@ func loadAssignmentMessage(name string, unique []*encodedEndpoint) *endpoint.Clu
 	return cla
 }
 
-// scale maps an endpoint's weight to the weight a ClusterLoadAssignment
-// carries: max(weight, 1), times num/den when the assignment's weights
-// must be scaled down, at least 1.
+// scale maps an endpoint's weight (lbWeight's, at least 1) to the weight a
+// ClusterLoadAssignment carries: itself, or times num/den when the
+// assignment's weights must be scaled down, at least 1.
 type scale struct{ num, den uint64 }
 
 func (s scale) of(weight uint32) uint32 {
-	w := uint64(max(weight, 1))
 	if s.den == 0 {
-		return uint32(w)
+		return weight
 	}
-	return uint32(max(w*s.num/s.den, 1))
+	return uint32(max(uint64(weight)*s.num/s.den, 1))
 }
 
 // weightScale returns the scale of an assignment of unique: identity when
@@ -233,10 +146,10 @@ func (s scale) of(weight uint32) uint32 {
 // endpoint: the scaled weights sum to at most MaxUint32, so every
 // locality's sum and the sum of the localities' weights fit too. Weights
 // below MaxUint32 each, so w × num fits in a uint64.
-func weightScale(unique []*encodedEndpoint) (s scale, scaled bool) {
+func weightScale(unique []*Endpoint) (s scale, scaled bool) {
 	var total uint64
 	for _, e := range unique {
-		total += uint64(max(e.weight, 1))
+		total += uint64(e.weight)
 	}
 	if total <= math.MaxUint32 {
 		return scale{}, false
@@ -254,7 +167,7 @@ type localityGroup struct {
 // groupByLocality splits endpoints (sorted by address and port) by locality,
 // keeping their order within a group; groups are sorted by locality. A mesh
 // has few localities, so distinct ones are found by a linear scan.
-func groupByLocality(endpoints []*encodedEndpoint) []localityGroup {
+func groupByLocality(endpoints []*Endpoint) []localityGroup {
 	var groups []localityGroup
 	counts := make([]int, 0, 4)
 	index := make([]int32, len(endpoints))
@@ -300,7 +213,7 @@ type endpointMessages struct {
 }
 
 // newEndpointMessages allocates the messages of endpoints at scale.
-func newEndpointMessages(endpoints []*encodedEndpoint, scale scale) *endpointMessages {
+func newEndpointMessages(endpoints []*Endpoint, scale scale) *endpointMessages {
 	n, weighted := len(endpoints), 0
 	for _, e := range endpoints {
 		if scale.of(e.weight) != model.DefaultWeight {
@@ -322,7 +235,7 @@ func newEndpointMessages(endpoints []*encodedEndpoint, scale scale) *endpointMes
 }
 
 // next fills the next endpoint's messages and returns its LbEndpoint.
-func (m *endpointMessages) next(ep *encodedEndpoint, weight uint32) *endpoint.LbEndpoint {
+func (m *endpointMessages) next(ep *Endpoint, weight uint32) *endpoint.LbEndpoint {
 	port, sa, sock, addr := &m.ports[0], &m.socketAddrs[0], &m.sockets[0], &m.addresses[0]
 	e, host, lb := &m.endpoints[0], &m.hosts[0], &m.lb[0]
 	m.ports, m.socketAddrs, m.sockets, m.addresses = m.ports[1:], m.socketAddrs[1:], m.sockets[1:], m.addresses[1:]
@@ -352,8 +265,8 @@ func (m *endpointMessages) next(ep *encodedEndpoint, weight uint32) *endpoint.Lb
 // drops all but the first of each address:port (in input order). Shard
 // endpoints arrive sorted, so the sort is skipped when it would not change
 // the order.
-func sortCompact(endpoints []*encodedEndpoint) []*encodedEndpoint {
-	byAddress := func(a, b *encodedEndpoint) int {
+func sortCompact(endpoints []*Endpoint) []*Endpoint {
+	byAddress := func(a, b *Endpoint) int {
 		if c := strings.Compare(a.address, b.address); c != 0 {
 			return c
 		}
@@ -362,13 +275,67 @@ func sortCompact(endpoints []*encodedEndpoint) []*encodedEndpoint {
 	if !slices.IsSortedFunc(endpoints, byAddress) {
 		slices.SortStableFunc(endpoints, byAddress)
 	}
-	return slices.CompactFunc(endpoints, func(a, b *encodedEndpoint) bool {
+	return slices.CompactFunc(endpoints, func(a, b *Endpoint) bool {
 		return a.address == b.address && a.port == b.port
 	})
 }
 
 // setLocality splits "region/zone/subzone" into l; missing parts stay empty.
 func setLocality(l *core.Locality, s string) {
-	l.Region, s, _ = strings.Cut(s, "/")
-	l.Zone, l.SubZone, _ = strings.Cut(s, "/")
+	l.Region, l.Zone, l.SubZone = wire.SplitLocality(s)
+}
+
+// LoadAssignments returns the ClusterLoadAssignments of svc, one per port,
+// keyed by cluster name, from the service's endpoints (every shard's, as
+// the endpoint shards hold them), each the encoding BuildLoadAssignments'
+// message would have (an *Encoded), and the names of those whose weights
+// were scaled down to fit (weightScale). It takes endpoints over and
+// reorders it.
+func LoadAssignments(svc *model.Service, endpoints []*Endpoint) (cla map[string]types.Resource, scaled []string) {
+	cla = make(map[string]types.Resource, len(svc.Ports))
+	forEachPort(svc, endpoints, func(name string, selected []*Endpoint) {
+		var s bool
+		cla[name], s = encodeLoadAssignment(name, selected)
+		if s {
+			scaled = append(scaled, name)
+		}
+	})
+	return cla, scaled
+}
+
+// claType is the ClusterLoadAssignment message type.
+var claType = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
+
+// encodeLoadAssignment assembles the ClusterLoadAssignment
+// buildLoadAssignment builds from endpoints (the same endpoints dropped,
+// grouping, order and weights) from the endpoints' LbEndpoint encodings
+// (wire.LoadAssignment), and reports whether the weights were scaled down
+// to fit. When a string it would encode is not valid UTF-8, or the weights
+// need scaling (the encodings carry the unscaled weights), it returns the
+// message instead, so that the cache's marshal fails as it does for that
+// message, or carries the scaled weights. It reorders endpoints in place.
+func encodeLoadAssignment(name string, endpoints []*Endpoint) (cla types.Resource, scaled bool) {
+	unique := sortCompact(endpoints)
+	if _, scaled := weightScale(unique); scaled {
+		return loadAssignmentMessage(name, unique), true
+	}
+	groups := groupByLocality(unique)
+	localities := make([]wire.Locality, len(groups))
+	lbs := make([]string, len(unique))
+	for i, g := range groups {
+		var weight uint64
+		members := lbs[:len(g.members):len(g.members)]
+		lbs = lbs[len(g.members):]
+		for k, m := range g.members {
+			e := unique[m]
+			members[k] = e.lb
+			weight += uint64(e.weight)
+		}
+		localities[i] = wire.Locality{Name: g.locality, Weight: uint32(weight), LbEndpoints: members}
+	}
+	b, ok := wire.LoadAssignment(name, localities)
+	if !ok {
+		return loadAssignmentMessage(name, unique), false
+	}
+	return &Encoded{name: name, wire: b, typ: claType}, false
 }

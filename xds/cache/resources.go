@@ -1,4 +1,4 @@
-package xds
+package cache
 
 import (
 	"bytes"
@@ -17,17 +17,17 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// resourceCache is the go-control-plane cache.Cache of one xDS type whose
+// Resources is the go-control-plane cache.Cache of one xDS type whose
 // resources are versioned one by one. It answers watches by the rules of
 // go-control-plane's LinearCache (pkg/cache/v3/linear.go, v0.14) and holds
-// less per resource: the encoding handed to it (an encodedMessage's, not
+// less per resource: the encoding handed to it (an xds/gen.Encoded's, not
 // copied), the version that set it, and, once a response carried it, the
 // Any and the Delta Resource every later response shares. A push to n
 // streams builds n response envelopes and marshals no resource again.
 //
 // Versions:
 //   - A response's version_info (SotW) and system_version_info (Delta) is
-//     the cache's version, the number of updates so far; convergence.go
+//     the cache's version, the number of updates so far; package xds
 //     reads it as a number.
 //   - SotW records, per resource a stream was sent, the cache version that
 //     set the resource (as LinearCache does).
@@ -52,7 +52,7 @@ import (
 //     subscribes to.
 //
 // Safe for concurrent use.
-type resourceCache struct {
+type Resources struct {
 	typeURL   string
 	fullState bool // SotW responses carry every subscribed resource
 
@@ -64,8 +64,8 @@ type resourceCache struct {
 	wildcard  map[*cacheWatch]struct{}
 }
 
-// cachedEntry is one resource version in a resourceCache, 48 bytes. wire is
-// shared with the resource handed over (encodedMessage) and read-only;
+// cachedEntry is one resource version in a Resources, 48 bytes. wire is
+// shared with the resource handed over (an encoded one's) and read-only;
 // anyRes and deltaRes are built on first use under the cache's lock and
 // read-only after.
 type cachedEntry struct {
@@ -91,10 +91,11 @@ type cacheWatch struct {
 	done      chan struct{} // made when a send could not complete at once; closed by cancel
 }
 
-var _ cachev3.Cache = (*resourceCache)(nil)
+var _ cachev3.Cache = (*Resources)(nil)
 
-func newResourceCache(typeURL string) *resourceCache {
-	return &resourceCache{
+// NewResources returns an empty cache of typeURL's resources.
+func NewResources(typeURL string) *Resources {
+	return &Resources{
 		typeURL:   typeURL,
 		fullState: cachev3.ResourceRequiresFullStateInSotw(typeURL),
 		versionS:  "0",
@@ -104,11 +105,11 @@ func newResourceCache(typeURL string) *resourceCache {
 	}
 }
 
-// update sets the resources of set, removes the names of remove, raises the
+// Update sets the resources of set, removes the names of remove, raises the
 // cache's version by one and answers the watches that the change wakes. A
 // resource that cannot be marshalled is left out (the others are applied)
-// and reported in the error; an encodedMessage always can.
-func (c *resourceCache) update(set map[string]types.Resource, remove []string) error {
+// and reported in the error; an encoded one always can.
+func (c *Resources) Update(set map[string]types.Resource, remove []string) error {
 	var errs []error
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,14 +150,14 @@ func (c *resourceCache) update(set map[string]types.Resource, remove []string) e
 	return errors.Join(errs...)
 }
 
-// differences returns the resources of want whose encoding differs from
+// Differences returns the resources of want whose encoding differs from
 // the cache's, or that it lacks, and the names of remove that it holds and
 // want does not. Equal encodings are equal messages: the encodings are
-// deterministic (encodedMessage, encoding). A resource a push kept
-// (generated.go) shares its encoding, which bytes.Equal compares without a
-// scan (the runtime's memequal returns at once for one pointer). A resource that cannot be
-// marshalled counts as changed, so that update reports its error.
-func (c *resourceCache) differences(want map[string]types.Resource, remove []string) (map[string]types.Resource, []string) {
+// deterministic (encoded, encoding). A resource a push kept shares its
+// encoding, which bytes.Equal compares without a scan (the runtime's
+// memequal returns at once for one pointer). A resource that cannot be
+// marshalled counts as changed, so that Update reports its error.
+func (c *Resources) Differences(want map[string]types.Resource, remove []string) (map[string]types.Resource, []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	update := make(map[string]types.Resource)
@@ -179,16 +180,16 @@ func (c *resourceCache) differences(want map[string]types.Resource, remove []str
 	return update, del
 }
 
-// has reports whether the cache holds name.
-func (c *resourceCache) has(name string) bool {
+// Has reports whether the cache holds name.
+func (c *Resources) Has(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.resources[name]
 	return ok
 }
 
-// absent returns the names the cache holds that want lacks.
-func (c *resourceCache) absent(want map[string]types.Resource) []string {
+// Absent returns the names the cache holds that want lacks.
+func (c *Resources) Absent(want map[string]types.Resource) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
@@ -200,24 +201,30 @@ func (c *resourceCache) absent(want map[string]types.Resource) []string {
 	return out
 }
 
-// names returns the names the cache holds.
-func (c *resourceCache) names() []string {
+// Names returns the names the cache holds.
+func (c *Resources) Names() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Collect(maps.Keys(c.resources))
 }
 
-// encoding returns res's deterministic encoding: an encodedMessage's own
+// encoded is a resource held as its deterministic encoding (xds/gen's
+// Encoded): the cache keeps its bytes, shared, instead of marshalling it.
+type encoded interface {
+	Encoding() []byte
+}
+
+// encoding returns res's deterministic encoding: an encoded resource's own
 // bytes, shared, or a new marshal.
 func encoding(res types.Resource) ([]byte, error) {
-	if e, ok := res.(*encodedMessage); ok {
-		return e.encoded(), nil
+	if e, ok := res.(encoded); ok {
+		return e.Encoding(), nil
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(res)
 }
 
 // CreateWatch implements cachev3.ConfigWatcher for SotW.
-func (c *resourceCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, out chan cachev3.Response) (func(), error) {
+func (c *Resources) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, out chan cachev3.Response) (func(), error) {
 	if req.GetTypeUrl() != c.typeURL {
 		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
 	}
@@ -225,7 +232,7 @@ func (c *resourceCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscripti
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher for Delta.
-func (c *resourceCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, out chan cachev3.DeltaResponse) (func(), error) {
+func (c *Resources) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, out chan cachev3.DeltaResponse) (func(), error) {
 	if req.GetTypeUrl() != c.typeURL {
 		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
 	}
@@ -234,7 +241,7 @@ func (c *resourceCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.
 
 // watch answers w at once when it has something to send (or evenIfEmpty),
 // else tracks it until an update wakes it. It returns w's cancel.
-func (c *resourceCache) watch(w *cacheWatch, evenIfEmpty bool) func() {
+func (c *Resources) watch(w *cacheWatch, evenIfEmpty bool) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.answer(w, evenIfEmpty) {
@@ -266,7 +273,7 @@ func (c *resourceCache) watch(w *cacheWatch, evenIfEmpty bool) func() {
 }
 
 // untrack removes w from the watches. Call with mu held.
-func (c *resourceCache) untrack(w *cacheWatch) {
+func (c *Resources) untrack(w *cacheWatch) {
 	if w.sub.IsWildcard() {
 		delete(c.wildcard, w)
 		return
@@ -283,7 +290,7 @@ func (c *resourceCache) untrack(w *cacheWatch) {
 
 // answer sends w its response when there is one to send (see the type's
 // rules) and reports whether it did. Call with mu held.
-func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
+func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	delta := w.dreq != nil
 	changed, removed := c.changes(w.sub, delta)
 	if len(changed)+len(removed) == 0 && !evenIfEmpty {
@@ -358,7 +365,7 @@ func (c *resourceCache) answer(w *cacheWatch, evenIfEmpty bool) bool {
 // another version than it was sent) and the names it has that are gone
 // (removed from the cache, or no longer subscribed), as LinearCache's
 // computeResourceChange. Call with mu held.
-func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, removed []string) {
+func (c *Resources) changes(sub cachev3.Subscription, delta bool) (changed, removed []string) {
 	known := sub.ReturnedResources()
 	version := func(name string, e *cachedEntry) string {
 		if delta {
@@ -401,7 +408,7 @@ func (c *resourceCache) changes(sub cachev3.Subscription, delta bool) (changed, 
 }
 
 // anyOf returns e's Any, shared by every response. Call with mu held.
-func (c *resourceCache) anyOf(e *cachedEntry) *anypb.Any {
+func (c *Resources) anyOf(e *cachedEntry) *anypb.Any {
 	if e.anyRes == nil {
 		e.anyRes = &anypb.Any{TypeUrl: c.typeURL, Value: e.wire}
 	}
@@ -411,7 +418,7 @@ func (c *resourceCache) anyOf(e *cachedEntry) *anypb.Any {
 // deltaResource returns e's Delta Resource, shared by every response; its
 // Version is the resource's Delta version, go-control-plane's
 // cachev3.HashResource of the encoding. Call with mu held.
-func (c *resourceCache) deltaResource(name string, e *cachedEntry) *discovery.Resource {
+func (c *Resources) deltaResource(name string, e *cachedEntry) *discovery.Resource {
 	if e.deltaRes == nil {
 		e.deltaRes = &discovery.Resource{Name: name, Version: cachev3.HashResource(e.wire), Resource: c.anyOf(e)}
 	}
@@ -451,12 +458,12 @@ func (w *cacheWatch) doneChan() chan struct{} {
 
 // Fetch implements cachev3.ConfigFetcher: resources are served over
 // streams only, as by LinearCache.
-func (c *resourceCache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+func (c *Resources) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
 	return nil, errors.New("fetch is not implemented: xDS is served over ADS streams")
 }
 
-// numWatches returns how many open watches an update of name wakes.
-func (c *resourceCache) numWatches(name string) int {
+// NumWatches returns how many open watches an update of name wakes.
+func (c *Resources) NumWatches(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.watches[name]) + len(c.wildcard)

@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	"slices"
@@ -37,18 +37,18 @@ func locality(region, zone, subzone string, weight uint32, eps ...*endpoint.LbEn
 const maxFileWeight = 42949672 * model.DefaultWeight
 
 // encodeOne is encodeLoadAssignment without its report of scaled weights.
-func encodeOne(name string, eps []*encodedEndpoint) types.Resource {
+func encodeOne(name string, eps []*Endpoint) types.Resource {
 	res, _ := encodeLoadAssignment(name, eps)
 	return res
 }
 
-// encodeEveryPort is encodeLoadAssignments without its report of scaled weights.
-func encodeEveryPort(svc *model.Service, eps []*encodedEndpoint) map[string]types.Resource {
-	cla, _ := encodeLoadAssignments(svc, eps)
+// encodeEveryPort is LoadAssignments without its report of scaled weights.
+func encodeEveryPort(svc *model.Service, eps []*Endpoint) map[string]types.Resource {
+	cla, _ := LoadAssignments(svc, eps)
 	return cla
 }
 
-// TestWeightScaleReported: encodeLoadAssignments names the clusters whose
+// TestWeightScaleReported: LoadAssignments names the clusters whose
 // weights it scaled, and only those.
 func TestWeightScaleReported(t *testing.T) {
 	svc := &model.Service{Hostname: "a.local", Ports: []model.Port{
@@ -60,7 +60,7 @@ func TestWeightScaleReported(t *testing.T) {
 		e.Weight = maxFileWeight
 		return e
 	}
-	_, scaled := encodeLoadAssignments(svc, encodeEach([]*model.Endpoint{
+	_, scaled := LoadAssignments(svc, encodeEach([]*model.Endpoint{
 		heavy("10.0.0.1", 80), heavy("10.0.0.2", 80), heavy("10.0.0.1", 90),
 	}))
 	if want := []string{"outbound|80||a.local"}; !slices.Equal(scaled, want) {

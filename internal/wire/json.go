@@ -1,24 +1,23 @@
-package translate
+package wire
 
 import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	networking "istio.io/api/networking/v1"
-
-	"github.com/meshbridge/meshbridge/model"
 )
 
 // The functions here compute, without encoding or allocating, the length of
-// an object's JSON as ToJSON renders it one item at a time: the spec as
-// compact protojson (camelCase names, unset fields omitted, enums by name),
-// the whole through encoding/json, which also escapes <, > and & and
+// an object's JSON as translate.ToJSON renders it one item at a time: the
+// spec as compact protojson (camelCase names, unset fields omitted, enums by
+// name), the whole through encoding/json, which also escapes <, > and & and
 // U+2028/U+2029. Inline mode checks every new ServiceEntry's size
-// (MaxObjectBytes), and encoding a ServiceEntry of thousands of endpoints
-// with protojson costs as much as translating it. TestJSONSize holds them
-// equal to objectJSONSize. ok is false for what they do not size (unknown
-// fields, an unknown enum value, invalid UTF-8, a nil element); the caller
-// then encodes.
+// (translate.MaxObjectBytes), and encoding a ServiceEntry of thousands of
+// endpoints with protojson costs as much as translating it. TestJSONSize
+// holds them equal to that encoding. ok is false for what they do not size
+// (unknown fields, an unknown enum value, invalid UTF-8, a nil element, a
+// message of an istio.io/api with fields they do not know); the caller then
+// encodes.
 
 // jsonObject sums the members of one JSON object.
 type jsonObject struct{ size, members int }
@@ -118,13 +117,11 @@ func jsonEnumSize(e protoreflect.Enum) (int, bool) {
 	return jsonStringSize(string(v.Name()))
 }
 
-// serviceEntryObjectJSONSize is objectJSONSize of the ServiceEntry config
-// named name in namespace with these labels and annotations.
-func serviceEntryObjectJSONSize(name, namespace string, labels, annotations map[string]string, se *networking.ServiceEntry) (int, bool) {
-	spec, ok := serviceEntryJSONSize(se)
-	if !ok {
-		return 0, false
-	}
+// ObjectJSONSize is the length of an object's JSON: apiVersion, kind,
+// metadata (name, namespace, labels and annotations, each left out when
+// empty) and a spec whose JSON takes spec bytes (ServiceEntryJSONSize,
+// WorkloadEntryJSONSize). apiVersion and kind need no escaping.
+func ObjectJSONSize(apiVersion, kind, name, namespace string, labels, annotations map[string]string, spec int) (int, bool) {
 	var meta jsonObject
 	n, ok := jsonStringSize(name)
 	meta.field("name", n)
@@ -144,16 +141,16 @@ func serviceEntryObjectJSONSize(name, namespace string, labels, annotations map[
 		meta.field("annotations", n)
 	}
 	var o jsonObject
-	o.field("apiVersion", 2+len(model.APIVersion))
-	o.field("kind", 2+len(model.KindServiceEntry))
+	o.field("apiVersion", 2+len(apiVersion))
+	o.field("kind", 2+len(kind))
 	o.field("metadata", meta.total())
 	o.field("spec", spec)
 	return o.total(), ok
 }
 
-// serviceEntryJSONSize is the length of se's compact protojson.
-func serviceEntryJSONSize(se *networking.ServiceEntry) (int, bool) {
-	if se == nil || len(se.ProtoReflect().GetUnknown()) > 0 {
+// ServiceEntryJSONSize is the length of se's compact protojson.
+func ServiceEntryJSONSize(se *networking.ServiceEntry) (int, bool) {
+	if !serviceEntryKnown || se == nil || len(se.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
 	var o jsonObject
@@ -189,7 +186,7 @@ func serviceEntryJSONSize(se *networking.ServiceEntry) (int, bool) {
 	if len(se.Endpoints) > 0 {
 		n := 2 + len(se.Endpoints) - 1
 		for _, we := range se.Endpoints {
-			wn, ok2 := workloadEntryJSONSize(we)
+			wn, ok2 := WorkloadEntryJSONSize(we)
 			if !ok2 {
 				return 0, false
 			}
@@ -239,9 +236,9 @@ func servicePortJSONSize(p *networking.ServicePort) (int, bool) {
 	return o.total(), ok
 }
 
-// workloadEntryJSONSize is the length of we's compact protojson.
-func workloadEntryJSONSize(we *networking.WorkloadEntry) (int, bool) {
-	if we == nil || len(we.ProtoReflect().GetUnknown()) > 0 {
+// WorkloadEntryJSONSize is the length of we's compact protojson.
+func WorkloadEntryJSONSize(we *networking.WorkloadEntry) (int, bool) {
+	if !workloadEntryKnown || we == nil || len(we.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
 	var o jsonObject

@@ -1,0 +1,201 @@
+package gen
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/meshbridge/meshbridge/internal/wire"
+	"github.com/meshbridge/meshbridge/model"
+)
+
+// Endpoint is what a ClusterLoadAssignment carries of an endpoint (address,
+// port, weight, the service port it serves and its locality) with its
+// LbEndpoint's encoding: all the xDS server keeps of an endpoint, since
+// labels, service account and workload name reach no client (meshbridge's
+// LbEndpoints carry no metadata, its clusters no subject alt names).
+// Immutable once made (EncodeEndpoints): readers hold it without a lock.
+// 48 bytes: the service port and locality, which most endpoints of a shard
+// share, are one shared endpointPlace, and the encoding is a string.
+type Endpoint struct {
+	address string
+	// lb is the LbEndpoint's encoding (wire.LbEndpoint); "" where no
+	// encoding is needed (BuildLoadAssignments) and where the address is
+	// not valid UTF-8, which proto.Marshal refuses.
+	lb     string
+	place  *endpointPlace
+	port   uint32 // model.Endpoint.EndpointPort
+	weight uint32 // lbWeight of model.Endpoint.Weight
+}
+
+// endpointPlace is where an endpoint serves: the service port it serves
+// (ServicePortName) and its locality. Shared, read-only.
+type endpointPlace struct {
+	portName string
+	locality string
+}
+
+// Address is the endpoint's address (model.Endpoint.Address).
+func (e *Endpoint) Address() string { return e.address }
+
+func (e *Endpoint) portName() string { return e.place.portName }
+func (e *Endpoint) locality() string { return e.place.locality }
+
+// lbWeight is the load_balancing_weight an endpoint of weight w is sent
+// with: w, or 1 for 0 (a WorkloadEntry without a weight), as grpc-go NACKs a
+// weight-0 endpoint (gRFC A27, xdsresource/unmarshal_eds.go) and Envoy
+// rejects one. It is the one place an endpoint's weight is normalised;
+// weightScale then scales a whole assignment down when its weights sum
+// past what clients accept.
+func lbWeight(w uint32) uint32 { return max(w, 1) }
+
+// SameForClients reports whether a and b give clients the same endpoint:
+// every field a ClusterLoadAssignment is built from (address, port,
+// weight, service port, locality). It is the one definition the endpoint
+// shards decide pushes by (an update whose endpoints are all the same for
+// clients pushes nothing) and that EncodeEndpoints reuses entries by.
+func SameForClients(a, b *Endpoint) bool {
+	return a == b || a.address == b.address && a.port == b.port && a.weight == b.weight && samePlace(a.place, b.place)
+}
+
+// samePlace reports whether a and b serve the same port in the same
+// locality.
+func samePlace(a, b *endpointPlace) bool { return a == b || *a == *b }
+
+// endpointOf returns ep's Endpoint at place, without an encoding.
+func endpointOf(ep *model.Endpoint, place *endpointPlace) Endpoint {
+	return Endpoint{address: ep.Address, place: place, port: ep.EndpointPort, weight: lbWeight(ep.Weight)}
+}
+
+// places hands out the endpointPlaces of one shard's update: an endpoint
+// gets the place of an earlier one, or of one the last update kept, with
+// the same port and locality. It remembers at most maxPlaces, which covers
+// a service's ports times its localities in all but odd meshes (past them,
+// a place is not shared). It lives on the caller's stack.
+type places struct {
+	n    int
+	list [maxPlaces]*endpointPlace
+}
+
+const maxPlaces = 16
+
+// of returns the remembered place equal to here, or a new one.
+func (p *places) of(here endpointPlace) *endpointPlace {
+	for _, pl := range p.list[:p.n] {
+		if *pl == here {
+			return pl
+		}
+	}
+	pl := &endpointPlace{portName: here.portName, locality: here.locality}
+	p.remember(pl)
+	return pl
+}
+
+// remember adds pl unless an equal place is remembered or the list is full.
+func (p *places) remember(pl *endpointPlace) {
+	for _, q := range p.list[:p.n] {
+		if samePlace(q, pl) {
+			return
+		}
+	}
+	if p.n < maxPlaces {
+		p.list[p.n] = pl
+		p.n++
+	}
+}
+
+// plain returns endpoints with no encoding.
+func plain(endpoints []*model.Endpoint) []*Endpoint {
+	out := make([]*Endpoint, len(endpoints))
+	var pl places
+	for i, ep := range endpoints {
+		e := endpointOf(ep, pl.of(endpointPlace{portName: ep.ServicePortName, locality: ep.Locality}))
+		out[i] = &e
+	}
+	return out
+}
+
+// EncodeEndpoints returns endpoints, in any order, as Endpoints sorted by
+// address, port, service port and workload name (SortEndpoints), their
+// LbEndpoints encoded. old is the same shard's previous result (nil: none):
+// an endpoint at the same place in the order as one of old (address, port,
+// service port) keeps old's entry when it is the same for clients
+// (SameForClients), else old's encoding when its LbEndpoint is the same
+// (address, port and weight); only the others are encoded. So an update of
+// n endpoints of which one changed encodes one. Each entry is its own
+// 48-byte allocation (an exact size class), so none keeps another alive;
+// new entries share the endpointPlaces of old ones. endpoints is not
+// modified.
+func EncodeEndpoints(endpoints []*model.Endpoint, old []*Endpoint) []*Endpoint {
+	sorted := SortEndpoints(endpoints)
+	out := make([]*Endpoint, len(sorted))
+	var pl places
+	j := 0
+	for i, ep := range sorted {
+		here := endpointPlace{portName: ep.ServicePortName, locality: ep.Locality}
+		weight := lbWeight(ep.Weight)
+		c := -1
+		for j < len(old) {
+			if c = compareTo(old[j], ep.Address, ep.EndpointPort, ep.ServicePortName); c >= 0 {
+				break
+			}
+			j++
+		}
+		var lb string
+		if c == 0 {
+			// Same address, port and service port.
+			prev := old[j]
+			j++
+			pl.remember(prev.place)
+			if prev.weight == weight && *prev.place == here {
+				out[i] = prev
+				continue
+			}
+			if prev.weight == weight {
+				lb = prev.lb // the same LbEndpoint
+			}
+		}
+		e := &Endpoint{address: ep.Address, lb: lb, place: pl.of(here), port: ep.EndpointPort, weight: weight}
+		if e.lb == "" {
+			e.lb = wire.LbEndpoint(e.address, e.port, e.weight)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// compareTo compares a with the endpoint at address and port serving
+// portName: compareEndpoints without the workload name, which Endpoints do
+// not keep.
+func compareTo(a *Endpoint, address string, port uint32, portName string) int {
+	if c := strings.Compare(a.address, address); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.port, port); c != 0 {
+		return c
+	}
+	return strings.Compare(a.portName(), portName)
+}
+
+// SortEndpoints returns a sorted copy (address, port, service port name,
+// workload name), so that equal sets compare equal whatever order the
+// caller listed them in.
+func SortEndpoints(endpoints []*model.Endpoint) []*model.Endpoint {
+	out := slices.Clone(endpoints)
+	slices.SortFunc(out, compareEndpoints)
+	return out
+}
+
+// compareEndpoints is SortEndpoints' order.
+func compareEndpoints(a, b *model.Endpoint) int {
+	if c := strings.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.EndpointPort, b.EndpointPort); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ServicePortName, b.ServicePortName); c != 0 {
+		return c
+	}
+	return strings.Compare(a.WorkloadName, b.WorkloadName)
+}
