@@ -9,58 +9,113 @@ import (
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-// serviceResources is what full pushes generate for one service: its
-// Clusters, Listeners and RouteConfigurations, each held only as its
-// encoding (gen.Encoded), and the inputs they were generated from. The
-// generators read nothing of a service but its hostname and ports (name,
-// number, protocol), so a service whose hostname and ports are unchanged
-// keeps its resources from one full push to the next: a full push encodes
-// only the services that changed, and the caches hold one encoding per
-// resource instead of a message tree.
-type serviceResources struct {
-	host                        string
-	ports                       []model.Port
-	clusters, listeners, routes []types.Resource
+// pushedServices are the services of the last full push, by (host,
+// namespace): what the caches' Clusters, Listeners and RouteConfigurations
+// were generated from. The generators read nothing of a service but its
+// hostname and ports (name, number, protocol; gen.Resources), so a full
+// push generates only the services whose hostname or ports differ from
+// here, removes the resources of those gone, and hands the caches nothing
+// for the others: the caches hold the one encoding of each resource, and
+// nothing else keeps a copy. The full push owns it
+// (DiscoveryServer.pushMu).
+type pushedServices map[serviceID]*model.Service
+
+// sameInputs reports whether a and b generate the same resources.
+func sameInputs(a, b *model.Service) bool {
+	return a == b || a.Hostname == b.Hostname && slices.Equal(a.Ports, b.Ports)
 }
 
-// sameInputs reports whether svc would generate these resources.
-func (r *serviceResources) sameInputs(svc *model.Service) bool {
-	return r.host == svc.Hostname && slices.Equal(r.ports, svc.Ports)
+// generation is what a full push hands the caches for services: the
+// Clusters, Listeners and RouteConfigurations of the services that are new
+// or whose inputs changed, the names of those that vanished (with the
+// ClusterLoadAssignments of vanished clusters), and the services whose
+// clusters are new, which need their ClusterLoadAssignments.
+type generation struct {
+	clusters, listeners, routes map[string]types.Resource
+	// removed are the names of vanished resources: clusters, listeners,
+	// routes, ClusterLoadAssignments; removedHosts their hosts.
+	removed      [4][]string
+	removedHosts map[string]bool
+	regenerated  []*model.Service
+	next         pushedServices
 }
 
-// generateService builds and encodes svc's resources.
-func generateService(svc *model.Service) *serviceResources {
-	r := &serviceResources{host: svc.Hostname, ports: slices.Clone(svc.Ports)}
-	r.clusters, r.listeners, r.routes = gen.Resources(svc)
-	return r
-}
-
-// generatedResources is every service's resources as of the last full
-// push, by service key; the full push owns it (DiscoveryServer.pushMu).
-type generatedResources map[model.ConfigKey]*serviceResources
-
-// generate returns the resources of services by type, reusing last's for a
-// service whose inputs are unchanged, and the new generatedResources.
-func (last generatedResources) generate(services []*model.Service) (clusters, listeners, routes map[string]types.Resource, next generatedResources) {
-	clusters = make(map[string]types.Resource, len(services))
-	listeners = make(map[string]types.Resource, len(services))
-	routes = make(map[string]types.Resource, len(services))
-	next = make(generatedResources, len(services))
-	for _, svc := range services {
-		key := model.ServiceKey(svc.Namespace, svc.Hostname)
-		r := last[key]
-		if r == nil || !r.sameInputs(svc) {
-			r = generateService(svc)
-		}
-		next[key] = r
-		add := func(dst map[string]types.Resource, resources []types.Resource) {
-			for _, res := range resources {
-				dst[res.(types.ResourceWithName).GetName()] = res
-			}
-		}
-		add(clusters, r.clusters)
-		add(listeners, r.listeners)
-		add(routes, r.routes)
+// diff returns the generation that takes the caches from last to services.
+func (last pushedServices) diff(services []*model.Service) generation {
+	g := generation{
+		clusters:  map[string]types.Resource{},
+		listeners: map[string]types.Resource{},
+		routes:    map[string]types.Resource{},
+		next:      make(pushedServices, len(services)),
 	}
-	return clusters, listeners, routes, next
+	for _, svc := range services {
+		id := serviceID{svc.Hostname, svc.Namespace}
+		g.next[id] = svc
+		prev := last[id]
+		if prev != nil && sameInputs(prev, svc) {
+			continue
+		}
+		clusters, listeners, routes := gen.Resources(svc)
+		add(g.clusters, clusters)
+		add(g.listeners, listeners)
+		add(g.routes, routes)
+		g.regenerated = append(g.regenerated, svc)
+		if prev != nil {
+			g.removeVanishedPorts(prev, svc)
+		}
+	}
+	for id, prev := range last {
+		if _, ok := g.next[id]; !ok {
+			g.removeVanishedPorts(prev, nil)
+		}
+	}
+	g.keepNamesInUse(services)
+	return g
+}
+
+// keepNamesInUse drops from the removals the names a service still
+// generates: a cluster is named after host and port, not namespace, so a
+// host moving to another namespace keeps its names.
+func (g *generation) keepNamesInUse(services []*model.Service) {
+	if len(g.removedHosts) == 0 {
+		return
+	}
+	inUse := map[string]bool{}
+	for _, svc := range services {
+		if !g.removedHosts[svc.Hostname] {
+			continue
+		}
+		for _, p := range svc.Ports {
+			inUse[gen.ClusterName(p.Number, svc.Hostname)] = true
+			inUse[gen.ListenerName(p.Number, svc.Hostname)] = true
+		}
+	}
+	for i, names := range g.removed {
+		g.removed[i] = slices.DeleteFunc(names, func(name string) bool { return inUse[name] })
+	}
+}
+
+func add(dst map[string]types.Resource, resources []types.Resource) {
+	for _, res := range resources {
+		dst[res.(types.ResourceWithName).GetName()] = res
+	}
+}
+
+// removeVanishedPorts notes the resources of prev's ports that cur (nil:
+// none) no longer has.
+func (g *generation) removeVanishedPorts(prev, cur *model.Service) {
+	for _, p := range prev.Ports {
+		if cur != nil && slices.ContainsFunc(cur.Ports, func(q model.Port) bool { return q.Number == p.Number }) {
+			continue
+		}
+		cluster, listener := gen.ClusterName(p.Number, prev.Hostname), gen.ListenerName(p.Number, prev.Hostname)
+		g.removed[0] = append(g.removed[0], cluster)
+		g.removed[1] = append(g.removed[1], listener)
+		g.removed[2] = append(g.removed[2], listener)
+		g.removed[3] = append(g.removed[3], cluster)
+		if g.removedHosts == nil {
+			g.removedHosts = map[string]bool{}
+		}
+		g.removedHosts[prev.Hostname] = true
+	}
 }

@@ -2,6 +2,8 @@ package xds
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -10,52 +12,67 @@ import (
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-func TestGenerateReusesUnchangedServices(t *testing.T) {
+// TestGenerationDiffsAgainstTheLastPush: a full push generates only the
+// services whose generator inputs (hostname, ports) changed, and removes
+// exactly the resources of vanished services and ports, never a name a
+// service still generates.
+func TestGenerationDiffsAgainstTheLastPush(t *testing.T) {
 	ports := func(protocol model.Protocol) []model.Port {
 		return []model.Port{{Name: "grpc-80", Number: 80, Protocol: protocol}, {Name: "tcp-81", Number: 81, Protocol: model.ProtocolTCP}}
 	}
 	base := &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)}
-	first, _, _, last := generatedResources(nil).generate([]*model.Service{base})
+	last := pushedServices(nil).diff([]*model.Service{base}).next
+	names := func(port uint32) []string {
+		c, l := gen.ClusterName(port, "a.local"), gen.ListenerName(port, "a.local")
+		return []string{c, l, l, c}
+	}
 	tests := map[string]struct {
-		svc    *model.Service
-		reused bool
+		services    []*model.Service
+		regenerated bool
+		removed     []string // clusters, listeners, routes, assignments, in that order
 	}{
-		"the same service keeps its resources": {svc: base, reused: true},
-		"an equal service keeps them": {
-			svc: &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)}, reused: true},
+		"the same service generates nothing": {services: []*model.Service{base}},
+		"an equal service generates nothing": {
+			services: []*model.Service{{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)}}},
 		"what the generators do not read changes nothing": {
-			svc: &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC),
-				Resolution: model.ResolutionDNS, Labels: map[string]string{"k": "v"}}, reused: true},
+			services: []*model.Service{{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC),
+				Resolution: model.ResolutionDNS, Labels: map[string]string{"k": "v"}}}},
 		"a port's protocol regenerates": {
-			svc: &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolTCP)}},
-		"another port regenerates": {
-			svc: &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)[:1]}},
+			services: []*model.Service{{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolTCP)}}, regenerated: true},
+		"a port gone regenerates and removes its resources": {
+			services:    []*model.Service{{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)[:1]}},
+			regenerated: true, removed: names(81)},
+		"a service gone removes its resources": {removed: slices.Concat(names(80), names(81))},
+		"a host moving to another namespace keeps its names": {
+			services: []*model.Service{{Hostname: "a.local", Namespace: "other", Ports: ports(model.ProtocolGRPC)}}, regenerated: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clusters, listeners, routes, next := last.generate([]*model.Service{tc.svc})
-			if got := next[model.ServiceKey("mesh", "a.local")] == last[model.ServiceKey("mesh", "a.local")]; got != tc.reused {
-				t.Fatalf("reused = %v, want %v", got, tc.reused)
+			g := last.diff(tc.services)
+			if got := len(g.regenerated) > 0; got != tc.regenerated {
+				t.Fatalf("regenerated %v, want %v", g.regenerated, tc.regenerated)
 			}
-			if tc.reused {
-				for name, res := range clusters {
-					if res != first[name] {
-						t.Errorf("cluster %s was encoded again", name)
-					}
-				}
+			var removed []string
+			for _, kind := range [][]string{g.removed[0], g.removed[1], g.removed[2], g.removed[3]} {
+				removed = append(removed, slices.Sorted(slices.Values(kind))...)
 			}
-			wantClusters, wantListeners, wantRoutes := gen.Resources(tc.svc)
-			assertSameEncodings(t, wantClusters, clusters)
-			assertSameEncodings(t, wantListeners, listeners)
-			assertSameEncodings(t, wantRoutes, routes)
+			want := tc.removed
+			if len(want) == 4*2 {
+				// Two ports: each kind's names sorted, as above.
+				want = []string{want[0], want[4], want[1], want[5], want[2], want[6], want[3], want[7]}
+			}
+			assertEqual(t, want, removed)
+			for _, svc := range g.regenerated {
+				clusters, listeners, routes := gen.Resources(svc)
+				assertSameEncodings(t, clusters, g.clusters)
+				assertSameEncodings(t, listeners, g.listeners)
+				assertSameEncodings(t, routes, g.routes)
+			}
+			if len(g.regenerated) == 0 && len(g.clusters)+len(g.listeners)+len(g.routes) > 0 {
+				t.Errorf("resources handed over for unchanged services: %v", slices.Collect(maps.Keys(g.clusters)))
+			}
 		})
 	}
-	t.Run("a service gone is dropped", func(t *testing.T) {
-		clusters, _, _, next := last.generate(nil)
-		if len(clusters) != 0 || len(next) != 0 {
-			t.Fatalf("clusters %d, services %d; want none", len(clusters), len(next))
-		}
-	})
 }
 
 // assertSameEncodings checks that got holds exactly want's resources, by

@@ -72,40 +72,43 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 	s.seq <- s.pushes
 }
 
-// fullPush regenerates Clusters, Listeners and Routes from every service and
-// removes vanished ones; it regenerates the ClusterLoadAssignments of the
-// services in ConfigsUpdated (all when empty) and of clusters new to the
-// caches, and removes those of vanished clusters. It returns the number of
-// services and how many resources changed.
+// fullPush regenerates the Clusters, Listeners and Routes of the services
+// that are new or whose hostname or ports changed since the last full push,
+// and removes those of services and ports that vanished (generation); it
+// regenerates the ClusterLoadAssignments of the services in ConfigsUpdated
+// (all when empty) and of regenerated services, and removes those of
+// vanished clusters. It returns the number of services and how many
+// resources changed.
 func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed int) {
 	all := s.src.Services()
-	s.services = make(map[model.ConfigKey]*model.Service, len(all))
-	for _, svc := range all {
-		s.services[model.ServiceKey(svc.Namespace, svc.Hostname)] = svc
-	}
-	clusters, listeners, routes, generated := s.generated.generate(all)
-	s.generated = generated
-	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.replace(clusters) })
-	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.replace(listeners) })
-	changed += s.apply("routes", func() (int, error) { return s.caches.routes.replace(routes) })
+	g := s.pushed.diff(all)
+	s.pushed = g.next
+	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.apply(g.clusters, g.removed[0]) })
+	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.apply(g.listeners, g.removed[1]) })
+	changed += s.apply("routes", func() (int, error) { return s.caches.routes.apply(g.routes, g.removed[2]) })
 
 	cla := make(map[string]types.Resource)
-	for _, svc := range all {
-		_, listed := req.ConfigsUpdated[model.ServiceKey(svc.Namespace, svc.Hostname)]
-		if len(req.ConfigsUpdated) == 0 || listed || s.lacksLoadAssignment(svc) {
+	if len(req.ConfigsUpdated) == 0 {
+		for _, svc := range all {
+			s.addLoadAssignments(cla, svc)
+		}
+	} else {
+		for key := range req.ConfigsUpdated {
+			if svc := s.pushed[serviceID{key.Name, key.Namespace}]; svc != nil {
+				s.addLoadAssignments(cla, svc)
+			}
+		}
+		for _, svc := range g.regenerated {
 			s.addLoadAssignments(cla, svc)
 		}
 	}
-	// A ClusterLoadAssignment is named after its cluster: those without
-	// one vanished.
-	vanished := s.caches.endpoints.cache.Absent(clusters)
-	return len(all), changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, vanished) })
+	return len(all), changed + s.apply("endpoints", func() (int, error) { return s.caches.endpoints.apply(cla, g.removed[3]) })
 }
 
 // edsPush regenerates the ClusterLoadAssignments of the services in
 // ConfigsUpdated (all when empty) and hands only the changed ones to the
 // cache, which wakes only the streams watching them. Services are looked up
-// in the index of the last full push, so the cost follows the change, not the
+// among those of the last full push, so the cost follows the change, not the
 // mesh: services only come, go or change through a full push, and a service
 // that push has not seen yet gets its assignments from the full push that
 // follows it. It returns the number of services regenerated and how many
@@ -113,13 +116,13 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int) {
 	cla := make(map[string]types.Resource)
 	if len(req.ConfigsUpdated) == 0 {
-		for _, svc := range s.services {
+		for _, svc := range s.pushed {
 			s.addLoadAssignments(cla, svc)
 		}
-		services = len(s.services)
+		services = len(s.pushed)
 	}
 	for key := range req.ConfigsUpdated {
-		if svc := s.services[key]; svc != nil {
+		if svc := s.pushed[serviceID{key.Name, key.Namespace}]; svc != nil {
 			s.addLoadAssignments(cla, svc)
 			services++
 		}
@@ -133,17 +136,6 @@ func (s *DiscoveryServer) addLoadAssignments(dst map[string]types.Resource, svc 
 		dst[name] = a
 	}
 	s.noteScaledWeights(svc, scaled)
-}
-
-// lacksLoadAssignment reports whether a cluster of svc has no
-// ClusterLoadAssignment in the cache yet (a new service or port).
-func (s *DiscoveryServer) lacksLoadAssignment(svc *model.Service) bool {
-	for _, port := range svc.Ports {
-		if !s.caches.endpoints.has(gen.ClusterName(port.Number, svc.Hostname)) {
-			return true
-		}
-	}
-	return false
 }
 
 // apply runs one cache update and logs its error. An error here means a

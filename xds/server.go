@@ -110,12 +110,9 @@ type DiscoveryServer struct {
 
 	seq    chan int // capacity 1, holds the latest push count
 	pushes int      // guarded by pushMu
-	// services indexes the last full push's services by ConfigKey; guarded
+	// pushed are the last full push's services (generated.go); guarded
 	// by pushMu.
-	services map[model.ConfigKey]*model.Service
-	// generated is each service's Clusters, Listeners and Routes as of
-	// the last full push (generated.go); guarded by pushMu.
-	generated generatedResources
+	pushed pushedServices
 	addr      atomic.Pointer[net.Addr] // the ADS listener's
 	mcpAddr   atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
 	serving   chan struct{}
