@@ -281,7 +281,7 @@ func (w *Writer) LastResync() time.Time {
 	return time.Time{}
 }
 
-func (w *Writer) onEvent(old, cur *model.Config, _ model.Event) {
+func (w *Writer) onEvent(old, cur model.Object, _ model.Event) {
 	if !w.leading() {
 		return // leadership starts with a resync that queues everything
 	}
@@ -289,10 +289,11 @@ func (w *Writer) onEvent(old, cur *model.Config, _ model.Event) {
 	if c == nil {
 		c = old
 	}
-	if c.Namespace != w.opts.Namespace {
+	key := c.Key()
+	if key.Namespace != w.opts.Namespace {
 		return
 	}
-	w.enqueue(c.Key(), false)
+	w.enqueue(key, false)
 }
 
 func (w *Writer) leading() bool { return w.leaders.Load() > 0 }

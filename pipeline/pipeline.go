@@ -124,7 +124,7 @@ func New(opts Options) *Pipeline {
 	p.Controller = serviceentry.NewController(p.Store, p.XDS, log)
 	if opts.MCP {
 		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-			p.Store.RegisterEventHandler(kind, func(_, _ *model.Config, _ model.Event) { p.XDS.MCPConfigChanged(kind) })
+			p.Store.RegisterEventHandler(kind, func(_, _ model.Object, _ model.Event) { p.XDS.MCPConfigChanged(kind) })
 		}
 	}
 	return p

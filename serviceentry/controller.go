@@ -66,9 +66,9 @@ func (c *Controller) Endpoints(namespace, host string) []*model.Endpoint {
 // observation that caused it (Meta.Observed), or now for a change no
 // observation caused. So a registry-caused push measures its convergence
 // from the registry, not from this handler.
-func (c *Controller) startOf(cfg *model.Config) time.Time {
-	if cfg != nil && cfg.Observed != nil {
-		return *cfg.Observed
+func (c *Controller) startOf(obj model.Object) time.Time {
+	if obs := obj.ObservedAt(); obs != nil {
+		return *obs
 	}
 	return c.now()
 }

@@ -119,11 +119,11 @@ func TestPushesStartAtTheObservation(t *testing.T) {
 func TestDeleteCarriesItsObservation(t *testing.T) {
 	s := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	var got []time.Time
-	s.RegisterEventHandler(model.KindServiceEntry, func(_, cur *model.Config, ev model.Event) {
+	s.RegisterEventHandler(model.KindServiceEntry, func(_, cur model.Object, ev model.Event) {
 		if ev == model.EventDelete {
 			var at time.Time
-			if cur.Observed != nil {
-				at = *cur.Observed
+			if obs := cur.ObservedAt(); obs != nil {
+				at = *obs
 			}
 			got = append(got, at)
 		}

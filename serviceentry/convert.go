@@ -47,28 +47,53 @@ func convertServices(cfg *model.Config) []*model.Service {
 	return out
 }
 
+// workload is what the endpoints of a workload are made of: a
+// WorkloadEntry's, or an inline endpoint's of the ServiceEntry.
+type workload struct {
+	address, locality, serviceAccount string
+	ports                             map[string]uint32
+	labels                            map[string]string
+	weight                            uint32
+	name                              string
+}
+
+// inlineWorkload is the workload of an inline endpoint of the ServiceEntry
+// named name.
+func inlineWorkload(we *networking.WorkloadEntry, name string) workload {
+	return workload{address: we.Address, locality: we.Locality, serviceAccount: we.ServiceAccount, ports: we.Ports,
+		labels: we.Labels, weight: we.Weight, name: name}
+}
+
+// workloadOf is the workload of a WorkloadEntry.
+func workloadOf(w *model.WorkloadEntry) workload {
+	return workload{address: w.Address, locality: w.Locality(), serviceAccount: w.ServiceAccount(), ports: w.Ports(),
+		labels: w.Labels, weight: w.Weight, name: w.Name()}
+}
+
 // workloadEndpoints returns one endpoint per port of svc for a workload (a
 // WorkloadEntry, or an inline endpoint of the ServiceEntry). The target port
 // is the workload's port of the same name, else the service port's number
 // (Istio serviceentry/conversion.go convertWorkloadEntryToServiceInstances).
-func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we *networking.WorkloadEntry, name string) []*model.Endpoint {
+// The weight is the workload's as it is: what clients are sent for it is
+// xds/gen's rule.
+func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we workload) []*model.Endpoint {
 	out := make([]*model.Endpoint, 0, len(svc.Ports))
 	for _, p := range svc.Ports {
 		port := p.Number
-		if tp, ok := we.Ports[p.Name]; ok && tp != 0 {
+		if tp, ok := we.ports[p.Name]; ok && tp != 0 {
 			port = tp
 		} else if tp := targetPorts[p.Name]; tp != 0 {
 			port = tp
 		}
 		out = append(out, &model.Endpoint{
-			Address:         we.Address,
+			Address:         we.address,
 			ServicePortName: p.Name,
 			EndpointPort:    port,
-			Labels:          we.Labels,
-			Weight:          we.Weight,
-			Locality:        we.Locality,
-			ServiceAccount:  we.ServiceAccount,
-			WorkloadName:    name,
+			Labels:          we.labels,
+			Weight:          we.weight,
+			Locality:        we.locality,
+			ServiceAccount:  we.serviceAccount,
+			WorkloadName:    we.name,
 		})
 	}
 	return out
@@ -87,14 +112,24 @@ func targetPorts(se *networking.ServiceEntry) map[string]uint32 {
 // selects reports whether a workload selector selects labels: every selector
 // label must be present with the same value; an empty selector selects nothing
 // (a ServiceEntry without selector lists its endpoints inline).
-func selects(selector, labels map[string]string) bool {
+// The workload's labels are read through label, which looks one up
+// (model.WorkloadGroup.MetaLabel, or a map's: mapLabel).
+func selects(selector map[string]string, label func(string) (string, bool)) bool {
 	if len(selector) == 0 {
 		return false
 	}
 	for k, v := range selector {
-		if lv, ok := labels[k]; !ok || lv != v {
+		if lv, ok := label(k); !ok || lv != v {
 			return false
 		}
 	}
 	return true
+}
+
+// mapLabel looks labels up in m.
+func mapLabel(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }

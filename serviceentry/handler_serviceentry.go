@@ -12,7 +12,8 @@ import (
 // and, when hosts were added or updated, an EDS cache update (no push) for
 // them and one full PushRequest with Reason ServiceUpdate, which the
 // debounce merges with the EDS requests of the same event.
-func (c *Controller) serviceEntryHandler(old, cur *model.Config, event model.Event) {
+func (c *Controller) serviceEntryHandler(_, curObj model.Object, event model.Event) {
+	cur := curObj.(*model.Config)
 	key := cur.Key()
 	curSvcs := convertServices(cur)
 

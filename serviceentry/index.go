@@ -29,7 +29,7 @@ type index struct {
 	// A slice costs 8 bytes per WorkloadEntry where a map by name costs
 	// ~45; keeping it sorted costs a copy of the slice per change, no more
 	// than the endpoint rebuild each change makes anyway.
-	workloads map[string]map[string][]*model.Config
+	workloads map[string]map[string][]*model.WorkloadEntry
 	// hosts: (namespace, host) → the ServiceEntry that defines it.
 	hosts map[scoped]*indexedEntry
 	// sorted is the Services() answer, rebuilt lazily; nil when stale.
@@ -54,7 +54,7 @@ func newIndex() *index {
 		hosts:          make(map[scoped]*indexedEntry),
 		bySelector:     make(map[scoped][]*indexedEntry),
 		otherSelectors: make(map[string]map[*indexedEntry]struct{}),
-		workloads:      make(map[string]map[string][]*model.Config),
+		workloads:      make(map[string]map[string][]*model.WorkloadEntry),
 	}
 }
 
@@ -136,51 +136,49 @@ func (x *index) selectorSet(e *indexedEntry, add bool) {
 // putWorkload replaces WorkloadEntry old (nil: none) by cur (nil: none) in
 // the index: old is the object an earlier putWorkload recorded (the store
 // hands each handler the object it replaced).
-func (x *index) putWorkload(old, cur *model.Config) {
+func (x *index) putWorkload(old, cur *model.WorkloadEntry) {
 	if old != nil {
-		byValue := x.workloads[old.Namespace]
-		v := old.Labels[model.LabelService]
+		byValue := x.workloads[old.Namespace()]
+		v, _ := old.Group.MetaLabel(model.LabelService)
 		list := byValue[v]
-		if i, found := slices.BinarySearchFunc(list, old.Name, compareName); found {
+		if i, found := slices.BinarySearchFunc(list, old, model.CompareName); found {
 			switch {
 			case len(list) > 1:
 				byValue[v] = slices.Delete(list, i, i+1)
 			case len(byValue) > 1:
 				delete(byValue, v)
 			default:
-				delete(x.workloads, old.Namespace)
+				delete(x.workloads, old.Namespace())
 			}
 		}
 	}
 	if cur == nil {
 		return
 	}
-	byValue := x.workloads[cur.Namespace]
+	byValue := x.workloads[cur.Namespace()]
 	if byValue == nil {
-		byValue = make(map[string][]*model.Config)
-		x.workloads[cur.Namespace] = byValue
+		byValue = make(map[string][]*model.WorkloadEntry)
+		x.workloads[cur.Namespace()] = byValue
 	}
-	v := cur.Labels[model.LabelService]
+	v, _ := cur.Group.MetaLabel(model.LabelService)
 	list := byValue[v]
-	if i, found := slices.BinarySearchFunc(list, cur.Name, compareName); found {
+	if i, found := slices.BinarySearchFunc(list, cur, model.CompareName); found {
 		list[i] = cur
 	} else {
 		byValue[v] = slices.Insert(list, i, cur)
 	}
 }
 
-func compareName(c *model.Config, name string) int { return strings.Compare(c.Name, name) }
-
 // selecting returns the services of every ServiceEntry whose selector
-// selects labels in namespace.
-func (x *index) selecting(namespace string, labels map[string]string) []*model.Service {
+// selects the workload whose labels label looks up, in namespace.
+func (x *index) selecting(namespace string, label func(string) (string, bool)) []*model.Service {
 	var out []*model.Service
 	add := func(e *indexedEntry) {
-		if selects(e.cfg.ServiceEntry().GetWorkloadSelector().GetLabels(), labels) {
+		if selects(e.cfg.ServiceEntry().GetWorkloadSelector().GetLabels(), label) {
 			out = append(out, e.services...)
 		}
 	}
-	if v, ok := labels[model.LabelService]; ok {
+	if v, ok := label(model.LabelService); ok {
 		for _, e := range x.bySelector[scoped{namespace, v}] {
 			add(e)
 		}
@@ -205,16 +203,16 @@ func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
 	var out []*model.Endpoint
 	if se.GetWorkloadSelector() == nil {
 		for _, we := range se.Endpoints {
-			out = append(out, workloadEndpoints(svc, tps, we, entry.Name)...)
+			out = append(out, workloadEndpoints(svc, tps, inlineWorkload(we, entry.Name))...)
 		}
 		return out
 	}
 	sel := se.WorkloadSelector.Labels
 	byValue := x.workloads[svc.Namespace]
-	var selected []*model.Config
-	add := func(list []*model.Config) {
+	var selected []*model.WorkloadEntry
+	add := func(list []*model.WorkloadEntry) {
 		for _, we := range list {
-			if selects(sel, we.Labels) {
+			if selects(sel, we.Group.MetaLabel) {
 				selected = append(selected, we)
 			}
 		}
@@ -225,10 +223,10 @@ func (x *index) endpoints(svc *model.Service) []*model.Endpoint {
 		for _, list := range byValue {
 			add(list)
 		}
-		slices.SortFunc(selected, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(selected, model.CompareName)
 	}
 	for _, we := range selected {
-		out = append(out, workloadEndpoints(svc, tps, we.WorkloadEntry(), we.Name)...)
+		out = append(out, workloadEndpoints(svc, tps, workloadOf(we))...)
 	}
 	return out
 }

@@ -55,7 +55,7 @@ func TestIndexSelecting(t *testing.T) {
 					x.putEntry(entry(st.put, st.sel))
 				}
 				var got []string
-				for _, svc := range x.selecting("mesh", st.labels) {
+				for _, svc := range x.selecting("mesh", mapLabel(st.labels)) {
 					got = append(got, svc.Hostname)
 				}
 				slices.Sort(got)
@@ -71,9 +71,9 @@ func TestIndexSelecting(t *testing.T) {
 }
 
 func TestIndexWorkloads(t *testing.T) {
-	we := func(name string, labels map[string]string) *model.Config {
-		return &model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "mesh", Name: name, Labels: labels},
-			Spec: &networking.WorkloadEntry{Address: "10.0.0.1", Labels: labels}}
+	we := func(name string, labels map[string]string) *model.WorkloadEntry {
+		return model.WorkloadEntryOf(&model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "mesh", Name: name, Labels: labels},
+			Spec: &networking.WorkloadEntry{Address: "10.0.0.1", Labels: labels}})
 	}
 	svc := func(v string) map[string]string { return map[string]string{model.LabelService: v, "app": "web"} }
 	a1, b1, c1 := we("a", svc("x")), we("b", svc("x")), we("c", map[string]string{"app": "web"})
@@ -83,7 +83,7 @@ func TestIndexWorkloads(t *testing.T) {
 		want     []string
 	}
 	steps := []struct {
-		old, cur *model.Config
+		old, cur *model.WorkloadEntry
 		queries  []query
 	}{
 		{cur: a1, queries: []query{{map[string]string{model.LabelService: "x"}, []string{"a"}}}},

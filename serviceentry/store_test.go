@@ -116,12 +116,13 @@ func TestStoreHandlersRunInOrderOnOneQueue(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	for i := range 2 {
-		s.RegisterEventHandler(model.KindServiceEntry, func(old, cur *model.Config, ev model.Event) {
+		s.RegisterEventHandler(model.KindServiceEntry, func(oldObj, curObj model.Object, ev model.Event) {
 			mu.Lock()
 			defer mu.Unlock()
+			cur := curObj.(*model.Config)
 			oldRV := "-"
-			if old != nil {
-				oldRV = strconv.FormatUint(old.ResourceVersion, 10)
+			if oldObj != nil {
+				oldRV = strconv.FormatUint(oldObj.Version(), 10)
 			}
 			// The store is at least as new as the event: the object is
 			// there at the event's version or later, or already deleted.
@@ -164,7 +165,7 @@ func TestStoreWritesObserved(t *testing.T) {
 	cfg.ResourceVersion, cfg.Observed = 999, &stale
 	for _, step := range []struct {
 		name  string
-		write func(*model.Config, *time.Time) (uint64, error)
+		write func(model.Object, *time.Time) (uint64, error)
 		at    *time.Time
 	}{
 		{"create", s.CreateObserved, &at},
@@ -185,5 +186,65 @@ func TestStoreWritesObserved(t *testing.T) {
 	}
 	if _, err := s.Update(cfg); !errors.Is(err, ErrConflict) {
 		t.Errorf("Update with a stale version: %v, want ErrConflict", err)
+	}
+}
+
+// TestStoreHoldsWorkloadEntriesAsRecords: WorkloadEntries written as
+// records or as Configs are held as records, found by name, listed in name
+// order, materialised as the Configs they stand for, and replaced and
+// deleted like any object.
+func TestStoreHoldsWorkloadEntriesAsRecords(t *testing.T) {
+	s := NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
+	group := &model.WorkloadGroup{Namespace: "ns", Host: "a.example", Labels: map[string]string{model.LabelManagedBy: model.ManagedByValue},
+		Selection: "a.example"}
+	record := func(id byte, address string) *model.WorkloadEntry {
+		return model.NewWorkloadEntry(group, [5]byte{id}, &networking.WorkloadEntry{Address: address}, nil, model.SumHash([]byte(address)))
+	}
+	a, b := record(0xb0, "10.0.0.1"), record(0x0a, "10.0.0.2")
+	other := &model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: "ns", Name: "a.example-manual"},
+		Spec: &networking.WorkloadEntry{Address: "10.0.0.3"}}
+	for _, obj := range []model.Object{a, b, other} {
+		if _, err := s.CreateObserved(obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(other); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("second create of %s: %v, want ErrAlreadyExists", other.Name, err)
+	}
+	stored, ok := s.GetObject(model.KindWorkloadEntry, "a.example-b000000000", "ns").(*model.WorkloadEntry)
+	if !ok || stored.Address != "10.0.0.1" || stored.Version() == 0 {
+		t.Fatalf("GetObject = %v, want a's record, stamped", stored)
+	}
+	if s.Stored(a) != stored {
+		t.Error("Stored(a) is not the record GetObject returns")
+	}
+	var names []string
+	for _, c := range s.List(model.KindWorkloadEntry, "ns") {
+		names = append(names, c.Name)
+		if c.Kind != model.KindWorkloadEntry || c.WorkloadEntry() == nil {
+			t.Errorf("List materialised %v", c)
+		}
+	}
+	if want := []string{"a.example-0a00000000", "a.example-b000000000", "a.example-manual"}; !slices.Equal(names, want) {
+		t.Errorf("List = %v, want %v", names, want)
+	}
+	if got := s.Get(model.KindWorkloadEntry, "a.example-b000000000", "ns"); got.Labels[model.LabelService] != "a.example" ||
+		got.WorkloadEntry().GetLabels()[model.LabelService] != "a.example" {
+		t.Errorf("Get = %v, want the selection label in metadata and spec", got)
+	}
+	moved := record(0xb0, "10.0.0.9")
+	if _, err := s.UpdateObserved(moved, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Get(model.KindWorkloadEntry, "a.example-b000000000", "ns"); got.WorkloadEntry().GetAddress() != "10.0.0.9" {
+		t.Errorf("after the update: %v", got)
+	}
+	for _, name := range []string{"a.example-b000000000", "a.example-manual"} {
+		if err := s.Delete(model.KindWorkloadEntry, name, "ns", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.List(model.KindWorkloadEntry, ""); len(got) != 1 || got[0].Name != "a.example-0a00000000" {
+		t.Errorf("after the deletes: %v", got)
 	}
 }

@@ -44,9 +44,10 @@ type observedWrites struct {
 	writes []string
 }
 
-func (o *observedWrites) handler(_, cur *model.Config, ev model.Event) {
+func (o *observedWrites) handler(_, cur model.Object, ev model.Event) {
+	key := cur.Key()
 	o.mu.Lock()
-	o.writes = append(o.writes, fmt.Sprintf("%s %s %s @%s", ev, cur.Kind, cur.Name, observedUnix(cur)))
+	o.writes = append(o.writes, fmt.Sprintf("%s %s %s @%s", ev, key.Kind, key.Name, observedUnix(cur.AsConfig())))
 	o.mu.Unlock()
 }
 

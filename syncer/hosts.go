@@ -18,9 +18,11 @@ import (
 type hostState struct {
 	// claims are the claimants, winner first (sortClaims).
 	claims []serviceID
-	// written are the store's objects we wrote for the host, as the store
-	// holds them: a slice of shared objects costs 8 bytes per instance.
-	written []*model.Config
+	// writtenSE and writtenWEs are the store's objects we wrote for the
+	// host, as the store holds them: a slice of shared records costs 8
+	// bytes per instance.
+	writtenSE  *model.Config
+	writtenWEs []*model.WorkloadEntry
 	// served is whose instances the objects hold.
 	served []servedBy
 }
@@ -100,37 +102,43 @@ func (s *Syncer) apply(host string) {
 	s.noteServed(h, served)
 	want := make(map[model.ConfigKey]bool, len(desired))
 	keepsSE := false
-	for _, cfg := range desired {
-		want[cfg.Key()] = true
-		keepsSE = keepsSE || cfg.Kind == model.KindServiceEntry
+	for _, obj := range desired {
+		key := obj.Key()
+		want[key] = true
+		keepsSE = keepsSE || key.Kind == model.KindServiceEntry
 	}
 	// A host that keeps its ServiceEntry writes first and deletes after,
 	// so that a change of form never leaves a moment with neither form
 	// served; a host that loses it deletes first, ServiceEntry before
 	// WorkloadEntries.
 	remove := func() {
-		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
-			for _, cfg := range h.written {
-				if key := cfg.Key(); key.Kind == kind && !want[key] {
-					s.write(key, nil)
-				}
+		if se := h.writtenSE; se != nil && !want[se.Key()] {
+			s.write(se.Key(), nil)
+		}
+		for _, we := range h.writtenWEs {
+			if key := we.Key(); !want[key] {
+				s.write(key, nil)
 			}
 		}
 	}
 	if !keepsSE {
 		remove()
 	}
-	stored := make([]*model.Config, 0, len(desired))
-	for _, cfg := range desired {
-		if cur := s.write(cfg.Key(), cfg); cur != nil {
-			stored = append(stored, cur)
+	var storedSE *model.Config
+	storedWEs := make([]*model.WorkloadEntry, 0, len(desired))
+	for _, obj := range desired {
+		switch cur := s.write(obj.Key(), obj).(type) {
+		case *model.Config:
+			storedSE = cur
+		case *model.WorkloadEntry:
+			storedWEs = append(storedWEs, cur)
 		}
 	}
 	if keepsSE {
 		remove()
 	}
-	h.written = stored
-	if len(h.claims) == 0 && len(stored) == 0 {
+	h.writtenSE, h.writtenWEs = storedSE, storedWEs
+	if len(h.claims) == 0 && storedSE == nil && len(storedWEs) == 0 {
 		delete(s.hosts, host)
 		return
 	}
@@ -152,18 +160,15 @@ func (s *Syncer) apply(host string) {
 // content, so translation reuses and the sync step compares them as it does
 // its own. s.mu must be held.
 func (s *Syncer) shareStored(res *translate.Result) {
-	share := func(cfg *model.Config) *model.Config {
-		if cfg == nil || cfg.Hash.IsZero() {
-			return cfg
+	if cfg := res.ServiceEntry; cfg != nil && !cfg.Hash.IsZero() {
+		if stored, ok := s.store.Stored(cfg).(*model.Config); ok && stored != cfg && stored.Hash == cfg.Hash {
+			res.ServiceEntry = stored
 		}
-		if stored := s.store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != nil && stored != cfg && stored.Hash == cfg.Hash {
-			return stored
-		}
-		return cfg
 	}
-	res.ServiceEntry = share(res.ServiceEntry)
-	for i, cfg := range res.WorkloadEntries {
-		res.WorkloadEntries[i] = share(cfg)
+	for i, we := range res.WorkloadEntries {
+		if stored, ok := s.store.Stored(we).(*model.WorkloadEntry); ok && stored != we && stored.Hash == we.Hash && !we.Hash.IsZero() {
+			res.WorkloadEntries[i] = stored
+		}
 	}
 }
 
@@ -171,7 +176,7 @@ func (s *Syncer) shareStored(res *translate.Result) {
 // before the ServiceEntry, and whose instances they hold, with the roles
 // planHost gives them; it logs and counts a claimant's rejection when it
 // starts. s.mu must be held.
-func (s *Syncer) desired(h *hostState) ([]*model.Config, []servedBy) {
+func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 	if len(h.claims) == 0 {
 		return nil, nil
 	}
@@ -183,11 +188,14 @@ func (s *Syncer) desired(h *hostState) ([]*model.Config, []servedBy) {
 	first := s.services[h.claims[0]]
 	s.setRejection(h.claims[0], first, "", nil)
 	res := first.result
+	desired := make([]model.Object, 0, len(res.WorkloadEntries)+1)
+	for _, we := range res.WorkloadEntries {
+		desired = append(desired, we)
+	}
 	if res.ServiceEntry == nil {
 		// No port is known yet: nothing to merge into.
-		return slices.Clone(res.WorkloadEntries), nil
+		return desired, nil
 	}
-	desired := slices.Clone(res.WorkloadEntries)
 	served := []servedBy{{registry: h.claims[0].registry, instances: first.instances - len(res.Rejected)}}
 	se := res.ServiceEntry
 	var inline []*networking.WorkloadEntry
@@ -210,7 +218,9 @@ func (s *Syncer) desired(h *hostState) ([]*model.Config, []servedBy) {
 		s.setRejection(id, st, "", nil)
 		served = append(served, servedBy{registry: id.registry, instances: st.instances - len(m.Rejected)})
 		if len(res.WorkloadEntries) > 0 || se.ServiceEntry().GetWorkloadSelector() != nil {
-			desired = append(desired, m.WorkloadEntries...)
+			for _, we := range m.WorkloadEntries {
+				desired = append(desired, we)
+			}
 		} else {
 			inline = append(inline, translate.InlineEndpoints(m)...)
 		}
@@ -297,23 +307,23 @@ func (s *Syncer) noteServed(h *hostState, now []servedBy) {
 	h.served = now
 }
 
-// write creates, updates (when the content hash differs) or, with a nil cfg,
+// write creates, updates (when the content hash differs) or, with a nil obj,
 // deletes one object, carrying the observation being applied (observing).
 // The Syncer is the store's only writer, so a conflict is a bug: it is
 // logged, never retried in a loop. It returns the object the store now
 // holds under key (nil when none).
-func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
-	existing := s.store.Get(key.Kind, key.Name, key.Namespace)
+func (s *Syncer) write(key model.ConfigKey, obj model.Object) model.Object {
+	existing := s.store.GetObject(key.Kind, key.Name, key.Namespace)
 	var err error
 	switch {
-	case cfg == nil && existing != nil:
+	case obj == nil && existing != nil:
 		err = s.store.DeleteObserved(key.Kind, key.Name, key.Namespace, 0, s.obs.at)
-	case cfg == nil:
+	case obj == nil:
 		return nil
 	case existing == nil:
-		_, err = s.store.CreateObserved(cfg, s.obs.at)
-	case existing.Hash != cfg.Hash || existing.Hash.IsZero():
-		_, err = s.store.UpdateObserved(cfg, s.obs.at)
+		_, err = s.store.CreateObserved(obj, s.obs.at)
+	case existing.ContentSum() != obj.ContentSum() || existing.ContentSum().IsZero():
+		_, err = s.store.UpdateObserved(obj, s.obs.at)
 	default:
 		return existing
 	}
@@ -323,10 +333,10 @@ func (s *Syncer) write(key model.ConfigKey, cfg *model.Config) *model.Config {
 		return existing
 	}
 	s.obs.wrote = true
-	if cfg == nil {
+	if obj == nil {
 		return nil
 	}
-	return s.store.Get(key.Kind, key.Name, key.Namespace)
+	return s.store.GetObject(key.Kind, key.Name, key.Namespace)
 }
 
 // observation is the registry observation a Snapshot call applies: the

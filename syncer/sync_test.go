@@ -26,9 +26,10 @@ type writeCounter struct {
 	events []string
 }
 
-func (w *writeCounter) handler(_, cur *model.Config, ev model.Event) {
+func (w *writeCounter) handler(_, cur model.Object, ev model.Event) {
+	key := cur.Key()
 	w.mu.Lock()
-	w.events = append(w.events, fmt.Sprintf("%s %s %s", ev, cur.Kind, cur.Name))
+	w.events = append(w.events, fmt.Sprintf("%s %s %s", ev, key.Kind, key.Name))
 	w.mu.Unlock()
 }
 
@@ -332,9 +333,13 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 	if st == nil {
 		t.Fatal("no state for dc1/web")
 	}
-	for _, cfg := range append([]*model.Config{st.result.ServiceEntry}, st.result.WorkloadEntries...) {
-		if stored := store.Get(cfg.Kind, cfg.Name, cfg.Namespace); stored != cfg {
-			t.Errorf("%s: the Syncer keeps its own copy, not the store's", cfg.Key())
+	objs := []model.Object{st.result.ServiceEntry}
+	for _, we := range st.result.WorkloadEntries {
+		objs = append(objs, we)
+	}
+	for _, obj := range objs {
+		if key := obj.Key(); store.GetObject(key.Kind, key.Name, key.Namespace) != obj {
+			t.Errorf("%s: the Syncer keeps its own copy, not the store's", key)
 		}
 	}
 	wc.take()

@@ -154,7 +154,7 @@ func TestDubboPorts(t *testing.T) {
 			}
 			maps := map[string]map[string]uint32{}
 			for _, we := range res.WorkloadEntries {
-				maps[we.WorkloadEntry().GetAddress()] = we.WorkloadEntry().GetPorts()
+				maps[we.Spec().GetAddress()] = we.Spec().GetPorts()
 			}
 			if tc.wantMaps == nil {
 				tc.wantMaps = map[string]map[string]uint32{}

@@ -302,7 +302,7 @@ func fuzzConfigs(res Result) []*model.Config {
 	if res.ServiceEntry != nil {
 		cfgs = append(cfgs, res.ServiceEntry)
 	}
-	return append(cfgs, res.WorkloadEntries...)
+	return append(cfgs, model.AsConfigs(res.WorkloadEntries)...)
 }
 
 // checkFuzzResult checks every object of res: its spec is valid, its

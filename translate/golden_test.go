@@ -167,7 +167,7 @@ func renderGolden(t *testing.T, input string) []byte {
 	if res.ServiceEntry != nil {
 		cfgs = append(cfgs, res.ServiceEntry)
 	}
-	cfgs = append(cfgs, res.WorkloadEntries...)
+	cfgs = append(cfgs, model.AsConfigs(res.WorkloadEntries)...)
 	docs, err := ToYAML(cfgs)
 	if err != nil {
 		t.Fatalf("ToYAML: %v", err)

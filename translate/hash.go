@@ -106,14 +106,22 @@ func appendField(b []byte, s string) []byte {
 // stable for as long as the registry keeps the instance ID, and distinct per
 // registry.
 func WorkloadEntryName(seName, registry, instanceID string) string {
-	var pre [128]byte // most preimages: on the stack
-	sum := sha256.Sum256(append(append(append(pre[:0], registry...), '/'), instanceID...))
+	id := WorkloadEntryID(registry, instanceID)
 	var digits [10]byte
-	hex.Encode(digits[:], sum[:5])
+	hex.Encode(digits[:], id[:])
 	var b strings.Builder
 	b.Grow(len(seName) + 1 + len(digits))
 	b.WriteString(seName)
 	b.WriteByte('-')
 	b.Write(digits[:])
 	return b.String()
+}
+
+// WorkloadEntryID returns the first 5 bytes of sha256(registry + "/" +
+// instanceID), whose hex ends a WorkloadEntry's name (WorkloadEntryName);
+// model.WorkloadEntry keeps them instead of the name.
+func WorkloadEntryID(registry, instanceID string) [5]byte {
+	var pre [128]byte // most preimages: on the stack
+	sum := sha256.Sum256(append(append(append(pre[:0], registry...), '/'), instanceID...))
+	return [5]byte(sum[:5])
 }

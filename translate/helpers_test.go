@@ -3,6 +3,9 @@ package translate
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
@@ -57,4 +60,16 @@ func ownAnnotations(a map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// resultOptions compare Results with cmp: protos by content, WorkloadEntry
+// records as the objects they materialise.
+var resultOptions = cmp.Options{
+	protocmp.Transform(),
+	cmp.Transformer("AsConfig", func(w *model.WorkloadEntry) *model.Config {
+		if w == nil {
+			return nil
+		}
+		return w.AsConfig()
+	}),
 }

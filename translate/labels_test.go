@@ -451,7 +451,7 @@ func TestInstanceWithThousandsOfLabels(t *testing.T) {
 				if len(res.WorkloadEntries) != 1 {
 					t.Fatalf("%d WorkloadEntries, want 1", len(res.WorkloadEntries))
 				}
-				spec = res.WorkloadEntries[0].WorkloadEntry().GetLabels()
+				spec = res.WorkloadEntries[0].Spec().GetLabels()
 				delete(spec, "meshbridge.io/service")
 			}
 			if len(spec) != MaxInstanceLabels || spec["tag0000"] != "" || spec["tag0254"] != "" {
@@ -594,8 +594,8 @@ func TestSharedLabelMapsTranslateAsEqualOnes(t *testing.T) {
 					t.Fatalf("%d WorkloadEntries, want %d", len(got.WorkloadEntries), len(want.WorkloadEntries))
 				}
 				for i := range got.WorkloadEntries {
-					if g, w := got.WorkloadEntries[i], want.WorkloadEntries[i]; g.Hash != w.Hash || !proto.Equal(g.Spec, w.Spec) {
-						t.Errorf("WorkloadEntry %s differs: %v, want %v", g.Name, g.Spec, w.Spec)
+					if g, w := got.WorkloadEntries[i], want.WorkloadEntries[i]; g.Hash != w.Hash || !proto.Equal(g.Spec(), w.Spec()) {
+						t.Errorf("WorkloadEntry %s differs: %v, want %v", g.Name(), g.Spec(), w.Spec())
 					}
 				}
 				if g, w := got.ServiceEntry, want.ServiceEntry; g.Hash != w.Hash || !proto.Equal(g.Spec, w.Spec) {

@@ -63,13 +63,13 @@ func diffResults(want, got Result) string {
 			maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && proto.Equal(a.Spec, b.Spec)
 	}
 	equal := want.Host == got.Host && want.Fallback == got.Fallback && same(want.ServiceEntry, got.ServiceEntry) &&
-		slices.EqualFunc(want.WorkloadEntries, got.WorkloadEntries, same) &&
+		slices.EqualFunc(model.AsConfigs(want.WorkloadEntries), model.AsConfigs(got.WorkloadEntries), same) &&
 		cmp.Equal(want.Rejected, got.Rejected) && cmp.Equal(want.LabelChanges, got.LabelChanges) && want.LabelSetChanged == got.LabelSetChanged &&
 		cmp.Equal(want.Sticky, got.Sticky, protocmp.Transform())
 	if equal {
 		return ""
 	}
-	return cmp.Diff(want, got, protocmp.Transform())
+	return cmp.Diff(want, got, resultOptions)
 }
 
 func checkResult(t *testing.T, res Result) {
@@ -77,7 +77,7 @@ func checkResult(t *testing.T, res Result) {
 	if res.ServiceEntry == nil {
 		t.Fatal("no ServiceEntry")
 	}
-	for _, c := range append([]*model.Config{res.ServiceEntry}, res.WorkloadEntries...) {
+	for _, c := range append([]*model.Config{res.ServiceEntry}, model.AsConfigs(res.WorkloadEntries)...) {
 		var err error
 		switch c.Kind {
 		case model.KindServiceEntry:
@@ -244,7 +244,7 @@ func TestTranslateReusingAcrossForms(t *testing.T) {
 				if same := got.ServiceEntry == last.ServiceEntry; same != st.wantSameSE {
 					t.Errorf("step %d: ServiceEntry reused: %v, want %v", i, same, st.wantSameSE)
 				}
-				prev := make(map[*model.Config]bool, len(last.WorkloadEntries))
+				prev := make(map[*model.WorkloadEntry]bool, len(last.WorkloadEntries))
 				for _, we := range last.WorkloadEntries {
 					prev[we] = true
 				}

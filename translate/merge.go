@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -49,8 +50,10 @@ func InlineEndpoints(res Result) []*networking.WorkloadEntry {
 		return out
 	}
 	for _, we := range res.WorkloadEntries {
-		e := proto.Clone(we.WorkloadEntry()).(*networking.WorkloadEntry)
-		delete(e.Labels, model.LabelService)
+		e := we.Spec()
+		// The spec less the selection label (WorkloadEntry.Labels), in
+		// maps of its own.
+		e.Labels, e.Ports = maps.Clone(we.Labels), maps.Clone(e.Ports)
 		if len(e.Labels) == 0 {
 			e.Labels = nil
 		}

@@ -167,7 +167,7 @@ func TestTargetPorts(t *testing.T) {
 	}}, Sticky{})
 	want := map[string]map[string]uint32{"10.0.0.1": nil, "10.0.0.2": {"grpc-8080": 9090}}
 	for _, we := range res.WorkloadEntries {
-		spec := we.WorkloadEntry()
+		spec := we.Spec()
 		if diff := cmp.Diff(want[spec.GetAddress()], spec.GetPorts()); diff != "" {
 			t.Errorf("%s ports (-want +got):\n%s", spec.GetAddress(), diff)
 		}

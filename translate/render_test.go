@@ -20,7 +20,7 @@ func renderInput(t *testing.T) []*model.Config {
 			inst("b", "10.0.0.2", 8080, "grpc"), inst("a", "10.0.0.1", 9090, "grpc"),
 		}}, Sticky{})
 		// WorkloadEntries first, to show ToYAML/ToJSON reorder.
-		cfgs = append(append(cfgs, res.WorkloadEntries...), res.ServiceEntry)
+		cfgs = append(append(cfgs, model.AsConfigs(res.WorkloadEntries)...), res.ServiceEntry)
 	}
 	return cfgs
 }

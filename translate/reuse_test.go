@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshbridge/meshbridge/registries"
 )
@@ -57,7 +56,7 @@ func TestTranslateReusing(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := mustTranslate(t, tr, next, first.Sticky)
-			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(want, got, resultOptions); diff != "" {
 				t.Fatalf("TranslateReusing differs from Translate (-want +got):\n%s", diff)
 			}
 			prev := make(map[any]bool)

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"maps"
@@ -76,8 +77,10 @@ type Result struct {
 	// no declared port, nothing kept in Sticky and no usable instance.
 	ServiceEntry *model.Config
 	// WorkloadEntries are sorted by name; empty in inline mode unless
-	// Fallback is set.
-	WorkloadEntries []*model.Config
+	// Fallback is set. They are compact records (model.WorkloadEntry),
+	// which AsConfig materialises; the WorkloadEntries of one call share
+	// one WorkloadGroup.
+	WorkloadEntries []*model.WorkloadEntry
 	// Rejected lists skipped instances, sorted by instance ID.
 	Rejected []Rejection
 	// LabelChanges lists every registry label an instance does not carry as
@@ -146,7 +149,7 @@ func (t *Translator) TranslateReusing(svc registries.Service, prev Sticky, last 
 // service with more than MaxInlineEndpoints admitted instances is built in
 // WorkloadEntry form, and one whose inline ServiceEntry is over
 // MaxObjectBytes is built again in that form (Result.Fallback).
-func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
+func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*model.WorkloadEntry, lastSE *model.Config) (Result, error) {
 	res, err := t.build(svc, prev, reuse, lastSE)
 	if err != nil {
 		return Result{}, err
@@ -160,7 +163,7 @@ func (t *Translator) translate(svc registries.Service, prev Sticky, reuse []*mod
 
 // build is translate without the final sorting and the comparison of label
 // changes with prev.
-func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.Config, lastSE *model.Config) (Result, error) {
+func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.WorkloadEntry, lastSE *model.Config) (Result, error) {
 	host, err := t.Host(svc)
 	if err != nil {
 		return Result{}, err
@@ -220,7 +223,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.C
 	}
 	res.Sticky.InlineFallback = res.Fallback != ""
 	if mode == EndpointsWorkloadEntry {
-		res.WorkloadEntries = t.workloadEntries(host, entries)
+		res.WorkloadEntries = t.workloadEntries(host, entries, reuse)
 	}
 	return res, nil
 }
@@ -280,8 +283,12 @@ type entry struct {
 	port    uint32
 	methods []string // the instance's (Dubbo) methods
 	spec    *networking.WorkloadEntry
-	name    string        // the WorkloadEntry name, workloadentry mode only
-	cfg     *model.Config // a reused WorkloadEntry with this spec, or nil
+	// In WorkloadEntry form: labels are spec.Labels less the selection
+	// label (what the record keeps), weID names it (WorkloadEntryID), and
+	// reused is a WorkloadEntry of reuse with this spec, or nil.
+	labels map[string]string
+	weID   [5]byte
+	reused *model.WorkloadEntry
 }
 
 // buildEntries builds and validates one WorkloadEntry spec per candidate for
@@ -293,7 +300,7 @@ type entry struct {
 // In WorkloadEntry form, a candidate whose WorkloadEntry is in reuse (sorted
 // by name) with an equal spec keeps that object: validation and hashing
 // depend on the spec alone. Inline, reuse is ignored.
-func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan, insts []candidate, reuse []*model.Config, res *Result) []entry {
+func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan, insts []candidate, reuse []*model.WorkloadEntry, res *Result) []entry {
 	names := plan.names()
 	selection := ServiceLabelValue(host)
 	weMode := mode == EndpointsWorkloadEntry
@@ -310,6 +317,9 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 	var sanitized map[string]string
 	var rawChanges []LabelChange
 	var checked labelCheck
+	// In WorkloadEntry form the spec carries the selection label too:
+	// selected is shared's map with it, for the last shared.
+	var selectedFor, selected map[string]string
 	for _, c := range insts {
 		var labels map[string]string
 		if sanitized != nil && registries.SameLabels(c.inst.Labels, raw) {
@@ -322,33 +332,46 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 			var changes []LabelChange
 			labels, changes = sanitizeLabels(c.inst.ID, c.inst.Labels, t.allow)
 			res.LabelChanges = append(res.LabelChanges, changes...)
-			if weMode {
-				if labels == nil {
-					labels = make(map[string]string, 1)
-				}
-				labels[model.LabelService] = selection
-			}
 			if len(labels) > 0 && len(shared) > 0 && maps.Equal(labels, shared) {
 				labels = shared
+			}
+			if labels == nil {
+				labels = map[string]string{} // so that SameLabels sees it again
 			}
 			raw, sanitized, rawChanges = c.inst.Labels, labels, changes
 		}
 		if len(labels) > 0 {
 			shared = labels
 		}
+		specLabels := labels
+		if weMode {
+			if !registries.SameLabels(labels, selectedFor) || selected == nil {
+				selectedFor = labels
+				selected = make(map[string]string, len(labels)+1)
+				maps.Copy(selected, labels)
+				selected[model.LabelService] = selection
+			}
+			specLabels = selected
+		}
+		if len(specLabels) == 0 {
+			specLabels = nil
+		}
 		spec := &networking.WorkloadEntry{
 			Address:  c.address,
 			Ports:    plan.targetPorts(c.inst),
-			Labels:   labels,
+			Labels:   specLabels,
 			Weight:   cmp.Or(c.inst.Weight, model.DefaultWeight),
 			Locality: c.locality,
 		}
 		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods(), spec: spec}
 		if weMode {
-			e.name = WorkloadEntryName(host, t.opts.Registry, c.inst.ID)
-			if old := findConfig(reuse, e.name); old != nil && equalEntrySpec(old.WorkloadEntry(), spec) {
-				e.spec, e.cfg = old.WorkloadEntry(), old
-				shared = e.spec.Labels
+			e.labels = labels
+			if len(e.labels) == 0 {
+				e.labels = nil
+			}
+			e.weID = WorkloadEntryID(t.opts.Registry, c.inst.ID)
+			if old := findWorkloadEntry(reuse, host, e.weID); old != nil && old.SameSpec(spec) {
+				e.reused = old
 				out = append(out, e)
 				continue
 			}
@@ -403,25 +426,35 @@ func (t *Translator) serviceEntrySpec(mode EndpointMode, host string, plan *port
 	return se
 }
 
-// workloadEntries wraps the entries as WorkloadEntry objects, sorted by name.
-// Their metadata labels are the ownership labels plus the selection label.
-func (t *Translator) workloadEntries(host string, entries []entry) []*model.Config {
-	out := make([]*model.Config, 0, len(entries))
-	// Every WorkloadEntry of the host carries the same metadata labels: one
-	// read-only map serves them all.
-	var labels map[string]string
+// workloadEntries makes the entries WorkloadEntry records sorted by name,
+// named "<host>-<10 hex>" (WorkloadEntryName), in one WorkloadGroup:
+// namespace, host, the ownership labels and the selection label, which
+// their metadata labels and specs carry. A reused entry keeps its record
+// (and its hash); the group of a reused record with the same content is
+// shared by the new ones. The content hash covers the metadata labels and
+// the spec as Kubernetes and MCP are sent them.
+func (t *Translator) workloadEntries(host string, entries []entry, reuse []*model.WorkloadEntry) []*model.WorkloadEntry {
+	out := make([]*model.WorkloadEntry, 0, len(entries))
+	group := &model.WorkloadGroup{Namespace: t.opts.Namespace, Host: host, Labels: t.ownershipLabels(), Selection: ServiceLabelValue(host)}
+	for _, r := range reuse {
+		if g := r.Group; g.Namespace == group.Namespace && g.Host == group.Host && g.Selection == group.Selection &&
+			registries.SameLabels(g.Labels, group.Labels) {
+			group = g
+			break
+		}
+	}
+	var meta map[string]string // the metadata labels, for the hash
 	for _, e := range entries {
-		if e.cfg != nil {
-			out = append(out, e.cfg)
+		if e.reused != nil {
+			out = append(out, e.reused)
 			continue
 		}
-		if labels == nil {
-			labels = maps.Clone(t.ownershipLabels())
-			labels[model.LabelService] = ServiceLabelValue(host)
+		if meta == nil {
+			meta = group.MetaLabels()
 		}
-		out = append(out, t.newConfig(model.KindWorkloadEntry, e.name, labels, nil, e.spec))
+		out = append(out, model.NewWorkloadEntry(group, e.weID, e.spec, e.labels, ContentSum(meta, nil, e.spec)))
 	}
-	slices.SortFunc(out, func(a, b *model.Config) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, model.CompareName)
 	return out
 }
 
@@ -507,23 +540,18 @@ func joinMethods(methods []string, limit int) string {
 // moreMarker is the suffix of a cut methods list that leaves out n.
 func moreMarker(n int) string { return ",...(+" + strconv.Itoa(n) + " more)" }
 
-// findConfig returns the config named name in configs (sorted by name), or nil.
-func findConfig(configs []*model.Config, name string) *model.Config {
-	i, found := slices.BinarySearchFunc(configs, name, func(c *model.Config, name string) int {
-		return strings.Compare(c.Name, name)
+// findWorkloadEntry returns the WorkloadEntry of workloads (sorted by
+// name, translate's for one host) named host and id, or nil.
+func findWorkloadEntry(workloads []*model.WorkloadEntry, host string, id [5]byte) *model.WorkloadEntry {
+	i, found := slices.BinarySearchFunc(workloads, id, func(w *model.WorkloadEntry, id [5]byte) int {
+		_, wid, _ := w.NameID()
+		return bytes.Compare(wid[:], id[:])
 	})
 	if !found {
 		return nil
 	}
-	return configs[i]
-}
-
-// equalEntrySpec reports whether two WorkloadEntry specs built by
-// buildEntries are equal. It compares every field buildEntries sets; the
-// others are zero in both. Cheaper than proto.Equal, which reflects.
-func equalEntrySpec(a, b *networking.WorkloadEntry) bool {
-	return a != nil && b != nil &&
-		a.Address == b.Address && a.Weight == b.Weight && a.Locality == b.Locality &&
-		a.Network == b.Network && a.ServiceAccount == b.ServiceAccount &&
-		maps.Equal(a.Ports, b.Ports) && maps.Equal(a.Labels, b.Labels)
+	if h, _, ok := workloads[i].NameID(); !ok || h != host {
+		return nil
+	}
+	return workloads[i]
 }

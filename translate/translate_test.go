@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -73,7 +72,7 @@ func TestObjectsCarryOwnershipLabelsAndHash(t *testing.T) {
 	if diff := cmp.Diff(ownership, res.ServiceEntry.Labels); diff != "" {
 		t.Errorf("ServiceEntry labels (-want +got):\n%s", diff)
 	}
-	we := res.WorkloadEntries[0]
+	we := res.WorkloadEntries[0].AsConfig()
 	ownership[model.LabelService] = "web.service.consul"
 	if diff := cmp.Diff(ownership, we.Labels); diff != "" {
 		t.Errorf("WorkloadEntry labels (-want +got):\n%s", diff)
@@ -118,8 +117,8 @@ func TestInstanceLabel(t *testing.T) {
 			plain := c.opts
 			plain.Instance = ""
 			base := mustTranslate(t, mustNew(t, plain), svc, Sticky{})
-			objs := append([]*model.Config{res.ServiceEntry}, res.WorkloadEntries...)
-			baseObjs := append([]*model.Config{base.ServiceEntry}, base.WorkloadEntries...)
+			objs := append([]*model.Config{res.ServiceEntry}, model.AsConfigs(res.WorkloadEntries)...)
+			baseObjs := append([]*model.Config{base.ServiceEntry}, model.AsConfigs(base.WorkloadEntries)...)
 			if len(objs) != c.objects || len(baseObjs) != c.objects {
 				t.Fatalf("%d and %d objects, want %d", len(objs), len(baseObjs), c.objects)
 			}
@@ -190,7 +189,7 @@ func TestDeterministic(t *testing.T) {
 			shuffled.Instances[a], shuffled.Instances[b] = shuffled.Instances[b], shuffled.Instances[a]
 		})
 		got := mustTranslate(t, tr, shuffled, Sticky{})
-		if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		if diff := cmp.Diff(want, got, resultOptions); diff != "" {
 			t.Fatalf("shuffle %d changed the result (-want +got):\n%s", i, diff)
 		}
 	}

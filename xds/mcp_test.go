@@ -30,10 +30,10 @@ type fakeConfigs struct {
 	objs map[model.ConfigKey]*model.Config
 }
 
-func (f *fakeConfigs) List(kind model.Kind, _ string) []*model.Config {
+func (f *fakeConfigs) Objects(kind model.Kind, _ string) []model.Object {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*model.Config
+	var out []model.Object
 	for k, c := range f.objs {
 		if k.Kind == kind {
 			out = append(out, c)

@@ -64,7 +64,7 @@ func Check(t testing.TB, trs []*translate.Translator, svc registries.Service) {
 		if res.ServiceEntry != nil {
 			cfgs = append(cfgs, res.ServiceEntry)
 		}
-		cfgs = append(cfgs, res.WorkloadEntries...)
+		cfgs = append(cfgs, model.AsConfigs(res.WorkloadEntries)...)
 		for _, c := range cfgs {
 			checkObject(t, c)
 		}
@@ -79,7 +79,7 @@ func Check(t testing.TB, trs []*translate.Translator, svc registries.Service) {
 // rejections, label changes and Sticky ports.
 func translatedSummary(t testing.TB, res translate.Result) string {
 	t.Helper()
-	cfgs := res.WorkloadEntries
+	cfgs := model.AsConfigs(res.WorkloadEntries)
 	if res.ServiceEntry != nil {
 		cfgs = append([]*model.Config{res.ServiceEntry}, cfgs...)
 	}

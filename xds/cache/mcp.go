@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,10 +23,12 @@ import (
 	"github.com/meshbridge/meshbridge/translate"
 )
 
-// ConfigSource lists config objects; serviceentry.Store implements it. The
-// returned objects are read-only.
+// ConfigSource lists the objects MCP serves; serviceentry.Store implements
+// it. The returned objects are read-only and immutable: a changed object
+// is a new one (the store's rule), so MCP keeps what it built of each
+// object by its identity.
 type ConfigSource interface {
-	List(kind model.Kind, namespace string) []*model.Config
+	Objects(kind model.Kind, namespace string) []model.Object
 }
 
 // MCPKind returns the kind of an MCP type URL meshbridge produces (a GVK
@@ -53,13 +56,13 @@ const mcpResourceType = "type.googleapis.com/istio.mcp.v1alpha1.Resource"
 // sent. Resource names are "<namespace>/<name>", never empty.
 const mcpSentKey = ""
 
-// mcpEntry is one object as served: the content hash it was built from
-// (zero when the object has none), its version and its marshalled
-// mcp.Resource, nil when the object failed validation.
+// mcpEntry is one object as served: its name ("<namespace>/<name>"), its
+// version and its marshalled mcp.Resource, nil when the object failed
+// validation; listed is the rebuild that last listed the object.
 type mcpEntry struct {
-	hash     model.Hash
-	version  string
-	resource *anypb.Any
+	name, version string
+	resource      *anypb.Any
+	listed        uint64
 }
 
 // mcpSet is the complete set of one kind: what every response for one of
@@ -88,11 +91,12 @@ type MCP struct {
 
 	changed chan struct{} // capacity 1: some kind is dirty
 
-	mu      sync.Mutex
-	dirty   map[model.Kind]bool
-	entries map[model.ConfigKey]mcpEntry
-	sets    map[model.Kind]*mcpSet
-	watches map[*mcpWatch]struct{}
+	mu       sync.Mutex
+	dirty    map[model.Kind]bool
+	entries  map[model.Kind]map[model.Object]*mcpEntry // by the object itself
+	rebuilds uint64
+	sets     map[model.Kind]*mcpSet
+	watches  map[*mcpWatch]struct{}
 }
 
 var _ cachev3.Cache = (*MCP)(nil)
@@ -105,7 +109,7 @@ func NewMCP(src ConfigSource, logger *slog.Logger) *MCP {
 		log:     logger,
 		changed: make(chan struct{}, 1),
 		dirty:   make(map[model.Kind]bool),
-		entries: make(map[model.ConfigKey]mcpEntry),
+		entries: make(map[model.Kind]map[model.Object]*mcpEntry),
 		sets:    make(map[model.Kind]*mcpSet),
 		watches: make(map[*mcpWatch]struct{}),
 	}
@@ -243,36 +247,38 @@ func (c *MCP) RebuildAll() {
 	c.rebuild(model.KindWorkloadEntry)
 }
 
-// rebuild lists kind from the source, reuses the marshalled resource of
-// every object whose version did not change, and, when the set changed,
-// answers the watches of the kind's type URLs.
+// rebuild lists kind from the source, reuses what it built of every object
+// it built before (objects are immutable: a change is a new object), and,
+// when the set changed, answers the watches of the kind's type URLs. An
+// unchanged object costs a map lookup: nothing is materialised or
+// allocated for it.
 func (c *MCP) rebuild(kind model.Kind) {
-	cfgs := c.src.List(kind, "")
+	objs := c.src.Objects(kind, "")
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.rebuilds++
+	entries := c.entries[kind]
+	if entries == nil {
+		entries = make(map[model.Object]*mcpEntry, len(objs))
+		c.entries[kind] = entries
+	}
 	old := c.sets[kind]
-	resources := make([]*anypb.Any, 0, len(cfgs))
-	versions := make([]string, 0, 2*len(cfgs))
-	seen := make(map[model.ConfigKey]bool, len(cfgs))
-	for _, cfg := range cfgs {
-		key := cfg.Key()
-		seen[key] = true
-		e, ok := c.entries[key]
-		if !ok || e.hash != cfg.Hash || cfg.Hash.IsZero() {
-			e = c.build(cfg)
-			c.entries[key] = e
+	resources := make([]*anypb.Any, 0, len(objs))
+	versions := make([]string, 0, 2*len(objs))
+	for _, obj := range objs {
+		e := entries[obj]
+		if e == nil {
+			e = c.build(obj.AsConfig())
+			entries[obj] = e
 		}
+		e.listed = c.rebuilds
 		if e.resource == nil {
 			continue
 		}
 		resources = append(resources, e.resource)
-		versions = append(versions, cfg.Namespace+"/"+cfg.Name, e.version)
+		versions = append(versions, e.name, e.version)
 	}
-	for key := range c.entries {
-		if key.Kind == kind && !seen[key] {
-			delete(c.entries, key)
-		}
-	}
+	maps.DeleteFunc(entries, func(_ model.Object, e *mcpEntry) bool { return e.listed != c.rebuilds })
 	set := &mcpSet{version: setVersion(versions), resources: resources}
 	if old != nil && old.version == set.version {
 		return
@@ -289,18 +295,20 @@ func (c *MCP) rebuild(kind model.Kind) {
 
 // build validates cfg and marshals its mcp.Resource. An object that fails
 // istiod's validation is logged and left off the wire (istiod would drop it
-// with a log line only); the entry remembers that until its version changes.
-func (c *MCP) build(cfg *model.Config) mcpEntry {
+// with a log line only); the entry remembers that for as long as the
+// object is listed.
+func (c *MCP) build(cfg *model.Config) *mcpEntry {
+	name := cfg.Namespace + "/" + cfg.Name
 	if err := validateMCP(cfg); err != nil {
 		c.log.Warn("Skipped invalid object for MCP", "kind", cfg.Kind, "namespace", cfg.Namespace, "name", cfg.Name, "err", err)
-		return mcpEntry{hash: cfg.Hash, version: cfg.ContentHash()}
+		return &mcpEntry{name: name}
 	}
-	res, err := mcpResource(cfg)
+	res, err := mcpResource(cfg, name)
 	if err != nil {
 		c.log.Warn("Skipped object for MCP", "kind", cfg.Kind, "namespace", cfg.Namespace, "name", cfg.Name, "err", err)
-		return mcpEntry{hash: cfg.Hash, version: cfg.ContentHash()}
+		return &mcpEntry{name: name}
 	}
-	return mcpEntry{hash: cfg.Hash, version: res.version, resource: res.resource}
+	return res
 }
 
 func validateMCP(cfg *model.Config) error {
@@ -326,10 +334,10 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 // v1alpha3 in istio.io/api, so the body is
 // type.googleapis.com/istio.networking.v1alpha3.ServiceEntry for both type
 // URLs: the only name istiod's proto registry resolves.
-func mcpResource(cfg *model.Config) (mcpEntry, error) {
+func mcpResource(cfg *model.Config, name string) (*mcpEntry, error) {
 	body, err := marshalAny(cfg.Spec)
 	if err != nil {
-		return mcpEntry{}, err
+		return nil, err
 	}
 	version := cfg.ContentHash()
 	if version == "" {
@@ -339,7 +347,7 @@ func mcpResource(cfg *model.Config) (mcpEntry, error) {
 	}
 	res, err := marshalAny(&mcp.Resource{
 		Metadata: &mcp.Metadata{
-			Name:        cfg.Namespace + "/" + cfg.Name,
+			Name:        name,
 			Version:     version,
 			Labels:      cfg.Labels,
 			Annotations: cfg.OutputAnnotations(),
@@ -347,9 +355,9 @@ func mcpResource(cfg *model.Config) (mcpEntry, error) {
 		Body: body,
 	})
 	if err != nil {
-		return mcpEntry{}, err
+		return nil, err
 	}
-	return mcpEntry{version: version, resource: res}, nil
+	return &mcpEntry{name: name, version: version, resource: res}, nil
 }
 
 func marshalAny(m proto.Message) (*anypb.Any, error) {

@@ -42,14 +42,14 @@ func BenchmarkMCPChange(b *testing.B) {
 		}
 		return svc
 	}
-	var moving [2]*model.Config // service 0's first WorkloadEntry, in place and moved
+	var moving [2]*model.WorkloadEntry // service 0's first WorkloadEntry, in place and moved
 	for i := range 1000 {
 		res, err := tr.Translate(service(i, false), translate.Sticky{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, we := range res.WorkloadEntries {
-			if _, err := store.Create(we); err != nil {
+			if _, err := store.CreateObserved(we, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func BenchmarkMCPChange(b *testing.B) {
 			}
 			for j, we := range moved.WorkloadEntries {
 				if we.Hash != res.WorkloadEntries[j].Hash {
-					moving = [2]*model.Config{res.WorkloadEntries[j], we}
+					moving = [2]*model.WorkloadEntry{res.WorkloadEntries[j], we}
 				}
 			}
 		}
@@ -74,7 +74,7 @@ func BenchmarkMCPChange(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		if _, err := store.Update(moving[n%2]); err != nil {
+		if _, err := store.UpdateObserved(moving[n%2], nil); err != nil {
 			b.Fatal(err)
 		}
 		c.rebuild(model.KindWorkloadEntry)
