@@ -251,7 +251,6 @@ func compareConcat(a1 string, a2 nameSuffix, b1 string, b2 nameSuffix) int {
 // Namespace is the object's namespace.
 func (w *WorkloadEntry) Namespace() string { return w.Group.Namespace }
 
-
 // Locality is the spec's locality.
 func (w *WorkloadEntry) Locality() string {
 	if w.locality == (unique.Handle[string]{}) {

@@ -37,8 +37,10 @@ func TestWorkloadEntryRoundTrip(t *testing.T) {
 		t.Error("SameSpec of its own spec is false")
 	}
 	for name, edit := range map[string]func(*networking.WorkloadEntry){
-		"address":         func(s *networking.WorkloadEntry) { s.Address = "10.0.0.2" },
-		"a label":         func(s *networking.WorkloadEntry) { s.Labels = map[string]string{"version": "v2", LabelService: "a.local"} },
+		"address": func(s *networking.WorkloadEntry) { s.Address = "10.0.0.2" },
+		"a label": func(s *networking.WorkloadEntry) {
+			s.Labels = map[string]string{"version": "v2", LabelService: "a.local"}
+		},
 		"no selection":    func(s *networking.WorkloadEntry) { s.Labels = map[string]string{"version": "v1", "x": "y"} },
 		"ports":           func(s *networking.WorkloadEntry) { s.Ports = nil },
 		"weight":          func(s *networking.WorkloadEntry) { s.Weight = 1 },

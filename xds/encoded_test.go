@@ -66,4 +66,3 @@ func TestEncodedLoadAssignmentIsServedAsEncoded(t *testing.T) {
 		t.Errorf("re-applying equal content changed %d resources (err %v), want 0", n, err)
 	}
 }
-

@@ -112,10 +112,10 @@ type DiscoveryServer struct {
 	pushes int      // guarded by pushMu
 	// pushed are the last full push's services (generated.go); guarded
 	// by pushMu.
-	pushed pushedServices
-	addr      atomic.Pointer[net.Addr] // the ADS listener's
-	mcpAddr   atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
-	serving   chan struct{}
+	pushed  pushedServices
+	addr    atomic.Pointer[net.Addr] // the ADS listener's
+	mcpAddr atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
+	serving chan struct{}
 	// debounce is the live debounce (Options.Debounce*, SetDebounce).
 	debounce atomic.Pointer[debounceOptions]
 
