@@ -57,9 +57,12 @@
 //     (registries.Liveness): an exists("/") probe every 2 s, left
 //     unanswered for 5 s, takes the registry down as of when it was sent
 //     (reason "hung"); its answer has the loop re-list at once, and a good
-//     re-list brings the registry up. Reads re-arm their watch in the same
-//     request, so a change between a watch firing and its read's answer
-//     fires again.
+//     re-list brings the registry up. The client pauses 100 ms, doubling
+//     to 1 s, after a round of every server without a session
+//     (go-zookeeper pauses a fixed second, which a server that resumes
+//     after expiring the session made it take once or twice). Reads re-arm
+//     their watch in the same request, so a change between a watch firing
+//     and its read's answer fires again.
 //  8. What is sent follows registries.Reporter: a listing of every service
 //     when the set changes (and on every re-list), then the services that
 //     changed, and the removals the listing brings.

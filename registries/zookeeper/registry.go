@@ -113,7 +113,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 func (w *watcher) connect() error {
 	gen := w.gen.Add(1)
 	conn, _, err := zk.Connect(w.r.cfg.Servers, w.r.cfg.SessionTimeout.Duration,
-		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false),
+		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false), zk.WithHostProvider(newBackoffHostProvider()),
 		zk.WithEventCallback(func(ev zk.Event) { w.sessionEvent(gen, ev) }))
 	if err != nil {
 		return fmt.Errorf("zookeeper: %w", err)
