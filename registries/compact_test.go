@@ -71,3 +71,19 @@ func BenchmarkCompact(b *testing.B) {
 		Compact(in)
 	}
 }
+
+// TestCompactSharesAcrossServices: the listings of two services whose
+// instances carry equal labels share one map; a label set seen for the
+// first time stays the instance's own map.
+func TestCompactSharesAcrossServices(t *testing.T) {
+	labels := func() map[string]string { return map[string]string{"shared-across": "services", "x": "1"} }
+	first := Compact([]Instance{{ID: "a", Labels: labels()}})
+	second := Compact([]Instance{{ID: "b", Labels: labels()}, {ID: "c", Labels: labels()}})
+	if !SameLabels(first[0].Labels, second[0].Labels) || !SameLabels(second[0].Labels, second[1].Labels) {
+		t.Error("equal label sets of two services do not share one map")
+	}
+	own := map[string]string{"seen": "once"}
+	if out := Compact([]Instance{{ID: "d", Labels: own}}); !SameLabels(out[0].Labels, own) {
+		t.Error("a label set seen for the first time was replaced")
+	}
+}

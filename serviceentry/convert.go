@@ -3,6 +3,7 @@ package serviceentry
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	networking "istio.io/api/networking/v1"
 
@@ -17,11 +18,16 @@ func convertServices(cfg *model.Config) []*model.Service {
 	if se == nil {
 		return nil
 	}
-	ports := make([]model.Port, 0, len(se.Ports))
-	for _, p := range se.Ports {
-		ports = append(ports, model.Port{Name: p.Name, Number: p.Number, Protocol: model.Protocol(strings.ToUpper(p.Protocol))})
+	var ports []model.Port
+	if len(se.Ports) == 1 {
+		ports = onePort(modelPort(se.Ports[0]))
+	} else {
+		ports = make([]model.Port, 0, len(se.Ports))
+		for _, p := range se.Ports {
+			ports = append(ports, modelPort(p))
+		}
+		slices.SortFunc(ports, func(a, b model.Port) int { return int(a.Number) - int(b.Number) })
 	}
-	slices.SortFunc(ports, func(a, b model.Port) int { return int(a.Number) - int(b.Number) })
 	resolution := model.ResolutionStatic
 	if se.Resolution == networking.ServiceEntry_DNS || se.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN {
 		resolution = model.ResolutionDNS
@@ -46,6 +52,23 @@ func convertServices(cfg *model.Config) []*model.Service {
 	}
 	return out
 }
+
+func modelPort(p *networking.ServicePort) model.Port {
+	return model.Port{Name: p.Name, Number: p.Number, Protocol: model.Protocol(strings.ToUpper(p.Protocol))}
+}
+
+// onePort returns the ports of a service with the one port p: a slice of
+// length and capacity 1 shared by every such service (services are
+// read-only; an append copies it), instead of one per service.
+func onePort(p model.Port) []model.Port {
+	if ports, ok := onePorts.Load(p); ok {
+		return ports.([]model.Port)
+	}
+	ports, _ := onePorts.LoadOrStore(p, []model.Port{p})
+	return ports.([]model.Port)
+}
+
+var onePorts sync.Map // model.Port → []model.Port
 
 // workload is what the endpoints of a workload are made of: a
 // WorkloadEntry's, or an inline endpoint's of the ServiceEntry.

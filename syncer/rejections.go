@@ -12,7 +12,10 @@ func (s *Syncer) reject(registry, service, reason string, count int, err error) 
 // logRejections counts the instances translation rejected and the label
 // changes it made, and logs what changed since the last translation.
 func (s *Syncer) logRejections(registry, service string, st *serviceState, res translate.Result) {
-	seen := make(map[string]string, len(res.Rejected))
+	var seen map[string]string // nil for the many services with none: kept per service
+	if len(res.Rejected) > 0 {
+		seen = make(map[string]string, len(res.Rejected))
+	}
 	for _, rj := range res.Rejected {
 		seen[rj.InstanceID] = rj.Reason
 		rejectedInstances.WithLabelValues(registry, rj.Reason).Inc()

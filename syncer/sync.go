@@ -126,15 +126,15 @@ type serviceID struct {
 }
 
 type serviceState struct {
-	svc  registries.Service // the last snapshot's (shares the registry's slices)
-	host string
+	svc registries.Service // the last snapshot's (shares the registry's slices)
 	// merge is the service translated against the host winner's ports
 	// (conflictPolicy merge), nil until it first is.
 	merge *mergedState
 	// rejection is why the service is not served ("" when it is), to log
 	// changes only.
 	rejection string
-	// result is the last translation; its Sticky goes into the next.
+	// result is the last translation (its Host is the service's host):
+	// its Sticky goes into the next.
 	result    translate.Result
 	instances int
 	rejected  map[string]string // instance ID → reason, to log changes only
@@ -353,7 +353,7 @@ func (s *Syncer) remove(r *registryState, id serviceID) {
 	delete(s.services, id)
 	r.status.Services--
 	r.status.Instances -= st.instances
-	s.release(id, st.host)
+	s.release(id, st.result.Host)
 }
 
 // upsert records a service's new listing, translates it and re-decides its
@@ -382,8 +382,8 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 		s.reject(r.cfg.Name, svc.Name, "invalid-host", max(1, len(svc.Instances)), err)
 		return
 	}
-	if st.host != "" && st.host != res.Host {
-		s.release(id, st.host)
+	if host := st.result.Host; host != "" && host != res.Host {
+		s.release(id, host)
 	}
 	// Log changes of form only: an inline service past the CRD's endpoint
 	// or etcd's size limit is written as WorkloadEntries (translate: see
@@ -394,7 +394,7 @@ func (s *Syncer) upsert(r *registryState, id serviceID, svc registries.Service) 
 	} else if res.Fallback == "" && was {
 		s.log.Info("Service written inline again", "registry", r.cfg.Name, "service", svc.Name)
 	}
-	st.host, st.result = res.Host, res
+	st.result = res
 	s.logRejections(r.cfg.Name, svc.Name, st, res)
 	s.claim(id, res.Host)
 }

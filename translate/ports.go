@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	networking "istio.io/api/networking/v1"
 
@@ -91,9 +92,38 @@ func PortName(p model.Protocol, n uint32) string {
 	return "tcp-" + num
 }
 
+// servicePort returns the ServicePort of protocol p and number n, shared by
+// every ServiceEntry with that port: translated objects are read-only, and
+// a port per ServiceEntry would cost about 100 bytes per service (P1 in
+// docs/benchmarks.md). The table is bounded by the protocols times the
+// port numbers in use.
 func servicePort(p model.Protocol, n uint32) *networking.ServicePort {
-	return &networking.ServicePort{Number: n, Protocol: string(istioProtocol(p)), Name: PortName(p, n)}
+	key := portKey{p, n}
+	if sp, ok := servicePorts.Load(key); ok {
+		return sp.(*networking.ServicePort)
+	}
+	sp, _ := servicePorts.LoadOrStore(key, &networking.ServicePort{Number: n, Protocol: string(istioProtocol(p)), Name: PortName(p, n)})
+	return sp.(*networking.ServicePort)
 }
+
+// singlePort returns the ports of a ServiceEntry with the one port of
+// protocol p and number n: a shared slice of length and capacity 1, so that
+// an append copies it.
+func singlePort(p model.Protocol, n uint32) []*networking.ServicePort {
+	key := portKey{p, n}
+	if ports, ok := singlePorts.Load(key); ok {
+		return ports.([]*networking.ServicePort)
+	}
+	ports, _ := singlePorts.LoadOrStore(key, []*networking.ServicePort{servicePort(p, n)})
+	return ports.([]*networking.ServicePort)
+}
+
+type portKey struct {
+	protocol model.Protocol
+	number   uint32
+}
+
+var servicePorts, singlePorts sync.Map // portKey → *networking.ServicePort, []*networking.ServicePort
 
 // portPlan is the ServiceEntry's ports and the state that keeps them.
 type portPlan struct {
@@ -132,7 +162,7 @@ func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []cand
 	if decided {
 		sticky.Protocol = proto
 	}
-	return &portPlan{ports: []*networking.ServicePort{servicePort(proto, number)}, sticky: sticky}, nil
+	return &portPlan{ports: singlePort(proto, number), sticky: sticky}, nil
 }
 
 // declaredPorts turns declared ports into ServicePorts, sorted by number; a

@@ -9,21 +9,19 @@ import (
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-// pushedServices are the services of the last full push, by (host,
-// namespace): what the caches' Clusters, Listeners and RouteConfigurations
-// were generated from. The generators read nothing of a service but its
-// hostname and ports (name, number, protocol; gen.Resources), so a full
-// push generates only the services whose hostname or ports differ from
-// here, removes the resources of those gone, and hands the caches nothing
-// for the others: the caches hold the one encoding of each resource, and
-// nothing else keeps a copy. The full push owns it
-// (DiscoveryServer.pushMu).
-type pushedServices map[serviceID]*model.Service
-
 // sameInputs reports whether a and b generate the same resources.
 func sameInputs(a, b *model.Service) bool {
 	return a == b || a.Hostname == b.Hostname && slices.Equal(a.Ports, b.Ports)
 }
+
+// A full push diffs the services against those of the last full push
+// (endpointShards.swapPushed): what the caches' Clusters, Listeners and
+// RouteConfigurations were generated from. The generators read nothing of a
+// service but its hostname and ports (name, number, protocol;
+// gen.Resources), so a full push generates only the services whose
+// hostname or ports differ, removes the resources of those gone, and hands
+// the caches nothing for the others: the caches hold the one encoding of
+// each resource, and nothing else keeps a copy.
 
 // generation is what a full push hands the caches for services: the
 // Clusters, Listeners and RouteConfigurations of the services that are new
@@ -37,22 +35,20 @@ type generation struct {
 	removed      [4][]string
 	removedHosts map[string]bool
 	regenerated  []*model.Service
-	next         pushedServices
 }
 
-// diff returns the generation that takes the caches from last to services.
-func (last pushedServices) diff(services []*model.Service) generation {
+// diff returns the generation that takes the caches from the last full
+// push's services to services: prev[i] is the last push's service under
+// services[i]'s (host, namespace), nil when none; vanished are the last
+// push's services that services lacks.
+func diff(services, prev, vanished []*model.Service) generation {
 	g := generation{
 		clusters:  map[string]types.Resource{},
 		listeners: map[string]types.Resource{},
 		routes:    map[string]types.Resource{},
-		next:      make(pushedServices, len(services)),
 	}
-	for _, svc := range services {
-		id := serviceID{svc.Hostname, svc.Namespace}
-		g.next[id] = svc
-		prev := last[id]
-		if prev != nil && sameInputs(prev, svc) {
+	for i, svc := range services {
+		if prev[i] != nil && sameInputs(prev[i], svc) {
 			continue
 		}
 		clusters, listeners, routes := gen.Resources(svc)
@@ -60,14 +56,12 @@ func (last pushedServices) diff(services []*model.Service) generation {
 		add(g.listeners, listeners)
 		add(g.routes, routes)
 		g.regenerated = append(g.regenerated, svc)
-		if prev != nil {
-			g.removeVanishedPorts(prev, svc)
+		if prev[i] != nil {
+			g.removeVanishedPorts(prev[i], svc)
 		}
 	}
-	for id, prev := range last {
-		if _, ok := g.next[id]; !ok {
-			g.removeVanishedPorts(prev, nil)
-		}
+	for _, svc := range vanished {
+		g.removeVanishedPorts(svc, nil)
 	}
 	g.keepNamesInUse(services)
 	return g

@@ -21,7 +21,6 @@ func TestGenerationDiffsAgainstTheLastPush(t *testing.T) {
 		return []model.Port{{Name: "grpc-80", Number: 80, Protocol: protocol}, {Name: "tcp-81", Number: 81, Protocol: model.ProtocolTCP}}
 	}
 	base := &model.Service{Hostname: "a.local", Namespace: "mesh", Ports: ports(model.ProtocolGRPC)}
-	last := pushedServices(nil).diff([]*model.Service{base}).next
 	names := func(port uint32) []string {
 		c, l := gen.ClusterName(port, "a.local"), gen.ListenerName(port, "a.local")
 		return []string{c, l, l, c}
@@ -48,7 +47,10 @@ func TestGenerationDiffsAgainstTheLastPush(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			g := last.diff(tc.services)
+			shards := newEndpointShards()
+			shards.swapPushed([]*model.Service{base})
+			prev, vanished := shards.swapPushed(tc.services)
+			g := diff(tc.services, prev, vanished)
 			if got := len(g.regenerated) > 0; got != tc.regenerated {
 				t.Fatalf("regenerated %v, want %v", g.regenerated, tc.regenerated)
 			}

@@ -81,8 +81,8 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 // resources changed.
 func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed int) {
 	all := s.src.Services()
-	g := s.pushed.diff(all)
-	s.pushed = g.next
+	prev, vanished := s.shards.swapPushed(all)
+	g := diff(all, prev, vanished)
 	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.apply(g.clusters, g.removed[0]) })
 	changed += s.apply("listeners", func() (int, error) { return s.caches.listeners.apply(g.listeners, g.removed[1]) })
 	changed += s.apply("routes", func() (int, error) { return s.caches.routes.apply(g.routes, g.removed[2]) })
@@ -94,7 +94,7 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 		}
 	} else {
 		for key := range req.ConfigsUpdated {
-			if svc := s.pushed[serviceID{key.Name, key.Namespace}]; svc != nil {
+			if svc := s.shards.pushedService(key.Name, key.Namespace); svc != nil {
 				s.addLoadAssignments(cla, svc)
 			}
 		}
@@ -116,13 +116,14 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 func (s *DiscoveryServer) edsPush(req *model.PushRequest) (services, changed int) {
 	cla := make(map[string]types.Resource)
 	if len(req.ConfigsUpdated) == 0 {
-		for _, svc := range s.pushed {
+		all := s.shards.pushedServices()
+		for _, svc := range all {
 			s.addLoadAssignments(cla, svc)
 		}
-		services = len(s.pushed)
+		services = len(all)
 	}
 	for key := range req.ConfigsUpdated {
-		if svc := s.pushed[serviceID{key.Name, key.Namespace}]; svc != nil {
+		if svc := s.shards.pushedService(key.Name, key.Namespace); svc != nil {
 			s.addLoadAssignments(cla, svc)
 			services++
 		}

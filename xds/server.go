@@ -108,11 +108,8 @@ type DiscoveryServer struct {
 	// calls update the endpoint shards but queue no push (see queueing).
 	live atomic.Bool
 
-	seq    chan int // capacity 1, holds the latest push count
-	pushes int      // guarded by pushMu
-	// pushed are the last full push's services (generated.go); guarded
-	// by pushMu.
-	pushed  pushedServices
+	seq     chan int                 // capacity 1, holds the latest push count
+	pushes  int                      // guarded by pushMu
 	addr    atomic.Pointer[net.Addr] // the ADS listener's
 	mcpAddr atomic.Pointer[net.Addr] // the MCP listener's, with Options.MCPAddress
 	serving chan struct{}

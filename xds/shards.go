@@ -39,15 +39,30 @@ type serviceID struct {
 // (an immutable gen.Endpoint, shared by later updates that leave it
 // unchanged), not the model.Endpoint: its LbEndpoint is encoded when the
 // endpoint arrives and kept while an endpoint with the same address, port
-// and weight replaces it (gen.EncodeEndpoints). Safe for concurrent use;
-// the entries and encodings it hands out are read-only.
+// and weight replaces it (gen.EncodeEndpoints). It also keeps, per service,
+// the model.Service of the last full push (swapPushed), so that a service
+// costs one map entry in the server. Safe for concurrent use; the entries
+// and encodings it hands out are read-only.
 type endpointShards struct {
-	mu sync.RWMutex
-	// services: every service key, with its non-empty shards sorted by
-	// name (nil: none). A service has one shard per controller serving
-	// it (meshbridge has one), so a slice: a map per service would cost
-	// ~400 bytes where one entry costs 40.
-	services map[serviceID][]shard
+	mu       sync.RWMutex
+	services map[serviceID]serviceState
+	round    uint32 // swapPushed's calls, mod 2^32
+}
+
+// serviceState is what endpointShards keeps of a service.
+type serviceState struct {
+	// shards are the service's non-empty shards sorted by name (nil:
+	// none). A service has one shard per controller serving it (meshbridge
+	// has one), so a slice: a map per service would cost ~400 bytes where
+	// one entry costs 40.
+	shards []shard
+	// pushed is the service as of the last full push, nil when that push
+	// did not list it; round is the swapPushed call that set it.
+	pushed *model.Service
+	round  uint32
+	// known: the service key exists (see endpointShards). An entry that is
+	// not known lives only for its pushed service.
+	known bool
 }
 
 // shard is one shard's endpoints of a service, sorted (gen.SortEndpoints).
@@ -58,7 +73,7 @@ type shard struct {
 
 // newEndpointShards returns an empty index.
 func newEndpointShards() *endpointShards {
-	return &endpointShards{services: make(map[serviceID][]shard)}
+	return &endpointShards{services: make(map[serviceID]serviceState)}
 }
 
 // find returns the index of the shard named name in shards, or where it
@@ -83,30 +98,34 @@ func (e *endpointShards) update(name, host, namespace string, endpoints []*model
 	id := serviceID{host, namespace}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	shards, known := e.services[id]
-	i, found := find(shards, name)
+	st := e.services[id]
+	i, found := find(st.shards, name)
 	if len(endpoints) == 0 {
 		if !found {
 			return noPush
 		}
-		if len(shards) == 1 {
-			e.services[id] = nil
+		if len(st.shards) == 1 {
+			st.shards = nil
 		} else {
-			e.services[id] = slices.Delete(shards, i, i+1)
+			st.shards = slices.Delete(st.shards, i, i+1)
 		}
+		e.services[id] = st
 		return edsPush
 	}
-	if !known {
-		e.services[id] = []shard{{name: name, endpoints: gen.EncodeEndpoints(endpoints, nil)}}
+	if !st.known {
+		st.known = true
+		st.shards = []shard{{name: name, endpoints: gen.EncodeEndpoints(endpoints, nil)}}
+		e.services[id] = st
 		return fullPush
 	}
 	if !found {
-		e.services[id] = slices.Insert(shards, i, shard{name: name, endpoints: gen.EncodeEndpoints(endpoints, nil)})
+		st.shards = slices.Insert(st.shards, i, shard{name: name, endpoints: gen.EncodeEndpoints(endpoints, nil)})
+		e.services[id] = st
 		return edsPush
 	}
-	old := shards[i].endpoints
+	old := st.shards[i].endpoints
 	cur := gen.EncodeEndpoints(endpoints, old)
-	shards[i].endpoints = cur
+	st.shards[i].endpoints = cur
 	if slices.EqualFunc(old, cur, gen.SameForClients) {
 		return noPush
 	}
@@ -117,16 +136,29 @@ func (e *endpointShards) update(name, host, namespace string, endpoints []*model
 func (e *endpointShards) ensure(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if id := (serviceID{host, namespace}); !e.knownLocked(id) {
-		e.services[id] = nil
+	id := serviceID{host, namespace}
+	if st := e.services[id]; !st.known {
+		st.known = true
+		e.services[id] = st
 	}
 }
 
-// delete drops every shard of (host, namespace): the service is gone.
+// delete drops every shard of (host, namespace): the service is gone. The
+// entry stays while the last full push's service does.
 func (e *endpointShards) delete(host, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.services, serviceID{host, namespace})
+	id := serviceID{host, namespace}
+	st, ok := e.services[id]
+	if !ok {
+		return
+	}
+	if st.pushed == nil {
+		delete(e.services, id)
+		return
+	}
+	st.shards, st.known = nil, false
+	e.services[id] = st
 }
 
 // encoded returns the endpoints of (host, namespace) from every shard,
@@ -135,7 +167,7 @@ func (e *endpointShards) delete(host, namespace string) {
 func (e *endpointShards) encoded(host, namespace string) []*gen.Endpoint {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	shards := e.services[serviceID{host, namespace}]
+	shards := e.services[serviceID{host, namespace}].shards
 	n := 0
 	for _, s := range shards {
 		n += len(s.endpoints)
@@ -151,10 +183,60 @@ func (e *endpointShards) encoded(host, namespace string) []*gen.Endpoint {
 func (e *endpointShards) known(host, namespace string) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.knownLocked(serviceID{host, namespace})
+	return e.services[serviceID{host, namespace}].known
 }
 
-func (e *endpointShards) knownLocked(id serviceID) bool {
-	_, ok := e.services[id]
-	return ok
+// pushedService returns the last full push's service (host, namespace),
+// nil when it did not list it.
+func (e *endpointShards) pushedService(host, namespace string) *model.Service {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.services[serviceID{host, namespace}].pushed
+}
+
+// pushedServices returns every service of the last full push, in no order.
+func (e *endpointShards) pushedServices() []*model.Service {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]*model.Service, 0, len(e.services))
+	for _, st := range e.services {
+		if st.pushed != nil {
+			out = append(out, st.pushed)
+		}
+	}
+	return out
+}
+
+// swapPushed records services as the last full push's and returns, for
+// each, the service the push before listed under its (host, namespace)
+// (nil when none), and the services it listed that services lacks. The
+// full push calls it, one at a time.
+func (e *endpointShards) swapPushed(services []*model.Service) (prev, vanished []*model.Service) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.round++
+	prev = make([]*model.Service, len(services))
+	for i, svc := range services {
+		id := serviceID{svc.Hostname, svc.Namespace}
+		st := e.services[id]
+		if st.round != e.round {
+			// The first service listed under id wins, as its resources do.
+			prev[i] = st.pushed
+		}
+		st.pushed, st.round = svc, e.round
+		e.services[id] = st
+	}
+	for id, st := range e.services {
+		if st.pushed == nil || st.round == e.round {
+			continue
+		}
+		vanished = append(vanished, st.pushed)
+		if !st.known && len(st.shards) == 0 {
+			delete(e.services, id)
+			continue
+		}
+		st.pushed = nil
+		e.services[id] = st
+	}
+	return prev, vanished
 }

@@ -157,3 +157,36 @@ func TestEndpointShardsDeleteAndMerge(t *testing.T) {
 		t.Fatalf("first endpoints after delete: push = %v, want full", got)
 	}
 }
+
+// TestEndpointShardsKeepTheLastPush: a service's entry holds its last full
+// push's service beside its shards; a deleted service keeps it until the
+// next full push says it vanished, then its entry goes; a service listed
+// again after a delete is a new key.
+func TestEndpointShardsKeepTheLastPush(t *testing.T) {
+	shards := newEndpointShards()
+	a, b := grpcService("a.local", 80), grpcService("b.local", 80)
+	shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")})
+	if prev, vanished := shards.swapPushed([]*model.Service{a, b}); prev[0] != nil || prev[1] != nil || len(vanished) != 0 {
+		t.Fatalf("first push: prev %v, vanished %v", prev, vanished)
+	}
+	if shards.pushedService("a.local", "mesh") != a || len(shards.pushedServices()) != 2 {
+		t.Fatal("the push's services are not recorded")
+	}
+	shards.delete("a.local", "mesh")
+	if shards.known("a.local", "mesh") || len(shards.encoded("a.local", "mesh")) != 0 {
+		t.Fatal("a deleted service is still known or has endpoints")
+	}
+	if shards.pushedService("a.local", "mesh") != a {
+		t.Fatal("a deleted service lost its pushed service before the next full push")
+	}
+	prev, vanished := shards.swapPushed([]*model.Service{b})
+	if prev[0] != b || len(vanished) != 1 || vanished[0] != a {
+		t.Fatalf("second push: prev %v, vanished %v; want b and a", prev, vanished)
+	}
+	if _, ok := shards.services[serviceID{"a.local", "mesh"}]; ok {
+		t.Error("the vanished, deleted service's entry is kept")
+	}
+	if got := shards.update("consul", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")}); got != fullPush {
+		t.Errorf("first endpoints after the delete: push %v, want full", got)
+	}
+}

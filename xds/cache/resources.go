@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -64,19 +65,29 @@ type Resources struct {
 	wildcard  map[*cacheWatch]struct{}
 }
 
-// cachedEntry is one resource version in a Resources, 48 bytes. wire is
-// shared with the resource handed over (an encoded one's) and read-only;
-// anyRes and deltaRes are built on first use under the cache's lock and
-// read-only after.
+// cachedEntry is one resource version in a Resources, 32 bytes: a cache
+// holds one per resource whether or not a stream asks for it. wire is the
+// encoding handed over (an encoded resource's, shared), held as a string
+// because it is never written; forms is built on the first response that
+// carries the version, under the cache's lock, and read-only after.
 type cachedEntry struct {
-	wire []byte
+	wire string
 	// version is the cache version that set it, SotW's resource version;
 	// one string serves every resource of an update.
 	version *string
-	anyRes  *anypb.Any
+	forms   *entryForms
+}
+
+// entryForms are a resource version's forms in responses, shared by every
+// response that carries it.
+type entryForms struct {
+	anyRes *anypb.Any
 	// deltaRes's Version is Delta's resource version (deltaResource).
 	deltaRes *discovery.Resource
 }
+
+// bytesOf returns e's encoding as the bytes it was handed over as.
+func (e *cachedEntry) bytesOf() []byte { return unsafe.Slice(unsafe.StringData(e.wire), len(e.wire)) }
 
 // cacheWatch is an open watch: SotW (req, out) or Delta (dreq, dout).
 type cacheWatch struct {
@@ -132,7 +143,7 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 			errs = append(errs, fmt.Errorf("resource %q: %w", name, err))
 			continue
 		}
-		c.resources[name] = &cachedEntry{wire: wire, version: version}
+		c.resources[name] = &cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)), version: version}
 		wake(name)
 	}
 	for _, name := range remove {
@@ -163,7 +174,7 @@ func (c *Resources) Differences(want map[string]types.Resource, remove []string)
 	update := make(map[string]types.Resource)
 	for name, res := range want {
 		if e, ok := c.resources[name]; ok {
-			if wire, err := encoding(res); err == nil && bytes.Equal(e.wire, wire) {
+			if wire, err := encoding(res); err == nil && bytes.Equal(e.bytesOf(), wire) {
 				continue
 			}
 		}
@@ -409,20 +420,24 @@ func (c *Resources) changes(sub cachev3.Subscription, delta bool) (changed, remo
 
 // anyOf returns e's Any, shared by every response. Call with mu held.
 func (c *Resources) anyOf(e *cachedEntry) *anypb.Any {
-	if e.anyRes == nil {
-		e.anyRes = &anypb.Any{TypeUrl: c.typeURL, Value: e.wire}
+	if e.forms == nil {
+		e.forms = &entryForms{}
 	}
-	return e.anyRes
+	if e.forms.anyRes == nil {
+		e.forms.anyRes = &anypb.Any{TypeUrl: c.typeURL, Value: e.bytesOf()}
+	}
+	return e.forms.anyRes
 }
 
 // deltaResource returns e's Delta Resource, shared by every response; its
 // Version is the resource's Delta version, go-control-plane's
 // cachev3.HashResource of the encoding. Call with mu held.
 func (c *Resources) deltaResource(name string, e *cachedEntry) *discovery.Resource {
-	if e.deltaRes == nil {
-		e.deltaRes = &discovery.Resource{Name: name, Version: cachev3.HashResource(e.wire), Resource: c.anyOf(e)}
+	if e.forms == nil || e.forms.deltaRes == nil {
+		res := &discovery.Resource{Name: name, Version: cachev3.HashResource(e.bytesOf()), Resource: c.anyOf(e)}
+		e.forms.deltaRes = res
 	}
-	return e.deltaRes
+	return e.forms.deltaRes
 }
 
 // deliver hands resp to w's stream on out (w.out or w.dout) without

@@ -449,3 +449,12 @@ func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedEntrySize: a cache holds one entry per resource, served or
+// not, so every byte of it is paid per Cluster, Listener, Route and
+// ClusterLoadAssignment (P1 in docs/benchmarks.md).
+func TestCachedEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(cachedEntry{}); got > 32 {
+		t.Errorf("unsafe.Sizeof(cachedEntry{}) = %d, want at most 32", got)
+	}
+}

@@ -452,22 +452,25 @@ func TestEndpointSize(t *testing.T) {
 	}
 }
 
-// TestEndpointsOfAShardSharePlaces: endpoints serving one port in one
-// locality share one endpointPlace, in an update and across updates that
-// keep them; another port or locality has its own.
-func TestEndpointsOfAShardSharePlaces(t *testing.T) {
+// TestEndpointsSharePlaces: endpoints serving one port in one locality
+// share one endpointPlace, in an update, across updates and across
+// services; another port or locality has its own.
+func TestEndpointsSharePlaces(t *testing.T) {
 	eps := []*model.Endpoint{ep("10.0.0.1", 80, "r1"), ep("10.0.0.2", 80, "r1"), ep("10.0.0.3", 80, "r2"), ep("10.0.0.4", 80, "r1")}
 	got := EncodeEndpoints(eps, nil)
 	if got[0].place != got[1].place || got[0].place != got[3].place {
 		t.Error("endpoints of one port and locality hold distinct places")
 	}
 	if got[2].place == got[0].place || got[2].locality() != "r2" {
-		t.Errorf("the r2 endpoint's place is %+v, want its own", *got[2].place)
+		t.Errorf("the r2 endpoint's place is %+v, want its own", got[2].place.Value())
 	}
 	moved := *eps[1]
 	moved.Weight = 5
 	next := EncodeEndpoints([]*model.Endpoint{eps[0], &moved, eps[2], eps[3], ep("10.0.0.5", 80, "r1")}, got)
 	if next[1].place != got[0].place || next[4].place != got[0].place {
 		t.Error("an update does not reuse the shard's place for a changed or new endpoint")
+	}
+	if other := EncodeEndpoints([]*model.Endpoint{ep("10.9.0.1", 80, "r1")}, nil); other[0].place != got[0].place {
+		t.Error("another service's endpoint of the same port name and locality holds another place")
 	}
 }

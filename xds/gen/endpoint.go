@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
@@ -15,15 +16,16 @@ import (
 // labels, service account and workload name reach no client (meshbridge's
 // LbEndpoints carry no metadata, its clusters no subject alt names).
 // Immutable once made (EncodeEndpoints): readers hold it without a lock.
-// 48 bytes: the service port and locality, which most endpoints of a shard
-// share, are one shared endpointPlace, and the encoding is a string.
+// 48 bytes: the service port and locality, which most endpoints share,
+// within a service and across services, are one interned endpointPlace,
+// and the encoding is a string.
 type Endpoint struct {
 	address string
 	// lb is the LbEndpoint's encoding (wire.LbEndpoint); "" where no
 	// encoding is needed (BuildLoadAssignments) and where the address is
 	// not valid UTF-8, which proto.Marshal refuses.
 	lb     string
-	place  *endpointPlace
+	place  unique.Handle[endpointPlace]
 	port   uint32 // model.Endpoint.EndpointPort
 	weight uint32 // lbWeight of model.Endpoint.Weight
 }
@@ -38,8 +40,8 @@ type endpointPlace struct {
 // Address is the endpoint's address (model.Endpoint.Address).
 func (e *Endpoint) Address() string { return e.address }
 
-func (e *Endpoint) portName() string { return e.place.portName }
-func (e *Endpoint) locality() string { return e.place.locality }
+func (e *Endpoint) portName() string { return e.place.Value().portName }
+func (e *Endpoint) locality() string { return e.place.Value().locality }
 
 // lbWeight is the load_balancing_weight an endpoint of weight w is sent
 // with: w, or 1 for 0 (a WorkloadEntry without a weight), as grpc-go NACKs a
@@ -55,53 +57,40 @@ func lbWeight(w uint32) uint32 { return max(w, 1) }
 // shards decide pushes by (an update whose endpoints are all the same for
 // clients pushes nothing) and that EncodeEndpoints reuses entries by.
 func SameForClients(a, b *Endpoint) bool {
-	return a == b || a.address == b.address && a.port == b.port && a.weight == b.weight && samePlace(a.place, b.place)
+	return a == b || a.address == b.address && a.port == b.port && a.weight == b.weight && a.place == b.place
 }
 
-// samePlace reports whether a and b serve the same port in the same
-// locality.
-func samePlace(a, b *endpointPlace) bool { return a == b || *a == *b }
-
 // endpointOf returns ep's Endpoint at place, without an encoding.
-func endpointOf(ep *model.Endpoint, place *endpointPlace) Endpoint {
+func endpointOf(ep *model.Endpoint, place unique.Handle[endpointPlace]) Endpoint {
 	return Endpoint{address: ep.Address, place: place, port: ep.EndpointPort, weight: lbWeight(ep.Weight)}
 }
 
-// places hands out the endpointPlaces of one shard's update: an endpoint
-// gets the place of an earlier one, or of one the last update kept, with
-// the same port and locality. It remembers at most maxPlaces, which covers
-// a service's ports times its localities in all but odd meshes (past them,
-// a place is not shared). It lives on the caller's stack.
+// places interns the endpointPlaces of one call, remembering the last
+// maxPlaces so that most endpoints cost no lookup in unique's table: a
+// service has few ports times localities. It lives on the caller's stack.
 type places struct {
 	n    int
-	list [maxPlaces]*endpointPlace
+	list [maxPlaces]struct {
+		place  endpointPlace
+		handle unique.Handle[endpointPlace]
+	}
 }
 
 const maxPlaces = 16
 
-// of returns the remembered place equal to here, or a new one.
-func (p *places) of(here endpointPlace) *endpointPlace {
-	for _, pl := range p.list[:p.n] {
-		if *pl == here {
-			return pl
+// of returns here's handle.
+func (p *places) of(here endpointPlace) unique.Handle[endpointPlace] {
+	for _, e := range p.list[:p.n] {
+		if e.place == here {
+			return e.handle
 		}
 	}
-	pl := &endpointPlace{portName: here.portName, locality: here.locality}
-	p.remember(pl)
-	return pl
-}
-
-// remember adds pl unless an equal place is remembered or the list is full.
-func (p *places) remember(pl *endpointPlace) {
-	for _, q := range p.list[:p.n] {
-		if samePlace(q, pl) {
-			return
-		}
-	}
+	h := unique.Make(here)
 	if p.n < maxPlaces {
-		p.list[p.n] = pl
+		p.list[p.n].place, p.list[p.n].handle = here, h
 		p.n++
 	}
+	return h
 }
 
 // plain returns endpoints with no encoding.
@@ -123,9 +112,8 @@ func plain(endpoints []*model.Endpoint) []*Endpoint {
 // (SameForClients), else old's encoding when its LbEndpoint is the same
 // (address, port and weight); only the others are encoded. So an update of
 // n endpoints of which one changed encodes one. Each entry is its own
-// 48-byte allocation (an exact size class), so none keeps another alive;
-// new entries share the endpointPlaces of old ones. endpoints is not
-// modified.
+// 48-byte allocation (an exact size class), so none keeps another alive.
+// endpoints is not modified.
 func EncodeEndpoints(endpoints []*model.Endpoint, old []*Endpoint) []*Endpoint {
 	sorted := SortEndpoints(endpoints)
 	out := make([]*Endpoint, len(sorted))
@@ -146,8 +134,7 @@ func EncodeEndpoints(endpoints []*model.Endpoint, old []*Endpoint) []*Endpoint {
 			// Same address, port and service port.
 			prev := old[j]
 			j++
-			pl.remember(prev.place)
-			if prev.weight == weight && *prev.place == here {
+			if prev.weight == weight && prev.place.Value() == here {
 				out[i] = prev
 				continue
 			}

@@ -22,7 +22,11 @@ func buildRoutes(services []*model.Service) map[string]*route.RouteConfiguration
 }
 
 func buildRoute(host string, port uint32) *route.RouteConfiguration {
-	name := ListenerName(port, host)
+	return buildRouteNamed(ListenerName(port, host), host, port)
+}
+
+// buildRouteNamed is buildRoute with its name, ListenerName(port, host).
+func buildRouteNamed(name, host string, port uint32) *route.RouteConfiguration {
 	return &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{

@@ -10,15 +10,19 @@ import (
 // svc, one of each per port, each encoded once (Encode). They depend only
 // on the service's hostname and ports (name, number, protocol): a service
 // whose hostname and ports are unchanged generates the same bytes.
+//
+// A port's Listener and RouteConfiguration share one name string, which
+// the caches keep as their keys.
 func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource) {
-	services := []*model.Service{svc}
-	return encodeAll(buildClusters(services)), encodeAll(buildListeners(services)), encodeAll(buildRoutes(services))
-}
-
-func encodeAll[M types.Resource](in map[string]M) []types.Resource {
-	out := make([]types.Resource, 0, len(in))
-	for name, m := range in {
-		out = append(out, Encode(name, m))
+	clusters = make([]types.Resource, 0, len(svc.Ports))
+	listeners = make([]types.Resource, 0, len(svc.Ports))
+	routes = make([]types.Resource, 0, len(svc.Ports))
+	for _, port := range svc.Ports {
+		c := buildCluster(svc.Hostname, port)
+		clusters = append(clusters, Encode(c.Name, c))
+		name := ListenerName(port.Number, svc.Hostname)
+		listeners = append(listeners, Encode(name, buildListener(name)))
+		routes = append(routes, Encode(name, buildRouteNamed(name, svc.Hostname, port.Number)))
 	}
-	return out
+	return clusters, listeners, routes
 }
