@@ -24,7 +24,7 @@ import (
 // while it is in use. Label maps are read-only once delivered, so sharing
 // them is safe.
 func Compact(instances []Instance) []Instance {
-	var out []Instance // nil until a map is replaced
+	var out []Instance                 // nil until a map is replaced
 	var last, shared map[string]string // the last distinct map and the one shared for it
 	var locality, protocol string
 	for i, inst := range instances {
