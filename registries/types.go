@@ -17,10 +17,14 @@ type Type struct {
 	Name string
 	// HostTemplate is the default host template: a text/template over
 	// .Service, .Datacenter, .Namespace and .Group (docs/design.md §3), used when
-	// the registry sets no hostTemplate. "" means the type's hosts come from
-	// its own block (zookeeper: the Dubbo host templates), and a registry's
-	// hostTemplate is refused.
+	// the registry sets no hostTemplate.
 	HostTemplate string
+	// HostsFrom, when set, says what names the type's hosts instead of a
+	// host template ("zookeeper.dubbo.interfaceHostTemplate and
+	// applicationHostTemplate"; the file registry's services carry theirs):
+	// a registry's hostTemplate would be ignored, so it is refused, with
+	// this in the error.
+	HostsFrom string
 	// NewConfig returns an empty configuration block, ready to be decoded
 	// from YAML; its json tags are the block's keys.
 	NewConfig func() Config

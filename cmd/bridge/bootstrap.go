@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/meshbridge/meshbridge/xds/bootstrap"
@@ -51,27 +53,10 @@ func (f *bootstrapFlags) register(fs *flag.FlagSet) {
 // stdout), 2 for a usage error, 1 when --config cannot be loaded.
 func cmdBootstrap(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	var f bootstrapFlags
 	f.register(fs)
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, bootstrapUsage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return 0
-		}
-		fmt.Fprintf(stderr, "meshbridge bootstrap: %v\n", err)
-		printUsage(stderr)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "meshbridge bootstrap: unexpected argument %q\n", fs.Arg(0))
-		printUsage(stderr)
-		return 2
+	if done, code := parseFlags(fs, args, bootstrapUsage, stdout, stderr); done {
+		return code
 	}
 	cfg, code := f.bootstrapConfig(stderr)
 	if cfg == nil {
@@ -85,8 +70,36 @@ func cmdBootstrap(args []string, stdout, stderr io.Writer) int {
 	if cfg.TLS == nil && !isLoopback(cfg.ServerURI) {
 		fmt.Fprintf(stderr, "meshbridge bootstrap: warning: the xDS connection to %s is plaintext; give --tls or --ca-file if the bridge serves xds.tls\n", cfg.ServerURI)
 	}
+	for _, w := range clientFileWarnings(cfg.TLS) {
+		fmt.Fprintf(stderr, "meshbridge bootstrap: warning: %s\n", w)
+	}
 	_, _ = stdout.Write(out)
 	return 0
+}
+
+// clientFileWarnings returns a warning for each file of t that the client
+// may not find: a relative path (the client resolves it against its own
+// working directory when it starts), or one missing on this machine (the
+// bootstrap may be meant for another; the warning says so).
+func clientFileWarnings(t *bootstrap.TLS) []string {
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range []struct{ flag, path string }{{"--ca-file", t.CAFile}, {"--cert-file", t.CertFile}, {"--key-file", t.KeyFile}} {
+		switch {
+		case f.path == "":
+		case !filepath.IsAbs(f.path):
+			out = append(out, fmt.Sprintf("%s %q is a relative path, written as given: the client resolves it against "+
+				"its own working directory when it starts; give an absolute path", f.flag, f.path))
+		default:
+			if _, err := os.Stat(f.path); err != nil {
+				out = append(out, fmt.Sprintf("%s %s: %v; the client must find it at that path when it starts",
+					f.flag, f.path, errors.Unwrap(err)))
+			}
+		}
+	}
+	return out
 }
 
 // bootstrapConfig turns the flags into a bootstrap.Config, taking the xDS
@@ -117,7 +130,9 @@ func (f *bootstrapFlags) bootstrapConfig(stderr io.Writer) (*bootstrap.Config, i
 		}
 		return cfg, 0
 	}
-	c, err := LoadConfig(f.config)
+	// Only the xds block matters here: the files the registries name (tokens,
+	// passwords) need not exist where bootstrap runs.
+	c, err := readConfig(f.config)
 	if err != nil {
 		return fail(1, "%v", err)
 	}

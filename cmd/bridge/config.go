@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -343,20 +347,12 @@ func (c *Config) Redacted() *Config {
 // against the file's directory, as Prometheus does, so a configuration and
 // the files it names can move together.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
-	}
-	c, err := ParseConfig(data)
+	c, err := readConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(path)
 	var errs []error
 	for _, f := range c.files() {
-		if *f.Path != "" && !filepath.IsAbs(*f.Path) {
-			*f.Path = filepath.Join(dir, *f.Path)
-		}
 		if err := checkFile(f); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.Key, err))
 		}
@@ -366,6 +362,28 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// readConfig reads, defaults and validates a configuration file and
+// resolves its relative paths, without reading the files it names: what
+// meshbridge bootstrap needs of it (the xds block), which runs where the
+// registries' secrets are not.
+func readConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	for _, f := range c.files() {
+		if *f.Path != "" && !filepath.IsAbs(*f.Path) {
+			*f.Path = filepath.Join(dir, *f.Path)
+		}
 	}
 	return c, nil
 }
@@ -386,6 +404,9 @@ func (c *Config) checkKeyPairs() []error {
 	}
 	if t := c.XDS.TLS; t != nil {
 		pair("xds.tls", t.CertFile, t.KeyFile)
+		if err := checkCAFile(t.ClientCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("xds.tls.clientCAFile: %w", err))
+		}
 	}
 	if t := c.MCP.TLS; t != nil {
 		pair("mcp.tls", t.CertFile, t.KeyFile)
@@ -398,6 +419,31 @@ func (c *Config) checkKeyPairs() []error {
 		}
 	}
 	return errs
+}
+
+// checkCAFile checks that a CA file ("" is none) holds a certificate: a
+// key or a certificate request there would otherwise stop the xDS
+// listener when it starts, after every registry synced.
+func checkCAFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if x509.NewCertPool().AppendCertsFromPEM(data) {
+		return nil
+	}
+	var found []string
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		found = append(found, block.Type)
+	}
+	return fmt.Errorf("%s holds no CA certificate (PEM blocks found: %s)", path, cmp.Or(strings.Join(found, ", "), "none"))
 }
 
 // checkFile reads a file the configuration names when it must exist at
@@ -583,9 +629,7 @@ func (c *Config) validate() error {
 	validateMCP(c, add)
 	checkHostPort("http.address", c.HTTP.Address, add)
 	checkHostPort("http.debugAddress", c.HTTP.DebugAddress, add)
-	if c.HTTP.DebugAddress == c.HTTP.Address {
-		add("http.debugAddress", "%q is http.address too: the debug endpoints need their own listener (keep it on loopback)", c.HTTP.DebugAddress)
-	}
+	checkDistinctListeners(c, add)
 	if err := translate.ValidateAllowLabels(c.Output.AllowLabels); err != nil {
 		add("output.allowLabels", "%v", err)
 	}
@@ -614,9 +658,6 @@ func validateMCP(c *Config, add func(path, format string, args ...any)) {
 			add("mcp.address", "set, but mcp.enabled is false")
 		}
 		checkHostPort("mcp.address", m.Address, add)
-		if m.Address == c.XDS.Address {
-			add("mcp.address", "%q is xds.address too: leave mcp.address empty to serve MCP on the xDS port", m.Address)
-		}
 	}
 	if t := m.TLS; t != nil {
 		if m.Address == "" {
@@ -672,9 +713,8 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 		add(p+".type", "required: one of %s", registryTypes.Names())
 		return
 	}
-	if t, _ := registryTypes.Lookup(r.Type); r.HostTemplate != "" && t.HostTemplate == "" {
-		add(p+".hostTemplate", "a %s registry names its services with %s.dubbo.interfaceHostTemplate and "+
-			"applicationHostTemplate, not hostTemplate", r.Type, r.Type)
+	if t, _ := registryTypes.Lookup(r.Type); r.HostTemplate != "" && t.HostsFrom != "" {
+		add(p+".hostTemplate", "a %s registry names its services with %s, not hostTemplate", r.Type, t.HostsFrom)
 	}
 	if r.HostTemplate != "" {
 		if _, err := translate.New(translate.Options{Registry: "r", Namespace: "ns", HostTemplate: r.HostTemplate}); err != nil {
@@ -689,10 +729,21 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 			add(p+"."+r.Type+"."+field, "%s", msg)
 		}
 	}
+	// Credentials in a URL are refused, and never echoed: the block's own
+	// errors show such a URL with its user info redacted.
+	hide := userInfoURLs(r.Block)
+	var redact []string
+	for _, u := range hide {
+		add(p+"."+r.Type+"."+u.key, "%q carries user info: meshbridge sends no credentials from an address "+
+			"(they would be dropped before any request, and shown wherever the address is); use the registry's "+
+			"credential keys (a token or tokenFile, username and passwordFile) instead", u.redacted)
+		redact = append(redact, u.raw, u.redacted)
+	}
+	scrub := strings.NewReplacer(redact...)
 	// The block's errors name its fields first ("maxWatches: ..."): the
 	// path is the block's, then the field.
 	for _, err := range r.Block.Validate() {
-		field, msg, ok := strings.Cut(err.Error(), ": ")
+		field, msg, ok := strings.Cut(scrub.Replace(err.Error()), ": ")
 		if !ok || strings.ContainsAny(field, " \"") {
 			field, msg = "", err.Error()
 		}
@@ -702,6 +753,108 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 		}
 		add(path, "%s", msg)
 	}
+}
+
+// userInfoURL is an address in a registry block that carries user info:
+// its key relative to the block ("address", "addresses[1]"), its value,
+// and the value with the user info replaced by "<redacted>".
+type userInfoURL struct{ key, raw, redacted string }
+
+// addressKey matches the names of the keys whose values are addresses
+// (address, addresses, servers, a URL), besides any value with a scheme.
+var addressKey = regexp.MustCompile(`(?i)(address|addresses|servers?|urls?|endpoints?)$`)
+
+// userInfoURLs returns the values of block that carry user info
+// ("http://user:password@host", "user@host:port"): every string of an
+// address key, or of any key when it has a scheme ("scheme://"), in key
+// order. The rule holds for every registry type, present and future.
+func userInfoURLs(block registries.Config) []userInfoURL {
+	data, err := json.Marshal(block)
+	if err != nil {
+		return nil
+	}
+	var tree any
+	if json.Unmarshal(data, &tree) != nil {
+		return nil
+	}
+	var out []userInfoURL
+	var walk func(key, name string, v any)
+	walk = func(key, name string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				walk(strings.TrimPrefix(key+"."+k, "."), k, v[k])
+			}
+		case []any:
+			for i, e := range v {
+				walk(key+"["+strconv.Itoa(i)+"]", name, e)
+			}
+		case string:
+			withScheme := strings.Contains(v, "://")
+			if !withScheme && !addressKey.MatchString(name) {
+				return
+			}
+			ref := v
+			if !withScheme {
+				ref = "//" + v
+			}
+			u, err := url.Parse(ref)
+			if err != nil || u.User == nil {
+				return
+			}
+			// The user info ends at the authority's last "@".
+			scheme, rest, _ := strings.Cut(v, "://")
+			if !withScheme {
+				scheme, rest = "", v
+			}
+			authority := rest
+			if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+				authority = rest[:i]
+			}
+			at := strings.LastIndex(authority, "@")
+			redacted := registries.Redacted + rest[at:]
+			if withScheme {
+				redacted = scheme + "://" + redacted
+			}
+			out = append(out, userInfoURL{key: key, raw: v, redacted: redacted})
+		}
+	}
+	walk("", "", tree)
+	return out
+}
+
+// checkDistinctListeners reports a listener whose address another listener
+// takes (the same port on the same host, or on every interface), which
+// would fail to bind: found here, with both keys named, rather than when
+// the second one listens.
+func checkDistinctListeners(c *Config, add func(path, format string, args ...any)) {
+	listeners := []struct{ key, addr, hint string }{
+		{"xds.address", c.XDS.Address, ""},
+		{"http.address", c.HTTP.Address, ""},
+		{"http.debugAddress", c.HTTP.DebugAddress, ": the debug endpoints need their own listener (keep it on loopback)"},
+		{"mcp.address", c.MCP.Address, ": leave mcp.address empty to serve MCP on the xDS port"},
+	}
+	for i, l := range listeners {
+		for _, other := range listeners[:i] {
+			if sameListener(l.addr, other.addr) {
+				add(l.key, "%q is %s too%s", l.addr, other.key, l.hint)
+				break
+			}
+		}
+	}
+}
+
+// sameListener reports whether two listen addresses would take the same
+// port: equal ports other than 0, on equal hosts or where one host is
+// every interface.
+func sameListener(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" || pa == "" {
+		return false
+	}
+	everyInterface := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	return ha == hb || everyInterface(ha) || everyInterface(hb)
 }
 
 func checkHostPort(path, addr string, add func(path, format string, args ...any)) {

@@ -75,6 +75,9 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"cert without key":                {"registries:\n- {name: a, type: consul, consul: {address: a:1, tls: {certFile: c}}}\n", "registries[0].consul: tls.certFile and tls.keyFile: set both or neither"},
 		"file path missing":               {"registries:\n- {name: a, type: file}\n", "registries[0].file.path: required"},
 		"zookeeper with a hostTemplate":   {"registries:\n- {name: a, type: zookeeper, hostTemplate: \"{{.Service}}.zk\"}\n", "registries[0].hostTemplate: a zookeeper registry names its services with zookeeper.dubbo.interfaceHostTemplate"},
+		"file with a hostTemplate":        {"registries:\n- {name: a, type: file, file: {path: x}, hostTemplate: \"{{.Service}}.static\"}\n", "registries[0].hostTemplate: a file registry names its services with the host of each service in its file (services[].host), not hostTemplate"},
+		"xds address is http address":     {consul + "xds: {address: 127.0.0.1:9000}\nhttp: {address: 127.0.0.1:9000}\n", `http.address: "127.0.0.1:9000" is xds.address too`},
+		"a port taken on every interface": {consul + "xds: {address: 0.0.0.0:9000}\nhttp: {debugAddress: 127.0.0.1:9000}\n", `http.debugAddress: "127.0.0.1:9000" is xds.address too`},
 		"zookeeper server not host:port":  {"registries:\n- {name: a, type: zookeeper, zookeeper: {servers: [zk]}}\n", `registries[0].zookeeper.servers[0]: "zk" is not host:port`},
 		"zookeeper dubbo mode":            {"registries:\n- {name: a, type: zookeeper, zookeeper: {dubbo: {mode: all}}}\n", `registries[0].zookeeper.dubbo.mode: "all" is not one of interface, application, both`},
 		"zookeeper dubbo host template":   {"registries:\n- {name: a, type: zookeeper, zookeeper: {dubbo: {interfaceHostTemplate: \"{{.Iface}}\"}}}\n", "registries[0].zookeeper.dubbo.interfaceHostTemplate: template"},
@@ -290,6 +293,7 @@ func TestConfigFilesAreCheckedAtLoad(t *testing.T) {
 		"consul token file gone":         {"registries:\n- {name: c, type: consul, consul: {tokenFile: token}}\n", "registries[0].consul.tokenFile: stat " + filepath.Join(dir, "token")},
 		"mcp cert missing":               {file + "mcp: {enabled: true, address: 127.0.0.1:9001, tls: {certFile: gone.pem, keyFile: key.pem}}\n", "mcp.tls.certFile: stat"},
 		"kubeconfig when enabled":        {file + "kubernetes: {enabled: true, kubeconfig: kc}\n", "kubernetes.kubeconfig: stat " + filepath.Join(dir, "kc")},
+		"xds client CA holds a key":      {file + "xds: {tls: {certFile: cert.pem, keyFile: key.pem, clientCAFile: key.pem}}\n", "xds.tls.clientCAFile: " + filepath.Join(dir, "key.pem") + " holds no CA certificate (PEM blocks found: "},
 		"a registry file may come later": {file, ""},
 		"a matching pair loads":          {file + "xds: {tls: {certFile: cert.pem, keyFile: key.pem}}\n", ""},
 	}
@@ -321,4 +325,37 @@ func testPEM(t *testing.T) (cert, key string) {
 	t.Helper()
 	kp := harness.NewCA(t, "config-test").ServerCert(t, "127.0.0.1")
 	return string(kp.CertPEM), string(kp.KeyPEM)
+}
+
+// TestConfigRefusesCredentialsInAddresses: an address of any registry that
+// carries user info is an error naming the key, and neither that error nor
+// any other one of the block shows the credentials.
+func TestConfigRefusesCredentialsInAddresses(t *testing.T) {
+	const secret = "HUNTER2pw"
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"consul URL": {`{name: a, type: consul, consul: {address: "http://admin:HUNTER2pw@127.0.0.1:1"}}`,
+			`registries[0].consul.address: "http://<redacted>@127.0.0.1:1" carries user info`},
+		"consul URL with a user alone (a token)": {`{name: a, type: consul, consul: {address: "https://HUNTER2pw@consul.example:8501/"}}`,
+			`registries[0].consul.address: "https://<redacted>@consul.example:8501/" carries user info`},
+		"consul URL of a wrong scheme": {`{name: a, type: consul, consul: {address: "ftp://admin:HUNTER2pw@127.0.0.1:1"}}`,
+			`registries[0].consul.address: "ftp://<redacted>@127.0.0.1:1" carries user info`},
+		"nacos address without a scheme": {`{name: a, type: nacos, nacos: {addresses: [127.0.0.1:8848, "nacos:HUNTER2pw@10.0.0.1:8848"]}}`,
+			`registries[0].nacos.addresses[1]: "<redacted>@10.0.0.1:8848" carries user info`},
+		"zookeeper server": {`{name: a, type: zookeeper, zookeeper: {servers: ["digest:HUNTER2pw@127.0.0.1:2181"]}}`,
+			`registries[0].zookeeper.servers[0]: "<redacted>@127.0.0.1:2181" carries user info`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte("registries:\n- " + tc.yaml + "\n"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error shows the credentials:\n%v", err)
+			}
+		})
+	}
+	// A user name with an @ is no address.
+	if _, err := ParseConfig([]byte("registries:\n- {name: a, type: nacos, nacos: {username: ops@example.com, password: x}}\n")); err != nil {
+		t.Errorf("nacos.username with an @: %v", err)
+	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -44,9 +46,33 @@ func restConfig(k KubernetesConfig) (*rest.Config, error) {
 			return nil, fmt.Errorf("kubernetes.kubeconfig: %w", err)
 		}
 	}
+	return limited(rc, k), nil
+}
+
+// limited sets rc's client rate limit (kubernetes.qps, burst) and user
+// agent, and returns it.
+func limited(rc *rest.Config, k KubernetesConfig) *rest.Config {
 	rc.QPS, rc.Burst = k.QPS, k.Burst
 	rc.UserAgent = "meshbridge/" + version
-	return rc, nil
+	return rc
+}
+
+// diffRESTConfig is the client configuration of meshbridge translate
+// --diff, found as kubectl and istioctl find theirs (client-go's default
+// loading rules): explicit (--kubeconfig), else kubernetes.kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, else the in-cluster config.
+func diffRESTConfig(k KubernetesConfig, explicit string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = cmp.Or(explicit, k.Kubeconfig)
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("kubernetes: no cluster to compare with: give --kubeconfig, set kubernetes.kubeconfig or " +
+				"KUBECONFIG, or create ~/.kube/config")
+		}
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	return limited(rc, k), nil
 }
 
 // newKubeOutput builds the writer on the bridge's store. It contacts no

@@ -25,10 +25,12 @@ func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// usageText is the top-level usage; its command lines are the README's
+// "Commands" block, line for line (TestUsageMatchesREADME).
 const usageText = `Usage:
-  meshbridge run --config FILE [--log-level LEVEL] [--log-format text|json]
-  meshbridge translate --config FILE [-o yaml|json] [--diff] [--allow-empty]
-  meshbridge bootstrap --node-id ID [--config FILE | --xds-address ADDR] [--locality R/Z/S]
+  meshbridge run --config FILE [--log-level debug|info|warn|error] [--log-format text|json]
+  meshbridge translate --config FILE [-o yaml|json] [--diff [--kubeconfig FILE]] [--allow-empty]
+  meshbridge bootstrap --node-id ID [--xds-address ADDR | --config FILE] [--cluster NAME] [--locality R/Z/S] [--tls] [--ca-file FILE] [--cert-file FILE --key-file FILE]
   meshbridge status [--address http://127.0.0.1:15015] [-o json]
   meshbridge version
 
@@ -80,9 +82,16 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdBootstrap(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
-	case "version", "--version", "-version":
+	case "version":
+		fs := flag.NewFlagSet("version", flag.ContinueOnError)
+		if done, code := parseFlags(fs, args[1:], commandUsage("version"), stdout, stderr); done {
+			return code
+		}
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case "--version", "-version":
 		if len(args) > 1 {
-			fmt.Fprintf(stderr, "meshbridge version: unexpected argument %q\n", args[1])
+			fmt.Fprintf(stderr, "meshbridge: unexpected argument %q after %s\n", args[1], args[0])
 			return 2
 		}
 		fmt.Fprintln(stdout, versionString())
@@ -96,16 +105,23 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// parseFlags parses a command's arguments the way users expect: -h/--help
-// prints the command's usage to stdout (exit 0), --version prints the
-// version (exit 0), a bad flag or a positional argument prints the error
-// and the usage to stderr (exit 2). It returns done when the command must
-// return code without running.
-func parseFlags(fs *flag.FlagSet, args []string, summary string, stdout, stderr io.Writer) (done bool, code int) {
+// commandUsage is the usage header of a command whose whole description is
+// its usage line: "Usage: meshbridge <summary>", then its flags.
+func commandUsage(summary string) string {
+	return "Usage: meshbridge " + summary + "\n\nFlags:\n"
+}
+
+// parseFlags parses a command's arguments the way users expect, the same
+// for every command (README "Commands"): -h/--help prints header and the
+// command's flags to stdout (exit 0), --version prints the version (exit
+// 0), a bad flag or a positional argument prints the error and the usage
+// to stderr (exit 2). It returns done when the command must return code
+// without running.
+func parseFlags(fs *flag.FlagSet, args []string, header string, stdout, stderr io.Writer) (done bool, code int) {
 	fs.SetOutput(io.Discard)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	printUsage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: meshbridge %s\n\nFlags:\n", summary)
+		fmt.Fprint(w, header)
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -139,10 +155,12 @@ type commonFlags struct {
 	levelSet, formatSet bool
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet) {
+// register adds --config, --log-level and --log-format to fs; levelHelp
+// describes --log-level, whose default is level.
+func (c *commonFlags) register(fs *flag.FlagSet, level, levelHelp string) {
 	fs.StringVar(&c.config, "config", "", "path of the YAML configuration (required)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", level, levelHelp)
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (default: log.format of --config)")
 }
 
 // noteSet records which logging flags fs was given.
@@ -186,8 +204,8 @@ func (c *commonFlags) logger(w io.Writer, cfg *Config) (*slog.Logger, *slog.Leve
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var cf commonFlags
-	cf.register(fs)
-	if done, code := parseFlags(fs, args, "run --config FILE [flags]", stdout, stderr); done {
+	cf.register(fs, "info", "log level: debug, info, warn, error (default: log.level of --config, info when unset)")
+	if done, code := parseFlags(fs, args, commandUsage("run --config FILE [flags]"), stdout, stderr); done {
 		return code
 	}
 	cf.noteSet(fs)

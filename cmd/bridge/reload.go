@@ -44,6 +44,11 @@ import (
 //     nothing: the running configuration stays, and the failure is logged,
 //     counted (meshbridge_config_reloads_total{result="failure"}) and shown
 //     on /debug/config until the next reload.
+//  5. A failure is logged and counted once: a reload of the same inputs
+//     (the configuration file and the files the running configuration
+//     names, byte for byte) is not tried again, so an edit followed by a
+//     SIGHUP gives one error, and the SIGHUP one line saying nothing
+//     changed since.
 
 // configReloads is meshbridge_config_reloads_total.
 var configReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -131,7 +136,10 @@ func (b *bridge) watchConfig(ctx context.Context) {
 			return
 		case <-hup:
 			b.log.Info("Received SIGHUP: reloading the configuration", "path", b.flags.config)
-			_ = b.reload("SIGHUP")
+			if err := b.reload("SIGHUP"); errors.Is(err, errUnchangedSinceFailure) {
+				b.log.Warn("The configuration has not changed since its reload failed; the running configuration "+
+					"is kept (/debug/config shows the error)", "path", b.flags.config, "failedAt", b.lastReload().Time)
+			}
 			rewatch()
 		case ev, ok := <-events:
 			if !ok {
@@ -155,14 +163,46 @@ func (b *bridge) watchConfig(ctx context.Context) {
 	}
 }
 
-// reload reads the configuration file again and applies it (rules 2-4).
+// errUnchangedSinceFailure is reload's answer when its inputs are those
+// of the last reload, which failed (rule 5).
+var errUnchangedSinceFailure = errors.New("the configuration has not changed since its reload failed")
+
+// lastReload returns the last reload's status.
+func (b *bridge) lastReload() reloadStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastLoad
+}
+
+// reloadInputs digests what a reload reads: the configuration file and
+// the files the running configuration names (rule 5).
+func (b *bridge) reloadInputs() string {
+	h := sha256.New()
+	for _, path := range append([]string{b.flags.config}, namedFiles(b.config())...) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			data = []byte("unreadable: " + err.Error())
+		}
+		fmt.Fprintf(h, "%s %x\n", path, sha256.Sum256(data))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// reload reads the configuration file again and applies it (rules 2-5).
 func (b *bridge) reload(trigger string) (err error) {
 	b.reloadMu.Lock()
 	defer b.reloadMu.Unlock()
+	inputs := b.reloadInputs()
+	if inputs == b.failedInputs {
+		b.log.Debug("Skipped a reload: the configuration has not changed since its reload failed", "trigger", trigger)
+		return errUnchangedSinceFailure
+	}
 	st := reloadStatus{Time: time.Now(), Trigger: trigger, Result: "success"}
 	defer func() {
+		b.failedInputs = ""
 		if err != nil {
 			st.Result, st.Error = "failure", err.Error()
+			b.failedInputs = inputs
 			b.log.Error("Configuration reload failed; the running configuration is kept", "trigger", trigger, "err", err)
 		}
 		configReloads.WithLabelValues(st.Result).Inc()
@@ -220,6 +260,7 @@ func (b *bridge) reload(trigger string) (err error) {
 	b.mu.Unlock()
 	b.log.Info("Configuration reloaded", "trigger", trigger, "added", st.Added, "removed", st.Removed,
 		"restarted", st.Restarted, "unchanged", len(next.Registries)-len(st.Added)-len(st.Restarted))
+	b.warnExposedDebug(next)
 	return nil
 }
 

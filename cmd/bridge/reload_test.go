@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -160,6 +163,88 @@ func TestWarnsWorkloadEntriesForIstiod(t *testing.T) {
 			}
 			if got := strings.Contains(logs.String(), "istiod reads these objects in WorkloadEntry mode"); got != tc.warn {
 				t.Errorf("warned = %v, want %v", got, tc.warn)
+			}
+		})
+	}
+}
+
+// TestFailedReloadIsLoggedOnce: one failure is one error line and one
+// count, however many triggers (the file watch, then SIGHUP) read the same
+// inputs; the next change is reloaded again.
+func TestFailedReloadIsLoggedOnce(t *testing.T) {
+	cfgPath := fileConfig(t, "")
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs harness.LockedBuffer
+	b, err := newBridgeWith(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, commonFlags{config: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := func() float64 { return testutil.ToFloat64(configReloads.WithLabelValues("failure")) }
+	before := failures()
+	writeFile(t, cfgPath, "registries: []\nbogus: 1\n")
+	if err := b.reload("file change"); err == nil || errors.Is(err, errUnchangedSinceFailure) {
+		t.Fatalf("reload of an invalid configuration: %v", err)
+	}
+	if err := b.reload("SIGHUP"); !errors.Is(err, errUnchangedSinceFailure) {
+		t.Errorf("second reload of the same file: %v, want errUnchangedSinceFailure", err)
+	}
+	if n := strings.Count(logs.String(), "Configuration reload failed"); n != 1 {
+		t.Errorf("the failure is logged %d times, want once:\n%s", n, logs.String())
+	}
+	if got := failures() - before; got != 1 {
+		t.Errorf("meshbridge_config_reloads_total{result=\"failure\"} rose by %v, want 1", got)
+	}
+	writeFile(t, cfgPath, "registries: []\nbogus: 2\n")
+	if err := b.reload("file change"); err == nil || errors.Is(err, errUnchangedSinceFailure) {
+		t.Errorf("reload of another invalid configuration: %v, want it tried", err)
+	}
+	if got := failures() - before; got != 2 {
+		t.Errorf("after a second, different failure: +%v, want 2", got)
+	}
+}
+
+// TestWarnsOfAnExposedDebugAddress: an http.debugAddress off loopback is
+// a warning naming what it exposes, when the bridge starts and after each
+// reload; on loopback there is none.
+func TestWarnsOfAnExposedDebugAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{
+		{"127.0.0.1:15015", false},
+		{"localhost:15015", false},
+		{"[::1]:15015", false},
+		{"0.0.0.0:15015", true},
+		{"10.1.2.3:15015", true},
+		{"meshbridge.internal:15015", true},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			cfgPath := fileConfig(t, fmt.Sprintf("http: {debugAddress: %q}\n", tc.addr))
+			cfg, err := LoadConfig(cfgPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs harness.LockedBuffer
+			// Built and reloaded, never run: nothing binds the address.
+			b, err := newBridgeWith(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, commonFlags{config: cfgPath})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const warning = "http.debugAddress is not on loopback"
+			if got := strings.Count(logs.String(), warning); got != map[bool]int{true: 1}[tc.warn] {
+				t.Errorf("at start: %d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
+			}
+			if err := b.reload("SIGHUP"); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Count(logs.String(), warning); got != map[bool]int{true: 2}[tc.warn] {
+				t.Errorf("after a reload: %d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
+			}
+			if tc.warn && !strings.Contains(logs.String(), "pprof") {
+				t.Errorf("the warning does not name what is exposed:\n%s", logs.String())
 			}
 		})
 	}

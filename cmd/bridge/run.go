@@ -47,6 +47,9 @@ type bridge struct {
 	fingerprints map[string]string
 	lastLoad     reloadStatus
 	reloadMu     sync.Mutex
+	// failedInputs is reloadInputs of the last reload when it failed, else
+	// ""; guarded by reloadMu.
+	failedInputs string
 }
 
 func newBridge(cfg *Config, log *slog.Logger) (*bridge, error) {
@@ -82,6 +85,7 @@ func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags co
 		}
 		b.pipe.OnAdd(b.kube.writer.AddRegistry)
 	}
+	b.warnExposedDebug(cfg)
 	if cfg.MCP.Enabled && cfg.Kubernetes.Enabled {
 		log.Warn("mcp.enabled and kubernetes.enabled are both set: an istiod that reads this bridge over MCP and the " +
 			"cluster's CRDs sees every ServiceEntry and WorkloadEntry twice (istio#37981); point the two outputs at different istiods")
@@ -195,6 +199,19 @@ func (b *bridge) run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// warnExposedDebug logs a warning when http.debugAddress is not on
+// loopback, naming what it exposes (README "Security"); the bridge calls it
+// when it starts and after each reload, so that the warning stays in view.
+func (b *bridge) warnExposedDebug(cfg *Config) {
+	if isLoopback(cfg.HTTP.DebugAddress) {
+		return
+	}
+	b.log.Warn("http.debugAddress is not on loopback: whoever reaches it reads every ServiceEntry and WorkloadEntry "+
+		"served, every xDS client, the registries' state and the running configuration, profiles the process "+
+		"(pprof, the command line) and can apply a delete guard's held removals (POST .../confirm); keep it on "+
+		"loopback and reach it with kubectl port-forward (README \"Security\")", "address", cfg.HTTP.DebugAddress)
 }
 
 // istiodWorkloadEntryWarn is the number of services above which an istiod

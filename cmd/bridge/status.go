@@ -37,7 +37,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	address := fs.String("address", defaultStatusAddress, "the bridge's http.debugAddress, as a URL or host:port")
 	output := fs.String("o", "table", "output format: table or json")
-	if done, code := parseFlags(fs, args, "status [--address URL] [-o table|json]", stdout, stderr); done {
+	if done, code := parseFlags(fs, args, commandUsage("status [--address URL] [-o table|json]"), stdout, stderr); done {
 		return code
 	}
 	if *output != "table" && *output != "json" {
@@ -85,6 +85,12 @@ func fetchDebug(client *http.Client, url string) (json.RawMessage, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		// http.address answers 404 for every debug page: the likeliest
+		// mistake is its port.
+		return nil, fmt.Errorf("GET %s: %s: is --address the bridge's http.debugAddress (default %s)? "+
+			"http.address serves only /metrics, /healthz and /readyz", url, resp.Status, defaultStatusAddress)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")

@@ -150,6 +150,9 @@ func TestStatusCommand(t *testing.T) {
 	defer srv.Close()
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	defer notFound.Close()
+	// The real handler of http.address (probes and /metrics).
+	httpAddress := httptest.NewServer((&bridge{metrics: newMetricsRegistry()}).httpHandler())
+	defer httpAddress.Close()
 	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("# HELP meshbridge_build_info ...\n"))
 	}))
@@ -178,9 +181,14 @@ func TestStatusCommand(t *testing.T) {
 		},
 		"a page that is not there": {
 			args: []string{"status", "--address", notFound.URL}, wantCode: 1,
-			wantErr: "/debug/registryz: 404 Not Found: 404 page not found",
+			wantErr: "/debug/registryz: 404 Not Found: is --address the bridge's http.debugAddress",
 		},
-		"http.address instead of the debug address": {
+		"the bridge's http.address: 404, and a hint at http.debugAddress": {
+			args: []string{"status", "--address", httpAddress.URL}, wantCode: 1,
+			wantErr: "404 Not Found: is --address the bridge's http.debugAddress (default http://127.0.0.1:15015)? " +
+				"http.address serves only /metrics, /healthz and /readyz",
+		},
+		"a page that answers something else than JSON": {
 			args: []string{"status", "--address", metrics.URL}, wantCode: 1, wantErr: "is not JSON",
 		},
 		"an unknown output format": {

@@ -26,21 +26,28 @@ import (
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("translate", flag.ContinueOnError)
 	var cf commonFlags
-	cf.register(fs)
+	// Warnings only by default, whatever log.level says: the objects go to
+	// stdout, and info lines (labels changed or dropped per service) would
+	// bury the errors.
+	cf.register(fs, "warn", "log level: debug, info, warn, error; log.level of --config does not apply "+
+		"(info adds the labels changed or dropped per service)")
 	output := fs.String("o", "yaml", "output format: yaml or json")
-	diff := fs.Bool("diff", false, "compare with the cluster (kubernetes.kubeconfig, output.namespace) and print what would be created, updated and deleted")
+	diff := fs.Bool("diff", false, "compare with the cluster (see --kubeconfig) in output.namespace and print what would be created, updated and deleted")
+	kubeconfig := fs.String("kubeconfig", "", "with --diff: the cluster's kubeconfig (default: kubernetes.kubeconfig of --config, else $KUBECONFIG, else ~/.kube/config, else the in-cluster config)")
 	allowEmpty := fs.Bool("allow-empty", false, "exit 0 even when the registries hold no services (by default an empty result is an error: an ACL token that sees nothing looks the same)")
-	if done, code := parseFlags(fs, args, "translate --config FILE [flags]", stdout, stderr); done {
+	if done, code := parseFlags(fs, args, commandUsage("translate --config FILE [flags]"), stdout, stderr); done {
 		return code
 	}
 	if *output != "yaml" && *output != "json" {
 		fmt.Fprintf(stderr, "meshbridge: -o: %q is not one of yaml, json\n", *output)
 		return 2
 	}
-	// Warnings only, unless --log-level says otherwise.
-	if cf.noteSet(fs); !cf.levelSet {
-		cf.logLevel, cf.levelSet = "warn", true
+	if *kubeconfig != "" && !*diff {
+		fmt.Fprintln(stderr, "meshbridge translate: --kubeconfig applies to --diff only")
+		return 2
 	}
+	cf.noteSet(fs)
+	cf.levelSet = true // --log-level's value, given or its default, wins over log.level
 	log, _, cfg, code := setup(cf, stderr)
 	if cfg == nil {
 		return code
@@ -77,7 +84,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		for i, r := range regs {
 			names[i] = r.Name()
 		}
-		return printDiff(cfg, names, syncer.RegistrySynced, cfgs, stdout, stderr)
+		return printDiff(cfg, *kubeconfig, names, syncer.RegistrySynced, cfgs, stdout, stderr)
 	}
 	render := translate.ToYAML
 	if *output == "json" {
@@ -92,12 +99,13 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printDiff prints kube.DiffWith of cfgs against the cluster, one change per
+// printDiff prints kube.DiffWith of cfgs against the cluster of
+// diffRESTConfig (kubeconfig is --kubeconfig), one change per
 // line ("create ServiceEntry/ns/name"), then a summary line: the writer's
 // decision on the same rules, synced being the registries' first listings.
 // It writes nothing to the cluster.
-func printDiff(cfg *Config, registryNames []string, synced func(string) bool, cfgs []*model.Config, stdout, stderr io.Writer) int {
-	rc, err := restConfig(cfg.Kubernetes)
+func printDiff(cfg *Config, kubeconfig string, registryNames []string, synced func(string) bool, cfgs []*model.Config, stdout, stderr io.Writer) int {
+	rc, err := diffRESTConfig(cfg.Kubernetes, kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshbridge: %v\n", err)
 		return 1

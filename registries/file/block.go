@@ -17,6 +17,7 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:         "file",
 		HostTemplate: HostTemplate,
+		HostsFrom:    "the host of each service in its file (services[].host)",
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

@@ -41,6 +41,7 @@ const (
 func Type() registries.Type {
 	return registries.Type{
 		Name:      "zookeeper",
+		HostsFrom: "zookeeper.dubbo.interfaceHostTemplate and applicationHostTemplate",
 		NewConfig: func() registries.Config { return &Block{} },
 	}
 }

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// commands are the commands meshbridge takes.
+var commands = []string{"run", "translate", "bootstrap", "status", "version"}
+
+// TestEveryCommandTakesHelpAndVersion: as the README says, every command
+// takes -h/--help (its usage and flags on stdout, exit 0) and --version
+// (the version on stdout, exit 0).
+func TestEveryCommandTakesHelpAndVersion(t *testing.T) {
+	for _, cmd := range commands {
+		for _, help := range []string{"-h", "--help"} {
+			t.Run(cmd+" "+help, func(t *testing.T) {
+				code, out, errs := run(cmd, help)
+				if code != 0 || !strings.HasPrefix(out, "Usage: meshbridge "+cmd) || !strings.Contains(out, "-version") || errs != "" {
+					t.Errorf("exit %d\nstdout: %s\nstderr: %s\nwant exit 0 and the usage of %s with its flags on stdout", code, out, errs, cmd)
+				}
+			})
+		}
+		t.Run(cmd+" --version", func(t *testing.T) {
+			code, out, errs := run(cmd, "--version")
+			if code != 0 || out != versionString()+"\n" || errs != "" {
+				t.Errorf("exit %d\nstdout: %s\nstderr: %s\nwant exit 0 and %q", code, out, errs, versionString())
+			}
+		})
+	}
+}
+
+// TestUsageMatchesREADME: the top-level usage lists each command as the
+// README's "Commands" block does, with every flag.
+func TestUsageMatchesREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)\n## Commands\n\n```\n(.*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no ## Commands code block")
+	}
+	documented := strings.Split(strings.TrimSpace(string(block[1])), "\n")
+	var usage []string
+	for _, l := range strings.Split(usageText, "\n") {
+		if l, ok := strings.CutPrefix(l, "  meshbridge "); ok {
+			usage = append(usage, "meshbridge "+l)
+		}
+	}
+	if !slices.Equal(documented, usage) {
+		t.Errorf("meshbridge --help lists\n%s\nthe README's Commands block\n%s", strings.Join(usage, "\n"), strings.Join(documented, "\n"))
+	}
+	// Each flag a command's usage line names is one the command takes.
+	for _, line := range usage {
+		fields := strings.Fields(line)
+		_, out, _ := run(fields[1], "--help")
+		for _, flag := range regexp.MustCompile(`(?:^|[\[ |])(--?[a-z-]+)`).FindAllStringSubmatch(line, -1) {
+			name := "-" + strings.TrimLeft(flag[1], "-")
+			if !strings.Contains(out, "  "+name+" ") && !strings.Contains(out, "  "+name+"\n") {
+				t.Errorf("usage line %q names %s, which meshbridge %s --help does not list:\n%s", line, flag[1], fields[1], out)
+			}
+		}
+	}
+}
+
+// TestTranslateHelpStatesItsLogLevel: translate runs at warn unless
+// --log-level says otherwise, and its help says so.
+func TestTranslateHelpStatesItsLogLevel(t *testing.T) {
+	_, out, _ := run("translate", "--help")
+	i := strings.Index(out, "-log-level")
+	if i < 0 {
+		t.Fatalf("translate --help lists no -log-level:\n%s", out)
+	}
+	flagHelp, _, _ := strings.Cut(out[i:], "\n  -")
+	if !strings.Contains(flagHelp, `(default "warn")`) {
+		t.Errorf("translate --help describes -log-level as\n%s\nwant its default, warn", flagHelp)
+	}
+}
+
+// TestBootstrapWarnsOfClientFiles: the files a bootstrap names are read by
+// the client when it starts, from its own working directory: a relative
+// path or one missing here is written as given, with a warning.
+func TestBootstrapWarnsOfClientFiles(t *testing.T) {
+	present := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(present, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // substrings of stderr; none: stderr empty
+	}{
+		{"absolute and present", []string{"--ca-file", present}, nil},
+		{"relative", []string{"--ca-file", "certs/ca.pem"}, []string{`warning: --ca-file "certs/ca.pem" is a relative path`}},
+		{"missing", []string{"--ca-file", "/nonexistent/ca.pem"}, []string{"warning: --ca-file /nonexistent/ca.pem: no such file or directory"}},
+		{"client certificate and key", []string{"--ca-file", present, "--cert-file", "c.pem", "--key-file", "/nonexistent/k.pem"},
+			[]string{`--cert-file "c.pem" is a relative path`, "--key-file /nonexistent/k.pem: no such file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := run(append([]string{"bootstrap", "--node-id", "n"}, tc.args...)...)
+			if code != 0 || !strings.Contains(out, `"server_uri"`) {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			if len(tc.want) == 0 && errs != "" {
+				t.Errorf("stderr: %s; want nothing", errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr: %s; want %q", errs, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBootstrapConfigNeedsOnlyTheXDSBlock: bootstrap --config reads the
+// xds block; the registries' secret files need not exist where it runs.
+func TestBootstrapConfigNeedsOnlyTheXDSBlock(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	body := "registries:\n- {name: c, type: consul, consul: {address: 127.0.0.1:8500, tokenFile: /nonexistent/token}}\n" +
+		"xds: {address: 10.0.0.7:15010}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run("bootstrap", "--node-id", "n", "--config", cfg)
+	if code != 0 || !strings.Contains(out, `"server_uri": "10.0.0.7:15010"`) {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	// run still insists on them.
+	if code, _, errs := run("translate", "--config", cfg); code != 1 || !strings.Contains(errs, "tokenFile") {
+		t.Errorf("translate with a missing tokenFile: exit %d, stderr: %s", code, errs)
+	}
+}
