@@ -49,7 +49,8 @@
 //     pushed, the resources changed and the request's ConfigsUpdated (0 for
 //     a global push) apart. resources.go, push.go.
 //  8. Nothing is served before the first full push, which Run does once its
-//     ready channel closes; both listeners open after it. A grpc-go client
+//     ready channel closes; both listeners are bound when Run starts (a taken
+//     port fails at once) and served after it. A grpc-go client
 //     treats a resource missing from a SotW response as deleted and istiod
 //     reports ready on an empty list, so a partial mesh must never be
 //     served. server.go.

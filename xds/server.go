@@ -57,8 +57,8 @@ type Options struct {
 	// FailedPrecondition naming mcp.enabled.
 	MCP *MCPOptions
 	// MCPAddress, when set, serves MCP on a listener of its own (its own
-	// gRPC server over the same caches, opened with Address once the first
-	// full push is done); port 0 picks a free port (see MCPAddr). Address
+	// gRPC server over the same caches, bound with Address when Run starts
+	// and served once the first full push is done); port 0 picks a free port (see MCPAddr). Address
 	// then refuses Istio config types, and MCPAddress every other type,
 	// with FailedPrecondition naming the key of the other listener
 	// (mcp.address, xds.address). Requires MCP. Empty serves MCP on Address.
@@ -177,18 +177,19 @@ func (s *DiscoveryServer) SetDebounce(after, maxDelay time.Duration, eds bool) {
 // debounceOptions returns the live debounce.
 func (s *DiscoveryServer) debounceOptions() debounceOptions { return *s.debounce.Load() }
 
-// Run runs the debounce loop at once; when ready is closed (the aggregate
-// registry HasSynced, or its sync timeout passed) it pushes everything into
-// the caches, then listens on Options.Address (and Options.MCPAddress) and
-// serves ADS until ctx is done. Listening only after that first full push is
-// the sync gate (README "No partial mesh"): a grpc-go client treats a
-// listener or cluster missing from a SotW response as deleted, and an istiod
-// that got an empty list reports ready, so a restarting bridge must never
-// answer with a partial mesh.
+// Run binds Options.Address (and Options.MCPAddress) and runs the debounce
+// loop at once; when ready is closed (the aggregate registry HasSynced, or
+// its sync timeout passed) it pushes everything into the caches, then
+// serves ADS on those listeners until ctx is done. Serving only after that
+// first full push is the sync gate (README "No partial mesh"): a grpc-go
+// client treats a listener or cluster missing from a SotW response as
+// deleted, and an istiod that got an empty list reports ready, so a
+// restarting bridge must never answer with a partial mesh. A client that
+// connects before waits, unanswered, in the listen backlog.
 //
 // Run must be called once. It returns an error at once for invalid Options
-// (Validate) or TLS files that do not load; later, when it cannot listen or
-// serving fails, after stopping every listener. It returns nil when ctx
+// (Validate), TLS files that do not load or an address it cannot bind;
+// later, when serving fails, after stopping every listener. It returns nil when ctx
 // ends: the ADS streams end with it (go-control-plane serves them under
 // ctx), so each listener is stopped gracefully, sending GOAWAY and letting
 // responses in flight finish, and hard after gracefulStopTimeout when a send
@@ -203,6 +204,28 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		return err
 	}
 
+	// Bind at once, serve when ready: a port that is taken fails the
+	// bridge when it starts, not after every registry synced; a client
+	// that connects meanwhile waits in the listen backlog for its first,
+	// complete, answer.
+	for i, p := range ports {
+		lis, err := net.Listen("tcp", p.address)
+		if err != nil {
+			for _, q := range ports[:i] {
+				_ = q.lis.Close()
+			}
+			return fmt.Errorf("listen on %s.address %s: %w", p.name, p.address, err)
+		}
+		p.lis = lis
+		addr := lis.Addr()
+		p.published.Store(&addr)
+	}
+	closeAll := func() {
+		for _, p := range ports {
+			_ = p.lis.Close()
+		}
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	var loop sync.WaitGroup
 	defer func() {
@@ -214,6 +237,7 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	select {
 	case <-ready:
 	case <-ctx.Done():
+		closeAll()
 		return nil
 	}
 	s.initialPush()
@@ -227,19 +251,9 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		})
 	}
 
-	for i, p := range ports {
-		lis, err := net.Listen("tcp", p.address)
-		if err != nil {
-			for _, q := range ports[:i] {
-				_ = q.lis.Close()
-			}
-			return fmt.Errorf("listen for %s on %s: %w", p.what, p.address, err)
-		}
-		p.lis = lis
+	for _, p := range ports {
 		p.srv = s.newGRPCServer(ctx, p)
-		addr := lis.Addr()
-		p.published.Store(&addr)
-		s.log.Info("Serving "+p.what, "listener", p.name, "address", addr.String(), "tls", p.tls, "mtls", p.mtls)
+		s.log.Info("Serving "+p.what, "listener", p.name, "address", p.lis.Addr().String(), "tls", p.tls, "mtls", p.mtls)
 	}
 	close(s.serving)
 
@@ -377,7 +391,7 @@ func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Serv
 }
 
 // Addr returns the address the ADS listener (Options.Address) is bound to,
-// or nil before it listens.
+// or nil before Run bound it (it serves once Serving is closed).
 func (s *DiscoveryServer) Addr() net.Addr {
 	if a := s.addr.Load(); a != nil {
 		return *a
@@ -386,7 +400,7 @@ func (s *DiscoveryServer) Addr() net.Addr {
 }
 
 // MCPAddr returns the address the MCP listener (Options.MCPAddress) is bound
-// to, or nil before it listens and without Options.MCPAddress.
+// to, or nil before Run bound it and without Options.MCPAddress.
 func (s *DiscoveryServer) MCPAddr() net.Addr {
 	if a := s.mcpAddr.Load(); a != nil {
 		return *a
@@ -394,7 +408,7 @@ func (s *DiscoveryServer) MCPAddr() net.Addr {
 	return nil
 }
 
-// Serving returns a channel closed once the server listens on every
+// Serving returns a channel closed once the server serves on every
 // address, i.e. after the first full push.
 func (s *DiscoveryServer) Serving() <-chan struct{} {
 	return s.serving

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +160,36 @@ func grpcNode() *core.Node {
 	return &core.Node{Id: "grpc-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 		"GENERATOR": structpb.NewStringValue("grpc"),
 	}}}
+}
+
+// TestRunFailsAtOnceOnATakenPort: Run binds its listeners before it waits
+// for ready, so a port that is taken is an error at once, naming it, not
+// after every registry synced.
+func TestRunFailsAtOnceOnATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for name, opts := range map[string]Options{
+		"xds": {Address: taken.Addr().String()},
+		"mcp": {Address: "127.0.0.1:0", MCP: &MCPOptions{Source: &fakeConfigs{}}, MCPAddress: taken.Addr().String()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			srv := NewDiscoveryServer(&staticSource{}, opts)
+			done := make(chan error, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { done <- srv.Run(ctx, make(chan struct{})) }() // never ready
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) || !strings.Contains(err.Error(), "address already in use") {
+					t.Fatalf("Run: %v, want an error naming %s in use", err, taken.Addr())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run still waits for ready with its port taken")
+			}
+		})
+	}
 }

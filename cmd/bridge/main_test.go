@@ -401,3 +401,40 @@ func TestTranslateAgainstConsulACLs(t *testing.T) {
 		}
 	})
 }
+
+// TestRunFailsAtOnceOnATakenXDSPort: the listeners are bound when run
+// starts, so a taken xDS port stops the bridge at once, naming it, while
+// a registry that does not answer would hold the first push for
+// sync.timeout (10 minutes here).
+func TestRunFailsAtOnceOnATakenXDSPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q}}\nsync: {timeout: 10m}\n"+
+		"xds: {address: %q}\nhttp: {address: %q, debugAddress: 127.0.0.1:0}\n", freeAddr(t), taken.Addr(), freeAddr(t)))
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBridge(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "listen on xds.address "+taken.Addr().String()) {
+			t.Fatalf("run: %v, want an error naming the taken xDS address", err)
+		}
+	case <-time.After(20 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("run kept waiting for the registries with its xDS port taken")
+	}
+}
