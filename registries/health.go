@@ -16,9 +16,12 @@ const DefaultReminder = time.Minute
 // up"):
 //
 //  1. The first failed read after a success (or before any) logs one warning
-//     and sets meshbridge_registry_up to 0. While the registry stays down,
-//     further failures log at debug, with one warning reminder per Reminder
-//     that counts them.
+//     and sets meshbridge_registry_up to 0. The warning says what is served
+//     meanwhile: nothing of the registry before its first complete listing
+//     (Listed), its last-known-good state after. It names no cause it cannot
+//     know ("unreachable" would be false of a file with a typo): the reason
+//     and the error do. While the registry stays down, further failures log
+//     at debug, with one warning reminder per Reminder that counts them.
 //  2. The first successful read after a failure logs one info line with the
 //     outage's duration and failure count and sets meshbridge_registry_up to
 //     1.
@@ -40,6 +43,7 @@ type Health struct {
 	mu           sync.Mutex
 	st           HealthStatus
 	down         bool // a failure was logged and no success followed
+	listed       bool // the registry delivered a complete listing (Listed)
 	downSince    time.Time
 	failures     int // failed reads since downSince
 	lastReminder time.Time
@@ -89,7 +93,39 @@ func NewHealth(registry string, log *slog.Logger) *Health {
 	if _, known := upSeries.LoadOrStore(registry, struct{}{}); !known {
 		registryUp.WithLabelValues(registry).Set(0)
 	}
-	return &Health{registry: registry, log: log, now: time.Now}
+	_, listed := listedRegistries.Load(registry)
+	return &Health{registry: registry, log: log, now: time.Now, listed: listed}
+}
+
+// listedRegistries are the registries that delivered a complete listing
+// since they were configured: a registry rebuilt by a reload keeps serving
+// its services until its new watcher lists them.
+var listedRegistries sync.Map // registry name → struct{}
+
+// Track returns sink, telling h when the registry delivered its first
+// complete listing (Sink.Synced): from then on a failed read serves its
+// last-known-good state. A registry runs its reads through it.
+func (h *Health) Track(sink Sink) Sink { return trackedSink{Sink: sink, h: h} }
+
+// trackedSink is a Sink whose Synced also calls Health.Listed.
+type trackedSink struct {
+	Sink
+	h *Health
+}
+
+func (s trackedSink) Synced(registry string) {
+	s.h.Listed()
+	s.Sink.Synced(registry)
+}
+
+// Listed records that the registry delivered its first complete listing
+// (Track calls it): from then on a failed read serves its last-known-good
+// state. Before, nothing of it is served.
+func (h *Health) Listed() {
+	listedRegistries.Store(h.registry, struct{}{})
+	h.mu.Lock()
+	h.listed = true
+	h.mu.Unlock()
 }
 
 // OK records a successful read.
@@ -104,7 +140,7 @@ func (h *Health) OK() {
 	h.st.Up, h.st.Since, h.st.LastError = true, now, ""
 	registryUp.WithLabelValues(h.registry).Set(1)
 	if h.down {
-		h.log.Info("Registry is reachable again", "downFor", now.Sub(h.downSince).Round(time.Millisecond),
+		h.log.Info("Registry read succeeded again", "downFor", now.Sub(h.downSince).Round(time.Millisecond),
 			"failedReads", h.failures)
 	}
 	h.down, h.failures = false, 0
@@ -137,11 +173,12 @@ func (h *Health) FailSince(reason string, err error, since time.Time) {
 		h.down, h.downSince, h.lastReminder = true, since, now
 		h.st.Up, h.st.Since = false, since
 		registryUp.WithLabelValues(h.registry).Set(0)
-		if h.st.LastSuccess.IsZero() {
-			h.log.Warn("Cannot read the registry; nothing from it is served until a read succeeds",
+		if !h.listed {
+			h.log.Warn("Cannot read the registry; none of its services is served until it delivers a complete "+
+				"listing (with state.dir, its persisted listing is, once sync.timeout passed)",
 				"reason", reason, "err", msg, "permanent", IsPermanent(err))
 		} else {
-			h.log.Warn("Registry is unreachable; serving its last-known-good state until it answers",
+			h.log.Warn("Registry read failed; serving its last-known-good state until a read succeeds",
 				"reason", reason, "err", msg, "lastSuccess", h.st.LastSuccess)
 		}
 		return
@@ -152,7 +189,7 @@ func (h *Health) FailSince(reason string, err error, since time.Time) {
 	}
 	if now.Sub(h.lastReminder) >= reminder {
 		h.lastReminder = now
-		h.log.Warn("Registry is still unreachable", "downFor", now.Sub(h.downSince).Round(time.Second),
+		h.log.Warn("Registry reads still fail", "downFor", now.Sub(h.downSince).Round(time.Second),
 			"failedReads", h.failures, "reason", reason, "err", msg)
 		return
 	}

@@ -15,11 +15,18 @@ import (
 
 // TestHealthLogsOneLineDownOneUp: a burst of failures logs one warning, a
 // reminder per Reminder interval, and one line when the registry recovers.
+// The warning says what is served: nothing before the registry's first
+// complete listing, whatever reads succeeded before (one reader of several:
+// a Nacos connection, a Consul agent whose datacenter has no path),
+// last-known-good state after.
 func TestHealthLogsOneLineDownOneUp(t *testing.T) {
 	type step struct {
-		at   time.Duration // since the start
-		fail bool
+		at     time.Duration // since the start
+		fail   bool
+		listed bool // Listed after the read
 	}
+	const nothingServed = "Cannot read the registry; none of its services is served until it delivers a complete " +
+		"listing (with state.dir, its persisted listing is, once sync.timeout passed)"
 	cases := map[string]struct {
 		steps []step
 		// want is the sequence of log messages at info or above.
@@ -27,26 +34,30 @@ func TestHealthLogsOneLineDownOneUp(t *testing.T) {
 		wantUp bool
 	}{
 		"never read": {
-			steps: []step{{0, true}, {time.Second, true}},
-			want:  []string{"Cannot read the registry; nothing from it is served until a read succeeds"},
+			steps: []step{{0, true, false}, {time.Second, true, false}},
+			want:  []string{nothingServed},
+		},
+		"a read succeeded, no complete listing": {
+			steps: []step{{0, false, false}, {time.Second, true, false}},
+			want:  []string{nothingServed},
 		},
 		"outage with a reminder": {
 			steps: func() []step {
-				s := []step{{0, false}}
+				s := []step{{0, false, true}}
 				for i := range 1000 { // 1,000 failures over 100 s
-					s = append(s, step{time.Second + time.Duration(i)*100*time.Millisecond, true})
+					s = append(s, step{time.Second + time.Duration(i)*100*time.Millisecond, true, false})
 				}
-				return append(s, step{200 * time.Second, false})
+				return append(s, step{200 * time.Second, false, false})
 			}(),
 			want: []string{
-				"Registry is unreachable; serving its last-known-good state until it answers",
-				"Registry is still unreachable",
-				"Registry is reachable again",
+				"Registry read failed; serving its last-known-good state until a read succeeds",
+				"Registry reads still fail",
+				"Registry read succeeded again",
 			},
 			wantUp: true,
 		},
 		"steady": {
-			steps:  []step{{0, false}, {time.Second, false}, {2 * time.Second, false}},
+			steps:  []step{{0, false, true}, {time.Second, false, false}, {2 * time.Second, false, false}},
 			wantUp: true,
 		},
 	}
@@ -67,6 +78,9 @@ func TestHealthLogsOneLineDownOneUp(t *testing.T) {
 					h.Fail("read", errors.New("connection refused"))
 				} else {
 					h.OK()
+				}
+				if s.listed {
+					h.Listed()
 				}
 			}
 			var got []string

@@ -39,6 +39,7 @@ var upSeries sync.Map // registry name → struct{}
 // registry that is gone.
 func Forget(registry string) {
 	upSeries.Delete(registry)
+	listedRegistries.Delete(registry)
 	registryUp.DeleteLabelValues(registry)
 	RegistryErrors.DeletePartialMatch(prometheus.Labels{"registry": registry})
 	RegistrySkipped.DeletePartialMatch(prometheus.Labels{"registry": registry})

@@ -172,11 +172,18 @@ type callbacks struct {
 	conv     *convergence // nil: no convergence stages
 	mu       sync.Mutex
 	streams  map[streamKey]*streamState
+	// hinted are the nodes told that they asked for Listeners without
+	// being proxyless gRPC clients (hintNotGRPC), so each is told once.
+	hinted map[string]bool
 }
 
 func newCallbacks(logger *slog.Logger, listener string) *callbacks {
-	return &callbacks{log: logger, listener: listener, streams: make(map[streamKey]*streamState)}
+	return &callbacks{log: logger, listener: listener, streams: make(map[streamKey]*streamState), hinted: make(map[string]bool)}
 }
+
+// maxHinted bounds callbacks.hinted: past it the set starts again, so a
+// node may be told twice rather than the set grow without end.
+const maxHinted = 10000
 
 // funcs adapts c to go-control-plane's Callbacks.
 func (c *callbacks) funcs() serverv3.Callbacks {
@@ -264,7 +271,24 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 		ts.subscribe(key.delta, typeURL, rn)
 	}
 	acked, nodeID := ts.acked, st.node
+	hint := st.gen == GeneratorEnvoy && typeURL == resourcev3.ListenerType && len(rn.names)+len(rn.subscribe) > 0 &&
+		!c.hinted[nodeID]
+	if hint {
+		if len(c.hinted) >= maxHinted {
+			clear(c.hinted)
+		}
+		c.hinted[nodeID] = true
+	}
 	c.mu.Unlock()
+	if hint {
+		// A proxyless gRPC client names the Listener of its target; one
+		// without GENERATOR: grpc is served as an Envoy, which gets none,
+		// and its calls fail with "resource does not exist".
+		c.log.Warn("A client asked for Listeners by name without node metadata GENERATOR: grpc: it is served as an "+
+			"Envoy, which gets Clusters and ClusterLoadAssignments only, so it gets no Listener; a proxyless gRPC client "+
+			"needs GENERATOR: grpc in its bootstrap's node.metadata (meshbridge bootstrap writes it)",
+			"node", nodeID, "streamID", key.id, "listener", c.listener, "resources", slices.Concat(rn.names, rn.subscribe))
+	}
 	if answers && c.conv != nil {
 		c.conv.answered(st, typeURL, settled.version, nack == nil, now)
 	}

@@ -441,3 +441,38 @@ func TestRefusedHandshakeLogIsRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// TestListenersWithoutGeneratorAreHintedOncePerNode: a node without
+// GENERATOR: grpc that asks for a Listener by name (a proxyless gRPC client
+// with a hand-written bootstrap) gets none, and is told why once, however
+// often it asks or reconnects; an Envoy asking by wildcard is not.
+func TestListenersWithoutGeneratorAreHintedOncePerNode(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80))
+	var logs harness.LockedBuffer
+	ts := runServer(t, src, Options{Address: "127.0.0.1:0", DebounceAfter: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	close(ts.ready)
+	<-ts.Serving()
+	const hint = "A client asked for Listeners by name without node metadata GENERATOR: grpc: it is served as an " +
+		"Envoy, which gets Clusters and ClusterLoadAssignments only, so it gets no Listener; a proxyless gRPC client " +
+		"needs GENERATOR: grpc in its bootstrap's node.metadata (meshbridge bootstrap writes it)"
+	ask := func(names ...string) {
+		c := openSotW(t, rawClient(t, ts.Addr().String()))
+		c.send(&discovery.DiscoveryRequest{Node: envoyNode(), TypeUrl: resourcev3.ListenerType, ResourceNames: names})
+		if got := len(c.next(t).GetResources()); got != 0 {
+			t.Fatalf("an Envoy node got %d Listeners", got)
+		}
+	}
+	ask() // wildcard: an Envoy
+	if n := len(logLines(&logs, hint)); n != 0 {
+		t.Fatalf("a wildcard Listener request was hinted:\n%s", logs.String())
+	}
+	ask("a.local:80")
+	ask("a.local:80") // the same node again, on a new stream
+	eventually(t, "the hint logged", func() bool { return len(logLines(&logs, hint)) > 0 })
+	lines := logLines(&logs, hint)
+	if len(lines) != 1 || !strings.Contains(lines[0], " node=envoy-1 ") || !strings.Contains(lines[0], "a.local:80") {
+		t.Fatalf("want one hint naming node envoy-1 and the Listener; log:\n%s", logs.String())
+	}
+}

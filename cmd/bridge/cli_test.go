@@ -1,12 +1,14 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // commands are the commands meshbridge takes.
@@ -134,5 +136,19 @@ func TestBootstrapConfigNeedsOnlyTheXDSBlock(t *testing.T) {
 	// run still insists on them.
 	if code, _, errs := run("translate", "--config", cfg); code != 1 || !strings.Contains(errs, "tokenFile") {
 		t.Errorf("translate with a missing tokenFile: exit %d, stderr: %s", code, errs)
+	}
+}
+
+// TestJSONLogsWriteDurationsAsStrings: with --log-format json a duration
+// is "1.5s", as in text logs, not integer nanoseconds.
+func TestJSONLogsWriteDurationsAsStrings(t *testing.T) {
+	var buf strings.Builder
+	log, _, err := (&commonFlags{logLevel: "info", logFormat: "json"}).logger(&buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("Registry read succeeded again", "downFor", 1500*time.Millisecond, "group", slog.GroupValue(slog.Duration("d", time.Second)))
+	if out := buf.String(); !strings.Contains(out, `"downFor":"1.5s"`) || !strings.Contains(out, `"d":"1s"`) {
+		t.Errorf("JSON log line %s; want durations as strings", out)
 	}
 }

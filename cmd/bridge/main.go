@@ -196,9 +196,20 @@ func (c *commonFlags) logger(w io.Writer, cfg *Config) (*slog.Logger, *slog.Leve
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), lv, nil
 	case "json":
+		opts.ReplaceAttr = durationString
 		return slog.New(slog.NewJSONHandler(w, opts)), lv, nil
 	}
 	return nil, nil, fmt.Errorf("--log-format: %q is not one of text, json", format)
+}
+
+// durationString writes a duration attribute as Go's duration string
+// ("1.5s"), as the text handler does and as Istio's and Kubernetes' JSON
+// logs do, instead of slog's JSON default, integer nanoseconds.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {

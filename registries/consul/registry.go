@@ -117,6 +117,7 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // an error only when the API client cannot be built (e.g. an unreadable token
 // file).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
+	sink = r.health.Track(sink)
 	tr := newTransport(r.cfg, r.tls)
 	client, err := newClient(r.cfg, r.ep, tr)
 	if err != nil {

@@ -102,7 +102,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 		return fmt.Errorf("file registry %q: watch: %w", r.cfg.Name, err)
 	}
 	defer w.Close()
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Logger: r.log})
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: r.health.Track(sink), Logger: r.log})
 	dir := filepath.Dir(r.cfg.Path)
 	watching, warned := false, false
 	watch := func() {

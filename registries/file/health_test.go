@@ -167,7 +167,7 @@ func TestBadFileLogsOnceDownOnceUp(t *testing.T) {
 		}
 	}
 	out := logs.String()
-	for _, line := range []string{"Registry is unreachable;", "Registry is reachable again"} {
+	for _, line := range []string{"Registry read failed; serving its last-known-good state", "Registry read succeeded again"} {
 		if n := strings.Count(out, line); n != 1 {
 			t.Errorf("%d log lines %q, want 1", n, line)
 		}

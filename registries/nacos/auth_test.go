@@ -147,7 +147,7 @@ func TestWrongPassword(t *testing.T) {
 			t.Errorf("Health = %+v, want down with an error containing %q", h, want)
 		}
 	}
-	if !strings.Contains(logs.String(), "Cannot read the registry") && !strings.Contains(logs.String(), "Registry is unreachable") {
+	if !strings.Contains(logs.String(), "Cannot read the registry") && !strings.Contains(logs.String(), "Registry read failed") {
 		t.Errorf("the refused login was not logged as the registry going down:\n%s", logs.String())
 	}
 	checkNoSecret(t, logs.String(), reg, rec, password)

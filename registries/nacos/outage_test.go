@@ -86,7 +86,7 @@ func TestPolarisRestart(t *testing.T) {
 		t.Errorf("state after the restart = %v, want %v", after, before)
 	}
 	out := logs.String()
-	for _, line := range []string{"Registry is unreachable;", "Registry is reachable again"} {
+	for _, line := range []string{"Registry read failed; serving its last-known-good state", "Registry read succeeded again"} {
 		if got := strings.Count(out, line); got != 1 {
 			t.Errorf("%d log lines %q after %d failed reads, want 1", got, line, reg.Health().Errors)
 		}

@@ -153,7 +153,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 			scopes = append(scopes, registries.ScopeOf(ns, g))
 		}
 	}
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Scopes: scopes,
+	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: r.health.Track(sink), Scopes: scopes,
 		ReconnectGrace: reconnectGrace(r.cfg), Logger: r.logger})
 	r.mu.Lock()
 	r.rep = rep

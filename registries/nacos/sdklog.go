@@ -91,8 +91,26 @@ func (sdkLog) enabled() bool {
 
 func (l sdkLog) logf(level, format string, args ...any) {
 	if l.enabled() {
-		l.emit(level, fmt.Sprintf(format, args...))
+		l.emit(level, sdkSprintf(format, args...))
 	}
+}
+
+// sdkSprintf is fmt.Sprintf for the SDK's format strings, some of which
+// have fewer verbs than arguments (rpc_client.go: Infof("init rpc client
+// for name ", name)): the arguments no verb takes are appended as Sprint
+// would join them, instead of as "%!(EXTRA string=...)".
+func sdkSprintf(format string, args ...any) string {
+	const extra = "%!(EXTRA "
+	s := fmt.Sprintf(format, args...)
+	if !strings.Contains(s, extra) {
+		return s
+	}
+	for verbs := len(args) - 1; verbs >= 0; verbs-- {
+		if s := fmt.Sprintf(format, args[:verbs]...); !strings.Contains(s, extra) {
+			return strings.TrimRight(s, " ") + " " + strings.TrimSuffix(fmt.Sprintln(args[verbs:]...), "\n")
+		}
+	}
+	return s
 }
 
 func (l sdkLog) log(level string, args ...any) {

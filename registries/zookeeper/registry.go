@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -96,7 +97,7 @@ func (r *Registry) setStatus(f func(*Status)) {
 // watches until ctx is done (doc.go). It returns an error only when the
 // client cannot be created (an invalid server list).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	w := newWatcher(r, sink)
+	w := newWatcher(r, r.health.Track(sink))
 	if err := w.connect(); err != nil {
 		return err
 	}
@@ -112,9 +113,13 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 // client are forgotten; its late events are ignored.
 func (w *watcher) connect() error {
 	gen := w.gen.Add(1)
+	w.dialErr.Store(nil)
 	conn, _, err := zk.Connect(w.r.cfg.Servers, w.r.cfg.SessionTimeout.Duration,
 		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false), zk.WithHostProvider(newBackoffHostProvider()),
-		zk.WithEventCallback(func(ev zk.Event) { w.sessionEvent(gen, ev) }))
+		zk.WithEventCallback(func(ev zk.Event) { w.sessionEvent(gen, ev) }),
+		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			return w.dial(gen, network, address, timeout)
+		}))
 	if err != nil {
 		return fmt.Errorf("zookeeper: %w", err)
 	}
@@ -178,6 +183,10 @@ type watcher struct {
 	state    atomic.Int32
 	gen      atomic.Int64
 	fired    chan fire
+	// dialErr is the current client's last failed connection to a server
+	// (nil once one succeeds): the cause the loop reports while there is
+	// no session, with the server's address.
+	dialErr atomic.Pointer[error]
 	// lost is set by a session event that loses the connection
 	// (Disconnected, Expired, AuthFailed): the loop may see the state only
 	// after the client is Connecting again, which is no outage by itself.
@@ -244,6 +253,33 @@ func newWatcher(r *Registry, sink registries.Sink) *watcher {
 	}
 }
 
+// dial is the client's dialer: net.DialTimeout, recording a failure (with
+// the server's address, which the client's session events lack) for the
+// loop, which reports it as an outage at once instead of after
+// reconnectAfter.
+func (w *watcher) dial(gen int64, network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if gen != w.gen.Load() {
+		return c, err
+	}
+	if err != nil {
+		err = fmt.Errorf("zookeeper: %w", err)
+		w.dialErr.Store(&err)
+	} else {
+		w.dialErr.Store(nil)
+	}
+	w.wake()
+	return c, err
+}
+
+// wake wakes the loop without blocking.
+func (w *watcher) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
 // sessionEvent is the client's event callback: it runs on the client's
 // goroutine and must not block. The client drops events its own channel
 // cannot hold; this one records what the loop needs and wakes it.
@@ -258,10 +294,7 @@ func (w *watcher) sessionEvent(gen int64, ev zk.Event) {
 		w.lost.Store(true)
 	}
 	w.state.Store(int32(ev.State))
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
 }
 
 func (w *watcher) hasSession() bool { return zk.State(w.state.Load()) == zk.StateHasSession }
@@ -289,14 +322,22 @@ func (w *watcher) run(ctx context.Context) {
 		case <-w.kick:
 			if !w.hasSession() {
 				// Connecting and Connected (no session yet) are steps
-				// towards a session, not an outage; but the client may
-				// have lost its connection and be connecting again by
-				// the time the loop looks (lost).
+				// towards a session, not an outage, unless a server
+				// refused the connection; but the client may have lost its
+				// connection and be connecting again by the time the loop
+				// looks (lost).
 				st := zk.State(w.state.Load())
 				lost := w.lost.Swap(false)
-				if !down && (lost || st == zk.StateDisconnected || st == zk.StateExpired || st == zk.StateAuthFailed) {
+				switch {
+				case down:
+				case lost || st == zk.StateDisconnected || st == zk.StateExpired || st == zk.StateAuthFailed:
 					down = true
-					w.outage(fmt.Errorf("zookeeper: no session (lost its connection; now %s)", st))
+					w.outage(fmt.Errorf("zookeeper %s: no session (lost its connection; now %s)", strings.Join(w.r.cfg.Servers, ","), st))
+				default:
+					if err := w.dialErr.Load(); err != nil {
+						down = true
+						w.outage(*err)
+					}
 				}
 				if reconnect == nil {
 					reconnect = time.After(w.reconnectAfter())

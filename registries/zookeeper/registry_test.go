@@ -1,11 +1,15 @@
 package zookeeper
 
 import (
+	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -254,4 +258,30 @@ func countErrors(all []registries.Snapshot) int {
 		}
 	}
 	return n
+}
+
+// TestNothingListeningIsAnOutageAtOnce: with no server listening, the
+// first refused connection is an outage at once, naming the address
+// (Health's last error, a Snapshot error), not after the client's
+// reconnect delay (twice the session timeout).
+func TestNothingListeningIsAnOutageAtOnce(t *testing.T) {
+	addr := "127.0.0.1:" + itoa(harness.FreePort(t))
+	b := &Block{Servers: []string{addr}, SessionTimeout: duration("30s")}
+	b.Default()
+	reg, err := b.New("zk-down", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := registrytest.Run(t, reg, 10*time.Second)
+	rec.Eventually(t, "an error snapshot naming the address", func(st registrytest.State) bool {
+		for _, s := range st.All {
+			if s.Err != nil && strings.Contains(s.Err.Error(), addr) && strings.Contains(s.Err.Error(), "connection refused") {
+				return true
+			}
+		}
+		return false
+	})
+	if h := reg.(*Registry).Health(); h.Up || !strings.Contains(h.LastError, addr) {
+		t.Errorf("Health = %+v, want down with the refused connection as its last error", h)
+	}
 }
