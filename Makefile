@@ -15,9 +15,9 @@ CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
 POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh
 # (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
-# helm=PATH: the helm the chart tests run; istiod=PATH: the istiod
-# test/istio's ambient tests run).
-SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod
+# helm=PATH and promtool=PATH: the helm and promtool the chart tests run;
+# istiod=PATH: the istiod test/istio's ambient tests run).
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool
 # The container image make image builds; charts/meshbridge's default
 # image.repository (test/chart checks that they agree).
 IMAGE_REPOSITORY ?= ghcr.io/meshbridge/meshbridge
@@ -35,7 +35,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod, promtool
 	$(SERVERS)
 
 .PHONY: deps
@@ -82,27 +82,29 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 	polaris_bin=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
 	zookeeper_cp=$$(sed -n 's/^zookeeper=//p' <<<"$$servers"); dubbo_bin=$$(sed -n 's/^dubbo=//p' <<<"$$servers"); \
 	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); istiod_bin=$$(sed -n 's/^istiod=//p' <<<"$$servers"); \
+	promtool_bin=$$(sed -n 's/^promtool=//p' <<<"$$servers"); \
 	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" && \
-		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" && test -x "$$istiod_bin" || \
+		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" && test -x "$$istiod_bin" && test -x "$$promtool_bin" || \
 		{ echo "make test: missing server binaries: $$servers"; exit 1; }; \
 	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
 		MESHBRIDGE_POLARIS_BIN="$$polaris_bin" MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" \
-		MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_ISTIOD="$$istiod_bin"; \
+		MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_ISTIOD="$$istiod_bin" \
+		MESHBRIDGE_PROMTOOL_BIN="$$promtool_bin"; \
 	$(GO) test -race -count=1 -timeout 25m ./... && \
 	cd test/istio && $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no server (servers absent: skipped)
 	env -u MESHBRIDGE_REQUIRE_SERVERS -u MESHBRIDGE_CONSUL_BIN -u MESHBRIDGE_KUBE_ASSETS -u MESHBRIDGE_POLARIS_BIN \
-		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN -u MESHBRIDGE_ISTIOD \
+		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN -u MESHBRIDGE_ISTIOD -u MESHBRIDGE_PROMTOOL_BIN \
 		MESHBRIDGE_CACHE=/nonexistent $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and kube-apiserver, meshbridge binary, grpc-go xDS client) and the Helm chart's (test/chart)
 	@servers=$$($(SERVERS)) || exit 1; \
-	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); \
-	test -x "$$helm_bin" || { echo "make test-e2e: missing helm: $$servers"; exit 1; }; \
-	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
+	helm_bin=$$(sed -n 's/^helm=//p' <<<"$$servers"); promtool_bin=$$(sed -n 's/^promtool=//p' <<<"$$servers"); \
+	test -x "$$helm_bin" && test -x "$$promtool_bin" || { echo "make test-e2e: missing helm or promtool: $$servers"; exit 1; }; \
+	MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_PROMTOOL_BIN="$$promtool_bin" MESHBRIDGE_CONSUL_BIN=$$(sed -n 's/^consul=//p' <<<"$$servers") \
 		MESHBRIDGE_KUBE_ASSETS=$$(sed -n 's/^kube=//p' <<<"$$servers") \
 		MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") \
 		MESHBRIDGE_ZOOKEEPER_CLASSPATH=$$(sed -n 's/^zookeeper=//p' <<<"$$servers") \

@@ -22,7 +22,22 @@ var (
 	})
 )
 
-// Collectors returns the package's metrics for registration.
+// writeOps and writeResults are the label values of
+// meshbridge_kube_writes_total.
+var (
+	writeOps     = []string{OpCreate, OpUpdate, OpDelete}
+	writeResults = []string{"ok", "error", "invalid", "too_large"}
+)
+
+// Collectors returns the package's metrics for registration, every known
+// label value's series at 0: Prometheus's increase() and rate() take a
+// series' first sample as its start, so a series born at 1 hides the first
+// event from every alert and panel.
 func Collectors() []prometheus.Collector {
+	for _, op := range writeOps {
+		for _, result := range writeResults {
+			writes.WithLabelValues(op, result)
+		}
+	}
 	return []prometheus.Collector{writes, conflicts, queueDepth, leader}
 }

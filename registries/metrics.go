@@ -45,6 +45,16 @@ func Forget(registry string) {
 	RegistrySkipped.DeletePartialMatch(prometheus.Labels{"registry": registry})
 }
 
+// InitMetrics creates the series of registry at 0, one per reason of
+// meshbridge_registry_errors_total (Type.ErrorReasons): increase() and
+// rate() take a series' first sample as its start, so a series born at 1
+// hides the first failure from every alert and panel.
+func InitMetrics(registry string, reasons []string) {
+	for _, reason := range reasons {
+		RegistryErrors.WithLabelValues(registry, reason)
+	}
+}
+
 // Collectors returns the metrics shared by every registry watcher.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{RegistryErrors, RegistrySkipped, registryUp}

@@ -40,7 +40,11 @@ func ObserveConvergence(stage string, d time.Duration) {
 	convergence.WithLabelValues(stage).Observe(d.Seconds())
 }
 
-// Collectors returns the package's metrics for registration.
+// Collectors returns the package's metrics for registration, each stage's
+// series present from the start (empty), as rates over them expect.
 func Collectors() []prometheus.Collector {
+	for _, stage := range []string{StageStore, StagePush, StageAck} {
+		convergence.WithLabelValues(stage)
+	}
 	return []prometheus.Collector{convergence}
 }

@@ -80,6 +80,9 @@ type registryState struct {
 }
 
 func newRegistryState(cfg Registry) *registryState {
+	// Its counter exists from the start at 0, so that an alert on its
+	// increase sees the first engagement.
+	deleteGuardEngaged.WithLabelValues(cfg.Name)
 	return &registryState{cfg: cfg, status: RegistryStatus{Name: cfg.Name, Type: cfg.Type},
 		stale: make(map[string]bool), holding: make(map[string]*heldDown)}
 }

@@ -11,9 +11,10 @@
 # zookeeper (Debian's ZooKeeper 3.8, installed with apt-get when missing;
 # prints zookeeper=CLASSPATH, the colon-joined jars the server runs from),
 # dubbo (the dubbo-go test provider, main package test/dubbo/provider of the
-# Go module test/dubbo; prints dubbo=PATH) and helm (the helm command the
-# chart tests lint and render charts/meshbridge with; prints helm=PATH) and
-# istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
+# Go module test/dubbo; prints dubbo=PATH), helm (the helm command the
+# chart tests lint and render charts/meshbridge with; prints helm=PATH),
+# promtool (Prometheus's, which checks and unit-tests the chart's alerting
+# rules; prints promtool=PATH) and istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
 # pins, built from that module, which names it as a tool; prints
 # istiod=PATH): test/istio's ambient tests and make bench-istiod run it.
 #
@@ -27,7 +28,7 @@
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
 # a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
-# ~160 CPU-s, a cold istiod build ~520 CPU-s and ~2.3 GB peak.
+# ~160 CPU-s, a cold promtool build ~PROMTOOL CPU-s, a cold istiod build ~520 CPU-s and ~2.3 GB peak.
 #
 # apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
 # that the two never run apt-get at once (apt-get update fails at once on a
@@ -38,7 +39,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -201,6 +202,24 @@ build_helm() {
 	echo "helm=$dir/helm"
 }
 
+build_promtool() {
+	local dir="$cache/promtool-$(key promtool)"
+	[ -x "$dir/promtool" ] || lock "$dir"
+	if [ ! -x "$dir/promtool" ]; then
+		local v release
+		v=$(awk '$1 == "require" && $2 == "github.com/prometheus/prometheus" {print $3}' "$here/promtool/go.mod")
+		# Prometheus 3.x's module versions are v0.3MM.P for release 3.MM.P.
+		release=$(echo "${v#v0.}" | awk -F. '{printf "%d.%d.%s", substr($1, 1, 1), substr($1, 2), $2}')
+		echo "tools/build.sh: building promtool $release ($v) into $dir (first run only: ~PROMTOOL CPU-seconds)" >&2
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		(cd "$here/promtool" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+			-ldflags="-s -w -X github.com/prometheus/common/version.Version=$release" \
+			-o "$dir.tmp/promtool" github.com/prometheus/prometheus/cmd/promtool)
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "promtool=$dir/promtool"
+}
+
 build_istiod() {
 	local src="$here/../test/istio"
 	local v
@@ -231,6 +250,7 @@ for s in "${servers[@]}"; do
 	zookeeper) build_zookeeper >"$out" 2>"$out.err" & pids+=($!) ;;
 	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
 	helm) build_helm >"$out" 2>"$out.err" & pids+=($!) ;;
+	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
 	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac

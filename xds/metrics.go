@@ -1,8 +1,11 @@
 package xds
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
@@ -89,8 +92,29 @@ var (
 // Collectors returns the metrics of the package and of xds/cache for
 // registration (cmd/bridge registers them once on its registry). The
 // collectors are package-level, so every DiscoveryServer in a process
-// reports into them.
+// reports into them. Every known label value's series starts at 0:
+// Prometheus's increase() and rate() take a series' first sample as its
+// start, so a series born at 1 hides the first NACK or push from every
+// alert and panel.
 func Collectors() []prometheus.Collector {
+	for _, pushType := range []string{pushTypeFull, pushTypeEDS} {
+		for _, reason := range []string{string(model.GlobalUpdate), string(model.ServiceUpdate), string(model.ConfigUpdate),
+			string(model.EndpointUpdate), reasonUnknownLabel} {
+			pushesTotal.WithLabelValues(pushType, reason)
+		}
+	}
+	labels := []string{otherTypeLabel}
+	for typeURL := range servedXDSTypes {
+		labels = append(labels, typeLabel(typeURL))
+	}
+	for _, l := range slices.Concat(labels, cache.MCPTypeURLs()) {
+		nacksTotal.WithLabelValues(l)
+		streamPushesTotal.WithLabelValues(l)
+		pushBytesTotal.WithLabelValues(l)
+	}
+	for _, l := range []string{listenerXDS, listenerMCP} {
+		tlsHandshakeErrors.WithLabelValues(l)
+	}
 	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal,
 		xdsStreams, tlsHandshakeErrors, scaledWeights}, cache.Collectors()...)
 }

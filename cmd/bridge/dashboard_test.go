@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -39,30 +40,87 @@ var scrapeLabels = []string{"instance", "job"}
 // metric's (or le, instance, job), and the panels cover what operators
 // watch.
 func TestDashboardUsesRegisteredMetrics(t *testing.T) {
+	board := readDashboard(t)
+	if board.UID == "" || board.Title == "" {
+		t.Errorf("the dashboard needs a uid and a title")
+	}
 	data, err := os.ReadFile(dashboardPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var board struct {
-		UID        string           `json:"uid"`
-		Title      string           `json:"title"`
-		Panels     []dashboardPanel `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
+	used := checkExprs(t, board.exprs(t), registeredMetrics(t))
+	for _, name := range []string{
+		"meshbridge_registry_up", "meshbridge_registry_stale", "meshbridge_registry_instances",
+		"meshbridge_delete_guard_held", "meshbridge_convergence_seconds", "meshbridge_pushes_total",
+		"meshbridge_xds_clients", "meshbridge_xds_streams", "meshbridge_xds_nacks_total",
+		"meshbridge_kube_writes_total", "meshbridge_kube_queue_depth", "meshbridge_kube_leader",
+		"meshbridge_config_reloads_total",
+	} {
+		if !used[name] {
+			t.Errorf("no panel shows %s", name)
+		}
 	}
+	for _, q := range []string{"0.5", "0.99"} {
+		if !strings.Contains(string(data), "histogram_quantile("+q+", sum by (le, stage) (rate(meshbridge_convergence_seconds_bucket") {
+			t.Errorf("no panel shows the convergence p%s by stage", strings.TrimPrefix(q, "0."))
+		}
+	}
+}
+
+// resolveSeries maps a series name to its registered metric and that
+// metric's labels: itself, or a histogram's _bucket (with le), _sum or
+// _count.
+func resolveSeries(series string, registered map[string]registeredMetric) (string, []string, bool) {
+	if m, ok := registered[series]; ok {
+		return series, m.labels, true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		base, ok := strings.CutSuffix(series, suffix)
+		if !ok {
+			continue
+		}
+		if m, ok := registered[base]; ok && (m.typ == "histogram" || (m.typ == "summary" && suffix != "_bucket")) {
+			labels := m.labels
+			if suffix == "_bucket" {
+				labels = append(slices.Clone(labels), "le")
+			}
+			return base, labels, true
+		}
+	}
+	return "", nil, false
+}
+
+// dashboard is what the tests read of the chart's Grafana dashboard.
+type dashboard struct {
+	UID        string           `json:"uid"`
+	Title      string           `json:"title"`
+	Panels     []dashboardPanel `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	data, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var board dashboard
 	if err := json.Unmarshal(data, &board); err != nil {
 		t.Fatalf("%s: %v", dashboardPath, err)
 	}
-	if board.UID == "" || board.Title == "" {
-		t.Errorf("the dashboard needs a uid and a title")
-	}
-	registered := registeredMetrics(t)
+	return board
+}
 
-	exprs := map[string]string{} // expression → where
+// exprs returns the board's PromQL expressions (its panels' queries, its
+// variables' definitions), each with where it is; a panel without a query
+// fails the test.
+func (b dashboard) exprs(t *testing.T) map[string]string {
+	exprs := map[string]string{}
 	var walk func(ps []dashboardPanel)
 	walk = func(ps []dashboardPanel) {
 		for _, p := range ps {
@@ -75,21 +133,24 @@ func TestDashboardUsesRegisteredMetrics(t *testing.T) {
 			}
 		}
 	}
-	walk(board.Panels)
-	for _, v := range board.Templating.List {
+	walk(b.Panels)
+	for _, v := range b.Templating.List {
 		if v.Definition != "" {
 			exprs[v.Definition] = "variable " + v.Name
 		}
 	}
+	return exprs
+}
 
+// checkExprs checks PromQL expressions (expression → where) against the
+// registered metrics: each meshbridge metric named is registered (a
+// histogram's _bucket, _sum and _count series by the histogram's name), each
+// label matched or grouped by is one of the metric's (or le, instance,
+// job). It returns the metrics named.
+func checkExprs(t *testing.T, exprs map[string]string, registered map[string]registeredMetric) map[string]bool {
+	t.Helper()
 	used := map[string]bool{}
-	for _, expr := range slices.Sorted(func(yield func(string) bool) {
-		for e := range exprs {
-			if !yield(e) {
-				return
-			}
-		}
-	}) {
+	for _, expr := range slices.Sorted(maps.Keys(exprs)) {
 		where := exprs[expr]
 		names := promMetric.FindAllStringIndex(expr, -1)
 		if len(names) == 0 {
@@ -132,43 +193,5 @@ func TestDashboardUsesRegisteredMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{
-		"meshbridge_registry_up", "meshbridge_registry_stale", "meshbridge_registry_instances",
-		"meshbridge_delete_guard_held", "meshbridge_convergence_seconds", "meshbridge_pushes_total",
-		"meshbridge_xds_clients", "meshbridge_xds_streams", "meshbridge_xds_nacks_total",
-		"meshbridge_kube_writes_total", "meshbridge_kube_queue_depth", "meshbridge_kube_leader",
-		"meshbridge_config_reloads_total",
-	} {
-		if !used[name] {
-			t.Errorf("no panel shows %s", name)
-		}
-	}
-	for _, q := range []string{"0.5", "0.99"} {
-		if !strings.Contains(string(data), "histogram_quantile("+q+", sum by (le, stage) (rate(meshbridge_convergence_seconds_bucket") {
-			t.Errorf("no panel shows the convergence p%s by stage", strings.TrimPrefix(q, "0."))
-		}
-	}
-}
-
-// resolveSeries maps a series name to its registered metric and that
-// metric's labels: itself, or a histogram's _bucket (with le), _sum or
-// _count.
-func resolveSeries(series string, registered map[string]registeredMetric) (string, []string, bool) {
-	if m, ok := registered[series]; ok {
-		return series, m.labels, true
-	}
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		base, ok := strings.CutSuffix(series, suffix)
-		if !ok {
-			continue
-		}
-		if m, ok := registered[base]; ok && (m.typ == "histogram" || (m.typ == "summary" && suffix != "_bucket")) {
-			labels := m.labels
-			if suffix == "_bucket" {
-				labels = append(slices.Clone(labels), "le")
-			}
-			return base, labels, true
-		}
-	}
-	return "", nil, false
+	return used
 }

@@ -43,6 +43,11 @@ func newMetricsRegistry() *prometheus.Registry {
 // metricCollectors are meshbridge's own metrics, every package's: the
 // README's metrics table lists exactly these (metrics_test.go).
 func metricCollectors() []prometheus.Collector {
+	// Both results exist from the start at 0: the alert on failures must see
+	// a pod's first one (increase() takes a series' first sample as its start).
+	for _, result := range []string{"success", "failure"} {
+		configReloads.WithLabelValues(result)
+	}
 	return slices.Concat([]prometheus.Collector{buildInfo, configReloads},
 		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), kube.Collectors())
 }

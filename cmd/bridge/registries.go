@@ -70,6 +70,7 @@ func buildRegistry(cfg *Config, i int, log *slog.Logger) (pipeline.Registry, err
 	if err != nil {
 		return pipeline.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
 	}
+	registries.InitMetrics(rc.Name, t.ErrorReasons)
 	return pipeline.Registry{Watcher: reg, Sync: syncer.Registry{Name: rc.Name, Type: rc.Type, Translator: tr,
 		Policy: rc.Outage.over(cfg.Outage.over(syncer.OutagePolicy{}))}}, nil
 }

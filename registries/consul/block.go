@@ -18,6 +18,7 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:         "consul",
 		HostTemplate: HostTemplate,
+		ErrorReasons: []string{reasonCatalog, reasonHealth, reasonState, reasonUnavailable, reasonForbidden, reasonTLS},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

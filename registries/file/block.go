@@ -18,6 +18,7 @@ func Type() registries.Type {
 		Name:         "file",
 		HostTemplate: HostTemplate,
 		HostsFrom:    "the host of each service in its file (services[].host)",
+		ErrorReasons: []string{"read", "parse"},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

@@ -20,6 +20,7 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:         "nacos",
 		HostTemplate: HostTemplate,
+		ErrorReasons: []string{reasonConnect, reasonList, reasonRead, reasonLogin, reasonForbidden},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

@@ -42,7 +42,10 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:      "zookeeper",
 		HostsFrom: "zookeeper.dubbo.interfaceHostTemplate and applicationHostTemplate",
-		NewConfig: func() registries.Config { return &Block{} },
+		// fail's reasons (auth becomes forbidden when ZooKeeper refuses the
+		// credentials) and outage's.
+		ErrorReasons: []string{"read", "auth", "forbidden", "unavailable"},
+		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }
 

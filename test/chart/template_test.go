@@ -3,6 +3,7 @@ package chart
 import (
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -675,4 +676,73 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// alertRules is the chart's Prometheus rule file, which
+// testdata/alerts_test.yaml tests.
+const alertRules = chartDir + "/alerts/meshbridge.yaml"
+
+// TestAlertRules checks the chart's alerting rules with Prometheus's own
+// promtool (the version tools/promtool pins): they load (check rules), and
+// each alert fires on what it is for, from a counter's first event
+// (testdata/alerts_test.yaml). With metrics.prometheusRule.enabled the chart
+// renders them as a PrometheusRule, MeshbridgeNoLeader only with the
+// Kubernetes output.
+func TestAlertRules(t *testing.T) {
+	promtool := harness.PromtoolBin(t)
+	for _, args := range [][]string{{"check", "rules", alertRules}, {"test", "rules", "testdata/alerts_test.yaml"}} {
+		if out, err := exec.Command(promtool, args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	b, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []any `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	helm := harness.HelmBin(t)
+	alerts := func(groups []any) []string {
+		var out []string
+		for _, g := range groups {
+			rules, _ := g.(map[string]any)["rules"].([]any)
+			for _, r := range rules {
+				out = append(out, r.(map[string]any)["alert"].(string))
+			}
+		}
+		return out
+	}
+	want := alerts(file.Groups)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		noLeader bool
+	}{
+		{"off by default", nil, false},
+		{"with the Kubernetes output", []string{"--set", "metrics.prometheusRule.enabled=true"}, true},
+		{"without it", []string{"--set", "metrics.prometheusRule.enabled=true", "--set", "config.kubernetes.enabled=false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := render(t, helm, chartDir, releaseNS, tc.args...).all("PrometheusRule")
+			if tc.args == nil {
+				if len(rules) != 0 {
+					t.Fatalf("%d PrometheusRules rendered by default", len(rules))
+				}
+				return
+			}
+			if len(rules) != 1 {
+				t.Fatalf("%d PrometheusRules rendered, want 1", len(rules))
+			}
+			groups, _, _ := unstructured.NestedSlice(rules[0].Object, "spec", "groups")
+			got := alerts(groups)
+			exp := slices.DeleteFunc(slices.Clone(want), func(a string) bool { return a == "MeshbridgeNoLeader" && !tc.noLeader })
+			if !slices.Equal(got, exp) {
+				t.Errorf("PrometheusRule alerts %v, want %v", got, exp)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,10 @@ func MCPKind(typeURL string) (model.Kind, bool) {
 	kind, ok := mcpKinds[typeURL]
 	return kind, ok
 }
+
+// MCPTypeURLs returns the MCP type URLs meshbridge produces (MCPKind),
+// sorted.
+func MCPTypeURLs() []string { return slices.Sorted(maps.Keys(mcpKinds)) }
 
 var mcpKinds = map[string]model.Kind{
 	"networking.istio.io/v1/ServiceEntry":        model.KindServiceEntry,

@@ -14,7 +14,11 @@ var mcpPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 // Collectors returns the package's metrics for registration (package xds
 // includes them in its Collectors). They are package-level, so every cache
-// in a process reports into them.
+// in a process reports into them. Every known label value's series starts
+// at 0, so that increase() and rate() see the first response.
 func Collectors() []prometheus.Collector {
+	for _, l := range append(MCPTypeURLs(), mcpTypeLabel("")) {
+		mcpPushesTotal.WithLabelValues(l)
+	}
 	return []prometheus.Collector{mcpPushesTotal}
 }
