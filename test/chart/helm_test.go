@@ -61,6 +61,9 @@ var valueSets = []valueSet{
 	{name: "single-replica", file: "testdata/single-replica.yaml", sets: func(_, other string) []string {
 		return []string{"config.output.namespace=" + other}
 	}},
+	// TLS from cert-manager Secrets (mTLS xDS, TLS MCP on its own port), a
+	// NetworkPolicy admitting Prometheus.
+	{name: "cert-manager", file: "testdata/cert-manager.yaml"},
 }
 
 // helmArgs are the values arguments of vs for a release in namespace

@@ -410,8 +410,9 @@ func applyAll(t testing.TB, k *harness.Kube, r *release) {
 // TestNotes installs the chart with helm install --dry-run=server against a
 // real apiserver and reads NOTES.txt: with mcp.enabled it prints istiod's
 // configSources entry for the Service's MCP port (its own, or the xDS
-// port), and k8s://; it warns when the xDS port has no mTLS and always
-// says how to reach the loopback-only debug port.
+// port), and k8s://; without mTLS on the xDS port it says whom the
+// NetworkPolicy admits, and warns when there is none; it always says how to
+// reach the loopback-only debug port.
 func TestNotes(t *testing.T) {
 	helm := harness.HelmBin(t)
 	k := harness.SharedKube(t)
@@ -421,8 +422,13 @@ func TestNotes(t *testing.T) {
 		want, not []string
 	}{
 		{name: "default",
-			want: []string{"WARNING: the xDS port", "port-forward deploy/mb-meshbridge 15015", "kubectl get serviceentries,workloadentries -n {ns}"},
-			not:  []string{"configSources"}},
+			want: []string{"The xDS port serves plaintext, without client certificates: the NetworkPolicy\nmb-meshbridge admits only pods labelled meshbridge.io/xds-client=true (any namespace)",
+				"port-forward deploy/mb-meshbridge 15015", "kubectl get serviceentries,workloadentries -n {ns}"},
+			not: []string{"configSources", "WARNING"}},
+		{name: "without the NetworkPolicy", args: []string{"--set", "networkPolicy.enabled=false"},
+			want: []string{"WARNING: the xDS port answers every cluster and endpoint of the mesh to any\nclient that reaches it, and networkPolicy.enabled is false"}},
+		{name: "mTLS from cert-manager", args: []string{"--set", "tls.xds.secretName=xds-cert"},
+			not: []string{"WARNING", "serves plaintext"}},
 		{name: "mcp on the xDS port", args: []string{"--set", "config.mcp.enabled=true", "--set", "config.kubernetes.enabled=false"},
 			want: []string{"configSources:\n  - address: xds://mb-meshbridge.{ns}.svc:15010\n  - address: k8s://"},
 			not:  []string{"kubectl get serviceentries"}},

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,12 +55,13 @@ func TestTemplate(t *testing.T) {
 		"mcp-monitors":   checkMCPMonitors,
 		"state-secrets":  checkStateSecrets,
 		"single-replica": checkSingleReplica,
+		"cert-manager":   checkCertManager,
 	}
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
 			t.Parallel()
 			r := render(t, helm, chartDir, releaseNS, vs.helmArgs(releaseNS, otherNS)...)
-			checkCommon(t, r, userConfig(t, vs))
+			checkCommon(t, r, userConfig(t, vs), chartValues(t, vs))
 			checks[vs.name](t, r)
 		})
 	}
@@ -70,22 +72,7 @@ func TestTemplate(t *testing.T) {
 // it, as helm merges values.
 func userConfig(t testing.TB, vs valueSet) map[string]any {
 	t.Helper()
-	read := func(path string) map[string]any {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if err := yaml.Unmarshal(b, &v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		c, _ := v["config"].(map[string]any)
-		return c
-	}
-	cfg := read(filepath.Join(chartDir, "values.yaml"))
-	if vs.file != "" {
-		mergeValues(cfg, read(vs.file))
-	}
+	cfg, _ := chartValues(t, vs)["config"].(map[string]any)
 	if vs.sets != nil {
 		for _, s := range vs.sets(releaseNS, otherNS) {
 			key, val, _ := strings.Cut(s, "=")
@@ -103,6 +90,29 @@ func userConfig(t testing.TB, vs valueSet) map[string]any {
 		}
 	}
 	return cfg
+}
+
+// chartValues are the chart's values for a value set: values.yaml with the
+// set's values file merged over it, as helm merges them (not its --set
+// flags, which set config keys).
+func chartValues(t testing.TB, vs valueSet) map[string]any {
+	t.Helper()
+	read := func(path string) map[string]any {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if err := yaml.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return v
+	}
+	values := read(filepath.Join(chartDir, "values.yaml"))
+	if vs.file != "" {
+		mergeValues(values, read(vs.file))
+	}
+	return values
 }
 
 // mergeValues merges src into dst as helm merges values: maps key by key,
@@ -151,7 +161,7 @@ var chartSets = map[string]string{
 // security, volumes for every path the bridge writes and for every secret
 // file the config names, the Service, the PDB, and namespaced RBAC that
 // follows kubernetes.enabled and leader election.
-func checkCommon(t *testing.T, r *release, user map[string]any) {
+func checkCommon(t *testing.T, r *release, user, values map[string]any) {
 	cfg := r.config(t)
 
 	// The user's keys pass through unchanged; the chart's are set.
@@ -304,11 +314,19 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 		}
 	}
 
+	checkNetworkPolicy(t, r, cfg, values, c.Ports)
+
+	// The service account token only where the bridge uses it: the
+	// Kubernetes output with the in-cluster config.
+	kubeOn, _ := dig(cfg, "kubernetes", "enabled").(bool)
+	if want := kubeOn && digString(cfg, "kubernetes", "kubeconfig") == ""; pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != want {
+		t.Errorf("pod automountServiceAccountToken %v, want %v (kubernetes.enabled %v)", pod.AutomountServiceAccountToken, want, kubeOn)
+	}
+
 	// RBAC: namespaced only, following kubernetes.enabled.
 	if n := len(r.all("ClusterRole")) + len(r.all("ClusterRoleBinding")); n != 0 {
 		t.Errorf("%d cluster-wide RBAC objects", n)
 	}
-	kubeOn, _ := dig(cfg, "kubernetes", "enabled").(bool)
 	leOn := kubeOn
 	if v, ok := dig(cfg, "kubernetes", "leaderElection", "enabled").(bool); ok {
 		leOn = kubeOn && v
@@ -356,8 +374,8 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 		}
 	}
 	sa := typed[corev1.ServiceAccount](t, r.one(t, "ServiceAccount", pod.ServiceAccountName))
-	if sa.Namespace != releaseNS {
-		t.Errorf("ServiceAccount in %s", sa.Namespace)
+	if sa.Namespace != releaseNS || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount in %s, automountServiceAccountToken %v; want %s, false (the pod decides)", sa.Namespace, sa.AutomountServiceAccountToken, releaseNS)
 	}
 	for _, o := range r.objects {
 		if ns := o.GetNamespace(); ns == "" {
@@ -365,6 +383,71 @@ func checkCommon(t *testing.T, r *release, user map[string]any) {
 		} else if o.GetKind() != "Role" && o.GetKind() != "RoleBinding" && ns != releaseNS {
 			t.Errorf("%s %s in %s, not the release's namespace", o.GetKind(), o.GetName(), ns)
 		}
+	}
+}
+
+// checkNetworkPolicy: one NetworkPolicy selects the pods, for ingress only;
+// each container port has one rule: the xDS port admits the labelled
+// clients of any namespace (and istiod's pods while MCP is served there),
+// the MCP port istiod's pods alone, the HTTP port networkPolicy.httpFrom or
+// everyone.
+func checkNetworkPolicy(t *testing.T, r *release, cfg, values map[string]any, ports []corev1.ContainerPort) {
+	t.Helper()
+	nps := r.all("NetworkPolicy")
+	if len(nps) != 1 {
+		t.Fatalf("%d NetworkPolicies, want 1 (networkPolicy.enabled by default)", len(nps))
+	}
+	np := typed[networkingv1.NetworkPolicy](t, nps[0])
+	podLabels := r.deployment(t).Spec.Template.Labels
+	if !subset(np.Spec.PodSelector.MatchLabels, podLabels) || len(np.Spec.PodSelector.MatchLabels) == 0 ||
+		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("NetworkPolicy selects %v for %v; want the pods (%v), ingress only", np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes, podLabels)
+	}
+	rules := map[int32]networkingv1.NetworkPolicyIngressRule{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			rules[p.Port.IntVal] = rule
+		}
+	}
+	istiodNS := "istio-system"
+	if v, ok := values["networkPolicy"].(map[string]any)["istiodNamespace"].(string); ok {
+		istiodNS = v
+	}
+	istiod := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": istiodNS}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "istiod"}},
+	}
+	clients := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{},
+		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"meshbridge.io/xds-client": "true"}}}
+	mcpOn, _ := dig(cfg, "mcp", "enabled").(bool)
+	for _, p := range ports {
+		rule, ok := rules[p.ContainerPort]
+		if !ok {
+			t.Errorf("NetworkPolicy: no rule for port %s %d", p.Name, p.ContainerPort)
+			continue
+		}
+		var want []networkingv1.NetworkPolicyPeer
+		switch p.Name {
+		case "grpc-xds":
+			want = []networkingv1.NetworkPolicyPeer{clients}
+			if mcpOn && digString(cfg, "mcp", "address") == "" {
+				want = append(want, istiod)
+			}
+		case "grpc-mcp":
+			want = []networkingv1.NetworkPolicyPeer{istiod}
+		case "http-monitoring":
+			var httpFrom []networkingv1.NetworkPolicyPeer
+			if b, err := yaml.Marshal(values["networkPolicy"].(map[string]any)["httpFrom"]); err == nil {
+				_ = yaml.Unmarshal(b, &httpFrom)
+			}
+			want = httpFrom
+		}
+		if (len(rule.From) != 0 || len(want) != 0) && !reflect.DeepEqual(rule.From, want) {
+			t.Errorf("NetworkPolicy port %s admits %+v, want %+v", p.Name, rule.From, want)
+		}
+	}
+	if len(rules) != len(ports) {
+		t.Errorf("NetworkPolicy has rules for %d ports, the container %d", len(rules), len(ports))
 	}
 }
 
@@ -476,6 +559,32 @@ func checkStateSecrets(t *testing.T, r *release) {
 		}
 		if role.Namespace != want {
 			t.Errorf("Role %s in %s, want %s", role.Name, role.Namespace, want)
+		}
+	}
+}
+
+// checkCertManager: the Secrets of tls.*.secretName are mounted read-only
+// and the config's xds.tls (with the client CA: mTLS) and mcp.tls name
+// their files, cert-manager's keys.
+func checkCertManager(t *testing.T, r *release) {
+	cfg := r.config(t)
+	const dir = "/var/run/secrets/meshbridge/tls/"
+	for key, want := range map[string]string{
+		"xds.tls.certFile": dir + "xds/tls.crt", "xds.tls.keyFile": dir + "xds/tls.key", "xds.tls.clientCAFile": dir + "xds/ca.crt",
+		"mcp.tls.certFile": dir + "mcp/tls.crt", "mcp.tls.keyFile": dir + "mcp/tls.key",
+	} {
+		if got := digString(cfg, strings.Split(key, ".")...); got != want {
+			t.Errorf("config %s = %q, want %q", key, got, want)
+		}
+	}
+	if dig(cfg, "mcp", "tls", "clientCAFile") != nil {
+		t.Error("mcp.tls has a client CA: istiod presents no certificate")
+	}
+	pod := r.deployment(t).Spec.Template.Spec
+	for name, secret := range map[string]string{"tls-xds": "meshbridge-xds-cert", "tls-mcp": "meshbridge-mcp-cert"} {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == name })
+		if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != secret {
+			t.Errorf("no volume %s of Secret %s: %+v", name, secret, pod.Volumes)
 		}
 	}
 }
@@ -592,12 +701,25 @@ func TestTemplateRejects(t *testing.T) {
 		{"relative nacos cacheDir", []string{"--set-json", `config.registries=[{"name":"n","type":"nacos","nacos":{"cacheDir":"cache"}}]`}, "nacos.cacheDir"},
 		{"one port twice", []string{"--set", "ports.debug=15014"}, "must differ"},
 		{"shared ReadWriteOnce claim", []string{"--set", "config.state.dir=/var/lib/meshbridge", "--set", "state.persistence.enabled=true"}, "ReadWriteMany"},
+		{"a Consul token in values", []string{"--set-json", `config.registries=[{"name":"c","type":"consul","consul":{"token":"s3cr3t"}}]`},
+			"config.registries[0].consul.token: a secret written in values lands in the ConfigMap; put it in a Secret, mount it with secretMounts and name the file with config.registries[0].consul.tokenFile"},
+		{"a Nacos password in values", []string{"--set-json", `config.registries=[{"name":"c","type":"consul"},{"name":"n","type":"nacos","nacos":{"username":"u","password":"s3cr3t"}}]`},
+			"config.registries[1].nacos.password: a secret written in values lands in the ConfigMap; put it in a Secret, mount it with secretMounts and name the file with config.registries[1].nacos.passwordFile"},
+		{"a Nacos secret key in values", []string{"--set-json", `config.registries=[{"name":"n","type":"nacos","nacos":{"accessKey":"ak","secretKey":"s3cr3t"}}]`},
+			"name the file with config.registries[0].nacos.secretKeyFile"},
+		{"ZooKeeper credentials in values", []string{"--set-json", `config.registries=[{"name":"z","type":"zookeeper","zookeeper":{"auth":{"scheme":"digest","credentials":"u:s3cr3t"}}}]`},
+			"name the file with config.registries[0].zookeeper.auth.credentialsFile"},
+		{"tls.xds.secretName with config.xds.tls", []string{"--set", "tls.xds.secretName=x", "--set", "config.xds.tls.certFile=/c"}, "tls.xds.secretName and config.xds.tls are both set"},
+		{"tls.mcp.secretName without MCP's port", []string{"--set", "tls.mcp.secretName=x"}, "tls.mcp.secretName: MCP has no port of its own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := runHelm(t, helm, nil, append([]string{"template", "mb", chartDir, "--namespace", releaseNS}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("helm template %v: %v; want an error naming %q", tc.args, err, tc.want)
+			}
+			if _, out, _ := strings.Cut(err.Error(), "\n"); strings.Contains(out, "s3cr3t") {
+				t.Errorf("the error shows the secret: %v", err)
 			}
 		})
 	}
