@@ -1,9 +1,11 @@
 # meshbridge — run `make help` for the targets.
 SHELL := /bin/bash
 GO ?= go
-# A semantic version on a tag (v1.2.0), else the tag and commits since it, else
-# the commit; -dirty marks uncommitted changes.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version of every build, the binary's and the image's tag
+# (tools/version.sh): the release tag vX.Y.Z at one, vX.Y.Z-N-gHASH after
+# it, v0.0.0-N-gHASH before the first; -dirty marks uncommitted changes. The
+# chart's appVersion is a release of the same scheme.
+VERSION ?= $(shell tools/version.sh)
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin
 # Test servers are built once per version into this cache (see tools/build.sh).
@@ -16,16 +18,23 @@ POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh
 # (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
 # helm=PATH and promtool=PATH: the helm and promtool the chart tests run;
-# istiod=PATH: the istiod test/istio's ambient tests run).
-SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool
+# istiod=PATH: the istiod test/istio's ambient tests run; image=PATH: the
+# image builder make image runs, which test/image runs).
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool image
 # The container image make image builds; charts/meshbridge's default
-# image.repository (test/chart checks that they agree).
+# image.repository (test/chart checks that they agree), and the tarball it
+# writes it to.
 IMAGE_REPOSITORY ?= ghcr.io/meshbridge/meshbridge
 IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+IMAGE_TAR ?= $(BIN)/meshbridge-image.tar
 
 .PHONY: help
 help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: version
+version: ## Print the version builds and the image's tag get (tools/version.sh)
+	@echo $(VERSION)
 
 .PHONY: build
 build: ## Build bin/meshbridge and the example gRPC server and client
@@ -35,7 +44,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod, promtool
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod, promtool, the image builder
 	$(SERVERS)
 
 .PHONY: deps
@@ -111,10 +120,18 @@ test-e2e: ## Run the end-to-end tests only (real Consul, Polaris, ZooKeeper and 
 		MESHBRIDGE_DUBBO_PROVIDER_BIN=$$(sed -n 's/^dubbo=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/... ./test/chart/...
 
 .PHONY: image
-image: ## Build the container image ghcr.io/meshbridge/meshbridge:VERSION (IMAGE) from the Dockerfile with docker or podman
-	@tool=$$(command -v docker || command -v podman) || { echo "make image: needs docker or podman on PATH; neither is installed"; exit 1; }; \
-	echo "$$tool build --build-arg VERSION=$(VERSION) -t $(IMAGE) ."; \
-	"$$tool" build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Build the image IMAGE (ghcr.io/meshbridge/meshbridge:VERSION) without a container engine into bin/meshbridge-image.tar (docker load -i, kind load image-archive)
+	@# The static binary (no libc: an empty base), then tools/image adds CA
+	@# certificates (Debian's) and passwd/group entries for 65532, as
+	@# distroless/static does, and writes a docker-archive tarball; times are
+	@# the commit's, so one commit gives one image digest.
+	@builder=$$(tools/build.sh image | sed -n 's/^image=//p'); \
+	test -x "$$builder" || { echo "make image: building the image builder (tools/image) failed"; exit 1; }; \
+	mkdir -p $(BIN)/image && \
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/image/meshbridge ./cmd/bridge && \
+	"$$builder" --binary $(BIN)/image/meshbridge --tag $(IMAGE) --version $(VERSION) --arch "$$($(GO) env GOARCH)" \
+		--revision "$$(git rev-parse HEAD 2>/dev/null)" --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)" --out $(IMAGE_TAR) && \
+	echo "make image: $(IMAGE_TAR) holds $(IMAGE): docker load -i $(IMAGE_TAR), or kind load image-archive $(IMAGE_TAR); helm install ... --set image.tag=$(VERSION)"
 
 .PHONY: bench
 bench: ## Run the micro benchmarks (with istiod's EDS builder side by side, test/istio), the Consul churn benchmark (a real agent, 10 rounds of 60 s) and the scale suite in bench/; regenerates docs/benchmarks.md
@@ -206,10 +223,11 @@ fuzz: ## Fuzz each target for 30 s (FUZZTIME), one after another, then the pipel
 	$(GO) test -run '^TestDifferential$$' -timeout 0 ./pipeline/ -differential.seeds $(DIFFERENTIAL_SEEDS)
 
 .PHONY: lint
-lint: ## go vet (the product and the modules of test/istio and bench/istiod) and gofmt check
+lint: ## go vet (the product and the modules of test/istio, bench/istiod and tools/image) and gofmt check
 	$(GO) vet ./...
 	cd test/istio && $(GO) vet ./...
 	cd bench/istiod && $(GO) vet ./...
+	cd tools/image && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: clean

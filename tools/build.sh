@@ -14,7 +14,8 @@
 # Go module test/dubbo; prints dubbo=PATH), helm (the helm command the
 # chart tests lint and render charts/meshbridge with; prints helm=PATH),
 # promtool (Prometheus's, which checks and unit-tests the chart's alerting
-# rules; prints promtool=PATH) and istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
+# rules; prints promtool=PATH), image (tools/image, the image builder
+# make image runs, which test/image runs; prints image=PATH) and istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
 # pins, built from that module, which names it as a tool; prints
 # istiod=PATH): test/istio's ambient tests and make bench-istiod run it.
 #
@@ -22,7 +23,7 @@
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
 # sha256sum listing of test/dubbo's go.mod, go.sum and every *.go file (paths
 # relative to test/dubbo, sorted bytewise; test/harness/dubbo_binary.go
-# computes the same key); for istiod, of the line "istio.io/istio VERSION"
+# computes the same key); for image, the same of tools/image; for istiod, of the line "istio.io/istio VERSION"
 # for the version test/istio/go.mod requires (test/harness/istiod.go
 # computes the same key). ZooKeeper is not cached: apt-get installs it once.
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
@@ -39,7 +40,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -220,6 +221,20 @@ build_promtool() {
 	echo "promtool=$dir/promtool"
 }
 
+build_image() {
+	local k
+	k=$(srckey "$here/image") || return 1
+	local dir="$cache/image-$k"
+	[ -x "$dir/image" ] || lock "$dir"
+	if [ ! -x "$dir/image" ]; then
+		echo "tools/build.sh: building the image builder (tools/image) into $dir (once per change of its sources: ~IMAGE CPU-seconds cold)" >&2
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		(cd "$here/image" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$dir.tmp/image" .)
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "image=$dir/image"
+}
+
 build_istiod() {
 	local src="$here/../test/istio"
 	local v
@@ -251,6 +266,7 @@ for s in "${servers[@]}"; do
 	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
 	helm) build_helm >"$out" 2>"$out.err" & pids+=($!) ;;
 	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
+	image) build_image >"$out" 2>"$out.err" & pids+=($!) ;;
 	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
