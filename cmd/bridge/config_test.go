@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/test/harness"
@@ -357,5 +359,48 @@ func TestConfigRefusesCredentialsInAddresses(t *testing.T) {
 	// A user name with an @ is no address.
 	if _, err := ParseConfig([]byte("registries:\n- {name: a, type: nacos, nacos: {username: ops@example.com, password: x}}\n")); err != nil {
 		t.Errorf("nacos.username with an @: %v", err)
+	}
+}
+
+// TestConsulExampleOnOneDatacenter: examples/consul works against a
+// single-datacenter agent such as the one make demo starts: translate,
+// pointed at a real agent instead of 127.0.0.1:8500, prints its service and
+// the static registry's, without waiting for sync.timeout.
+func TestConsulExampleOnOneDatacenter(t *testing.T) {
+	c := harness.StartConsul(t)
+	c.RegisterInstance(t, "web", "web-1", "10.0.0.1", 8080, nil, nil, "passing")
+	data, err := os.ReadFile("../../examples/consul/meshbridge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	services, err := filepath.Abs("../../examples/file/services.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range cfg["registries"].([]any) {
+		reg := r.(map[string]any)
+		if consul, ok := reg["consul"].(map[string]any); ok {
+			consul["address"] = c.Address()
+		}
+		if f, ok := reg["file"].(map[string]any); ok {
+			f["path"] = services
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "meshbridge.yaml")
+	writeFile(t, p, string(out))
+	t.Setenv("CONSUL_HTTP_TOKEN", "")
+	start := time.Now()
+	code, stdout, stderr := run("translate", "--config", p)
+	if code != 0 || !strings.Contains(stdout, "name: web.service.consul") || !strings.Contains(stdout, "name: web.static.local") {
+		t.Fatalf("translate of examples/consul against one datacenter: exit %d after %s\nstdout:\n%s\nstderr:\n%s",
+			code, time.Since(start).Round(time.Second), stdout, stderr)
 	}
 }
