@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 // registeredMetric is one of meshbridge's metrics as registered.
@@ -167,5 +169,47 @@ func TestReadmeListsTheRegisteredMetrics(t *testing.T) {
 	// collectors.
 	if _, err := newMetricsRegistry().Gather(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadmeNamingStatesHostTemplates: the README's naming conventions give
+// each type's default host template verbatim, and each variable they list
+// for hostTemplate is one a template can use.
+func TestReadmeNamingStatesHostTemplates(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, naming, ok := strings.Cut(string(data), "\n## Naming conventions")
+	if !ok {
+		t.Fatal("README.md has no Naming conventions section")
+	}
+	naming, _, _ = strings.Cut(naming, "\n## ")
+	var row string
+	for line := range strings.Lines(naming) {
+		if strings.HasPrefix(line, "| host templates |") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("the naming conventions have no \"host templates\" row")
+	}
+	for _, ty := range registryTypes {
+		if ty.HostTemplate != "" && ty.HostsFrom == "" && !strings.Contains(row, "`"+ty.HostTemplate+"`") {
+			t.Errorf("the host templates row lacks %s's default template `%s`", ty.Name, ty.HostTemplate)
+		}
+	}
+	hostVars, _, _ := strings.Cut(row, "Defaults:")
+	vars := regexp.MustCompile("`(\\.[A-Z][A-Za-z]*)`").FindAllStringSubmatch(hostVars, -1)
+	if len(vars) < 4 {
+		t.Fatalf("the host templates row names %d variables: %s", len(vars), row)
+	}
+	for _, v := range vars {
+		if _, err := translate.New(translate.Options{Registry: "r", Namespace: "ns", HostTemplate: "{{" + v[1] + "}}x"}); err != nil {
+			t.Errorf("the README lists %s for hostTemplate: %v", v[1], err)
+		}
+	}
+	if !strings.Contains(naming, "| locality |") || !strings.Contains(naming, "Consul: the region is the instance's datacenter") {
+		t.Error("the naming conventions do not say that a Consul instance's locality region is its datacenter")
 	}
 }
