@@ -152,3 +152,48 @@ func TestJSONLogsWriteDurationsAsStrings(t *testing.T) {
 		t.Errorf("JSON log line %s; want durations as strings", out)
 	}
 }
+
+// TestReadmeFirstScreenIsAFirstRun: the README's first screen (its first
+// 50 lines) is a first run, in order: make demo and make test, a
+// configuration of one's own registry through translate and run, a client's
+// bootstrap, status; the reference (Commands) comes after. The configuration
+// it shows parses, and every meshbridge command it shows takes its flags.
+func TestReadmeFirstScreenIsAFirstRun(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	screen := strings.Join(lines[:min(50, len(lines))], "\n")
+	at := -1
+	for _, step := range []string{"make demo", "make test", "meshbridge translate --config", "meshbridge run --config",
+		"meshbridge bootstrap --node-id", "GRPC_XDS_BOOTSTRAP=", "meshbridge status"} {
+		i := strings.Index(screen, step)
+		if i < 0 || i < at {
+			t.Errorf("the README's first screen lacks %q, or has it out of order (demo → own registry → client → status):\n%s", step, screen)
+			continue
+		}
+		at = i
+	}
+	if i := strings.Index(string(data), "\n## Commands\n"); i < len(screen) {
+		t.Errorf("the reference (## Commands) starts on the first screen, at byte %d", i)
+	}
+	cfg := regexp.MustCompile(`(?s)cat > my\.yaml <<'YAML'\n(.*?)\n\s*YAML\n`).FindStringSubmatch(screen)
+	if cfg == nil {
+		t.Fatal("the first run shows no configuration (cat > my.yaml <<'YAML' ... YAML)")
+	}
+	var body strings.Builder
+	for l := range strings.Lines(cfg[1]) {
+		body.WriteString(strings.TrimPrefix(l, "   "))
+	}
+	if _, err := ParseConfig([]byte(body.String())); err != nil {
+		t.Errorf("the first run's configuration does not parse: %v\n%s", err, body.String())
+	}
+	for _, m := range regexp.MustCompile(`bin/meshbridge ([a-z]+)((?: --?[a-z-]+(?: [^\s#-][^\s#]*)?)*)`).FindAllStringSubmatch(screen, -1) {
+		args := append([]string{m[1]}, strings.Fields(m[2])...)
+		_, _, errs := run(append(args, "--help")...)
+		if strings.Contains(errs, "flag provided but not defined") {
+			t.Errorf("the first run shows %q: %s", m[0], errs)
+		}
+	}
+}
