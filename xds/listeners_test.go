@@ -133,12 +133,15 @@ func TestMCPOnItsOwnListener(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 
-	if ts.MCPAddr() != nil {
-		t.Fatalf("MCPAddr() = %v before ready, want nil", ts.MCPAddr())
-	}
-	if c, err := net.Dial("tcp", mcpAddr); err == nil {
-		_ = c.Close()
-		t.Fatal("the MCP port accepts connections before the first full push")
+	// Bound at once (a taken port fails Run at once), served only after the
+	// first full push (TestNoXDSBeforeReady checks no answer comes before).
+	harness.EventuallyTrue(t, 10*time.Second, "the MCP port bound before ready", func() bool {
+		return ts.MCPAddr() != nil && ts.MCPAddr().String() == mcpAddr
+	})
+	select {
+	case <-ts.Serving():
+		t.Fatal("the MCP port serves before the first full push")
+	default:
 	}
 	close(ts.ready)
 	<-ts.Serving()
