@@ -178,8 +178,11 @@ func (h *Health) FailSince(reason string, err error, since time.Time) {
 				"listing (with state.dir, its persisted listing is, once sync.timeout passed)",
 				"reason", reason, "err", msg, "permanent", IsPermanent(err))
 		} else {
-			h.log.Warn("Registry read failed; serving its last-known-good state until a read succeeds",
-				"reason", reason, "err", msg, "lastSuccess", h.st.LastSuccess)
+			attrs := []any{"reason", reason, "err", msg}
+			if !h.st.LastSuccess.IsZero() { // zero: rebuilt by a reload, its predecessor's listing served
+				attrs = append(attrs, "lastSuccess", h.st.LastSuccess)
+			}
+			h.log.Warn("Registry read failed; serving its last-known-good state until a read succeeds", attrs...)
 		}
 		return
 	}

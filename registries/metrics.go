@@ -17,11 +17,12 @@ var RegistryErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 // RegistrySkipped counts services a watcher found in its registry and left
 // out on purpose, by reason: "dubbo" for Dubbo services in Nacos while the
-// nacos registry's dubbo.enabled is false. Each service counts once per
+// nacos registry's dubbo.enabled is false, "invalid" for a file registry's
+// service whose fields it cannot serve. Each service counts once per
 // appearance (when a listing or read first finds it), not per listing.
 var RegistrySkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "meshbridge_registry_skipped_total",
-	Help: "Services a registry watcher found and left out on purpose, by registry and reason (dubbo: Dubbo services in Nacos while dubbo.enabled is false).",
+	Help: "Services a registry watcher found and left out on purpose, by registry and reason (dubbo: Dubbo services in Nacos while dubbo.enabled is false; invalid: a file's service whose fields it cannot serve, logged with the field).",
 }, []string{"registry", "reason"})
 
 // registryUp is Health's up/down state per registry.

@@ -197,3 +197,68 @@ func TestReadmeFirstScreenIsAFirstRun(t *testing.T) {
 		}
 	}
 }
+
+// TestTranslateStopsAtOnceOnAFileItCannotRead: a registry file that only
+// an edit can fix (an unknown key, invalid UTF-8, a symbolic link loop, a
+// file over file.maxSize) ends translate at once, naming the registry and
+// the cause, instead of after sync.timeout (10 minutes here). A service
+// its fields do not allow (a port of 70000, an unknown protocol, a host
+// declared twice) is skipped with its reason, the others printed.
+func TestTranslateStopsAtOnceOnAFileItCannotRead(t *testing.T) {
+	const svc = "- host: a.local\n  ports: [{number: 80}]\n  instances: [{address: 10.0.0.1}]\n"
+	for name, tc := range map[string]struct {
+		services string
+		symlink  bool
+		maxSize  string
+		wantCode int
+		wantOut  string
+		wantErr  []string
+	}{
+		"an unknown key":   {services: "services:\n- host: a.local\n  prots: [{number: 80}]\n", wantCode: 1, wantErr: []string{`could not read registry "static"`, "services[0].prots: unknown field"}},
+		"invalid UTF-8":    {services: "services:\n- host: \"a\xff.local\"\n", wantCode: 1, wantErr: []string{`could not read registry "static"`, "invalid leading UTF-8 octet"}},
+		"a symlink loop":   {symlink: true, wantCode: 1, wantErr: []string{`could not read registry "static"`, "too many levels of symbolic links"}},
+		"over maxSize":     {services: "services:\n" + svc, maxSize: "10", wantCode: 1, wantErr: []string{`could not read registry "static"`, "bytes, over file.maxSize (10 bytes)"}},
+		"a port of 70000":  {services: "services:\n" + svc + "- host: b.local\n  ports: [{number: 70000}]\n", wantOut: "name: a.local", wantErr: []string{`reason="services[1].ports[0].number: 70000 is not a port (1-65535)"`}},
+		"a bad protocol":   {services: "services:\n" + svc + "- host: b.local\n  ports: [{number: 1, protocol: udp}]\n", wantOut: "name: a.local", wantErr: []string{`services[1].ports[0].protocol: \"udp\" is not one of`}},
+		"a duplicate host": {services: "services:\n" + svc + svc, wantOut: "name: a.local", wantErr: []string{`services[1].host: \"a.local\" is already declared by services[0]`}},
+		"only invalid services": {services: "services:\n- host: b.local\n  ports: [{number: 70000}]\n", wantCode: 1,
+			wantErr: []string{"70000 is not a port", "the registries listed no services"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			svcs := filepath.Join(dir, "services.yaml")
+			if tc.symlink {
+				if err := os.Symlink(svcs, svcs); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				writeFile(t, svcs, tc.services)
+			}
+			block := "{path: services.yaml}"
+			if tc.maxSize != "" {
+				block = "{path: services.yaml, maxSize: " + tc.maxSize + "}"
+			}
+			cfg := filepath.Join(dir, "c.yaml")
+			writeFile(t, cfg, "registries:\n- {name: static, type: file, file: "+block+"}\nsync: {timeout: 10m}\n")
+			type result struct {
+				code     int
+				out, err string
+			}
+			done := make(chan result, 1)
+			go func() { code, out, errs := run("translate", "--config", cfg); done <- result{code, out, errs} }()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("translate still waits after 30 s (sync.timeout is 10m)")
+			}
+			ok := r.code == tc.wantCode && strings.Contains(r.out, tc.wantOut)
+			for _, w := range tc.wantErr {
+				ok = ok && strings.Contains(r.err, w)
+			}
+			if !ok {
+				t.Errorf("exit %d\nstdout: %s\nstderr: %s\nwant exit %d, stdout ⊇ %q, stderr ⊇ %q", r.code, r.out, r.err, tc.wantCode, tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+}

@@ -77,6 +77,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"cert without key":                {"registries:\n- {name: a, type: consul, consul: {address: a:1, tls: {certFile: c}}}\n", "registries[0].consul: tls.certFile and tls.keyFile: set both or neither"},
 		"file path missing":               {"registries:\n- {name: a, type: file}\n", "registries[0].file.path: required"},
 		"zookeeper with a hostTemplate":   {"registries:\n- {name: a, type: zookeeper, hostTemplate: \"{{.Service}}.zk\"}\n", "registries[0].hostTemplate: a zookeeper registry names its services with zookeeper.dubbo.interfaceHostTemplate"},
+		"file maxSize not positive":       {"registries:\n- {name: a, type: file, file: {path: x, maxSize: 0}}\n", "registries[0].file.maxSize: 0 is not a positive size in bytes"},
+		"file maxSize not a quantity":     {"registries:\n- {name: a, type: file, file: {path: x, maxSize: lots}}\n", "registries[0].file.maxSize"},
 		"file with a hostTemplate":        {"registries:\n- {name: a, type: file, file: {path: x}, hostTemplate: \"{{.Service}}.static\"}\n", "registries[0].hostTemplate: a file registry names its services with the host of each service in its file (services[].host), not hostTemplate"},
 		"xds address is http address":     {consul + "xds: {address: 127.0.0.1:9000}\nhttp: {address: 127.0.0.1:9000}\n", `http.address: "127.0.0.1:9000" is xds.address too`},
 		"a port taken on every interface": {consul + "xds: {address: 0.0.0.0:9000}\nhttp: {debugAddress: 127.0.0.1:9000}\n", `http.debugAddress: "127.0.0.1:9000" is xds.address too`},

@@ -16,14 +16,25 @@
 //     registry-wide Err snapshot (empty Service.Name) per run of the same
 //     failure, and registries.Health (one log line down, one up; the
 //     registry is a registries.HealthReporter whose lastError clears at the
-//     next good read). A path that does not exist, is a directory or may not
-//     be read is registries.Permanent; still re-read at every change and
-//     resync. A file that is not a complete document is such a failure
+//     next good read). A path that does not exist, is a directory, may not
+//     be read or is a symbolic link loop is registries.Permanent; still
+//     re-read at every change and resync. A file larger than Config.MaxSize
+//     (file.maxSize, DefaultMaxSize) is not read: such a failure too. A file that is not a complete document is such a failure
 //     (ErrIncomplete): an empty file, or one whose services key is missing
 //     or null ("services:" and nothing after it), which is what a write cut
 //     short or still in progress leaves. Only an explicit `services: []`
 //     lists no service.
-//  2. Unknown keys and invalid values are errors naming the field path.
+//  2. A file that is not a registry document is refused whole, the error
+//     naming the field path: YAML that does not parse, an unknown key, a
+//     value of the wrong type, and (rule 1) an incomplete file or one over
+//     Config.MaxSize. These are registries.Permanent: only an edit fixes
+//     them. A value its field does not allow skips only its service
+//     (Skipped: a port outside 1-65535, an unknown protocol, no host, a host
+//     an earlier served service has), logged once and counted in
+//     meshbridge_registry_skipped_total{reason="invalid"}, as other
+//     registries skip what they cannot serve; an instance without a port or
+//     with a weight past the common scale is passed on as
+//     registries.InvalidInstance, which translate rejects (malformed).
 //  3. An instance's ID is "address:port", so a WorkloadEntry keeps its name
 //     while the instance stays.
 //  4. Changes are detected by watching the file's directory (fsnotify): a

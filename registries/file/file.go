@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -30,8 +32,17 @@ type Config struct {
 	// before it is read (doc.go rule 4): a writer that rewrites the file in
 	// place (truncate, then write) is done by then. Default DefaultSettle.
 	Settle time.Duration
-	Logger *slog.Logger
+	// MaxSize is the largest file read, in bytes; a larger one is a read
+	// error naming both sizes. Default DefaultMaxSize.
+	MaxSize int64
+	Logger  *slog.Logger
 }
+
+// DefaultMaxSize is Config.MaxSize's default (file.maxSize, 32Mi): about
+// 13,000 services of ten labelled instances, whose read peaks at about
+// 290 MB of resident memory (measured on bench_test.go's layout), within
+// the chart's 512Mi limit.
+const DefaultMaxSize = 32 << 20
 
 // DefaultSettle is Config.Settle's default: far longer than cp, a shell
 // redirection or an editor takes to rewrite a file of thousands of
@@ -49,6 +60,9 @@ type Registry struct {
 	// even when its content is the last good read's.
 	failing bool
 	parser  itemParser // parses the file, reusing the last good read's unchanged services
+	// skipped are the services the last good read skipped (noteSkipped),
+	// by host and reason.
+	skipped map[string]bool
 }
 
 var (
@@ -70,6 +84,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.Settle <= 0 {
 		cfg.Settle = DefaultSettle
+	}
+	if cfg.MaxSize <= 0 {
+		cfg.MaxSize = DefaultMaxSize
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -163,7 +180,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 // file was read successfully.
 func (r *Registry) reload(rep *registries.Reporter) bool {
 	now := time.Now()
-	data, err := readFile(r.cfg.Path)
+	data, err := readFile(r.cfg.Path, r.cfg.MaxSize)
 	if err != nil {
 		r.fail(rep, "read", err, now)
 		return false
@@ -173,11 +190,17 @@ func (r *Registry) reload(rep *registries.Reporter) bool {
 		r.health.OK()
 		return true
 	}
-	services, err := r.parser.parse(data)
+	services, skipped, err := r.parser.parse(data)
 	if err != nil {
-		r.fail(rep, "parse", fmt.Errorf("%s: %w", r.cfg.Path, err), now)
+		err = fmt.Errorf("%s: %w", r.cfg.Path, err)
+		if !errors.Is(err, ErrIncomplete) {
+			// Only an edit of the file fixes it (doc.go rule 1).
+			err = registries.Permanent(err)
+		}
+		r.fail(rep, "parse", err, now)
 		return false
 	}
+	r.noteSkipped(skipped)
 	r.sum, r.read, r.failing = sum, true, false
 	keys := make([]string, len(services))
 	for i, svc := range services {
@@ -192,21 +215,82 @@ func (r *Registry) reload(rep *registries.Reporter) bool {
 	return true
 }
 
-// readFile reads path, marking with registries.Permanent the failures that
-// only an operator fixes: the path does not exist, is a directory, or may
-// not be read. Other errors (a transient I/O error) are retried as they are.
-func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// noteSkipped logs and counts (meshbridge_registry_skipped_total, reason
+// invalid) each skipped service of a read that the last read did not skip
+// for the same reason, and remembers this read's.
+func (r *Registry) noteSkipped(skipped []Skipped) {
+	next := make(map[string]bool, len(skipped))
+	for _, s := range skipped {
+		key := s.Host + "\x00" + s.Reason
+		if s.Host == "" {
+			key = s.String()
+		}
+		next[key] = true
+		if r.skipped[key] {
+			continue
+		}
+		registries.RegistrySkipped.WithLabelValues(r.cfg.Name, skippedInvalid).Inc()
+		r.log.Warn("Skipped an invalid service of the registry file; its other services are served",
+			"service", s.Host, "reason", s.String(), "path", r.cfg.Path)
+	}
+	r.skipped = next
+}
+
+// skippedInvalid is the reason label of meshbridge_registry_skipped_total
+// for a service of the file that is not served (Skipped).
+const skippedInvalid = "invalid"
+
+// readFile reads path, at most maxSize bytes (0: no limit), marking with
+// registries.Permanent the failures that only an operator fixes: the path
+// does not exist, is a directory, may not be read, is a symbolic link loop,
+// or names a file larger than maxSize. Other errors (a transient I/O error)
+// are retried as they are.
+func readFile(path string, maxSize int64) ([]byte, error) {
+	data, err := readAtMost(path, maxSize)
 	switch {
 	case err == nil:
 		return data, nil
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ELOOP),
+		errors.Is(err, errTooLarge):
 		return nil, registries.Permanent(err)
 	}
 	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
 		return nil, registries.Permanent(fmt.Errorf("%s is a directory; file.path names a YAML file", path))
 	}
 	return nil, err
+}
+
+// errTooLarge marks a file over Config.MaxSize.
+var errTooLarge = errors.New("file.maxSize")
+
+// readAtMost reads path, refusing one larger than maxSize bytes (0: no
+// limit) without reading it: a read costs about 9 times the file's size in
+// memory.
+func readAtMost(path string, maxSize int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tooLarge := func(size int64) error {
+		return fmt.Errorf("%s is %d bytes, over %w (%d bytes): raise it or split the registry into several files",
+			path, size, errTooLarge, maxSize)
+	}
+	if st, err := f.Stat(); err == nil && maxSize > 0 && st.Mode().IsRegular() && st.Size() > maxSize {
+		return nil, tooLarge(st.Size())
+	}
+	r := io.Reader(f)
+	if maxSize > 0 {
+		r = io.LimitReader(f, maxSize+1)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if maxSize > 0 && int64(len(data)) > maxSize {
+		return nil, tooLarge(int64(len(data)))
+	}
+	return data, nil
 }
 
 // fail records a failed read with Health (one log line when the registry

@@ -3,6 +3,7 @@ package file
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ func TestParse(t *testing.T) {
 		in      string
 		wantErr string
 		check   func(t *testing.T, svcs []registries.Service)
+		// skipped are the services Parse skips, as Skipped.String.
+		skipped []string
 	}{
 		"instances default to the first declared port, get address:port IDs and weights on the common scale (×100)": {
 			in: "services:\n- host: web.static.local\n  ports: [{number: 8080, protocol: grpc}]\n  instances:\n  - {address: 10.0.0.1, weight: 2, locality: r/z/s, labels: {version: v1}}\n",
@@ -37,11 +40,39 @@ func TestParse(t *testing.T) {
 		"an unknown key is named with its path": {
 			in: "services:\n- host: a\n  instances: [{address: 1.1.1.1, port: 1, wieght: 2}]\n", wantErr: "services[0].instances[0].wieght: unknown field",
 		},
-		"an unknown protocol is refused": {
-			in: "services:\n- host: a\n  ports: [{number: 1, protocol: udp}]\n", wantErr: `services[0].ports[0].protocol: "udp" is not one of`,
+		"a wrong type is the whole file's error": {
+			in: "services:\n- {host: a, ports: [{number: 1}]}\n- {host: b, ports: [{number: http}]}\n", wantErr: "services[1].ports[0].number",
 		},
-		"a duplicate host is refused": {
-			in: "services:\n- {host: a, ports: [{number: 1}]}\n- {host: a, ports: [{number: 2}]}\n", wantErr: "services[1].host",
+		"invalid YAML is the whole file's error":  {in: "services:\n- {host: a, ports: [{number: 1}\n", wantErr: "yaml"},
+		"invalid UTF-8 is the whole file's error": {in: "services:\n- {host: \"a\xff\", ports: [{number: 1}]}\n", wantErr: "invalid"},
+		"a service with an unknown protocol is skipped, the others served": {
+			in:      "services:\n- {host: b, ports: [{number: 1}]}\n- host: a\n  ports: [{number: 1, protocol: udp}]\n",
+			skipped: []string{`services[1].ports[0].protocol: "udp" is not one of http, http2, grpc, tcp`},
+			check: func(t *testing.T, svcs []registries.Service) {
+				if len(svcs) != 1 || svcs[0].Name != "b" {
+					t.Fatalf("services = %+v, want b alone", svcs)
+				}
+			},
+		},
+		"a service with a port of 70000 or 0, or without a host, is skipped": {
+			in: "services:\n- {host: a, ports: [{number: 70000}]}\n- {host: b, ports: [{number: 1}, {number: 0}]}\n" +
+				"- {ports: [{number: 1}]}\n- {host: c, ports: [{number: 3}]}\n",
+			skipped: []string{"services[0].ports[0].number: 70000 is not a port (1-65535)",
+				"services[1].ports[1].number: 0 is not a port (1-65535)", "services[2].host: required"},
+			check: func(t *testing.T, svcs []registries.Service) {
+				if len(svcs) != 1 || svcs[0].Name != "c" {
+					t.Fatalf("services = %+v, want c alone", svcs)
+				}
+			},
+		},
+		"a duplicate host is skipped, the first served": {
+			in:      "services:\n- {host: a, ports: [{number: 1}]}\n- {host: a, ports: [{number: 2}]}\n",
+			skipped: []string{`services[1].host: "a" is already declared by services[0]`},
+			check: func(t *testing.T, svcs []registries.Service) {
+				if len(svcs) != 1 || svcs[0].Ports[0].Number != 1 {
+					t.Fatalf("services = %+v, want the first a", svcs)
+				}
+			},
 		},
 		"an empty file is incomplete, not an empty listing":  {in: "", wantErr: "the file is empty"},
 		"a file of comments is incomplete":                   {in: "# nothing yet\n", wantErr: "the file is empty"},
@@ -55,13 +86,21 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
-		"an instance without any port is refused": {
-			in: "services:\n- host: a\n  instances: [{address: 1.1.1.1}]\n", wantErr: "services[0].instances[0].port: required",
+		"an instance without any port or with a weight past the scale is invalid, the others served": {
+			in: "services:\n- host: a\n  instances: [{address: 1.1.1.1}, {address: 1.1.1.2, port: 9}]\n" +
+				"- host: b\n  ports: [{number: 8}]\n  instances: [{address: 1.1.1.3, weight: 4294967295}, {address: 1.1.1.4}]\n",
+			check: func(t *testing.T, svcs []registries.Service) {
+				a, b := svcs[0].Instances, svcs[1].Instances
+				if len(a) != 2 || a[0].Invalid() != "instances[0].port: required when the service declares no ports" || a[1].Invalid() != "" ||
+					len(b) != 2 || !strings.HasPrefix(b[0].Invalid(), "instances[0].weight: 4294967295 is over ") || b[1].Invalid() != "" {
+					t.Fatalf("instances: a %+v, b %+v", a, b)
+				}
+			},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			svcs, err := Parse([]byte(tc.in))
+			svcs, skipped, err := Parse([]byte(tc.in))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -70,6 +109,13 @@ func TestParse(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range skipped {
+				got = append(got, s.String())
+			}
+			if !slices.Equal(got, tc.skipped) {
+				t.Errorf("skipped %q, want %q", got, tc.skipped)
 			}
 			tc.check(t, svcs)
 		})

@@ -16,16 +16,25 @@ type itemParser struct {
 	// head is the text before the first item of the last successful parse
 	// on the item path; every item was parsed as head + item.
 	head []byte
-	// items holds that parse's services by the SHA-256 of their item's text.
-	items map[[sha256.Size]byte]registries.Service
+	// items holds that parse's items by the SHA-256 of their text: a
+	// service, or why it is skipped.
+	items map[[sha256.Size]byte]parsedItem
+}
+
+// parsedItem is one item parsed on its own: its service, or why it is
+// skipped (its Index is the item's position when it was parsed).
+type parsedItem struct {
+	svc     registries.Service
+	skipped *Skipped
 }
 
 // parse returns what Parse returns for data. When data has the simple block
 // layout (splitItems), each item is parsed on its own, as the head followed
 // by the item, unless the last successful parse had the same head and an item
-// of the same text; any error, or an item that is not one service, falls back
-// to Parse of the whole data, so errors are Parse's.
-func (p *itemParser) parse(data []byte) ([]registries.Service, error) {
+// of the same text; any error, an item that is not one service, or a host
+// two items declare falls back to Parse of the whole data, so services,
+// skipped services and errors are Parse's.
+func (p *itemParser) parse(data []byte) ([]registries.Service, []Skipped, error) {
 	head, items, ok := splitItems(data)
 	if !ok {
 		return p.parseWhole(data)
@@ -34,41 +43,52 @@ func (p *itemParser) parse(data []byte) ([]registries.Service, error) {
 	if !bytes.Equal(head, p.head) {
 		known = nil
 	}
-	next := make(map[[sha256.Size]byte]registries.Service, len(items))
+	next := make(map[[sha256.Size]byte]parsedItem, len(items))
 	hosts := make(map[string]struct{}, len(items))
 	out := make([]registries.Service, 0, len(items))
+	var skipped []Skipped
 	var doc []byte
-	for _, item := range items {
+	for i, item := range items {
 		key := sha256.Sum256(item)
-		svc, ok := known[key]
+		it, ok := known[key]
 		if !ok {
 			doc = append(append(doc[:0], head...), item...)
-			svcs, err := Parse(doc)
-			if err != nil || len(svcs) != 1 {
+			svcs, skips, err := Parse(doc)
+			switch {
+			case err == nil && len(svcs) == 1 && len(skips) == 0:
+				it = parsedItem{svc: svcs[0]}
+			case err == nil && len(svcs) == 0 && len(skips) == 1:
+				it = parsedItem{skipped: &skips[0]}
+			default:
 				return p.parseWhole(data)
 			}
-			svc = svcs[0]
 		}
-		if _, dup := hosts[svc.Host]; dup {
+		next[key] = it
+		if it.skipped != nil {
+			s := *it.skipped
+			s.Index = i
+			skipped = append(skipped, s)
+			continue
+		}
+		if _, dup := hosts[it.svc.Host]; dup {
 			return p.parseWhole(data)
 		}
-		hosts[svc.Host] = struct{}{}
-		next[key] = svc
-		out = append(out, svc)
+		hosts[it.svc.Host] = struct{}{}
+		out = append(out, it.svc)
 	}
 	slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) })
 	p.head, p.items = bytes.Clone(head), next
-	return out, nil
+	return out, skipped, nil
 }
 
 // parseWhole is Parse; a success empties the cache (it holds only the last
 // successful parse's items, and that parse had none), a failure keeps it.
-func (p *itemParser) parseWhole(data []byte) ([]registries.Service, error) {
-	svcs, err := Parse(data)
+func (p *itemParser) parseWhole(data []byte) ([]registries.Service, []Skipped, error) {
+	svcs, skipped, err := Parse(data)
 	if err == nil {
 		p.head, p.items = nil, nil
 	}
-	return svcs, err
+	return svcs, skipped, err
 }
 
 // splitItems splits data into its head and the items of its top-level

@@ -6,17 +6,20 @@ import (
 	"testing"
 )
 
-// sameAsParse parses data with p and fails t unless the services and the
-// error are Parse's.
+// sameAsParse parses data with p and fails t unless the services, the
+// skipped services and the error are Parse's.
 func sameAsParse(t testing.TB, p *itemParser, data []byte) {
 	t.Helper()
-	want, wantErr := Parse(data)
-	got, gotErr := p.parse(data)
+	want, wantSkipped, wantErr := Parse(data)
+	got, gotSkipped, gotErr := p.parse(data)
 	if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
 		t.Fatalf("error = %v, Parse's = %v\nfile:\n%s", gotErr, wantErr, data)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("services = %+v\nParse's = %+v\nfile:\n%s", got, want, data)
+	}
+	if !reflect.DeepEqual(gotSkipped, wantSkipped) {
+		t.Fatalf("skipped = %+v\nParse's = %+v\nfile:\n%s", gotSkipped, wantSkipped, data)
 	}
 }
 
@@ -38,45 +41,45 @@ func TestItemParserLayouts(t *testing.T) {
 		split    bool // whether the file has the simple block layout
 		itemwise bool // whether it is parsed item by item (the cache fills)
 	}{
-		"items at column 0":                     {in: "services:\n" + svcB + svcA + svcC, split: true, itemwise: true},
-		"items indented by two spaces":          {in: "services:\n" + indented(svcB+svcA+svcC, 2), split: true, itemwise: true},
-		"comments and blank lines anywhere":     {in: "# head\n\nservices: # the list\n\n# first\n" + svcA + "\n  # inside\n# between\n" + svcB + "# end\n\n", split: true, itemwise: true},
-		"an item whose mapping starts below":    {in: "services:\n-\n  host: a.local\n  ports: [{number: 1}]\n" + svcB, split: true, itemwise: true},
-		"no final line break":                   {in: "services:\n" + svcA + strings.TrimSuffix(svcC, "\n"), split: true, itemwise: true},
-		"a block scalar and a quoted line":      {in: "services:\n- host: |-\n    a.local\n  ports: [{number: 1}]\n- host: \"b.\n    local\"\n  ports: [{number: 2}]\n", split: true, itemwise: true},
-		"a comment in a block scalar's text":    {in: "services:\n- host: >-\n    a.local\n    # not a comment\n  ports: [{number: 1}]\n" + svcB, split: true, itemwise: true},
-		"an unknown field in the second item":   {in: "services:\n" + svcA + "- host: b.local\n  ports: [{number: 1, protocl: http}]\n", split: true},
-		"an invalid protocol names its path":    {in: "services:\n" + svcA + svcB + "- host: c.local\n  ports: [{number: 1, protocol: udp}]\n", split: true},
-		"a duplicate host":                      {in: "services:\n" + svcA + svcB + svcA, split: true},
-		"a duplicate key inside an item":        {in: "services:\n" + svcA + "- host: b.local\n  host: c.local\n", split: true},
-		"invalid YAML in an item":               {in: "services:\n" + svcA + "- host: [b\n", split: true},
-		"a quoted scalar over an item's line":   {in: "services:\n- host: \"a.local\n- b\"\n  ports: [{number: 1}]\n", split: true},
-		"a flow list over an item's line":       {in: "services:\n- ports: [{number: 1},\n- {number: 2}]\n  host: a.local\n", split: true},
-		"an item that is not a mapping":         {in: "services:\n" + svcA + "- b.local\n", split: true},
-		"an empty item":                         {in: "services:\n" + svcA + "-\n", split: true},
-		"invalid UTF-8 in the head":             {in: "# \xff\nservices:\n" + svcA, split: true},
-		"a flow list":                           {in: "services: [{host: a.local, ports: [{number: 1}]}]\n"},
-		"JSON":                                  {in: `{"services": [{"host": "a.local", "ports": [{"number": 1}]}]}`},
-		"a document start marker":               {in: "---\nservices:\n" + svcA},
-		"a document end marker":                 {in: "services:\n" + svcA + "...\n"},
-		"a second document":                     {in: "services:\n" + svcA + "---\nservices:\n" + svcB},
-		"a directive":                           {in: "%YAML 1.1\n---\nservices:\n" + svcA},
-		"an anchor and an alias across items":   {in: "services:\n- host: a.local\n  ports: &p [{number: 1}]\n- host: b.local\n  ports: *p\n"},
-		"a tag":                                 {in: "services:\n- host: !!str a.local\n  ports: [{number: 1}]\n"},
-		"a tab in the indentation":              {in: "services:\n- host: a.local\n\tports: [{number: 1}]\n"},
-		"CRLF line breaks":                      {in: strings.ReplaceAll("services:\n"+svcA+svcB, "\n", "\r\n")},
-		"a line separator":                      {in: "services:\n- host: a.local\u2028  ports: [{number: 1}]\n"},
-		"another top-level key":                 {in: "services:\n" + svcA + "extra: 1\n"},
-		"services given twice":                  {in: "services:\n" + svcA + "services:\n" + svcB},
-		"an indented services key":              {in: " services:\n" + indented(svcA, 1)},
-		"a quoted services key":                 {in: "\"services\":\n" + svcA},
-		"a value on the services line":          {in: "services: ~\n"},
-		"no items":                              {in: "services:\n# none yet\n"},
-		"an empty file":                         {in: ""},
-		"items at two indentations":             {in: "services:\n" + indented(svcA, 2) + svcB},
-		"a line of an item not indented deeper": {in: "services:\n" + indented(svcA, 2) + " ports: []\n"},
-		"an item before the services key":       {in: svcA + "services:\n" + svcB},
-		"a dash not followed by a space":        {in: "services:\n" + svcA + "-host: b.local\n"},
+		"items at column 0":                       {in: "services:\n" + svcB + svcA + svcC, split: true, itemwise: true},
+		"items indented by two spaces":            {in: "services:\n" + indented(svcB+svcA+svcC, 2), split: true, itemwise: true},
+		"comments and blank lines anywhere":       {in: "# head\n\nservices: # the list\n\n# first\n" + svcA + "\n  # inside\n# between\n" + svcB + "# end\n\n", split: true, itemwise: true},
+		"an item whose mapping starts below":      {in: "services:\n-\n  host: a.local\n  ports: [{number: 1}]\n" + svcB, split: true, itemwise: true},
+		"no final line break":                     {in: "services:\n" + svcA + strings.TrimSuffix(svcC, "\n"), split: true, itemwise: true},
+		"a block scalar and a quoted line":        {in: "services:\n- host: |-\n    a.local\n  ports: [{number: 1}]\n- host: \"b.\n    local\"\n  ports: [{number: 2}]\n", split: true, itemwise: true},
+		"a comment in a block scalar's text":      {in: "services:\n- host: >-\n    a.local\n    # not a comment\n  ports: [{number: 1}]\n" + svcB, split: true, itemwise: true},
+		"an unknown field in the second item":     {in: "services:\n" + svcA + "- host: b.local\n  ports: [{number: 1, protocl: http}]\n", split: true},
+		"an invalid protocol skips its service":   {in: "services:\n" + svcA + svcB + "- host: c.local\n  ports: [{number: 1, protocol: udp}]\n", split: true, itemwise: true},
+		"a duplicate host":                        {in: "services:\n" + svcA + svcB + svcA, split: true},
+		"a duplicate key inside an item":          {in: "services:\n" + svcA + "- host: b.local\n  host: c.local\n", split: true},
+		"invalid YAML in an item":                 {in: "services:\n" + svcA + "- host: [b\n", split: true},
+		"a quoted scalar over an item's line":     {in: "services:\n- host: \"a.local\n- b\"\n  ports: [{number: 1}]\n", split: true},
+		"a flow list over an item's line":         {in: "services:\n- ports: [{number: 1},\n- {number: 2}]\n  host: a.local\n", split: true},
+		"an item that is not a mapping":           {in: "services:\n" + svcA + "- b.local\n", split: true},
+		"an empty item is a service without host": {in: "services:\n" + svcA + "-\n", split: true, itemwise: true},
+		"invalid UTF-8 in the head":               {in: "# \xff\nservices:\n" + svcA, split: true},
+		"a flow list":                             {in: "services: [{host: a.local, ports: [{number: 1}]}]\n"},
+		"JSON":                                    {in: `{"services": [{"host": "a.local", "ports": [{"number": 1}]}]}`},
+		"a document start marker":                 {in: "---\nservices:\n" + svcA},
+		"a document end marker":                   {in: "services:\n" + svcA + "...\n"},
+		"a second document":                       {in: "services:\n" + svcA + "---\nservices:\n" + svcB},
+		"a directive":                             {in: "%YAML 1.1\n---\nservices:\n" + svcA},
+		"an anchor and an alias across items":     {in: "services:\n- host: a.local\n  ports: &p [{number: 1}]\n- host: b.local\n  ports: *p\n"},
+		"a tag":                                   {in: "services:\n- host: !!str a.local\n  ports: [{number: 1}]\n"},
+		"a tab in the indentation":                {in: "services:\n- host: a.local\n\tports: [{number: 1}]\n"},
+		"CRLF line breaks":                        {in: strings.ReplaceAll("services:\n"+svcA+svcB, "\n", "\r\n")},
+		"a line separator":                        {in: "services:\n- host: a.local\u2028  ports: [{number: 1}]\n"},
+		"another top-level key":                   {in: "services:\n" + svcA + "extra: 1\n"},
+		"services given twice":                    {in: "services:\n" + svcA + "services:\n" + svcB},
+		"an indented services key":                {in: " services:\n" + indented(svcA, 1)},
+		"a quoted services key":                   {in: "\"services\":\n" + svcA},
+		"a value on the services line":            {in: "services: ~\n"},
+		"no items":                                {in: "services:\n# none yet\n"},
+		"an empty file":                           {in: ""},
+		"items at two indentations":               {in: "services:\n" + indented(svcA, 2) + svcB},
+		"a line of an item not indented deeper":   {in: "services:\n" + indented(svcA, 2) + " ports: []\n"},
+		"an item before the services key":         {in: svcA + "services:\n" + svcB},
+		"a dash not followed by a space":          {in: "services:\n" + svcA + "-host: b.local\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,7 +94,7 @@ func TestItemParserLayouts(t *testing.T) {
 			var p itemParser
 			sameAsParse(t, &p, data)
 			if got := len(p.items) > 0; got != tc.itemwise || got && len(p.items) != len(items) {
-				t.Fatalf("the cache holds %d services of %d items, want it filled: %v", len(p.items), len(items), tc.itemwise)
+				t.Fatalf("the cache holds %d items of %d, want it filled: %v", len(p.items), len(items), tc.itemwise)
 			}
 			// Again with every item known, and after an edit of the first
 			// service's host (one item parsed, the others known).
@@ -110,26 +113,33 @@ func joined(items [][]byte) []byte {
 }
 
 // TestItemParserReusesUnchangedServices: a reload after a one-service edit
-// parses that service only; the others are the last parse's values.
-// A failed parse keeps the last good parse's services.
+// parses that service only; the others are the last parse's values. A
+// failed parse keeps the last good parse's services; a skipped service is
+// known by its text too, and reported at its place.
 func TestItemParserReusesUnchangedServices(t *testing.T) {
 	var p itemParser
-	first, err := p.parse(benchFile(5, -1))
+	first, _, err := p.parse(benchFile(5, -1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := strings.Replace(string(benchFile(5, 2)), "protocol: grpc", "protocol: udp", 1)
-	if _, err := p.parse([]byte(broken)); err == nil || !strings.Contains(err.Error(), "services[0].ports[0].protocol") {
-		t.Fatalf("err = %v, want Parse's error at services[0].ports[0].protocol", err)
+	broken := strings.Replace(string(benchFile(5, 2)), "protocol: grpc", "protocl: grpc", 1)
+	if _, _, err := p.parse([]byte(broken)); err == nil || !strings.Contains(err.Error(), "services[0].ports[0].protocl: unknown field") {
+		t.Fatalf("err = %v, want Parse's error at services[0].ports[0].protocl", err)
 	}
-	second, err := p.parse(benchFile(5, 2))
+	invalid := strings.Replace(string(benchFile(5, 2)), "protocol: grpc", "protocol: udp", 1)
+	svcs, skipped, err := p.parse([]byte(invalid))
+	if err != nil || len(svcs) != 4 || len(skipped) != 1 || skipped[0].String() != `services[0].ports[0].protocol: "udp" is not one of http, http2, grpc, tcp` {
+		t.Fatalf("a file with one invalid service: %d services, skipped %+v, err %v", len(svcs), skipped, err)
+	}
+	second, _, err := p.parse(benchFile(5, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Service 0 was skipped by the last read and is parsed again; 2 changed.
 	for i := range first {
 		reused := &first[i].Instances[0] == &second[i].Instances[0]
-		if reused != (i != 2) {
-			t.Errorf("service %s: reused = %v, want %v", first[i].Name, reused, i != 2)
+		if want := i != 0 && i != 2; reused != want {
+			t.Errorf("service %s: reused = %v, want %v", first[i].Name, reused, want)
 		}
 	}
 	if len(p.items) != 5 {

@@ -45,37 +45,59 @@ type InstanceSpec struct {
 
 var protocols = []string{"", "http", "http2", "grpc", "tcp"}
 
-// Parse decodes and checks a file's content and returns its services, sorted
-// by host. Errors name the field path, e.g. "services[1].ports[0].protocol".
-// Only a complete document lists no service: one whose services key is an
-// explicit empty list (`services: []`); an empty file, a file without a
-// services key, or with a null one (`services:` and nothing after it: a
-// write cut short) is an error (ErrIncomplete).
-func Parse(data []byte) ([]registries.Service, error) {
+// Skipped is a service of the file that is not served, and why (doc.go
+// rule 2): a value the schema's type holds but the field does not allow (a
+// port of 70000, an unknown protocol, no host), or a host a served service
+// of the file already has. The file's other services are served.
+type Skipped struct {
+	// Index is the service's position in the file's services list.
+	Index int
+	// Host is the service's host, "" when it has none.
+	Host string
+	// Reason names the field relative to the service and what is wrong
+	// with it: "ports[0].number: 70000 is not a port (1-65535)".
+	Reason string
+}
+
+// String is the field path from the file's top and the reason:
+// "services[3].ports[0].number: 70000 is not a port (1-65535)".
+func (s Skipped) String() string { return fmt.Sprintf("services[%d].%s", s.Index, s.Reason) }
+
+// Parse decodes and checks a file's content and returns its services,
+// sorted by host, and the services it skips (Skipped), in file order. The
+// error, for a file that is not a registry document at all, names the field
+// path, e.g. "services[1].ports: unknown field". Only a complete document
+// lists no service: one whose services key is an explicit empty list
+// (`services: []`); an empty file, a file without a services key, or with a
+// null one (`services:` and nothing after it: a write cut short) is an
+// error (ErrIncomplete).
+func Parse(data []byte) ([]registries.Service, []Skipped, error) {
 	var doc Document
 	if err := strict.Unmarshal(data, &doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(doc.Services) == 0 {
 		if err := explicitlyEmpty(data); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	seen := make(map[string]int, len(doc.Services))
+	served := make(map[string]int, len(doc.Services))
 	out := make([]registries.Service, 0, len(doc.Services))
+	var skipped []Skipped
 	for i, s := range doc.Services {
-		svc, err := s.toService(fmt.Sprintf("services[%d]", i))
-		if err != nil {
-			return nil, err
+		svc, reason := s.toService()
+		if j, dup := served[s.Host]; reason == "" && dup {
+			reason = fmt.Sprintf("host: %q is already declared by services[%d]", s.Host, j)
 		}
-		if j, dup := seen[s.Host]; dup {
-			return nil, fmt.Errorf("services[%d].host: %q is already declared by services[%d]", i, s.Host, j)
+		if reason != "" {
+			skipped = append(skipped, Skipped{Index: i, Host: s.Host, Reason: reason})
+			continue
 		}
-		seen[s.Host] = i
+		served[s.Host] = i
 		out = append(out, svc)
 	}
 	slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out, skipped, nil
 }
 
 // ErrIncomplete marks a file that is not a complete registry document: an
@@ -106,37 +128,47 @@ func explicitlyEmpty(data []byte) error {
 	return nil
 }
 
-func (s ServiceSpec) toService(path string) (registries.Service, error) {
+// toService returns the service s declares, or why it is skipped: a host
+// or port the service cannot have. An instance that cannot be read (a
+// weight past the common scale, no port to take) is passed on as
+// registries.InvalidInstance, which translate rejects (reason malformed,
+// logged and counted) while the service's other instances are served.
+func (s ServiceSpec) toService() (registries.Service, string) {
 	if s.Host == "" {
-		return registries.Service{}, fmt.Errorf("%s.host: required", path)
+		return registries.Service{}, "host: required"
 	}
 	svc := registries.Service{Name: s.Host, Host: s.Host}
 	for j, p := range s.Ports {
 		if p.Number == 0 || p.Number > 65535 {
-			return svc, fmt.Errorf("%s.ports[%d].number: %d is not a port (1-65535)", path, j, p.Number)
+			return svc, fmt.Sprintf("ports[%d].number: %d is not a port (1-65535)", j, p.Number)
 		}
 		if !slices.Contains(protocols, p.Protocol) {
-			return svc, fmt.Errorf("%s.ports[%d].protocol: %q is not one of http, http2, grpc, tcp", path, j, p.Protocol)
+			return svc, fmt.Sprintf("ports[%d].protocol: %q is not one of http, http2, grpc, tcp", j, p.Protocol)
 		}
 		svc.Ports = append(svc.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
 	}
 	for j, in := range s.Instances {
-		if in.Weight > maxFileWeight {
-			return svc, fmt.Errorf("%s.instances[%d].weight: %d is over %d", path, j, in.Weight, maxFileWeight)
-		}
 		port := in.Port
 		if port == 0 && len(s.Ports) > 0 {
 			port = s.Ports[0].Number
 		}
-		if port == 0 {
-			return svc, fmt.Errorf("%s.instances[%d].port: required when the service declares no ports", path, j)
+		id := in.Address + ":" + strconv.FormatUint(uint64(port), 10)
+		switch {
+		case in.Weight > maxFileWeight:
+			svc.Instances = append(svc.Instances, registries.InvalidInstance(id,
+				fmt.Sprintf("instances[%d].weight: %d is over %d", j, in.Weight, maxFileWeight)))
+			continue
+		case port == 0:
+			svc.Instances = append(svc.Instances, registries.InvalidInstance(id,
+				fmt.Sprintf("instances[%d].port: required when the service declares no ports", j)))
+			continue
 		}
 		protocol := ""
 		if len(s.Ports) > 0 {
 			protocol = s.Ports[0].Protocol
 		}
 		svc.Instances = append(svc.Instances, registries.Instance{
-			ID:       in.Address + ":" + strconv.FormatUint(uint64(port), 10),
+			ID:       id,
 			Address:  in.Address,
 			Port:     port,
 			Protocol: protocol,
@@ -145,7 +177,7 @@ func (s ServiceSpec) toService(path string) (registries.Service, error) {
 			Locality: in.Locality,
 		})
 	}
-	return svc, nil
+	return svc, ""
 }
 
 // maxFileWeight is the largest weight a file instance may have: it is
