@@ -2,6 +2,7 @@ package consul
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -53,5 +54,32 @@ func TestRemoteDatacenter(t *testing.T) {
 		if s.Service.Name == "remote-svc" && s.Service.Datacenter != "" {
 			t.Errorf("Service.Datacenter = %q for the agent's own datacenter, want empty", s.Service.Datacenter)
 		}
+	}
+}
+
+// TestDatacenterWithNoPathServesNothing: a registry naming a datacenter the
+// agent has no path to never lists it; whatever its other reads get through
+// (the agent answers), the registry says nothing of it is served, not that
+// it serves a last-known-good state it never had, and gives Consul's error.
+func TestDatacenterWithNoPathServesNothing(t *testing.T) {
+	agent := harness.StartConsul(t)
+	var logs harness.LockedBuffer
+	reg, rec := runRegistry(t, Config{Name: "consul-no-path", Address: agent.Address(), Datacenter: "dc9",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	rec.Eventually(t, "an error", func(st registrytest.State) bool {
+		for _, s := range st.All {
+			if s.Err != nil {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the outage logged", func() bool { return strings.Contains(logs.String(), "level=WARN") })
+	out := logs.String()
+	if !strings.Contains(out, "Cannot read the registry; none of its services is served") || strings.Contains(out, "last-known-good") {
+		t.Errorf("the registry's log does not say nothing of it is served:\n%s", out)
+	}
+	if h := reg.Health(); h.Up || !strings.Contains(h.LastError, "No path to datacenter") {
+		t.Errorf("Health = %+v, want down with Consul's error", h)
 	}
 }
