@@ -55,14 +55,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // until the test ends; run's error fails the test.
 func runBridge(t *testing.T, cfgPath string) *bridge {
 	t.Helper()
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBridge(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := loadBridge(t, cfgPath, discardLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.run(ctx) }()
@@ -72,6 +65,21 @@ func runBridge(t *testing.T, cfgPath string) *bridge {
 			t.Errorf("run: %v", err)
 		}
 	})
+	return b
+}
+
+// loadBridge loads the configuration at cfgPath and builds the bridge on it
+// (its --config, for reloads), logging to log; it starts nothing.
+func loadBridge(t *testing.T, cfgPath string, log *slog.Logger) *bridge {
+	t.Helper()
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBridgeWith(cfg, log, nil, commonFlags{config: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
@@ -415,14 +423,7 @@ func TestRunFailsAtOnceOnATakenXDSPort(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
 	writeFile(t, cfgPath, fmt.Sprintf("registries:\n- {name: down, type: consul, consul: {address: %q}}\nsync: {timeout: 10m}\n"+
 		"xds: {address: %q}\nhttp: {address: %q, debugAddress: 127.0.0.1:0}\n", freeAddr(t), taken.Addr(), freeAddr(t)))
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBridge(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := loadBridge(t, cfgPath, discardLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -173,15 +173,8 @@ func TestWarnsWorkloadEntriesForIstiod(t *testing.T) {
 // inputs; the next change is reloaded again.
 func TestFailedReloadIsLoggedOnce(t *testing.T) {
 	cfgPath := fileConfig(t, "")
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs harness.LockedBuffer
-	b, err := newBridgeWith(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, commonFlags{config: cfgPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := loadBridge(t, cfgPath, slog.New(slog.NewTextHandler(&logs, nil)))
 	failures := func() float64 { return testutil.ToFloat64(configReloads.WithLabelValues("failure")) }
 	before := failures()
 	writeFile(t, cfgPath, "registries: []\nbogus: 1\n")
@@ -223,16 +216,9 @@ func TestWarnsOfAnExposedDebugAddress(t *testing.T) {
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
 			cfgPath := fileConfig(t, fmt.Sprintf("http: {debugAddress: %q}\n", tc.addr))
-			cfg, err := LoadConfig(cfgPath)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var logs harness.LockedBuffer
 			// Built and reloaded, never run: nothing binds the address.
-			b, err := newBridgeWith(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, commonFlags{config: cfgPath})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := loadBridge(t, cfgPath, slog.New(slog.NewTextHandler(&logs, nil)))
 			const warning = "http.debugAddress is not on loopback"
 			if got := strings.Count(logs.String(), warning); got != map[bool]int{true: 1}[tc.warn] {
 				t.Errorf("at start: %d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
