@@ -227,7 +227,7 @@ build_image() {
 	local dir="$cache/image-$k"
 	[ -x "$dir/image" ] || lock "$dir"
 	if [ ! -x "$dir/image" ]; then
-		echo "tools/build.sh: building the image builder (tools/image) into $dir (once per change of its sources: ~IMAGE CPU-seconds cold)" >&2
+		echo "tools/build.sh: building the image builder (tools/image) into $dir (once per change of its sources: ~26 CPU-seconds cold)" >&2
 		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
 		(cd "$here/image" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$dir.tmp/image" .)
 		rm -rf "$dir" && mv "$dir.tmp" "$dir"

@@ -18,7 +18,7 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:         "consul",
 		HostTemplate: HostTemplate,
-		ErrorReasons: []string{reasonCatalog, reasonHealth, reasonState, reasonUnavailable, reasonForbidden, reasonTLS},
+		ErrorReasons: []string{reasonCatalog, reasonHealth, reasonState, reasonUnavailable, reasonForbidden, reasonTLS, registries.ReasonHung},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

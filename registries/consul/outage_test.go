@@ -113,8 +113,8 @@ func TestForbiddenIsCounted(t *testing.T) {
 }
 
 // TestOutageLogsOnceDownOnceUp: an outage of the agent while many services
-// are followed (watched and polled) logs one "unreachable" line and one
-// "reachable again" line, whatever the number of failed reads, and sends one
+// are followed (watched and polled) logs one "read failed" line and one
+// "succeeded again" line, whatever the number of failed reads, and sends one
 // registry-wide error snapshot (docs/design.md §8, "one log line down and one
 // up").
 func TestOutageLogsOnceDownOnceUp(t *testing.T) {

@@ -20,7 +20,7 @@ func Type() registries.Type {
 	return registries.Type{
 		Name:         "nacos",
 		HostTemplate: HostTemplate,
-		ErrorReasons: []string{reasonConnect, reasonList, reasonRead, reasonLogin, reasonForbidden},
+		ErrorReasons: []string{reasonConnect, reasonList, reasonRead, reasonLogin, reasonForbidden, registries.ReasonHung},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

@@ -37,11 +37,11 @@ type Hang struct {
 // CheckHang hangs the server and checks what an operator is promised:
 //
 //  1. the registry is down (Health, meshbridge_registry_up 0) within
-//     HangDownWithin, with one "unreachable" log line;
+//     HangDownWithin, with one "read failed" log line;
 //  2. nothing is removed nor emptied while it hangs nor after (rec's
 //     snapshots), the last-known-good state is kept;
-//  3. after Resume it is up within HangUpWithin, with one "reachable
-//     again" log line whose downFor is the outage's length, short of it by
+//  3. after Resume it is up within HangUpWithin, with one "read
+//     succeeded again" log line whose downFor is the outage's length, short of it by
 //     at most the probe interval (registries.DefaultLivenessInterval).
 //
 // It returns how long detection and recovery took, for the test's log.
@@ -82,7 +82,7 @@ func CheckHang(t *testing.T, rec *Recorder, h Hang) (down, up time.Duration) {
 		}
 	}
 	out := h.Logs.String()
-	for _, line := range []string{"Registry is unreachable;", "Registry is reachable again"} {
+	for _, line := range []string{"Registry read failed; serving its last-known-good state", "Registry read succeeded again"} {
 		if n := strings.Count(out, line); n != 1 {
 			t.Errorf("%d log lines %q, want 1", n, line)
 		}
@@ -98,7 +98,7 @@ func CheckHang(t *testing.T, rec *Recorder, h Hang) (down, up time.Duration) {
 	return down, up
 }
 
-var downForRE = regexp.MustCompile(`msg="Registry is reachable again".* downFor=(\S+)`)
+var downForRE = regexp.MustCompile(`msg="Registry read succeeded again".* downFor=(\S+)`)
 
 // RegistryUp is the value of meshbridge_registry_up{registry} (-1 when
 // there is no such series).

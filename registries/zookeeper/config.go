@@ -43,8 +43,8 @@ func Type() registries.Type {
 		Name:      "zookeeper",
 		HostsFrom: "zookeeper.dubbo.interfaceHostTemplate and applicationHostTemplate",
 		// fail's reasons (auth becomes forbidden when ZooKeeper refuses the
-		// credentials) and outage's.
-		ErrorReasons: []string{"read", "auth", "forbidden", "unavailable"},
+		// credentials), outage's, and the liveness probe's.
+		ErrorReasons: []string{"read", "auth", "forbidden", "unavailable", registries.ReasonHung},
 		NewConfig:    func() registries.Config { return &Block{} },
 	}
 }

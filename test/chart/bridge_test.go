@@ -83,10 +83,12 @@ func TestBridgeRuns(t *testing.T) {
 			d := r.deployment(t)
 			root := t.TempDir()
 
+			// Distinct ports: the bridge binds them all when it starts.
 			listeners := map[string]string{}
-			for _, key := range [][]string{{"xds", "address"}, {"http", "address"}, {"http", "debugAddress"}, {"mcp", "address"}} {
+			ports := harness.FreePorts(t, 4)
+			for i, key := range [][]string{{"xds", "address"}, {"http", "address"}, {"http", "debugAddress"}, {"mcp", "address"}} {
 				if digString(cfg, key...) != "" {
-					addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+					addr := "127.0.0.1:" + strconv.Itoa(ports[i])
 					setPath(cfg, addr, key...)
 					listeners[strings.Join(key, ".")] = addr
 				}
