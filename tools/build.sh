@@ -18,6 +18,9 @@
 # make image runs, which test/image runs; prints image=PATH) and istiod (pilot-discovery of the istio.io/istio version test/istio/go.mod
 # pins, built from that module, which names it as a tool; prints
 # istiod=PATH): test/istio's ambient tests and make bench-istiod run it.
+# Java peers, each a Maven project under tools/ built with Maven from Maven
+# Central (pinned versions in its pom.xml) and run by the harness with
+# java: nacos (the Nacos server, tools/nacos; prints nacos=DIR).
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
@@ -25,11 +28,19 @@
 # relative to test/dubbo, sorted bytewise; test/harness/dubbo_binary.go
 # computes the same key); for image, the same of tools/image; for istiod, of the line "istio.io/istio VERSION"
 # for the version test/istio/go.mod requires (test/harness/istiod.go
-# computes the same key). ZooKeeper is not cached: apt-get installs it once.
+# computes the same key); for a Java peer, of the srckey listing of its
+# pom.xml and every file under src/ (test/harness/java.go computes the same
+# key). ZooKeeper is not cached: apt-get installs it once. A Java peer's
+# directory holds its own Maven local repository (m2/), the compiled classes
+# (target/classes) and, written last, the file classpath: the JVM's
+# classpath, classes first, then the dependencies' jars in Maven's
+# resolution order (the order matters: the Nacos server fails to start when
+# JRaft's hessian jar comes before the one Nacos needs).
 # A cache hit costs nothing; a cold Consul build is ~450 CPU-s and ~3 GB peak,
 # a cold kube build ~550 CPU-s, a cold Polaris build ~120 CPU-s and ~0.5 GB peak,
 # a cold dubbo-go provider build ~170 CPU-s and ~1 GB peak, a cold helm build
-# ~160 CPU-s, a cold promtool build ~550 CPU-s and ~3.3 GB peak, a cold istiod build ~520 CPU-s and ~2.3 GB peak.
+# ~160 CPU-s, a cold promtool build ~550 CPU-s and ~3.3 GB peak, a cold istiod build ~520 CPU-s and ~2.3 GB peak,
+# a cold Nacos server build ~20 CPU-s and ~230 MB of downloads (Maven Central).
 #
 # apt-get runs under the lock $cache/apt.lock, which make deps takes too, so
 # that the two never run apt-get at once (apt-get update fails at once on a
@@ -40,7 +51,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image nacos)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -52,6 +63,15 @@ srckey() {
 	(cd "$1" && {
 		for f in go.mod go.sum; do [ ! -f "$f" ] || echo "$f"; done
 		find . -type f -name '*.go' -printf '%P\n'
+	} | LC_ALL=C sort | xargs -r -d '\n' sha256sum) | sha256sum | cut -c1-12
+}
+
+# javakey is the key of a Java peer's Maven project: as srckey, over its
+# pom.xml and every regular file under src/.
+javakey() {
+	(cd "$1" && {
+		echo pom.xml
+		find src -type f -printf '%p\n'
 	} | LC_ALL=C sort | xargs -r -d '\n' sha256sum) | sha256sum | cut -c1-12
 }
 
@@ -253,6 +273,28 @@ build_istiod() {
 	echo "istiod=$dir/pilot-discovery"
 }
 
+# build_java NAME builds the Maven project tools/NAME into
+# $cache/NAME-<javakey>/ (see the header) and prints NAME=DIR. Its Maven
+# local repository is its own, so that builds of several peers run in
+# parallel (Maven 3.8 does not lock a shared one), and a failed build keeps
+# what it downloaded for the next try.
+build_java() {
+	local name=$1 src="$here/$1"
+	local dir="$cache/$name-$(javakey "$src")"
+	[ -f "$dir/classpath" ] || lock "$dir"
+	if [ ! -f "$dir/classpath" ]; then
+		command -v mvn >/dev/null || { echo "tools/build.sh: no mvn on PATH to build $name (.ci/run installs Debian's maven)" >&2; return 1; }
+		echo "tools/build.sh: building $name (tools/$name) with Maven into $dir (once per change of its pom.xml or sources)" >&2
+		mkdir -p "$dir"
+		rm -rf "$dir/target"
+		mvn -B -q -f "$src/pom.xml" -Dmaven.repo.local="$dir/m2" -Dmeshbridge.build="$dir/target" \
+			package dependency:build-classpath -Dmdep.outputFile="$dir/deps" >&2 || return 1
+		{ printf '%s' "$dir/target/classes"; [ ! -s "$dir/deps" ] || printf ':%s' "$(cat "$dir/deps")"; echo; } >"$dir/classpath.tmp"
+		mv "$dir/classpath.tmp" "$dir/classpath"
+	fi
+	echo "$name=$dir"
+}
+
 pids=()
 outs=()
 for s in "${servers[@]}"; do
@@ -268,6 +310,7 @@ for s in "${servers[@]}"; do
 	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
 	image) build_image >"$out" 2>"$out.err" & pids+=($!) ;;
 	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
+	nacos) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done

@@ -2,13 +2,11 @@ package harness
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -91,16 +89,7 @@ func dubboSourceKey(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sort.Strings(files)
-	sums := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(sums, "%x  %s\n", sha256.Sum256(b), f)
-	}
-	return fmt.Sprintf("%x", sums.Sum(nil))[:12], nil
+	return sourceKey(dir, files)
 }
 
 // checkoutRoot is the nearest directory at or above the working directory

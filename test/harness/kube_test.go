@@ -158,6 +158,11 @@ func TestKubeNamespaceName(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// The Nacos server and Dubbo Java run only in the binary's own network
+	// namespace (netns.go).
+	if code, reexeced := ReexecInNetNS(); reexeced {
+		os.Exit(code)
+	}
 	os.Exit(KubeMain(m, istioCRDs))
 }
 

@@ -243,11 +243,6 @@ func (p *Polaris) Restart(t testing.TB) {
 	p.srv.start(t, p.NacosAddress(), p.ready)
 }
 
-const (
-	defaultNacosNamespace = "public"
-	defaultNacosGroup     = "DEFAULT_GROUP"
-)
-
 // nacosURL is the Nacos HTTP API's URL for path (e.g. "/nacos/v1/ns/instance").
 func (p *Polaris) nacosURL(path string) string { return "http://" + p.NacosAddress() + path }
 
