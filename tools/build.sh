@@ -31,8 +31,8 @@
 # computes the same key); for a Java peer, of the srckey listing of its
 # pom.xml and every file under src/ (test/harness/java.go computes the same
 # key). ZooKeeper is not cached: apt-get installs it once. A Java peer's
-# directory holds its own Maven local repository (m2/), the compiled classes
-# (target/classes) and, written last, the file classpath: the JVM's
+# directory holds the compiled classes (target/classes) and, written last,
+# the file classpath: the JVM's
 # classpath, classes first, then the dependencies' jars in Maven's
 # resolution order (the order matters: the Nacos server fails to start when
 # JRaft's hessian jar comes before the one Nacos needs).
@@ -275,19 +275,21 @@ build_istiod() {
 
 # build_java NAME builds the Maven project tools/NAME into
 # $cache/NAME-<javakey>/ (see the header) and prints NAME=DIR. Its Maven
-# local repository is its own, so that builds of several peers run in
-# parallel (Maven 3.8 does not lock a shared one), and a failed build keeps
-# what it downloaded for the next try.
+# local repository, $cache/NAME-m2, is its own (Maven 3.8 does not lock a
+# shared one, and the peers build in parallel) and outlives a change of
+# sources: what a build downloaded serves the next one, and a classpath
+# keeps pointing at jars that stay there.
 build_java() {
 	local name=$1 src="$here/$1"
-	local dir="$cache/$name-$(javakey "$src")"
+	local dir="$cache/$name-$(javakey "$src")" m2="$cache/$name-m2"
 	[ -f "$dir/classpath" ] || lock "$dir"
 	if [ ! -f "$dir/classpath" ]; then
 		command -v mvn >/dev/null || { echo "tools/build.sh: no mvn on PATH to build $name (.ci/run installs Debian's maven)" >&2; return 1; }
 		echo "tools/build.sh: building $name (tools/$name) with Maven into $dir (once per change of its pom.xml or sources)" >&2
 		mkdir -p "$dir"
 		rm -rf "$dir/target"
-		mvn -B -q -f "$src/pom.xml" -Dmaven.repo.local="$dir/m2" -Dmeshbridge.build="$dir/target" \
+		lock "$m2"
+		mvn -B -q -f "$src/pom.xml" -Dmaven.repo.local="$m2" -Dmeshbridge.build="$dir/target" \
 			package dependency:build-classpath -Dmdep.outputFile="$dir/deps" >&2 || return 1
 		{ printf '%s' "$dir/target/classes"; [ ! -s "$dir/deps" ] || printf ':%s' "$(cat "$dir/deps")"; echo; } >"$dir/classpath.tmp"
 		mv "$dir/classpath.tmp" "$dir/classpath"

@@ -19,10 +19,15 @@
 //  3. Ports are named <protocol>-<number> (http, http2, grpc, tcp; dubbo →
 //     tcp-dubbo-<n> with protocol TCP; unknown → tcp). The port is servicePort,
 //     else the declared ports, else the port kept in Sticky, else the lowest
-//     instance port; once chosen it is kept, like the protocol, so that in
-//     workloadentry mode the ServiceEntry's spec and labels stay byte-identical
-//     while only instances change (the incremental EDS path of Istio's
-//     serviceEntryHandler). Instances on another port map through the
+//     instance port; once chosen the number is kept, so that in workloadentry
+//     mode the ServiceEntry's spec and labels stay byte-identical while only
+//     instances change (the incremental EDS path of Istio's
+//     serviceEntryHandler). The protocol follows the instances: the declared
+//     one, else that of an instance on the port declaring one (the first by
+//     ID), else that of any instance declaring one (the lowest port), else
+//     tcp; with no instance left, the one last chosen. A bridge running since
+//     before an instance changed its protocol thus serves what a bridge
+//     started after it serves. Instances on another port map through the
 //     WorkloadEntry (or endpoint) ports map. A Dubbo service gets one port
 //     per protocol its instances serve (tri → grpc-<n>), each kept the same
 //     way, and each instance maps every port to its own port of that

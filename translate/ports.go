@@ -15,14 +15,14 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 )
 
-// ProtocolDubbo is the protocol meshbridge records in Sticky for a Dubbo port.
-// It is not an Istio protocol: the ServiceEntry port gets protocol TCP and the
-// name "tcp-dubbo-<number>" (docs/design.md §3). Keeping it distinct in Sticky keeps
-// the port name stable across calls.
+// ProtocolDubbo is the protocol meshbridge records for a Dubbo port. It is
+// not an Istio protocol: the ServiceEntry port gets protocol TCP and the
+// name "tcp-dubbo-<number>" (docs/design.md §3).
 const ProtocolDubbo model.Protocol = "DUBBO"
 
-// Sticky is the per-service state that keeps ports stable over the life of the
-// process (rule 3; README "Naming conventions", "ports") and tells a
+// Sticky is the per-service state that keeps port numbers stable over the
+// life of the process (rule 3; README "Naming conventions", "ports"), and a
+// service's protocols while it has no instance, and tells a
 // translation which label changes are new. The caller stores it per service
 // and passes it back on the next Translate call. The zero value means nothing
 // was chosen or reported yet.
@@ -189,17 +189,18 @@ func declaredPorts(declared []registries.Port, prev Sticky, insts []candidate) (
 	return plan, nil
 }
 
-// chooseProtocol picks the protocol of port number: the declared one; the one
-// kept in prev for that port; that of the first instance (by ID) on that port
-// declaring one; that of the first instance (by port, then ID) declaring one;
-// TCP. decided is false only when nothing was known (no declaration, nothing
-// kept, no instance): that TCP is provisional and not kept in Sticky.
+// chooseProtocol picks the protocol of port number (rule 3: the number
+// sticks, the protocol follows the instances): the declared one; that of the
+// first instance (by ID) on that port declaring one; that of the first
+// instance (by port, then ID) declaring one; TCP when there are instances
+// and none declares one. With no instance at all, the one kept in prev for
+// that port, else a provisional TCP: decided is false then, and the TCP is
+// not kept in Sticky. A protocol chosen from the instances is thus a function
+// of the instances alone, so that a bridge running since before a change of
+// protocol and one started after it serve the same port.
 func chooseProtocol(number uint32, declared string, prev Sticky, insts []candidate) (model.Protocol, bool) {
 	if declared != "" {
 		return ParseProtocol(declared), true
-	}
-	if prev.Protocol != "" && prev.Port == number {
-		return prev.Protocol, true
 	}
 	var fallback *candidate
 	for i := range insts {
@@ -214,10 +215,15 @@ func chooseProtocol(number uint32, declared string, prev Sticky, insts []candida
 			fallback = c
 		}
 	}
-	if fallback != nil {
+	switch {
+	case fallback != nil:
 		return ParseProtocol(fallback.inst.Protocol), true
+	case len(insts) > 0:
+		return model.ProtocolTCP, true
+	case prev.Protocol != "" && prev.Port == number:
+		return prev.Protocol, true
 	}
-	return model.ProtocolTCP, len(insts) > 0
+	return model.ProtocolTCP, false
 }
 
 func lowestPort(insts []candidate) uint32 {

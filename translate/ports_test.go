@@ -26,12 +26,12 @@ func TestPortsStick(t *testing.T) {
 		ports []registries.Port
 		steps []step
 	}{
-		"ports stick to the lowest port seen after that instance leaves": {
+		"ports stick to the lowest port seen after that instance leaves, the protocol follows those left": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http"), inst("b", "10.0.0.2", 8080, "grpc")},
 					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
 				{[]registries.Instance{inst("a", "10.0.0.1", 9090, "http")},
-					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
+					8080, "http-8080", model.ProtocolHTTP, Sticky{Port: 8080, Protocol: model.ProtocolHTTP}},
 			},
 		},
 		"a lower port appearing later does not move the port": {
@@ -53,10 +53,18 @@ func TestPortsStick(t *testing.T) {
 				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
 			},
 		},
-		"protocol sticks once chosen": {
+		"the protocol follows the instances: one that starts declaring http turns the port http, and back": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
-				{[]registries.Instance{inst("b", "10.0.0.2", 8080, "grpc")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "http")}, 8080, "http-8080", model.ProtocolHTTP, Sticky{Port: 8080, Protocol: model.ProtocolHTTP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
+			},
+		},
+		"a newcomer declaring a protocol turns the port to it": {
+			steps: []step{
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, "")}, 8080, "tcp-8080", model.ProtocolTCP, Sticky{Port: 8080, Protocol: model.ProtocolTCP}},
+				{[]registries.Instance{inst("a", "10.0.0.1", 8080, ""), inst("b", "10.0.0.2", 8080, "grpc")},
+					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
 			},
 		},
 		"servicePort wins over instance ports": {
@@ -78,10 +86,11 @@ func TestPortsStick(t *testing.T) {
 					8080, "http2-8080", model.ProtocolHTTP2, Sticky{Port: 8080, Protocol: model.ProtocolHTTP2}},
 			},
 		},
-		"dubbo names a tcp-dubbo port and keeps the name": {
+		"dubbo names a tcp-dubbo port, kept while the service has no instance": {
 			steps: []step{
 				{[]registries.Instance{inst("a", "10.0.0.1", 20880, "dubbo")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: ProtocolDubbo}},
-				{[]registries.Instance{inst("b", "10.0.0.2", 20880, "")}, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: ProtocolDubbo}},
+				{nil, 20880, "tcp-dubbo-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: ProtocolDubbo}},
+				{[]registries.Instance{inst("b", "10.0.0.2", 20880, "")}, 20880, "tcp-20880", model.ProtocolTCP, Sticky{Port: 20880, Protocol: model.ProtocolTCP}},
 			},
 		},
 		"unknown protocol names a tcp port": {
@@ -132,15 +141,17 @@ func TestPortsStick(t *testing.T) {
 
 // TestServiceEntryStableWhenOnlyInstancesChange pins the incremental-EDS
 // contract: in workloadentry mode, once the port is chosen, the ServiceEntry's
-// spec, labels and content hash do not change as instances come and go.
+// spec, labels and content hash do not change as instances come and go on
+// any port, as long as those that declare a protocol declare the same one
+// (rule 3: the protocol follows the instances).
 func TestServiceEntryStableWhenOnlyInstancesChange(t *testing.T) {
 	tr := mustNew(t, Options{HostTemplate: DefaultHostTemplate})
 	sets := [][]registries.Instance{
 		{inst("a", "10.0.0.1", 8080, "grpc")},
-		{inst("a", "10.0.0.1", 8080, "grpc"), inst("b", "10.0.0.2", 8081, "http")},
-		{inst("b", "10.0.0.2", 8081, "http"), inst("c", "10.0.0.3", 7000, "")},
+		{inst("a", "10.0.0.1", 8080, "grpc"), inst("b", "10.0.0.2", 8081, "grpc")},
+		{inst("b", "10.0.0.2", 8081, "grpc"), inst("c", "10.0.0.3", 7000, "")},
 		nil,
-		{inst("d", "10.0.0.4", 9000, "tcp")},
+		{inst("d", "10.0.0.4", 9000, "grpc")},
 	}
 	var first *model.Config
 	var kept Sticky

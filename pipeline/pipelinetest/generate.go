@@ -66,16 +66,18 @@ var (
 		{{Number: 9090, Protocol: "http"}},
 		{{Number: 8080, Protocol: "http"}},
 	}
-	// genUndeclared are the port and protocol of a service that declares
-	// none, fixed for its life (see Generate).
+	// genUndeclared are the port of a service that declares none, fixed for
+	// its life (see Generate), and the protocol its instances usually
+	// declare; genProtocols what an instance may declare instead.
 	genUndeclared = []registries.Port{{Number: 8080, Protocol: "grpc"}, {Number: 7070, Protocol: "http"}}
+	genProtocols  = []string{"grpc", "http", ""}
 )
 
 // genService is the generator's model of one registry service.
 type genService struct {
 	name      string
 	declared  []registries.Port // nil: ports come from the instances
-	undecl    registries.Port   // the instances' port and protocol when nothing is declared
+	undecl    registries.Port   // the instances' port and usual protocol when nothing is declared
 	instances map[string]registries.Instance
 }
 
@@ -113,18 +115,19 @@ type generator struct {
 // guards confirmed; clients connecting and reconnecting (Delta with
 // initial_resource_versions); and Checks.
 //
-// Rule 3 (ports stick for the life of the process) makes a long-running
-// bridge differ from a fresh one by design, where the ports come from the
-// instances: the generator keeps such a service's instances on one port
-// and protocol, and takes it away by removal, not by leaving it without
-// instances. Whether a service declares its ports, and that port and
-// protocol when it does not, is fixed for the whole sequence, not only for
-// the service's life: a removal the delete guard holds keeps the service's
-// history in the Syncer, and the service may be listed again before the
-// guard lets go. A service that declares its ports has no history and its
-// declared ports change freely. Rule 10's hysteresis (inline ↔
-// WorkloadEntry form near the size limits) is out of reach of these
-// sizes.
+// Rule 3 (port numbers stick for the life of the process) makes a
+// long-running bridge differ from a fresh one by design, where the ports
+// come from the instances: the generator keeps such a service's instances on
+// one port, and takes it away by removal, not by leaving it without
+// instances. The protocols its instances declare vary (rule 3: the protocol
+// follows the instances, so a running and a fresh bridge agree on it).
+// Whether a service declares its ports, and that port when it does not, is
+// fixed for the whole sequence, not only for the service's life: a removal
+// the delete guard holds keeps the service's history in the Syncer, and the
+// service may be listed again before the guard lets go. A service that
+// declares its ports has no history and its declared ports change freely.
+// Rule 10's hysteresis (inline ↔ WorkloadEntry form near the size limits)
+// is out of reach of these sizes.
 func Generate(seed uint64, n int) Sequence {
 	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), regs: map[string]map[string]*genService{},
 		shapes: map[string]map[string]*registries.Port{}}
@@ -324,12 +327,15 @@ func (g *generator) mutate(reg string) *genService {
 		inst.Locality = pickOf(g.r, genLocality)
 		svc.instances[inst.ID] = inst
 	case p < 9:
-		// Moved to another port (the same instance ID).
+		inst := svc.instances[pickOf(g.r, ids)]
 		if svc.declared != nil {
-			inst := svc.instances[pickOf(g.r, ids)]
+			// Moved to another port (the same instance ID).
 			inst.Port = g.port(svc)
-			svc.instances[inst.ID] = inst
+		} else {
+			// Declares another protocol, or none.
+			inst.Protocol = pickOf(g.r, genProtocols)
 		}
+		svc.instances[inst.ID] = inst
 	default:
 		if svc.declared != nil {
 			svc.declared = pickOf(g.r, genDeclared)
@@ -356,6 +362,9 @@ func (g *generator) addInstance(svc *genService) {
 		Weight: pickOf(g.r, genWeights), Locality: pickOf(g.r, genLocality)}
 	if svc.declared == nil {
 		inst.Protocol = svc.undecl.Protocol
+		if g.r.IntN(4) == 0 {
+			inst.Protocol = pickOf(g.r, genProtocols)
+		}
 	}
 	svc.instances[inst.ID] = inst
 }

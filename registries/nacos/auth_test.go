@@ -99,14 +99,14 @@ func checkNoSecret(t *testing.T, logs string, reg *Registry, rec *registrytest.R
 // registry reads through the token it got, and neither the password, the
 // secret key nor the token shows in the (debug) log, Status or errors.
 func TestLoginCredentials(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "web", "10.0.8.1", 80, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "web")
 	const password, secretKey = "Corr3ct-Horse-Battery", "s3cret-key-5b2e"
 	login := newFakeNacosLoginServer(t, "nacos", password, nil)
 	var logs harness.LockedBuffer
 	reg, rec := runRegistry(t, Config{
-		Addresses: []string{login.address()}, GRPCPort: p.NacosGRPCPort(), Username: "nacos", Password: password,
+		Addresses: []string{login.address()}, GRPCPort: p.GRPCPort(), Username: "nacos", Password: password,
 		AccessKey: "LTAI-test-access-key", SecretKey: secretKey, // signs every request (RAM auth)
 	}, &logs)
 	rec.Eventually(t, "web through Polaris's gRPC port", func(st registrytest.State) bool {
@@ -125,7 +125,7 @@ func TestLoginCredentials(t *testing.T) {
 // the reads succeed (this server's reads need no token); the password
 // appears nowhere.
 func TestWrongPassword(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "web", "10.0.8.2", 80, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "web")
 	const password = "Wr0ng-Passw0rd-7731"
@@ -133,7 +133,7 @@ func TestWrongPassword(t *testing.T) {
 	var logs harness.LockedBuffer
 	const name = "nacos-wrong-password"
 	reg, rec := runRegistry(t, Config{
-		Name: name, Addresses: []string{login.address()}, GRPCPort: p.NacosGRPCPort(), Username: "nacos", Password: password,
+		Name: name, Addresses: []string{login.address()}, GRPCPort: p.GRPCPort(), Username: "nacos", Password: password,
 	}, &logs)
 	rec.Eventually(t, "web is read all the same", func(st registrytest.State) bool {
 		return len(st.Addrs(key("public", "DEFAULT_GROUP", "web"))) == 1

@@ -56,7 +56,7 @@ func dubboOn(mode dubbo.Mode) dubbo.Config {
 // one process's tri and dubbo instances one instance with both ports; a
 // "consumers:" service is ignored and not counted (doc.go rule 8).
 func TestDubboInterfaceLevel(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", greeterProviders, "10.0.7.1", 50051, 2, providerMeta("tri"), true, true, true)
 	p.RegisterInstance(t, "", "", greeterConsumers, "10.0.7.9", 0, 1,
 		map[string]string{"interface": "com.example.Greeter", "side": "consumer", "category": "consumers"}, true, true, true)
@@ -66,7 +66,7 @@ func TestDubboInterfaceLevel(t *testing.T) {
 	}
 	const name = "nacos-dubbo-iface"
 	before := skipped(name)
-	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn("")}, nil)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.Address()}, Dubbo: dubboOn("")}, nil)
 	k := key("public", "DEFAULT_GROUP", greeterProviders)
 	rec.Eventually(t, "synced with the Greeter providers", func(st registrytest.State) bool {
 		return st.Synced == 1 && len(st.Good[k]) == 1 && len(st.Good[key("public", "DEFAULT_GROUP", "plain")]) == 1
@@ -118,7 +118,7 @@ func TestDubboInterfaceLevel(t *testing.T) {
 // dubbo.endpoints, and the interface-level one; a service left out is not
 // counted as skipped (doc.go rule 8).
 func TestDubboModes(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", greeterProviders, "10.0.8.1", 20880, 1, providerMeta("dubbo"), true, true, true)
 	p.RegisterInstance(t, "", "", greeterApp, "10.0.8.1", 20880, 1, appMeta(), true, true, true)
 	p.RegisterInstance(t, "", "", greeterApp, "10.0.8.2", 20880, 1, appMeta(), true, false, true) // unhealthy
@@ -144,7 +144,7 @@ func TestDubboModes(t *testing.T) {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			name := "nacos-dubbo-" + string(tc.mode)
 			before := skipped(name)
-			reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn(tc.mode)}, nil)
+			reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.Address()}, Dubbo: dubboOn(tc.mode)}, nil)
 			rec.Eventually(t, "synced with the services of mode "+string(tc.mode), func(st registrytest.State) bool {
 				return st.Synced == 1 && len(st.Good[key("public", "DEFAULT_GROUP", "plain")]) == 1 &&
 					(!tc.wantA || len(st.Good[appKey]) == 1) && (!tc.wantIface || len(st.Good[ifaceKey]) == 1)
@@ -190,9 +190,9 @@ func TestDubboModes(t *testing.T) {
 // instance per protocol and an application-level instance per protocol
 // port).
 func TestDubboGoProvider(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	prov := harness.StartDubboProvider(t, harness.DubboProviderOptions{
-		Registry: "nacos://" + p.NacosAddress(), Register: "both", App: "greeter", Version: "1.0.0",
+		Registry: "nacos://" + p.Address(), Register: "both", App: "greeter", Version: "1.0.0",
 		Protocols: []string{"tri", "dubbo"},
 	})
 	o := prov.Options()
@@ -204,7 +204,7 @@ func TestDubboGoProvider(t *testing.T) {
 	slices.SortFunc(ports, func(a, b registries.Port) int { return int(a.Number) - int(b.Number) })
 	id := "127.0.0.1:" + strconv.Itoa(int(ports[0].Number))
 
-	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, Dubbo: dubboOn("")}, nil)
+	_, rec := runRegistry(t, Config{Addresses: []string{p.Address()}, Dubbo: dubboOn("")}, nil)
 	ifaceKey, appKey := key("public", "DEFAULT_GROUP", providersName), key("public", "DEFAULT_GROUP", "greeter")
 	rec.Eventually(t, "both services, each with one instance serving both ports", func(st registrytest.State) bool {
 		for _, k := range []string{ifaceKey, appKey} {

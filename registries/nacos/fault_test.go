@@ -194,12 +194,12 @@ func (p *heldAnswerProxy) forward(_ any, in grpc.ServerStream) error {
 // the held answer, older than the push, then arrives and is dropped (doc.go
 // rule 4): the deregistered instance never comes back.
 func TestQueryAnswerOlderThanAPushIsDropped(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "web", "10.0.9.1", 80, 1, nil, true, true, true)
 	p.RegisterInstance(t, "", "", "web", "10.0.9.2", 80, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "web")
-	proxy := newHeldAnswerProxy(t, "127.0.0.1:"+strconv.Itoa(p.NacosGRPCPort()))
-	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, GRPCPort: proxy.Port(),
+	proxy := newHeldAnswerProxy(t, "127.0.0.1:"+strconv.Itoa(p.GRPCPort()))
+	_, rec := runRegistry(t, Config{Addresses: []string{p.Address()}, GRPCPort: proxy.Port(),
 		ReconcileInterval: time.Second}, nil)
 	k := key("public", DefaultGroup, "web")
 	rec.Eventually(t, "Synced with both instances", func(st registrytest.State) bool {
@@ -209,7 +209,7 @@ func TestQueryAnswerOlderThanAPushIsDropped(t *testing.T) {
 		return pl.GetMetadata().GetType() == "ServiceQueryRequest" && strings.Contains(string(pl.GetBody().GetValue()), `"web"`)
 	})
 	registrytest.WaitClosed(t, proxy.Held, "a reconcile query's answer held")
-	p.DeregisterInstance(t, "", "", "web", "10.0.9.2", 80)
+	p.DeregisterInstance(t, "", "", "web", "10.0.9.2", 80, true)
 	rec.Eventually(t, "the push without 10.0.9.2", func(st registrytest.State) bool {
 		return slices.Equal(st.Addrs(k), []string{"10.0.9.1:80"})
 	})

@@ -37,13 +37,13 @@ func runLogged(t *testing.T, cfg Config, logs *harness.LockedBuffer) (*Registry,
 // instance, is up within 2 s of SIGCONT with a true downFor, and then
 // follows changes again (doc.go rule 12).
 func TestHungServerIsDown(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "web", "10.0.7.1", 80, 1, nil, true, true, true)
 	p.RegisterInstance(t, "", "G2", "api", "10.0.7.3", 8080, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "web")
 	waitListed(t, p, "", "G2", "api")
 	var logs harness.LockedBuffer
-	reg, rec := runLogged(t, Config{Name: "nacos-hang", Addresses: []string{p.NacosAddress()},
+	reg, rec := runLogged(t, Config{Name: "nacos-hang", Addresses: []string{p.Address()},
 		Groups: []string{DefaultGroup, "G2"}, RelistInterval: 2 * time.Second}, &logs)
 	web, api := key("public", DefaultGroup, "web"), key("public", "G2", "api")
 	rec.Eventually(t, "Synced with web and api", func(st registrytest.State) bool {
@@ -67,11 +67,11 @@ func TestHungServerIsDown(t *testing.T) {
 // (registries.Reporter rule 6, doc.go rule 7): no empty list reaches the
 // Sink until then, and the authoritative empty list comes after it.
 func TestEmptyReadRightAfterHangIsHeld(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "solo", "10.0.8.1", 80, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "solo")
 	var logs harness.LockedBuffer
-	reg, rec := runLogged(t, Config{Name: "nacos-held", Addresses: []string{p.NacosAddress()},
+	reg, rec := runLogged(t, Config{Name: "nacos-held", Addresses: []string{p.Address()},
 		RelistInterval: 2 * time.Second}, &logs)
 	k := key("public", DefaultGroup, "solo")
 	rec.Eventually(t, "Synced with solo", func(st registrytest.State) bool {
@@ -88,7 +88,7 @@ func TestEmptyReadRightAfterHangIsHeld(t *testing.T) {
 	p.Resume(t)
 	resumed = true
 	back := time.Now()
-	p.DeregisterInstance(t, "", "", "solo", "10.0.8.1", 80)
+	p.DeregisterInstance(t, "", "", "solo", "10.0.8.1", 80, true)
 	rec.Eventually(t, "the empty read held as an error", func(st registrytest.State) bool {
 		return errors.Is(st.Last[k].Err, registries.ErrEmptyAfterReconnect)
 	})

@@ -3,7 +3,11 @@ package nacos
 import (
 	"io"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,17 +58,23 @@ type appClient struct {
 	nc naming_client.INamingClient
 }
 
-// newApp connects an application to p in namespace ("" = public); the test's
-// cleanup closes it.
-func newApp(t testing.TB, p *harness.Polaris, namespace string) *appClient {
+// newApp connects an application to the server whose HTTP API is at addr
+// ("127.0.0.1:port") in namespace ("" = public); the test's cleanup closes
+// it.
+func newApp(t testing.TB, addr string, namespace string) *appClient {
 	t.Helper()
+	_, portStr, _ := strings.Cut(addr, ":")
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatalf("server address %q: %v", addr, err)
+	}
 	dir := t.TempDir()
 	nc, err := clients.NewNamingClient(vo.NacosClientParam{
 		ClientConfig: &constant.ClientConfig{
 			NamespaceId: namespace, TimeoutMs: 5000, NotLoadCacheAtStart: true,
 			CacheDir: dir, LogDir: dir, LogLevel: "error",
 		},
-		ServerConfigs: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: uint64(p.Ports().NacosHTTP)}},
+		ServerConfigs: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: uint64(port)}},
 	})
 	if err != nil {
 		t.Fatalf("nacos naming client: %v", err)
@@ -103,12 +113,9 @@ func (a *appClient) register(in instance) {
 	}
 }
 
-// deregister removes an ephemeral instance. Polaris sees a deregister only
-// of an instance written in about the last 5 s, so it is registered again
-// unchanged first (test/harness/polaris.go).
+// deregister removes an ephemeral instance.
 func (a *appClient) deregister(in instance) {
 	a.t.Helper()
-	a.register(in)
 	ok, err := a.nc.DeregisterInstance(vo.DeregisterInstanceParam{
 		Ip: in.ip, Port: in.port, ServiceName: in.service, GroupName: in.group, Cluster: in.cluster, Ephemeral: true,
 	})
@@ -127,12 +134,66 @@ func skipped(registry string) float64 {
 	return testutil.ToFloat64(registries.RegistrySkipped.WithLabelValues(registry, "dubbo"))
 }
 
-// waitListed waits until Polaris lists a service (its reads lag writes by
-// about a second), so that a registry started next finds it in its first
-// listing.
-func waitListed(t testing.TB, p *harness.Polaris, namespace, group, name string) {
+// lister is a Nacos-protocol server a test registers in (harness.Nacos,
+// harness.Polaris).
+type lister interface {
+	ListServices(t testing.TB, namespace, group string) []string
+}
+
+// waitListed waits until the server lists a service (its listing lags
+// writes), so that a registry started next finds it in its first listing.
+func waitListed(t testing.TB, p lister, namespace, group, name string) {
 	t.Helper()
-	harness.EventuallyTrue(t, waitTimeout, "Polaris lists "+name, func() bool {
+	harness.EventuallyTrue(t, waitTimeout, "the server lists "+name, func() bool {
 		return slices.Contains(p.ListServices(t, namespace, group), name)
 	})
+}
+
+// tcpPort is a port on 127.0.0.1 a test opens and closes: what the Nacos
+// server's TCP health check of a persistent instance connects to.
+type tcpPort struct {
+	port int
+	mu   sync.Mutex
+	l    net.Listener
+}
+
+// listenTCP listens on a free port of 127.0.0.1, accepting and closing
+// every connection, until close or the end of the test.
+func listenTCP(t testing.TB) *tcpPort {
+	t.Helper()
+	p := &tcpPort{port: harness.FreePort(t)}
+	p.listen(t)
+	t.Cleanup(p.close)
+	return p
+}
+
+// listen opens the port again.
+func (p *tcpPort) listen(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+	if err != nil {
+		t.Fatalf("listen on %d: %v", p.port, err)
+	}
+	p.mu.Lock()
+	p.l = l
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
+// close closes the port: connections to it are refused.
+func (p *tcpPort) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
 }

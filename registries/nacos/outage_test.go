@@ -19,7 +19,7 @@ import (
 // RelistInterval of its instances' return (registries rule 2; doc.go rules
 // 7 and 10; docs/design.md §8).
 func TestPolarisRestart(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	// The instances' clients are played over the HTTP API: nacos-sdk-go
 	// v2.3.5 clients in this process would add their own reconnect data
 	// race (rpc.RpcClient; see runWatchdog) to the race detector's report.
@@ -35,7 +35,7 @@ func TestPolarisRestart(t *testing.T) {
 	var logs harness.LockedBuffer
 	const relist = 2 * time.Second
 	reg, rec := runRegistry(t, Config{
-		Addresses: []string{p.NacosAddress()}, Groups: []string{"DEFAULT_GROUP", "G2"}, RelistInterval: relist,
+		Addresses: []string{p.Address()}, Groups: []string{"DEFAULT_GROUP", "G2"}, RelistInterval: relist,
 	}, &logs)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -13,26 +13,28 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// TestRegisterDeregister: ephemeral instances an application registers with
+// TestRegisterDeregister: ephemeral instances applications register with
 // nacos-sdk-go reach the Sink as authoritative snapshots (doc.go rules 4, 6,
-// 7), and a deregistration removes the instance; Synced comes once.
+// 7), and a deregistration removes the instance; Synced comes once. Each
+// instance has its application: Nacos 2.x keeps one instance per service
+// and client connection (a second register replaces the first).
 func TestRegisterDeregister(t *testing.T) {
-	p := harness.StartPolaris(t)
-	app := newApp(t, p, "")
+	p := harness.StartNacos(t)
+	app := newApp(t, p.Address(), "")
 	web1 := instance{service: "web", ip: "10.0.0.1", port: 8080, metadata: map[string]string{"protocol": "grpc", "version": "v1"}}
 	app.register(web1)
-	harness.EventuallyTrue(t, waitTimeout, "Polaris lists web", func() bool {
+	harness.EventuallyTrue(t, waitTimeout, "the server lists web", func() bool {
 		return slices.Contains(p.ListServices(t, "", ""), "web")
 	})
-	reg, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}}, nil)
+	reg, rec := runRegistry(t, Config{Addresses: []string{p.Address()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "web")
 	rec.Eventually(t, "Synced with web's instance", func(st registrytest.State) bool {
 		return st.Synced == 1 && slices.Equal(st.Addrs(k), []string{"10.0.0.1:8080"})
 	})
 	got := rec.State().Good[k][0]
 	want := registries.Instance{
-		ID: "public/DEFAULT_GROUP/web//10.0.0.1:8080", Address: "10.0.0.1", Port: 8080, Protocol: "grpc",
-		Labels: map[string]string{"protocol": "grpc", "version": "v1"}, Weight: 100,
+		ID: "public/DEFAULT_GROUP/web/DEFAULT/10.0.0.1:8080", Address: "10.0.0.1", Port: 8080, Protocol: "grpc",
+		Labels: map[string]string{"protocol": "grpc", "version": "v1", ClusterLabel: "DEFAULT"}, Weight: 100,
 	}
 	if !registries.SameInstances([]registries.Instance{got}, []registries.Instance{want}) {
 		t.Errorf("instance = %+v, want %+v", got, want)
@@ -40,7 +42,7 @@ func TestRegisterDeregister(t *testing.T) {
 
 	web2 := instance{service: "web", ip: "10.0.0.2", port: 8080}
 	start := time.Now()
-	app.register(web2)
+	newApp(t, p.Address(), "").register(web2)
 	rec.Eventually(t, "web has both instances", func(st registrytest.State) bool {
 		return slices.Equal(st.Addrs(k), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
 	})
@@ -68,55 +70,60 @@ func TestRegisterDeregister(t *testing.T) {
 
 // TestInstanceChanges: health, enabled flag, weight and metadata changes of
 // persistent instances (registered over the Nacos HTTP API) each reach the
-// Sink; an unhealthy or disabled instance is not emitted (doc.go rule 6).
+// Sink; an unhealthy or disabled instance is not emitted (doc.go rule 6). The
+// server health-checks persistent instances itself (a TCP connect to
+// ip:port), so an instance is healthy while a listener holds its port.
 func TestInstanceChanges(t *testing.T) {
-	p := harness.StartPolaris(t)
-	reg := func(ip string, weight float64, meta map[string]string, healthy, enabled bool) {
-		p.RegisterInstance(t, "", "", "api", ip, 9090, weight, meta, false, healthy, enabled)
+	p := harness.StartNacos(t)
+	up := []*tcpPort{listenTCP(t), listenTCP(t), listenTCP(t)}
+	up[1].close() // unhealthy
+	reg := func(i int, weight float64, meta map[string]string, enabled bool) {
+		p.RegisterInstance(t, "", "", "api", "127.0.0.1", up[i].port, weight, meta, false, true, enabled)
 	}
-	reg("10.0.1.1", 1, nil, true, true)
-	reg("10.0.1.2", 1, nil, false, true) // unhealthy
-	reg("10.0.1.3", 1, nil, true, false) // disabled
-	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}}, nil)
+	reg(0, 1, nil, true)
+	reg(1, 1, nil, true)
+	reg(2, 1, nil, false) // disabled
+	_, rec := runRegistry(t, Config{Addresses: []string{p.Address()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "api")
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(up[i].port) }
 	rec.Eventually(t, "only the healthy, enabled instance", func(st registrytest.State) bool {
-		return slices.Equal(st.Addrs(k), []string{"10.0.1.1:9090"})
+		return slices.Equal(st.Addrs(k), []string{addr(0)})
 	})
-	if in := rec.State().ByAddr(k)["10.0.1.1:9090"]; in.Labels[ClusterLabel] != "DEFAULT" || in.ID != "public/DEFAULT_GROUP/api/DEFAULT/10.0.1.1:9090" {
+	if in := rec.State().ByAddr(k)[addr(0)]; in.Labels[ClusterLabel] != "DEFAULT" || in.ID != "public/DEFAULT_GROUP/api/DEFAULT/"+addr(0) {
 		t.Errorf("instance = %+v, want cluster DEFAULT in its label and ID", in)
 	}
 
-	reg("10.0.1.2", 1, nil, true, true)
-	rec.Eventually(t, "the instance turned healthy is added", func(st registrytest.State) bool {
-		return slices.Equal(st.Addrs(k), []string{"10.0.1.1:9090", "10.0.1.2:9090"})
+	up[1].listen(t)
+	rec.Eventually(t, "the instance the server's check finds healthy is added", func(st registrytest.State) bool {
+		return slices.Contains(st.Addrs(k), addr(1)) && len(st.Addrs(k)) == 2
 	})
-	reg("10.0.1.3", 1, nil, true, true)
+	reg(2, 1, nil, true)
 	rec.Eventually(t, "the instance turned enabled is added", func(st registrytest.State) bool {
 		return len(st.Addrs(k)) == 3
 	})
-	reg("10.0.1.3", 1, nil, true, false)
+	reg(2, 1, nil, false)
 	rec.Eventually(t, "the instance turned disabled is dropped", func(st registrytest.State) bool {
 		return len(st.Addrs(k)) == 2
 	})
 
-	reg("10.0.1.1", 3, nil, true, true) // Polaris keeps integer weights
+	reg(0, 2.5, nil, true)
 	rec.Eventually(t, "the weight change", func(st registrytest.State) bool {
-		return st.ByAddr(k)["10.0.1.1:9090"].Weight == 300
+		return st.ByAddr(k)[addr(0)].Weight == 250
 	})
-	reg("10.0.1.1", 3, map[string]string{"version": "v2", "protocol": "http", "region": "eu", "zone": "eu-1"}, true, true)
+	reg(0, 2.5, map[string]string{"version": "v2", "protocol": "http", "region": "eu", "zone": "eu-1"}, true)
 	rec.Eventually(t, "the metadata change", func(st registrytest.State) bool {
-		in := st.ByAddr(k)["10.0.1.1:9090"]
+		in := st.ByAddr(k)[addr(0)]
 		return in.Labels["version"] == "v2" && in.Protocol == "http" && in.Locality == "eu/eu-1/"
 	})
-	for lk := range rec.State().ByAddr(k)["10.0.1.1:9090"].Labels {
+	for lk := range rec.State().ByAddr(k)[addr(0)].Labels {
 		if strings.HasPrefix(lk, "internal-nacos-") {
 			t.Errorf("label %q: the server's internal metadata is not a label", lk)
 		}
 	}
 
-	reg("10.0.1.1", 3, nil, false, true)
-	rec.Eventually(t, "the instance turned unhealthy is dropped", func(st registrytest.State) bool {
-		return slices.Equal(st.Addrs(k), []string{"10.0.1.2:9090"})
+	up[0].close()
+	rec.Eventually(t, "the instance the server's check finds unhealthy is dropped", func(st registrytest.State) bool {
+		return slices.Equal(st.Addrs(k), []string{addr(1)})
 	})
 	for _, s := range rec.Snapshots() {
 		if s.Err != nil || s.Removed {
@@ -130,15 +137,15 @@ func TestInstanceChanges(t *testing.T) {
 // "<group>__<service>" aliases in DEFAULT_GROUP's listing are not services
 // (doc.go rule 3).
 func TestScopes(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	for _, ns := range []string{"", "ns2"} {
-		app := newApp(t, p, ns)
+		app := newApp(t, p.Address(), ns)
 		for i, g := range []string{"", "G2"} {
 			app.register(instance{group: g, service: "svc", ip: "10.0.2." + strconv.Itoa(i+1), port: 80})
 		}
 	}
 	_, rec := runRegistry(t, Config{
-		Addresses: []string{p.NacosAddress()}, Namespaces: []string{"public", "ns2"},
+		Addresses: []string{p.Address()}, Namespaces: []string{"public", "ns2"},
 		Groups: []string{"DEFAULT_GROUP", "G2"}, RelistInterval: time.Second, ReconcileInterval: 2 * time.Second,
 	}, nil)
 	want := map[string][]string{
@@ -165,17 +172,17 @@ func TestScopes(t *testing.T) {
 // TestFilters: the services allow-list decides what is subscribed, and the
 // cluster filter what is emitted.
 func TestFilters(t *testing.T) {
-	p := harness.StartPolaris(t)
-	app := newApp(t, p, "")
+	p := harness.StartNacos(t)
+	app := newApp(t, p.Address(), "")
 	app.register(instance{service: "web-a", ip: "10.0.3.1", port: 80, cluster: "c1"})
-	app.register(instance{service: "web-a", ip: "10.0.3.2", port: 80, cluster: "c2"})
+	newApp(t, p.Address(), "").register(instance{service: "web-a", ip: "10.0.3.2", port: 80, cluster: "c2"})
 	app.register(instance{service: "api", ip: "10.0.3.3", port: 80, cluster: "c1"})
-	harness.EventuallyTrue(t, waitTimeout, "Polaris lists web-a and api", func() bool {
+	harness.EventuallyTrue(t, waitTimeout, "the server lists web-a and api", func() bool {
 		names := p.ListServices(t, "", "")
 		return slices.Contains(names, "web-a") && slices.Contains(names, "api")
 	})
 	reg, rec := runRegistry(t, Config{
-		Addresses: []string{p.NacosAddress()}, Services: []string{"web*"}, Clusters: []string{"c1"},
+		Addresses: []string{p.Address()}, Services: []string{"web*"}, Clusters: []string{"c1"},
 	}, nil)
 	k := key("public", "DEFAULT_GROUP", "web-a")
 	rec.Eventually(t, "web-a with its c1 instance only", func(st registrytest.State) bool {
@@ -199,10 +206,10 @@ func TestFilters(t *testing.T) {
 // found by the next one (Nacos 2.x has no service-list watch: doc.go rule
 // 3), without a restart.
 func TestNewServiceAppears(t *testing.T) {
-	p := harness.StartPolaris(t)
-	app := newApp(t, p, "")
+	p := harness.StartNacos(t)
+	app := newApp(t, p.Address(), "")
 	app.register(instance{service: "first", ip: "10.0.4.1", port: 80})
-	_, rec := runRegistry(t, Config{Addresses: []string{p.NacosAddress()}, RelistInterval: time.Second}, nil)
+	_, rec := runRegistry(t, Config{Addresses: []string{p.Address()}, RelistInterval: time.Second}, nil)
 	rec.Eventually(t, "first", func(st registrytest.State) bool {
 		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "first"))) == 1
 	})
@@ -219,7 +226,7 @@ func TestNewServiceAppears(t *testing.T) {
 // only through the reconcile's queries (doc.go rule 5).
 func TestReconcileCatchesNonDefaultGroup(t *testing.T) {
 	p := harness.StartPolaris(t)
-	app := newApp(t, p, "")
+	app := newApp(t, p.NacosAddress(), "")
 	in := instance{group: "G2", service: "orders", ip: "10.0.5.1", port: 80}
 	app.register(in)
 	harness.EventuallyTrue(t, waitTimeout, "Polaris lists orders in G2", func() bool {
@@ -250,16 +257,16 @@ func TestReconcileCatchesNonDefaultGroup(t *testing.T) {
 // application-level instances) are not emitted while dubbo.enabled is false,
 // and are counted (doc.go rule 8).
 func TestDubboSkipped(t *testing.T) {
-	p := harness.StartPolaris(t)
-	app := newApp(t, p, "")
+	p := harness.StartNacos(t)
+	app := newApp(t, p.Address(), "")
 	app.register(instance{service: "providers:com.example.Greeter:1.0.0:", ip: "10.0.6.1", port: 20880})
 	app.register(instance{service: "greeter-app", ip: "10.0.6.2", port: 20880,
 		metadata: map[string]string{"dubbo.metadata.revision": "abc123", "dubbo.endpoints": `[{"port":20880,"protocol":"dubbo"}]`}})
 	app.register(instance{service: "plain", ip: "10.0.6.3", port: 80})
-	harness.EventuallyTrue(t, waitTimeout, "Polaris lists all three", func() bool { return len(p.ListServices(t, "", "")) >= 3 })
+	harness.EventuallyTrue(t, waitTimeout, "the server lists all three", func() bool { return len(p.ListServices(t, "", "")) >= 3 })
 	const name = "nacos-dubbo"
 	before := skipped(name)
-	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.Address()}}, nil)
 	rec.Eventually(t, "synced with plain", func(st registrytest.State) bool {
 		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "plain"))) == 1
 	})
@@ -279,12 +286,12 @@ func TestDubboSkipped(t *testing.T) {
 // rule 8): Polaris never drops a service from its listing, so this is also
 // the end-to-end test of a Removed snapshot.
 func TestServiceTurnsDubbo(t *testing.T) {
-	p := harness.StartPolaris(t)
+	p := harness.StartNacos(t)
 	p.RegisterInstance(t, "", "", "shop", "10.0.6.9", 20880, 1, nil, true, true, true)
 	waitListed(t, p, "", "", "shop")
 	const name = "nacos-turns-dubbo"
 	before := skipped(name)
-	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.NacosAddress()}}, nil)
+	reg, rec := runRegistry(t, Config{Name: name, Addresses: []string{p.Address()}}, nil)
 	k := key("public", "DEFAULT_GROUP", "shop")
 	rec.Eventually(t, "shop", func(st registrytest.State) bool { return len(st.Addrs(k)) == 1 })
 	p.RegisterInstance(t, "", "", "shop", "10.0.6.9", 20880, 1, map[string]string{"dubbo.metadata.revision": "r1"}, true, true, true)

@@ -104,6 +104,9 @@ func StartNacos(t testing.TB, opts ...NacosOption) *Nacos {
 				filepath.Join(dir, "logs", "remote.log"),
 			},
 			tailLines: 40,
+			// A JVM of 170 jars with its Spring contexts: 10-15 s on an
+			// idle machine, over a minute on a busy one.
+			readyTimeout: nacosReadyTimeout,
 		},
 		cfg:    cfg,
 		client: &http.Client{Timeout: 10 * time.Second},
@@ -172,7 +175,7 @@ func (n *Nacos) createAdmin(t testing.TB) {
 	if _, err := n.do(http.MethodPost, "/nacos/v3/auth/user/admin", url.Values{"password": {n.cfg.AdminPassword}}); err != nil {
 		t.Fatalf("create the nacos admin user: %v", err)
 	}
-	Eventually(t, readyTimeout, "nacos admin login", func() error {
+	Eventually(t, nacosReadyTimeout, "nacos admin login", func() error {
 		_, err := n.Login(NacosAdmin, n.cfg.AdminPassword)
 		return err
 	})
@@ -251,6 +254,8 @@ func (n *Nacos) Restart(t testing.TB) {
 const (
 	defaultNacosNamespace = "public"
 	defaultNacosGroup     = "DEFAULT_GROUP"
+	// nacosReadyTimeout bounds the server's start.
+	nacosReadyTimeout = 3 * time.Minute
 	// nacosBeatInterval is how often a Nacos 1.x client beats an instance.
 	nacosBeatInterval = 5 * time.Second
 )

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +45,8 @@ type server struct {
 	// idle, when set, is checked every 50 ms after SIGTERM: once it holds,
 	// the server has nothing left to do and gets SIGKILL.
 	idle func(pid int) bool
+	// readyTimeout bounds the start; 0 is readyTimeout.
+	readyTimeout time.Duration
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -62,7 +65,7 @@ func (s *server) stopAtEnd(t testing.TB) {
 }
 
 // start starts the server and returns once ready returns nil, checked every
-// 100 ms for up to readyTimeout. It fails t, naming addr, when the server
+// 100 ms for up to s.readyTimeout. It fails t, naming addr, when the server
 // cannot start, exits, or is not ready in time.
 func (s *server) start(t testing.TB, addr string, ready func() error) {
 	t.Helper()
@@ -88,7 +91,8 @@ func (s *server) start(t testing.TB, addr string, ready func() error) {
 }
 
 func (s *server) waitReady(done <-chan struct{}, ready func() error) error {
-	deadline := time.Now().Add(readyTimeout)
+	timeout := cmp.Or(s.readyTimeout, readyTimeout)
+	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
@@ -100,7 +104,7 @@ func (s *server) waitReady(done <-chan struct{}, ready func() error) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)
+	return fmt.Errorf("timed out after %s: %v", timeout, last)
 }
 
 // kill ends the server by its PID with SIGKILL at once and waits for it to
