@@ -279,6 +279,30 @@ var scenarios = []scenario{
 			pipelinetest.Expect(web8080, "10.0.0.2:8080"))),
 	},
 	{
+		// Rule 3: the protocol follows the instances, so that a bridge
+		// running since before the change serves what a fresh one does.
+		name:       "an instance starts and stops declaring http (no declared ports)",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "http"})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"))),
+	},
+	{
+		name: "a registry's instances turn to the protocol another registry's declare for the host",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080})),
+			pipelinetest.List("b", S("web", nil, I{Addr: "10.0.0.2", Port: 8080, Protocol: "http"}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "http"})),
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("web", nil, I{Addr: "10.0.0.2", Port: 8080, Protocol: "grpc"})))),
+	},
+	{
 		name: "a weight changes, nothing else",
 		steps: steps(do(
 			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}, I{Addr: "10.0.0.3", Port: 8080})),
