@@ -55,6 +55,8 @@ var (
 	// alone removes two thirds of them.
 	api      = S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})
 	webAPIDB = []registries.Service{S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), api, S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080})}
+	// orders8080 is the cluster of host orders-service on port 8080.
+	orders8080 = "outbound|8080||orders-service.service.consul"
 )
 
 // steps joins step lists.
@@ -301,6 +303,37 @@ var scenarios = []scenario{
 			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "http"})),
 			pipelinetest.Check(),
 			pipelinetest.Set("b", S("web", nil, I{Addr: "10.0.0.2", Port: 8080, Protocol: "grpc"})))),
+	},
+	{
+		// Rule 1: a registry's services that make one host are merged, so
+		// that a newcomer whose name sorts first (upper case) never takes
+		// the host from the service already serving it.
+		name:       "a case-variant newcomer joins an established host and leaves it",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "http"}, I{Addr: "10.0.0.2", Port: 8080, Protocol: "http"})),
+			pipelinetest.List("b")), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.3", Port: 8080, Protocol: "http"})),
+			pipelinetest.Expect(orders8080, "10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Remove("a", "Orders-Service"),
+			pipelinetest.Expect(orders8080, "10.0.0.1:8080", "10.0.0.2:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.3", Port: 8080, Protocol: "http"})),
+			pipelinetest.Remove("a", "orders-service"),
+			pipelinetest.Expect(orders8080, "10.0.0.3:8080"))),
+	},
+	{
+		// Another registry's case variant is merged (merge) or rejected
+		// (first) as any other registry's service of the host is.
+		name: "a case-variant newcomer of a later registry",
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "http"})),
+			pipelinetest.List("b", S("Orders-Service", nil, I{Addr: "10.0.0.2", Port: 8080, Protocol: "http"}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.3", Port: 8080, Protocol: "http"})),
+			pipelinetest.Check())),
 	},
 	{
 		name: "a weight changes, nothing else",

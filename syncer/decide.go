@@ -38,20 +38,26 @@ const (
 	// roleWinner: its ServiceEntry (ports, labels, registry label) is the
 	// host's.
 	roleWinner role = iota
-	// roleMerged: its instances join the winner's ServiceEntry
-	// (conflictPolicy merge), translated against the winner's ports,
-	// unless its protocol conflicts (mergeConflict).
+	// roleMerged: its instances join the winner's ServiceEntry,
+	// translated against the winner's ports, unless its protocol conflicts
+	// (mergeConflict): a service of the winner's registry (whatever the
+	// conflictPolicy), or the first service of a later registry under
+	// merge.
 	roleMerged
-	// roleCollision: rejected (host-collision): a later service of a
-	// registry already serving the host, or (conflictPolicy first) of a
-	// later registry.
+	// roleCollision: rejected (host-collision): under conflictPolicy first,
+	// a service of a later registry; under merge, a later registry's
+	// service after its first.
 	roleCollision
 )
 
 // planHost gives each claimant of a host its role, claimants in rule 1's
-// order (compareClaimants): the first wins; under merge every later
-// registry's first service merges and a registry's later services
-// collide; under first every other claimant collides.
+// order (compareClaimants): the first wins; every other service of the
+// winner's registry merges (services a registry lists under names that
+// differ in case or in "_" and "-" make one host, and none takes the host
+// from another: a newcomer that sorts first adds its instances to those
+// already served, and a fresh bridge serves the same union); under merge
+// every later registry's first service merges too and its later ones
+// collide; under first every later registry's service collides.
 func planHost(claims []claimant, merge bool) []role {
 	roles := make([]role, len(claims))
 	seen := make(map[string]bool, len(claims))
@@ -59,6 +65,8 @@ func planHost(claims []claimant, merge bool) []role {
 		switch {
 		case i == 0:
 			roles[i] = roleWinner
+		case c.registry == claims[0].registry:
+			roles[i] = roleMerged
 		case merge && !seen[c.registry]:
 			roles[i] = roleMerged
 		default:

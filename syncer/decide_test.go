@@ -24,12 +24,12 @@ func TestPlanHost(t *testing.T) {
 		"merge: every later registry's first service merges": {
 			claims: []claimant{c(0, "a", "web"), c(1, "b", "web"), c(2, "c", "web")}, merge: true,
 			want: []role{roleWinner, roleMerged, roleMerged}},
-		"merge: a registry's later service collides": {
+		"merge: the winner's registry's other services merge, a later registry's later service collides": {
 			claims: []claimant{c(0, "a", "Web"), c(0, "a", "web"), c(1, "b", "web"), c(1, "b", "web2")}, merge: true,
-			want: []role{roleWinner, roleCollision, roleMerged, roleCollision}},
-		"first: every other claimant collides": {
-			claims: []claimant{c(0, "a", "web"), c(1, "b", "web"), c(1, "b", "web2")},
-			want:   []role{roleWinner, roleCollision, roleCollision}},
+			want: []role{roleWinner, roleMerged, roleMerged, roleCollision}},
+		"first: the winner's registry's other services merge, every other registry's collide": {
+			claims: []claimant{c(0, "a", "Orders-Service"), c(0, "a", "orders-service"), c(1, "b", "orders-service"), c(1, "b", "web2")},
+			want:   []role{roleWinner, roleMerged, roleCollision, roleCollision}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -55,19 +55,24 @@ type Config struct {
 //     then by service key; the first is the winner (planHost). The order is
 //     the configuration's as it is now: a reload that reorders the
 //     registries re-decides the hosts they share, so that a running bridge
-//     serves what a bridge started on that configuration serves. Two
-//     services of one registry: the later is rejected (host-collision).
-//     Services of several registries (ConflictPolicy): under ConflictMerge
-//     the winner's ServiceEntry (labelled with its registry) serves the
-//     instances of every registry, each in its own WorkloadEntries (or
-//     inline endpoints) translated against the winner's ports, and a
-//     registry whose protocol differs on a port both have is rejected
-//     (protocol-conflict, mergeConflict); under ConflictFirst the later
-//     registries are rejected (host-collision). No registry's outage
+//     serves what a bridge started on that configuration serves. Services
+//     of the winner's registry (names that differ in case, or in "_" and
+//     "-") are merged into the host whatever the ConflictPolicy: a
+//     newcomer never takes a host from the services already serving it,
+//     and a fresh bridge serves the same union. Services of several
+//     registries (ConflictPolicy): under ConflictMerge the winner's
+//     ServiceEntry (labelled with its registry) serves the instances of
+//     every registry (its first service; a later registry's later
+//     services are rejected, host-collision); under ConflictFirst the
+//     later registries are rejected (host-collision). A merged service's
+//     instances are in its own WorkloadEntries (or inline endpoints)
+//     translated against the winner's ports, and one whose protocol differs
+//     on a port both have is rejected (protocol-conflict, mergeConflict). No registry's outage
 //     removes another's instances. A rejection is logged when it starts.
 //  2. A Snapshot with Err keeps the service's last-known-good objects
 //     (docs/design.md §8); only Removed deletes them.
-//  3. Ports stick per service for the life of the process (translate.Sticky).
+//  3. Port numbers stick per service for the life of the process; the
+//     protocol follows the instances (translate.Sticky).
 //  4. Within a host, creates and updates write WorkloadEntries before the
 //     ServiceEntry and deletes remove the ServiceEntry first, so the first
 //     push for a new service already carries its endpoints and a removed

@@ -51,9 +51,10 @@ func names(rcs []RegistryConfig) []string {
 
 // Generation's vocabulary: few hosts, addresses and ports, so that hosts
 // are shared by several registries (merges, takeovers, collisions) and the
-// same address appears under several registries and ports.
+// same address appears under several registries and ports; "H0" is h0's
+// case variant (one host: a registry's services that make one host merge).
 var (
-	genServices  = []string{"h0", "h1", "h2"}
+	genServices  = []string{"h0", "h1", "h2", "H0"}
 	genRegistry  = []string{"a", "b", "c"}
 	genAddresses = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"}
 	genWeights   = []uint32{0, 1, 3, 100}
