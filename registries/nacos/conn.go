@@ -52,6 +52,11 @@ type conn struct {
 	// up is set once the connection was seen up: such a conn is replaced
 	// when it goes down (nsWatcher.runWatchdog).
 	up atomic.Bool
+	// connects counts the SDK's connected events; settled is set once
+	// settle ran, and from then on each event reaches hooks.connected.
+	connects atomic.Int32
+	settled  atomic.Bool
+	hooks    connHooks
 	// inFlight is held for reading by every request and for writing by
 	// close: nacos-sdk-go v2.3.5's RpcClient.Request reads the client's
 	// status unsynchronized while it waits for a reconnect, and Shutdown
@@ -94,19 +99,53 @@ func dial(reg *Registry, namespace string, hooks connHooks) (*conn, error) {
 		return nil, err
 	}
 	rc := ic.GetRpcClient()
-	c := &conn{namespace: namespace, server: srv, rpc: rc, cancel: cancel}
+	c := &conn{namespace: namespace, server: srv, rpc: rc, cancel: cancel, hooks: hooks}
 	rc.RegisterServerRequestHandler(func() rpc_request.IRequest {
 		return &rpc_request.NotifySubscriberRequest{NamingRequest: &rpc_request.NamingRequest{}}
 	}, pushHandler{hooks.push})
 	rc.RegisterConnectionListener(connListener{func() {
-		c.up.Store(true)
-		hooks.connected()
+		c.connects.Add(1)
+		if c.settled.Load() {
+			c.up.Store(true)
+			hooks.connected()
+		}
 	}})
 	rc.Start()
-	if c.connected() {
-		c.up.Store(true)
-	}
 	return c, nil
+}
+
+// settle makes sure the server registered the new connection before it is
+// used, and reports whether it did: a request on a connection the server
+// has not registered yet is answered "Connection is unregistered" (error
+// 301), on which nacos-sdk-go reconnects by itself (the racy reconnect
+// rule 1 avoids). v2.3.5 waits a fixed 100 ms after its connection setup,
+// which a busy server outlasts. A HealthCheckRequest answered without a
+// reconnect of the SDK's in between says the connection is registered;
+// false means the caller closes this connection and dials a new one. Either
+// way the connection is settled afterwards: the SDK's connected events
+// reach hooks.connected, once now when it is up.
+func (c *conn) settle(ctx context.Context) bool {
+	ok := true
+	if c.connected() {
+		before := c.connects.Load()
+		err := c.healthCheck(ctx)
+		ok = !(isUnregistered(err) || c.connects.Load() != before)
+	}
+	c.settled.Store(true)
+	if ok && c.connected() {
+		c.up.Store(true)
+		c.hooks.connected()
+	}
+	return ok
+}
+
+// isUnregistered reports an answer "Connection is unregistered" (Nacos's
+// error 301, nacos-sdk-go's constant.UN_REGISTER), which the SDK returns as
+// an error carrying the server's message.
+func isUnregistered(err error) bool {
+	var se *serverError
+	return err != nil && (errors.As(err, &se) && se.code == constant.UN_REGISTER ||
+		strings.Contains(err.Error(), "Connection is unregistered"))
 }
 
 // connected reports whether the gRPC connection is up (an atomic load in

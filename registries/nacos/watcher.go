@@ -301,12 +301,27 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 	w.recheckUnconfirmed(ctx, c, lim)
 }
 
-// connect dials the namespace's connection. When it does not come up, a
+// settleTries bounds how often connect dials again a connection the server
+// had not registered yet (conn.settle).
+const settleTries = 5
+
+// connect dials the namespace's connection, up to settleTries times while
+// the server answers that it has not registered it (conn.settle). When it
+// does not come up, a
 // server that is Nacos 1.x is a permanent error and the connection is
 // closed (dialled again next cycle, not retried by the SDK meanwhile); any
 // other server keeps the connection, which the SDK keeps reconnecting.
 func (w *nsWatcher) connect(ctx context.Context) (*conn, bool) {
-	c, err := dial(w.reg, w.ns, w.hooks())
+	var c *conn
+	var err error
+	for try := 1; ; try++ {
+		if c, err = dial(w.reg, w.ns, w.hooks()); err != nil || c.settle(ctx) || try == settleTries || ctx.Err() != nil {
+			break
+		}
+		// The server was too slow to register the connection (conn.settle).
+		c.close()
+		w.log.Debug("Nacos had not registered the new connection; dialling again", "namespace", w.ns, "try", try)
+	}
 	now := time.Now()
 	if err != nil {
 		w.failAll(w.reg.noteFailure(connectReader(w.ns), reasonConnect, err), now)
