@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"maps"
 	"math"
+	"net"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -64,11 +67,43 @@ func instanceFrom(e *api.ServiceEntry, warning bool, datacenter string) registri
 		ID:       e.Node.Node + "/" + s.ID,
 		Address:  addr,
 		Port:     uint32(min(max(s.Port, 0), math.MaxUint32)), // past 65535: translate rejects it
-		Protocol: s.Meta["protocol"],
+		Protocol: protocolOf(s, e.Checks),
 		Labels:   labelsFrom(s.Tags, s.Meta),
 		Weight:   uint32(min(max(weight, 1), math.MaxUint32/model.DefaultWeight)) * model.DefaultWeight, // Consul's default weight is 1
 		Locality: locality(datacenter, s.Meta, e.Node.Meta),
 	}
+}
+
+// protocolOf is an instance's protocol (doc.go rule 5): ServiceMeta
+// "protocol"; else what one of its own health checks speaks to its own
+// port: http for an HTTP check of an http:// URL on it (Spring Cloud
+// Consul registers /actuator/health on the application's port and no
+// protocol), grpc for a gRPC check without TLS on it; else "" (translate's
+// default, tcp). A check on another port (a management port) says nothing
+// of this one.
+func protocolOf(s *api.AgentService, checks api.HealthChecks) string {
+	if p := s.Meta["protocol"]; p != "" {
+		return p
+	}
+	port := strconv.Itoa(s.Port)
+	for _, c := range checks {
+		if c == nil || c.ServiceID != s.ID {
+			continue
+		}
+		d := c.Definition
+		switch {
+		case d.HTTP != "":
+			if u, err := url.Parse(d.HTTP); err == nil && u.Scheme == "http" && u.Port() == port {
+				return "http"
+			}
+		case d.GRPC != "" && !d.GRPCUseTLS:
+			hostPort, _, _ := strings.Cut(d.GRPC, "/")
+			if _, p, err := net.SplitHostPort(hostPort); err == nil && p == port {
+				return "grpc"
+			}
+		}
+	}
+	return ""
 }
 
 // labelsFrom turns tags and service metadata into raw labels: a tag "k=v"

@@ -98,3 +98,41 @@ func TestInstancesFromFields(t *testing.T) {
 		t.Errorf("instancesFrom (-want +got):\n%s", diff)
 	}
 }
+
+func TestProtocolOf(t *testing.T) {
+	svc := &api.AgentService{ID: "orders-8080", Port: 8080}
+	check := func(service string, def api.HealthCheckDefinition) *api.HealthCheck {
+		return &api.HealthCheck{ServiceID: service, Definition: def}
+	}
+	cases := map[string]struct {
+		meta   map[string]string
+		checks api.HealthChecks
+		want   string
+	}{
+		"the protocol metadata wins": {meta: map[string]string{"protocol": "grpc"},
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{HTTP: "http://10.0.0.1:8080/actuator/health"})}, want: "grpc"},
+		"an HTTP check on the port (Spring Cloud Consul) is http": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{HTTP: "http://orders-host:8080/actuator/health"})}, want: "http"},
+		"an HTTP check on another port (management) says nothing": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{HTTP: "http://10.0.0.1:8081/actuator/health"})}, want: ""},
+		"an https check says nothing": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{HTTP: "https://10.0.0.1:8080/health"})}, want: ""},
+		"another service's check says nothing": {
+			checks: api.HealthChecks{check("orders-management", api.HealthCheckDefinition{HTTP: "http://10.0.0.1:8080/health"})}, want: ""},
+		"a gRPC check on the port is grpc": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{GRPC: "10.0.0.1:8080/orders"})}, want: "grpc"},
+		"a gRPC check over TLS says nothing": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{GRPC: "10.0.0.1:8080", GRPCUseTLS: true})}, want: ""},
+		"a TCP check or a node check says nothing": {
+			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{TCP: "10.0.0.1:8080"}), check("", api.HealthCheckDefinition{})}, want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := *svc
+			s.Meta = tc.meta
+			if got := protocolOf(&s, tc.checks); got != tc.want {
+				t.Errorf("protocolOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

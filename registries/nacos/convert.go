@@ -25,6 +25,10 @@ const (
 	ClusterLabel = "nacos.io/cluster"
 	// Metadata keys read from an instance.
 	MetaProtocol = "protocol"
+	// MetaRegisterSource is set by Spring Cloud Alibaba's Nacos Discovery
+	// on every instance it registers (value SpringCloudSource).
+	MetaRegisterSource = "preserved.register.source"
+	SpringCloudSource  = "SPRING_CLOUD"
 	MetaRegion   = "region"
 	MetaZone     = "zone"
 	MetaSubzone  = "subzone"
@@ -86,7 +90,7 @@ func readService(svc nacosmodel.Service, namespace, group, name string, clusters
 			ID:       id,
 			Address:  h.Ip,
 			Port:     uint32(h.Port),
-			Protocol: h.Metadata[MetaProtocol],
+			Protocol: protocolOf(h.Metadata),
 			Labels:   labelsFrom(h.Metadata, h.ClusterName),
 			Weight:   weight,
 			Locality: locality(h.Metadata),
@@ -94,6 +98,21 @@ func readService(svc nacosmodel.Service, namespace, group, name string, clusters
 	}
 	slices.SortFunc(out, func(a, b registries.Instance) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// protocolOf is an instance's protocol (doc.go rule 6): its protocol
+// metadata; else http for an instance Spring Cloud registered
+// (MetaRegisterSource SPRING_CLOUD: a Spring web application, which
+// registers its HTTP server's port and no protocol); else "" (translate's
+// default, tcp).
+func protocolOf(meta map[string]string) string {
+	if p := meta[MetaProtocol]; p != "" {
+		return p
+	}
+	if meta[MetaRegisterSource] == SpringCloudSource {
+		return "http"
+	}
+	return ""
 }
 
 // instanceID is "<namespace>/<group>/<service>/<cluster>/<ip>:<port>" (an

@@ -443,3 +443,23 @@ func TestSameInstances(t *testing.T) {
 		}
 	}
 }
+
+func TestProtocolOf(t *testing.T) {
+	cases := map[string]struct {
+		meta map[string]string
+		want string
+	}{
+		"the protocol metadata":                       {meta: map[string]string{"protocol": "grpc"}, want: "grpc"},
+		"nothing declared: none (translate's tcp)":    {meta: map[string]string{"version": "v1"}, want: ""},
+		"a Spring Cloud registration is http":         {meta: map[string]string{"preserved.register.source": "SPRING_CLOUD"}, want: "http"},
+		"a Spring Cloud registration's protocol wins": {meta: map[string]string{"preserved.register.source": "SPRING_CLOUD", "protocol": "grpc"}, want: "grpc"},
+		"another register source says nothing":        {meta: map[string]string{"preserved.register.source": "DUBBO"}, want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := protocolOf(tc.meta); got != tc.want {
+				t.Errorf("protocolOf(%v) = %q, want %q", tc.meta, got, tc.want)
+			}
+		})
+	}
+}

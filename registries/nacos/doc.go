@@ -67,7 +67,10 @@
 //     address ip; port; labels = metadata without the server's
 //     internal-nacos-* keys, plus ClusterLabel (nacos.io/cluster) with the
 //     cluster name unless it is empty (Polaris's cluster-less instances);
-//     protocol from metadata "protocol"; weight by Weight (round(w × 100),
+//     protocol from metadata "protocol", else http for an instance Spring
+//     Cloud registered (metadata preserved.register.source=SPRING_CLOUD:
+//     Spring registers its web server's port and no protocol), else none
+//     (translate's tcp); weight by Weight (round(w × 100),
 //     at least 1); locality "<region>/<zone>/<subzone>" from the metadata
 //     keys region, zone and subzone ("" when none is set). An instance is
 //     usable when enabled, healthy and of weight > 0; with Clusters, only
