@@ -75,12 +75,13 @@ func instanceFrom(e *api.ServiceEntry, warning bool, datacenter string) registri
 }
 
 // protocolOf is an instance's protocol (doc.go rule 5): ServiceMeta
-// "protocol"; else what one of its own health checks speaks to its own
-// port: http for an HTTP check of an http:// URL on it (Spring Cloud
-// Consul registers /actuator/health on the application's port and no
-// protocol), grpc for a gRPC check without TLS on it; else "" (translate's
-// default, tcp). A check on another port (a management port) says nothing
-// of this one.
+// "protocol"; else what one of its own health checks speaks: http for an
+// HTTP check (Spring Cloud Consul registers its application with an HTTP
+// check of /actuator/health and no protocol), grpc for a gRPC check without
+// TLS; else "" (translate's default, tcp). Consul's health endpoint gives a
+// check's type, not its target (Definition is empty there): when a target
+// is given and names another port than the instance's, the check says
+// nothing of it.
 func protocolOf(s *api.AgentService, checks api.HealthChecks) string {
 	if p := s.Meta["protocol"]; p != "" {
 		return p
@@ -92,11 +93,17 @@ func protocolOf(s *api.AgentService, checks api.HealthChecks) string {
 		}
 		d := c.Definition
 		switch {
-		case d.HTTP != "":
+		case c.Type == "http" || d.HTTP != "":
+			if d.HTTP == "" {
+				return "http"
+			}
 			if u, err := url.Parse(d.HTTP); err == nil && u.Scheme == "http" && u.Port() == port {
 				return "http"
 			}
-		case d.GRPC != "" && !d.GRPCUseTLS:
+		case (c.Type == "grpc" || d.GRPC != "") && !d.GRPCUseTLS:
+			if d.GRPC == "" {
+				return "grpc"
+			}
 			hostPort, _, _ := strings.Cut(d.GRPC, "/")
 			if _, p, err := net.SplitHostPort(hostPort); err == nil && p == port {
 				return "grpc"

@@ -104,6 +104,7 @@ func TestProtocolOf(t *testing.T) {
 	check := func(service string, def api.HealthCheckDefinition) *api.HealthCheck {
 		return &api.HealthCheck{ServiceID: service, Definition: def}
 	}
+	typed := func(service, typ string) *api.HealthCheck { return &api.HealthCheck{ServiceID: service, Type: typ} }
 	cases := map[string]struct {
 		meta   map[string]string
 		checks api.HealthChecks
@@ -123,6 +124,12 @@ func TestProtocolOf(t *testing.T) {
 			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{GRPC: "10.0.0.1:8080/orders"})}, want: "grpc"},
 		"a gRPC check over TLS says nothing": {
 			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{GRPC: "10.0.0.1:8080", GRPCUseTLS: true})}, want: ""},
+		"an HTTP check whose target Consul does not give (its health endpoint) is http": {
+			checks: api.HealthChecks{typed("orders-8080", "http")}, want: "http"},
+		"a gRPC check whose target Consul does not give is grpc": {
+			checks: api.HealthChecks{typed("orders-8080", "grpc")}, want: "grpc"},
+		"a TTL check says nothing": {
+			checks: api.HealthChecks{typed("orders-8080", "ttl")}, want: ""},
 		"a TCP check or a node check says nothing": {
 			checks: api.HealthChecks{check("orders-8080", api.HealthCheckDefinition{TCP: "10.0.0.1:8080"}), check("", api.HealthCheckDefinition{})}, want: ""},
 	}

@@ -38,9 +38,10 @@
 //  5. Instance: ID node "/" service ID; address Service.Address, else
 //     Node.Address; port Service.Port; labels from tags ("k=v" → k: v, a bare
 //     tag → tag: "") overlaid by ServiceMeta; protocol ServiceMeta["protocol"],
-//     else http when one of the service's own checks is an HTTP check of an
-//     http:// URL on its port (Spring Cloud Consul's /actuator/health), grpc
-//     when one is a gRPC check without TLS on its port, else none (tcp);
+//     else http when one of the service's own checks is an HTTP check (Spring
+//     Cloud Consul's /actuator/health), grpc when one is a gRPC check
+//     without TLS, else none (tcp) — a check whose target is known and on
+//     another port says nothing;
 //     weight Weights.Passing (Weights.Warning for a warning instance, as
 //     Consul's DNS does), at least 1; locality "<dc>/<zone>/<subzone>" with
 //     zone and subzone from ServiceMeta, else node meta. Labels are raw:

@@ -1,7 +1,11 @@
 package consul
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -161,4 +165,35 @@ func TestLocalDatacenterIsNotRemote(t *testing.T) {
 	if dc := rec.State().Last["web"].Service.Datacenter; dc != "" {
 		t.Errorf("Service.Datacenter = %q, want \"\" for the agent's own datacenter", dc)
 	}
+}
+
+// TestSpringCloudRegistrationIsHTTP: an instance registered as Spring Cloud
+// Consul does (no protocol metadata, an HTTP check of /actuator/health) is
+// http, a service with a TTL check is not; a protocol metadata added later
+// wins (doc.go rule 5).
+func TestSpringCloudRegistrationIsHTTP(t *testing.T) {
+	c := harness.StartConsul(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"status":"UP"}`))
+	}))
+	t.Cleanup(app.Close)
+	u, _ := url.Parse(app.URL)
+	port, _ := strconv.Atoi(u.Port())
+	reg := func(meta map[string]string) {
+		c.Register(t, api.AgentServiceRegistration{Name: "orders-service", ID: "orders-service-" + u.Port(), Address: "127.0.0.1",
+			Port: port, Meta: meta, Check: &api.AgentServiceCheck{HTTP: app.URL + "/actuator/health", Interval: "1s"}})
+	}
+	reg(map[string]string{"secure": "false"})
+	c.Register(t, api.AgentServiceRegistration{Name: "cache", ID: "cache-1", Address: "127.0.0.1",
+		Port: port + 1, Check: &api.AgentServiceCheck{TTL: "1h", Status: api.HealthPassing}})
+	_, rec := runRegistry(t, Config{Address: c.Address()})
+	rec.Eventually(t, "orders-service is http, cache is not", func(st registrytest.State) bool {
+		o, m := st.Good["orders-service"], st.Good["cache"]
+		return len(o) == 1 && o[0].Protocol == "http" && len(m) == 1 && m[0].Protocol == ""
+	})
+	reg(map[string]string{"secure": "false", "protocol": "grpc"})
+	rec.Eventually(t, "the protocol metadata wins", func(st registrytest.State) bool {
+		o := st.Good["orders-service"]
+		return len(o) == 1 && o[0].Protocol == "grpc"
+	})
 }

@@ -29,9 +29,9 @@ const (
 	// on every instance it registers (value SpringCloudSource).
 	MetaRegisterSource = "preserved.register.source"
 	SpringCloudSource  = "SPRING_CLOUD"
-	MetaRegion   = "region"
-	MetaZone     = "zone"
-	MetaSubzone  = "subzone"
+	MetaRegion         = "region"
+	MetaZone           = "zone"
+	MetaSubzone        = "subzone"
 	// internalMetaPrefix marks metadata the server adds for itself (Polaris
 	// adds internal-nacos-cluster, internal-nacos-service, ...): never a
 	// label.
