@@ -12,13 +12,13 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// TestPolarisRestart: while the server is down every service gets an error
+// TestServerRestart: while the server is down every service gets an error
 // snapshot, never an empty list nor a removal, and the outage logs one line
-// down and one up; after a restart (an empty server whose clients
-// re-register when they reconnect) every service is read again within a
-// RelistInterval of its instances' return (registries rule 2; doc.go rules
-// 7 and 10; docs/design.md §8).
-func TestPolarisRestart(t *testing.T) {
+// down and one up; after a restart (a server that knows ephemeral instances
+// only once their clients registered again) every service is read again
+// within a RelistInterval of its instances' return (registries rule 2;
+// doc.go rules 7 and 10; docs/design.md §8).
+func TestServerRestart(t *testing.T) {
 	p := harness.StartNacos(t)
 	// The instances' clients are played over the HTTP API: nacos-sdk-go
 	// v2.3.5 clients in this process would add their own reconnect data
@@ -29,7 +29,7 @@ func TestPolarisRestart(t *testing.T) {
 		p.RegisterInstance(t, "", "G2", "api", "10.0.7.3", 8080, 1, nil, true, true, true)
 	}
 	registerAll()
-	harness.EventuallyTrue(t, waitTimeout, "Polaris lists web and api", func() bool {
+	harness.EventuallyTrue(t, waitTimeout, "the server lists web and api", func() bool {
 		return slices.Contains(p.ListServices(t, "", ""), "web") && slices.Contains(p.ListServices(t, "", "G2"), "api")
 	})
 	var logs harness.LockedBuffer
@@ -60,7 +60,7 @@ func TestPolarisRestart(t *testing.T) {
 	}
 	p.Restart(t)
 	restarted := time.Now()
-	registerAll() // the clients re-register with the restarted (empty) server
+	registerAll() // the clients re-register with the restarted server
 	rec.Eventually(t, "every service is read again and equals the state before", func(st registrytest.State) bool {
 		for k, want := range before {
 			if st.Last[k].Err != nil || !registries.SameInstances(st.Good[k], want) {

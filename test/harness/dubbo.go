@@ -36,7 +36,10 @@ import (
 //     <app> in Nacos), each listing every protocol in dubbo.endpoints.
 //   - In Nacos (DEFAULT_GROUP of the namespace), the interface level is
 //     service providers:<interface>:<version>:<group>, one instance per
-//     protocol with the URL's parameters as metadata; the interface →
+//     protocol with the URL's parameters as metadata, registered over one
+//     connection: the real Nacos server (2.x, 3.x) keeps one instance per
+//     service and connection, so only the last protocol's stays, at each
+//     level (Polaris keeps them all); the interface →
 //     application mapping is config dataId <interface>, group mapping, and
 //     remote metadata config dataId <app>, group <revision>. Providers that
 //     first map one interface at the same moment race: the last one's
