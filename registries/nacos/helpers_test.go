@@ -1,6 +1,7 @@
 package nacos
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -104,13 +105,20 @@ func (a *appClient) register(in instance) {
 	if in.weight == 0 {
 		in.weight = 1
 	}
-	ok, err := a.nc.RegisterInstance(vo.RegisterInstanceParam{
-		Ip: in.ip, Port: in.port, ServiceName: in.service, GroupName: in.group, ClusterName: in.cluster,
-		Weight: in.weight, Enable: true, Healthy: true, Ephemeral: true, Metadata: in.metadata,
+	// A register right after the client connected can meet a server that
+	// has not registered the connection yet ("Connection is unregistered":
+	// the SDK reconnects); the application tries again, as its SDK's redo
+	// would.
+	harness.Eventually(a.t, waitTimeout, fmt.Sprintf("register %+v", in), func() error {
+		ok, err := a.nc.RegisterInstance(vo.RegisterInstanceParam{
+			Ip: in.ip, Port: in.port, ServiceName: in.service, GroupName: in.group, ClusterName: in.cluster,
+			Weight: in.weight, Enable: true, Healthy: true, Ephemeral: true, Metadata: in.metadata,
+		})
+		if err != nil || !ok {
+			return fmt.Errorf("ok=%v err=%v", ok, err)
+		}
+		return nil
 	})
-	if err != nil || !ok {
-		a.t.Fatalf("register %+v: ok=%v err=%v", in, ok, err)
-	}
 }
 
 // deregister removes an ephemeral instance.
