@@ -229,16 +229,16 @@ func TestDubboBadRegistrationsAreSkipped(t *testing.T) {
 }
 
 // TestDubboProviderInNacosThroughMeshbridge: the same dubbo-go provider
-// registered in a Nacos-protocol server (Polaris) at both levels, read with
+// registered in the Nacos server at both levels, read with
 // nacos.dubbo.enabled, is called through meshbridge at the same
 // interface-level host as from ZooKeeper and at its application-level host;
 // it does not appear under a Nacos host.
 func TestDubboProviderInNacosThroughMeshbridge(t *testing.T) {
-	polaris := harness.StartPolaris(t)
-	p := harness.StartDubboProvider(t, harness.DubboProviderOptions{Registry: "nacos://" + polaris.NacosAddress(), App: "greeter"})
+	nacosServer := harness.StartNacos(t)
+	p := harness.StartDubboProvider(t, harness.DubboProviderOptions{Registry: "nacos://" + nacosServer.Address(), App: "greeter"})
 	port := p.Options().TriPort
 	b := startBridge(t, fmt.Sprintf("registries:\n- name: nacos-dubbo\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s, dubbo: {enabled: true}}\n",
-		polaris.NacosAddress()))
+		nacosServer.Address()))
 
 	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", greetHost, port), "-method", greetMethod)
 	c.waitSettled(c.mark(), 30*time.Second, greeting(p))

@@ -31,11 +31,10 @@ import (
 //     bridge's blocking query on the catalog returns at once.
 //   - nacos: the first instance of a service the bridge already follows,
 //     registered as an application does: nacos-sdk-go v2.3.5's naming
-//     client over gRPC (ephemeral, healthy), on Polaris. Each service was
-//     created before the bridge started with only a disabled instance (not
-//     usable, never emitted), so the bridge has listed and subscribed it and
-//     the server's push carries the registration. Polaris rebuilds its Nacos
-//     view once a second, so that push comes 0–1 s after the register call.
+//     client over gRPC (ephemeral, healthy), on the Nacos server. Each
+//     service was created before the bridge started with only a disabled
+//     instance (not usable, never emitted), so the bridge has listed and
+//     subscribed it and the server's push carries the registration.
 //   - nacos-new-service: a service that did not exist (same client): Nacos
 //     2.x has no watch on the service list, so the bridge finds it at its
 //     next listing (relistInterval, default 10s; registries/nacos doc.go
@@ -46,8 +45,8 @@ import (
 //     registers; the bridge's watch on /dubbo fires, it reads the new
 //     interface's providers.
 //
-// Where the registration waits on a periodic refresh (Polaris's rebuild,
-// the bridge's listing), the runs register at evenly spread points of that
+// Where the registration waits on a periodic refresh (the bridge's
+// listing), the runs register at evenly spread points of that
 // cycle (registrationSource.period), so the median and maximum are those of
 // a registration at a random moment.
 //
@@ -103,8 +102,7 @@ type registrationSource struct {
 	// starts: the benchmark waits until the bridge has read them all.
 	known int
 	// period is the refresh cycle a registration waits on, when there is
-	// one: Polaris's rebuild of its Nacos view, or the bridge's listing of
-	// new services. Run i registers period × i / b.N after its client
+	// one: the bridge's listing of new services. Run i registers period × i / b.N after its client
 	// subscribed, outside the timer, so that the runs sample that cycle
 	// evenly: without it each run would end a fixed time after a refresh
 	// and register at the same point of the cycle as the last one.
@@ -128,28 +126,28 @@ func startConsulSource(b *testing.B, port int) registrationSource {
 	}
 }
 
-// startNacosSource starts Polaris and a nacos-sdk-go naming client (an
-// application). With known, services 0 to b.N-1 are created first, each
-// with a disabled instance on another address (over the harness's HTTP
-// API), and listed by Polaris before the bridge starts.
+// startNacosSource starts the Nacos server and a nacos-sdk-go naming
+// client (an application). With known, services 0 to b.N-1 are created
+// first, each with a disabled ephemeral instance on another address (over
+// the harness's HTTP API, which beats it), and listed by the server before
+// the bridge starts.
 func startNacosSource(b *testing.B, port int, known bool) registrationSource {
-	polaris := harness.StartPolaris(b)
+	nacosServer := harness.StartNacos(b)
 	name := func(i int) string { return fmt.Sprintf("svc-%d", i) }
 	src := registrationSource{
 		registry: "nacos-e2e",
 		config: fmt.Sprintf("registries:\n- name: nacos-e2e\n  type: nacos\n  nacos: {addresses: [%q]}\n",
-			polaris.NacosAddress()),
+			nacosServer.Address()),
 		host: func(i int) string { return name(i) + ".default-group.public.nacos" },
 	}
 	if known {
 		for i := range b.N {
-			polaris.RegisterInstance(b, "", "", name(i), "127.0.0.2", port, 1, grpcMeta, false, true, false)
+			nacosServer.RegisterInstance(b, "", "", name(i), "127.0.0.2", port, 1, grpcMeta, true, true, false)
 		}
-		harness.EventuallyTrue(b, 30*time.Second, "Polaris lists every service", func() bool {
-			return len(polaris.ListServices(b, "", "")) == b.N
+		harness.EventuallyTrue(b, 30*time.Second, "the server lists every service", func() bool {
+			return len(nacosServer.ListServices(b, "", "")) == b.N
 		})
 		src.known = b.N
-		src.period = time.Second // Polaris rebuilds its Nacos view once a second
 	} else {
 		src.period = nacos.DefaultRelistInterval
 	}
@@ -158,20 +156,25 @@ func startNacosSource(b *testing.B, port int, known bool) registrationSource {
 		ClientConfig: &constant.ClientConfig{
 			TimeoutMs: 5000, NotLoadCacheAtStart: true, CacheDir: dir, LogDir: dir, LogLevel: "error",
 		},
-		ServerConfigs: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: uint64(polaris.Ports().NacosHTTP)}},
+		ServerConfigs: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: uint64(nacosServer.HTTPPort())}},
 	})
 	if err != nil {
 		b.Fatalf("nacos naming client: %v", err)
 	}
 	b.Cleanup(app.CloseClient)
 	src.register = func(i int) {
-		ok, err := app.RegisterInstance(vo.RegisterInstanceParam{
-			Ip: "127.0.0.1", Port: uint64(port), ServiceName: name(i), Weight: 1,
-			Enable: true, Healthy: true, Ephemeral: true, Metadata: grpcMeta,
+		// A register the server refuses because it has not registered the
+		// client's connection yet is tried again.
+		harness.Eventually(b, 30*time.Second, "register "+name(i), func() error {
+			ok, err := app.RegisterInstance(vo.RegisterInstanceParam{
+				Ip: "127.0.0.1", Port: uint64(port), ServiceName: name(i), Weight: 1,
+				Enable: true, Healthy: true, Ephemeral: true, Metadata: grpcMeta,
+			})
+			if err != nil || !ok {
+				return fmt.Errorf("ok=%v err=%v", ok, err)
+			}
+			return nil
 		})
-		if err != nil || !ok {
-			b.Fatalf("register %s: ok=%v err=%v", name(i), ok, err)
-		}
 	}
 	return src
 }

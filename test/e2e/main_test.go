@@ -17,6 +17,11 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	// The Nacos server and Dubbo Java run only in the binary's own network
+	// namespace (test/harness/netns.go): every test here runs in it.
+	if code, reexeced := harness.ReexecInNetNS(); reexeced {
+		os.Exit(code)
+	}
 	dir, err := os.MkdirTemp("", "meshbridge-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -20,26 +20,28 @@ import (
 // public namespace (README "Naming conventions").
 const nacosHost = "echo.default-group.public.nacos"
 
-// TestClientFollowsNacos runs one meshbridge process on a real
-// Nacos-protocol server (Polaris) and a real Consul agent: the proxyless
+// TestClientFollowsNacos runs one meshbridge process on the real Nacos
+// server and a real Consul agent: the proxyless
 // gRPC client follows a Nacos service through register, a second instance,
 // unhealthy, disabled and deregister; weight and metadata changes reach the
 // served objects; the Consul service is served beside it; translate prints
 // both.
 func TestClientFollowsNacos(t *testing.T) {
-	polaris := harness.StartPolaris(t)
+	nacosServer := harness.StartNacos(t)
 	consul := harness.StartConsul(t)
 	p1, p2 := startBackend(t, "backend-1"), startBackend(t, "backend-2")
 	meta := map[string]string{"protocol": "grpc", "version": "v1"}
-	// Persistent instances: healthy=false sticks for them (harness/polaris.go).
+	// Ephemeral instances, beaten by the harness while registered healthy;
+	// one registered unhealthy stays so until registered again (or for
+	// 30 s, when the server deletes it).
 	register := func(port int, weight float64, meta map[string]string, healthy, enabled bool) {
 		t.Helper()
-		polaris.RegisterInstance(t, "", "", "echo", "127.0.0.1", port, weight, meta, false, healthy, enabled)
+		nacosServer.RegisterInstance(t, "", "", "echo", "127.0.0.1", port, weight, meta, true, healthy, enabled)
 	}
 	register(p1, 1, meta, true, true)
 	consul.RegisterInstance(t, "echo", "echo-1", "127.0.0.1", p2, nil, grpcMeta, api.HealthPassing)
 	regs := consulRegistry(consul) + fmt.Sprintf("- name: nacos-e2e\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s}\n",
-		polaris.NacosAddress())
+		nacosServer.Address())
 	b := startBridge(t, regs)
 
 	w := watchXDS(t, b.xdsAddr)
@@ -82,7 +84,7 @@ func TestClientFollowsNacos(t *testing.T) {
 	})
 
 	m = c.mark()
-	polaris.DeregisterInstance(t, "", "", "echo", "127.0.0.1", p2)
+	nacosServer.DeregisterInstance(t, "", "", "echo", "127.0.0.1", p2, true)
 	c.waitSettled(m, 15*time.Second, "backend-1")
 
 	out, err := exec.Command(bins.meshbridge, "translate", "--config", b.cfgPath).CombinedOutput()
