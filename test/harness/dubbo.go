@@ -133,9 +133,24 @@ func StartDubboProvider(t testing.TB, opts DubboProviderOptions) *DubboProvider 
 		opts: o,
 	}
 	p.srv.stopAtEnd(t)
-	p.srv.start(t, o.Registry, p.ready)
+	// dubbo-go exits when a registry request fails while it starts (with
+	// Nacos: its config client's first read, on a connection a busy server
+	// has not registered yet); a start that exited is tried again, twice.
+	for try := 1; ; try++ {
+		err := p.srv.tryStart(o.Registry, p.ready)
+		if err == nil {
+			break
+		}
+		if try == dubboStartTries || !strings.Contains(err.Error(), "exited") {
+			t.Fatal(err)
+		}
+		t.Logf("dubbo-go provider exited while starting (try %d of %d); starting it again", try, dubboStartTries)
+	}
 	return p
 }
+
+// dubboStartTries bounds the starts of a provider that exits while starting.
+const dubboStartTries = 3
 
 // resolve fills in the defaults and free ports, and checks the values the
 // provider would refuse.

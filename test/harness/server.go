@@ -69,16 +69,24 @@ func (s *server) stopAtEnd(t testing.TB) {
 // cannot start, exits, or is not ready in time.
 func (s *server) start(t testing.TB, addr string, ready func() error) {
 	t.Helper()
+	if err := s.tryStart(addr, ready); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart is start returning its failure; a server that started but is
+// not ready is stopped.
+func (s *server) tryStart(addr string, ready func() error) error {
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		t.Fatalf("open %s log: %v", s.name, err)
+		return fmt.Errorf("open %s log: %v", s.name, err)
 	}
 	defer logf.Close()
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir, cmd.Env = s.dir, s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s %s: %v", s.name, s.bin, err)
+		return fmt.Errorf("start %s %s: %v", s.name, s.bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -86,8 +94,11 @@ func (s *server) start(t testing.TB, addr string, ready func() error) {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 	if err := s.waitReady(done, ready); err != nil {
-		t.Fatalf("%s at %s not ready: %v\nlast log lines:\n%s", s.name, addr, err, s.tails())
+		tails := s.tails()
+		s.stop()
+		return fmt.Errorf("%s at %s not ready: %v\nlast log lines:\n%s", s.name, addr, err, tails)
 	}
+	return nil
 }
 
 func (s *server) waitReady(done <-chan struct{}, ready func() error) error {
