@@ -12,9 +12,9 @@ BIN := bin
 export MESHBRIDGE_CACHE ?= $(HOME)/.cache/meshbridge
 # Consul binary path, resolved (and built when missing) on first use.
 CONSUL_BIN = $(shell tools/build.sh consul | sed -n 's/^consul=//p')
-# Polaris binary path (a Nacos-protocol server, its config template next to
-# it), resolved (and built when missing) on first use.
-POLARIS_BIN = $(shell tools/build.sh polaris | sed -n 's/^polaris=//p')
+# The Nacos server's directory (its JVM classpath in the file classpath),
+# resolved (and built when missing) on first use.
+NACOS_DIR = $(shell tools/build.sh nacos | sed -n 's/^nacos=//p')
 # Every test server, built in parallel: NAME=PATH lines from tools/build.sh
 # (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
 # helm=PATH and promtool=PATH: the helm and promtool the chart tests run;
@@ -64,8 +64,8 @@ demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC clien
 	$(BIN)/demo --consul "$(CONSUL_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
 .PHONY: demo-nacos
-demo-nacos: build ## Run the demo with Nacos: real Polaris (Nacos protocol) → meshbridge → proxyless gRPC client
-	$(BIN)/demo --registry nacos --polaris "$(POLARIS_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+demo-nacos: build ## Run the demo with Nacos: the real Nacos server (3.1.0) → meshbridge → proxyless gRPC client
+	$(BIN)/demo --registry nacos --nacos "$(NACOS_DIR)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
 .PHONY: demo-dubbo
 demo-dubbo: build ## Run the demo with Dubbo: real ZooKeeper and dubbo-go providers → meshbridge → proxyless gRPC client
@@ -175,9 +175,10 @@ bench-istiod: ## meshbridge direct vs istiod fed by meshbridge over MCP, same me
 		-args -istiod.out ../../docs/benchmarks-istiod.md $(BENCH_ISTIOD_FLAGS)
 
 .PHONY: bench-nacos
-bench-nacos: ## Nacos on real Polaris: cold sync of 1,000 services × 5 instances (time, memory), registration → first call (20 runs)
-	@servers=$$(tools/build.sh polaris) || exit 1; \
-	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers"); \
+bench-nacos: ## Nacos: cold sync of 1,000 services × 5 instances on Polaris (time, memory), registration → first call on the real Nacos server (20 runs)
+	@servers=$$(tools/build.sh polaris nacos) || exit 1; \
+	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_POLARIS_BIN=$$(sed -n 's/^polaris=//p' <<<"$$servers") \
+		MESHBRIDGE_NACOS_DIR=$$(sed -n 's/^nacos=//p' <<<"$$servers"); \
 	$(GO) test -run '^$$' -bench ColdSync -benchtime 1x ./registries/nacos/ && \
 	$(GO) test -run '^$$' -bench 'RegistrationToFirstCall/nacos' -benchtime 20x ./test/e2e/
 

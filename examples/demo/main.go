@@ -1,6 +1,6 @@
 // Command demo is `make demo`, `make demo-nacos` and `make demo-dubbo`: it
-// starts a real service registry on 127.0.0.1 (a Consul agent, Polaris
-// serving the Nacos protocol, or ZooKeeper), two instances of a gRPC service,
+// starts a real service registry on 127.0.0.1 (a Consul agent, the Nacos
+// server, or ZooKeeper), two instances of a gRPC service,
 // meshbridge, and a proxyless gRPC client calling xds:///<host>:<port>
 // through meshbridge (echo.service.consul, echo.default-group.public.nacos,
 // or org.apache.dubbo.demo.greetservice.dubbo); then registers, adds and
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // registry is what differs between the registries the demo runs: their
@@ -80,16 +81,24 @@ type demo struct {
 
 func main() {
 	var d demo
-	var kind, consulBin, polarisBin, zkClasspath, dubboBin string
-	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, nacos (Polaris serving the Nacos protocol), or zookeeper (with dubbo-go providers)")
+	var kind, consulBin, nacosDir, zkClasspath, dubboBin string
+	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, nacos (the Nacos server), or zookeeper (with dubbo-go providers)")
 	flag.StringVar(&consulBin, "consul", "", "consul binary (--registry consul)")
-	flag.StringVar(&polarisBin, "polaris", "", "polaris binary, with polaris-server.yaml next to it (--registry nacos)")
+	flag.StringVar(&nacosDir, "nacos", "", "the Nacos server's directory from tools/build.sh nacos, with its JVM classpath in the file classpath (--registry nacos)")
 	flag.StringVar(&zkClasspath, "zookeeper-classpath", "", "Java classpath of the ZooKeeper server, colon-separated (--registry zookeeper)")
 	flag.StringVar(&dubboBin, "dubbo-provider", "", "dubbo-go test provider binary, test/dubbo/provider (--registry zookeeper)")
 	flag.StringVar(&d.bins.meshbridge, "meshbridge", "bin/meshbridge", "meshbridge binary")
 	flag.StringVar(&d.bins.server, "server", "bin/echo-server", "example gRPC server binary")
 	flag.StringVar(&d.bins.client, "client", "bin/echo-client", "example gRPC client binary")
 	flag.Parse()
+	if kind == "nacos" {
+		// The Nacos server's JRaft port binds every interface: the demo
+		// runs again in a network namespace of its own where the machine
+		// lets it.
+		if code, reexeced := harness.ReexecInNetNS(); reexeced {
+			os.Exit(code)
+		}
+	}
 	var reg registry
 	switch kind {
 	case "consul":
@@ -98,10 +107,14 @@ func main() {
 		}
 		reg = &consulRegistry{bin: consulBin}
 	case "nacos":
-		if polarisBin == "" {
-			fail(fmt.Errorf("--polaris is required (make demo-nacos builds it with tools/build.sh polaris)"))
+		if nacosDir == "" {
+			fail(fmt.Errorf("--nacos is required (make demo-nacos builds it with tools/build.sh nacos)"))
 		}
-		reg = &nacosRegistry{bin: polarisBin}
+		cp, err := os.ReadFile(filepath.Join(nacosDir, "classpath"))
+		if err != nil {
+			fail(fmt.Errorf("--nacos %s: %w (tools/build.sh nacos writes it)", nacosDir, err))
+		}
+		reg = &nacosRegistry{classpath: strings.TrimSpace(string(cp))}
 	case "zookeeper":
 		if zkClasspath == "" || dubboBin == "" {
 			fail(fmt.Errorf("--zookeeper-classpath and --dubbo-provider are required (make demo-dubbo finds them with tools/build.sh zookeeper dubbo)"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,18 +18,20 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// nacosRegistry is Polaris (github.com/polarismesh/polaris) serving the
-// Nacos protocol, configured as meshbridge's tests configure it (every
-// listener on 127.0.0.1, health checks off: harness.WritePolarisConfig).
-// Each instance registers itself as an application does: with a
-// nacos-sdk-go naming client of its own, as an ephemeral instance over the
-// Nacos gRPC API, which lives as long as that client's connection.
+// nacosRegistry is the Nacos server (3.1.0, tools/build.sh nacos) run as
+// meshbridge's tests run it (harness.NacosServer: standalone, every
+// listener it lets one choose on 127.0.0.1, auth off). Its JRaft port binds
+// every interface: the demo runs in a network namespace of its own when the
+// machine lets it (harness.ReexecInNetNS). Each instance registers itself
+// as an application does: with a nacos-sdk-go naming client of its own, as
+// an ephemeral instance over the Nacos gRPC API, which lives as long as
+// that client's connection.
 type nacosRegistry struct {
-	bin    string
-	dir    string // the demo's directory
-	onStop func(func())
-	ports  harness.PolarisPorts
-	apps   map[string]*nacosApp
+	classpath string // the server's JVM classpath
+	dir       string // the demo's directory
+	onStop    func(func())
+	server    harness.NacosServer
+	apps      map[string]*nacosApp
 }
 
 // nacosApp is one registered instance and its naming client.
@@ -39,10 +40,10 @@ type nacosApp struct {
 	reg    vo.RegisterInstanceParam
 }
 
-func (n *nacosRegistry) name() string { return "Nacos (Polaris)" }
+func (n *nacosRegistry) name() string { return "Nacos" }
 
 func (n *nacosRegistry) registered() string {
-	return "in Nacos (Polaris) with its own nacos-sdk-go naming client, ephemeral over gRPC"
+	return "in Nacos with its own nacos-sdk-go naming client, ephemeral over gRPC"
 }
 
 // host is the nacos registry's default host template,
@@ -51,7 +52,7 @@ func (n *nacosRegistry) registered() string {
 func (n *nacosRegistry) host() string { return "echo.default-group.public.nacos" }
 
 // addr is the Nacos HTTP API's address.
-func (n *nacosRegistry) addr() string { return "127.0.0.1:" + strconv.Itoa(n.ports.NacosHTTP) }
+func (n *nacosRegistry) addr() string { return n.server.Address() }
 
 func (n *nacosRegistry) config() string {
 	return fmt.Sprintf(`- name: nacos-demo
@@ -62,48 +63,42 @@ func (n *nacosRegistry) config() string {
 }
 
 func (n *nacosRegistry) start(d *demo) error {
-	template := filepath.Join(filepath.Dir(n.bin), "polaris-server.yaml")
-	ports, err := harness.FindPolarisPorts()
+	port, err := harness.FindNacosPort()
 	if err != nil {
 		return err
 	}
-	n.ports, n.dir, n.onStop = ports, d.dir, d.onStop
-	dir := filepath.Join(d.dir, "polaris")
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	n.dir, n.onStop = d.dir, d.onStop
+	home := filepath.Join(d.dir, "nacos")
+	if n.server, err = harness.NewNacosServer(home, port, false); err != nil {
 		return err
 	}
-	cfg, err := harness.WritePolarisConfig(template, dir, ports)
-	if err != nil {
-		return err
+	if ok, why := harness.InNetNS(); !ok {
+		say("Note: Nacos's JRaft port (127.0.0.1:%d - 1000) binds every interface; the demo runs in the machine's network namespace (%s)", port, why)
 	}
-	say("Starting Polaris (Nacos HTTP API on %s, Nacos gRPC API on 127.0.0.1:%d)", n.addr(), ports.NacosGRPC())
-	cmd := exec.Command(n.bin, "start", "-c", cfg)
-	cmd.Dir = dir
-	// On SIGTERM Polaris closes its listeners, then sleeps 5 s before it
-	// exits; its store is the demo's to delete, so the sleep is cut short.
-	if err := d.start("polaris", cmd, n.closed); err != nil {
+	say("Starting the Nacos server 3.1.0 (HTTP API on %s, gRPC API on 127.0.0.1:%d)", n.addr(), n.server.GRPCPort())
+	cmd := exec.Command("java", n.server.JavaArgs(n.classpath)...)
+	if err := d.start("nacos", cmd, n.closed); err != nil {
 		return err
 	}
 	list := "http://" + n.addr() + "/nacos/v1/ns/service/list?pageNo=1&pageSize=1"
 	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		if resp, err := hc.Get(list); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && dials(ports.NacosGRPC()) {
+			if resp.StatusCode == http.StatusOK && dials(n.server.GRPCPort()) {
 				return nil
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("polaris did not serve the Nacos API within 60s (logs: %s, %s)",
-		filepath.Join(d.dir, "polaris.log"), filepath.Join(dir, "log"))
+	return fmt.Errorf("nacos did not serve its API within 3m (logs: %s, %s)",
+		filepath.Join(d.dir, "nacos.log"), filepath.Join(home, "logs"))
 }
 
-// closed reports that no Polaris listener accepts connections any more.
+// closed reports that no Nacos listener accepts connections any more.
 func (n *nacosRegistry) closed() bool {
-	p := n.ports
-	for _, port := range []int{p.Eureka, p.HTTP, p.ServiceGRPC, p.ConfigGRPC, p.XDS, p.NacosHTTP, p.NacosGRPC()} {
+	for _, port := range []int{n.server.Port, n.server.GRPCPort(), n.server.GRPCPort() + 1} {
 		if dials(port) {
 			return false
 		}
@@ -134,16 +129,26 @@ func (n *nacosRegistry) register(id string, port int) error {
 		n.apps = map[string]*nacosApp{}
 	}
 	n.apps[id] = app
-	if ok, err := client.RegisterInstance(app.reg); err != nil || !ok {
-		return fmt.Errorf("register %s in nacos: %v (ok=%t)", id, err, ok)
+	// A register right after the client connected can meet a server that
+	// has not registered the connection yet; the SDK reconnects, and the
+	// application tries again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := client.RegisterInstance(app.reg)
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("register %s in nacos: %v (ok=%t)", id, err, ok)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	return n.waitListed(id, port)
 }
 
 // waitListed polls until the Nacos HTTP API lists instance 127.0.0.1:port
-// of echo. Polaris serves reads from a cache it refreshes every second: a
-// bridge started before then would list no echo service, and find it only
-// at its next relist (relistInterval, 10 s).
+// of echo, so that the bridge started next finds echo in its first
+// listing.
 func (n *nacosRegistry) waitListed(id string, port int) error {
 	list := "http://" + n.addr() + "/nacos/v1/ns/instance/list?serviceName=DEFAULT_GROUP%40%40echo&healthyOnly=false"
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -154,7 +159,7 @@ func (n *nacosRegistry) waitListed(id string, port int) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("polaris did not list %s (127.0.0.1:%d) within 15s", id, port)
+	return fmt.Errorf("nacos did not list %s (127.0.0.1:%d) within 15s", id, port)
 }
 
 // listed reports whether the instance list at url holds 127.0.0.1:port.
@@ -182,18 +187,11 @@ func listed(hc *http.Client, url string, port int) bool {
 }
 
 // deregister does what an application does when it stops: deregister its
-// instance and close its client. Polaris sees a deregister (or a
-// disconnect) only of an instance written in about the last 5 s, so the
-// client first registers the instance again, unchanged.
+// instance and close its client.
 func (n *nacosRegistry) deregister(id string) error {
 	app := n.apps[id]
 	if app == nil {
 		return fmt.Errorf("deregister %s: not registered", id)
-	}
-	say("%s's naming client registers it again unchanged, deregisters it and closes "+
-		"(Polaris misses a deregister of an instance last written more than ~5 s earlier)", id)
-	if ok, err := app.client.RegisterInstance(app.reg); err != nil || !ok {
-		return fmt.Errorf("register %s again in nacos: %v (ok=%t)", id, err, ok)
 	}
 	ok, err := app.client.DeregisterInstance(vo.DeregisterInstanceParam{
 		Ip: app.reg.Ip, Port: app.reg.Port, ServiceName: app.reg.ServiceName, GroupName: app.reg.GroupName, Ephemeral: true,
@@ -209,7 +207,7 @@ func (n *nacosRegistry) deregister(id string) error {
 // newClient is a naming client of the public namespace for application id,
 // configured with the Nacos HTTP address only (it derives the gRPC port);
 // the SDK's log and cache go to the demo's directory. stopAll closes it
-// before it stops Polaris.
+// before it stops the server.
 func (n *nacosRegistry) newClient(id string) (naming_client.INamingClient, error) {
 	dir := filepath.Join(n.dir, "nacos-sdk")
 	cc := constant.NewClientConfig(
@@ -221,7 +219,7 @@ func (n *nacosRegistry) newClient(id string) (naming_client.INamingClient, error
 	)
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
 		ClientConfig:  cc,
-		ServerConfigs: []constant.ServerConfig{*constant.NewServerConfig("127.0.0.1", uint64(n.ports.NacosHTTP))},
+		ServerConfigs: []constant.ServerConfig{*constant.NewServerConfig("127.0.0.1", uint64(n.server.Port))},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nacos naming client for %s: %w", id, err)

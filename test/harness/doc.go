@@ -11,14 +11,21 @@
 // requests.
 // Consul can serve HTTPS (WithConsulTLS, certificates from NewCA: a CA made
 // per test, server certificates with IP/DNS SANs, client certificates with
-// URI SANs) and enforce ACLs (WithConsulACL). StartPolaris runs Polaris, a
-// Nacos-protocol server (Nacos 1.x HTTP and 2.x gRPC APIs), with every
-// listener on 127.0.0.1; polaris.go lists where it differs from Nacos.
+// URI SANs) and enforce ACLs (WithConsulACL). StartNacos runs the Nacos
+// server users run (3.1.0 from Maven Central, tools/build.sh nacos), auth
+// off or on (WithNacosAuth); nacos.go lists what tests see of it. Its JRaft
+// port binds every interface, so it runs only in the test binary's own
+// network namespace: a package whose tests run it calls ReexecInNetNS first
+// in its TestMain (netns.go), and every test of that package then runs in
+// a namespace with its own loopback and a veth address (NetNSAddress).
+// StartPolaris runs Polaris, a Nacos-protocol server, for what the real
+// server cannot show (a push it loses: Polaris pushes DEFAULT_GROUP only;
+// its group aliases); polaris.go lists where it differs from Nacos.
 // StartZooKeeper runs Debian's ZooKeeper 3.8 standalone (tools/build.sh
 // zookeeper installs it), with Client and CreatePath for tests that write
 // Dubbo's nodes; StartDubboProvider runs a real dubbo-go v3.3.2 provider
 // (test/dubbo, its own module, built by tools/build.sh dubbo) registered in
-// ZooKeeper or Polaris; dubbo.go lists what dubbo-go does that tests must
+// ZooKeeper or Nacos; dubbo.go lists what dubbo-go does that tests must
 // expect. The proxyless gRPC clients of
 // other languages come from make deps (NodeXDSClient, PythonGRPC); HelmBin
 // finds the helm the chart tests run (tools/build.sh helm). Tests wait with
@@ -37,7 +44,8 @@
 // Rules:
 //  1. Servers listen on 127.0.0.1 only and on ports picked free at start; no
 //     test uses a fixed port (go-control-plane's TTL test on :9999 is what we
-//     avoid).
+//     avoid). A server that binds another address runs only in the test
+//     binary's own network namespace (RequireNetNS).
 //  2. A process is stopped by its PID: SIGTERM, then SIGKILL after a timeout;
 //     never by name.
 //  3. A missing server binary or client runtime skips the test, or fails it
