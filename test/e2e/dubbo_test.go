@@ -258,3 +258,50 @@ func TestDubboProviderInNacosThroughMeshbridge(t *testing.T) {
 		t.Errorf("methods annotation %q", got)
 	}
 }
+
+// TestDubboJavaProviderInZooKeeperThroughMeshbridge: a real Apache Dubbo
+// (Java) 3.3.6 provider (Triple and the Dubbo protocol, version 1.0.0,
+// registered at interface and application level in a real ZooKeeper, with
+// remote metadata) is called through meshbridge by the proxyless grpc-go
+// client at its interface-level and its application-level host; its
+// SIGTERM takes its endpoints away. Dubbo Java registers no loopback
+// address: the test binary runs in its own network namespace, where the
+// provider binds and registers harness.NetNSAddress.
+func TestDubboJavaProviderInZooKeeperThroughMeshbridge(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	p := harness.StartDubboJavaProvider(t, harness.DubboProviderOptions{
+		Registry: "zookeeper://" + z.Address(), App: "greeter-java", Version: "1.0.0",
+		Protocols: []string{"tri", "dubbo"}, MetadataType: "remote",
+	})
+	port := p.Options().TriPort
+	b := startBridge(t, zookeeperRegistry(z))
+	const host = "org.apache.dubbo.demo.greetservice.1-0-0.dubbo"
+
+	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", host, port), "-method", greetMethod)
+	c.waitSettled(c.mark(), 60*time.Second, greeting(p))
+	app := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///greeter-java.dubbo:%d", port), "-method", greetMethod)
+	app.waitSettled(app.mark(), 60*time.Second, greeting(p))
+
+	objs, err := servedObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := objs["ServiceEntry/"+host].Annotations["meshbridge.io/dubbo-methods"]; got != "Greet,Hello,greet,hello" {
+		t.Errorf("methods annotation %q", got)
+	}
+
+	// SIGTERM: Dubbo Java removes its nodes at once, at both levels.
+	p.Stop()
+	m := c.mark()
+	c.waitUntil(m, 30*time.Second, "calls failing: the provider left", func(rs []callResult) bool {
+		n := 0
+		for _, r := range rs {
+			if r.backend != "" {
+				n = 0
+				continue
+			}
+			n++
+		}
+		return n >= 10
+	})
+}

@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,6 +103,9 @@ type DubboProviderOptions struct {
 type DubboProvider struct {
 	srv  server // its dir is a fresh temp dir: dubbo-provider.log, and the Nacos client's cache and log
 	opts DubboProviderOptions
+	// host is the address it registers and binds: 127.0.0.1 (dubbo-go),
+	// NetNSAddress (Dubbo Java).
+	host string
 }
 
 // StartDubboProvider starts the dubbo-go test provider with opts and returns
@@ -131,6 +135,7 @@ func StartDubboProvider(t testing.TB, opts DubboProviderOptions) *DubboProvider 
 			tailLines: 40,
 		},
 		opts: o,
+		host: "127.0.0.1",
 	}
 	p.srv.stopAtEnd(t)
 	// dubbo-go exits when a registry request fails while it starts (with
@@ -266,13 +271,13 @@ func (p *DubboProvider) MetadataAddress() string {
 	if p.opts.MetadataType != "local" {
 		return ""
 	}
-	return "127.0.0.1:" + strconv.Itoa(p.opts.MetadataPort)
+	return net.JoinHostPort(p.host, strconv.Itoa(p.opts.MetadataPort))
 }
 
 func (p *DubboProvider) address(proto string, port int) string {
 	for _, q := range p.opts.Protocols {
 		if q == proto {
-			return "127.0.0.1:" + strconv.Itoa(port)
+			return net.JoinHostPort(p.host, strconv.Itoa(port))
 		}
 	}
 	return ""
