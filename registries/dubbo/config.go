@@ -34,7 +34,7 @@ type Config struct {
 	// Mode is interface, application or both (default).
 	Mode Mode `json:"mode,omitempty"`
 	// DropParams are further URL parameters and metadata keys left out of
-	// the labels, besides the volatile ones (doc.go rule 5). Exact keys,
+	// the labels, besides Dubbo's own (doc.go rule 5). Exact keys,
 	// case-sensitive.
 	DropParams []string `json:"dropParams,omitempty"`
 	// InterfaceHostTemplate and ApplicationHostTemplate are the host
@@ -73,23 +73,42 @@ func (c Config) Validate() []error {
 	return errs
 }
 
-// volatileParams are left out of labels whatever the configuration (doc.go
-// rule 5): they change with every restart of the provider (pid, timestamp,
-// release, dubbo.metadata.revision, dubbo.subscribed-services.revision),
-// are kept elsewhere (methods), are implementation details (bean.name,
-// service.filter), hold JSON (dubbo.endpoints,
+// frameworkParams are the URL parameters and instance metadata keys Dubbo
+// itself writes (Apache Dubbo 3.3 Java and dubbo-go v3.3), left out of labels
+// whatever the configuration (doc.go rule 5): none is what a user selects a
+// subset of providers by. Some change with every restart or redeploy (pid,
+// timestamp, release, revision, dubbo.metadata.revision, meta-v), some are
+// kept elsewhere (methods, weight, protocol, interface and path: the host
+// and ports), some hold JSON (dubbo.endpoints,
 // dubbo.metadata-service.url-params) or a secret (token: Dubbo's token
-// authentication).
-var volatileParams = []string{
-	"pid", "timestamp", "release", "methods", "bean.name", "service.filter", "token",
+// authentication); the rest are framework settings (serialization, cluster,
+// loadbalance, retries, ...). What users select by stays: version, group,
+// application, Dubbo's routing tag (dubbo.tag), and every parameter Dubbo
+// does not define (a user's own, e.g. env or zone).
+var frameworkParams = []string{
+	// Both.
+	"anyhost", "bean.name", "category", "check", "cluster", "deprecated", "dubbo", "dynamic", "enabled", "generic",
+	"interface", "loadbalance", "methods", "path", "pid", "protocol", "register", "release", "retries",
+	"revision", "serialization", "service.filter", "side", "timeout", "timestamp", "token", "weight",
 	MetaRevision, MetaEndpoints, "dubbo.metadata-service.url-params", "dubbo.subscribed-services.revision",
+	"dubbo.metadata.storage-type", "meta-v",
+	// Dubbo Java.
+	"logger", "metadata-type", "prefer.serialization", "service-name-mapping", "executor-management-mode",
+	"file-cache", "background", "qos.enable", "qos.port", "qos.accept.foreign.ip", "register-mode",
+	"application.version",
+	// dubbo-go.
+	"IDL-mode", "accesslog", "app.version", "application.tag", "auth", "config.tracing", "environment",
+	"execute.limit", "execute.limit.rejected.handler", "export", "message_size", "module", "name", "organization",
+	"owner", "param.sign", "registry", "registry.role", "registry.type", "warmup", "max-server-recv-msg-size",
+	"max-server-send-msg-size", "tps.limit.interval", "tps.limit.rate",
+	"tps.limit.rejected.handler", "tps.limit.strategy", "tps.limiter",
 }
 
-// dropSet returns the keys left out of labels: volatileParams and
+// dropSet returns the keys left out of labels: frameworkParams and
 // c.DropParams.
 func (c Config) dropSet() map[string]bool {
-	out := make(map[string]bool, len(volatileParams)+len(c.DropParams))
-	for _, k := range slices.Concat(volatileParams, c.DropParams) {
+	out := make(map[string]bool, len(frameworkParams)+len(c.DropParams))
+	for _, k := range slices.Concat(frameworkParams, c.DropParams) {
 		out[k] = true
 	}
 	return out

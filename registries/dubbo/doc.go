@@ -52,12 +52,15 @@
 //     instances share an ID. An IP address is compared and written in its
 //     canonical form (::1 for 0:0:0:0:0:0:0:1, an IPv4-mapped address as
 //     IPv4). The instance ID is "<address>:<port>" of its lowest port.
-//  5. Labels are the URL parameters (interface-level) or the instance
-//     metadata (application-level) less the parameters that change with
-//     every restart or hold secrets: pid, timestamp, release, methods,
-//     bean.name, service.filter, token, dubbo.metadata.revision,
-//     dubbo.endpoints, dubbo.metadata-service.url-params,
-//     dubbo.subscribed-services.revision, and the configured dropParams. Methods are kept apart
+//  5. Labels are what users select providers by: the URL parameters
+//     (interface-level) or the instance metadata (application-level) less
+//     every parameter Dubbo itself writes (frameworkParams: those of Apache
+//     Dubbo 3.3 Java and dubbo-go v3.3, from pid, timestamp and revision to
+//     serialization and service-name-mapping), less empty values (dubbo-go
+//     writes dozens) and the configured dropParams. What stays: version,
+//     group, application, the routing tag dubbo.tag, and the user's own
+//     parameters (env, zone, ...); the host carries the interface, the ports
+//     the protocols, the weight the weight. Methods are kept apart
 //     (registries.InstanceExtra.Methods): translate writes their union into the
 //     ServiceEntry's meshbridge.io/dubbo-methods annotation.
 //  6. Weight: the weight parameter; 0, absent or invalid is Dubbo's default

@@ -285,12 +285,12 @@ func processKey(a AppInstance) string {
 	return canonicalAddress(a.Address) + " " + strings.Join(eps, ",")
 }
 
-// labels returns params less the dropped keys (doc.go rule 5); nil when
-// none is left.
+// labels returns params less the dropped keys and the empty values (doc.go
+// rule 5); nil when none is left.
 func (b *Builder) labels(params map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range params {
-		if b.drop[k] {
+		if b.drop[k] || v == "" {
 			continue
 		}
 		if out == nil {

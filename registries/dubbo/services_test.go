@@ -48,19 +48,19 @@ func TestInterfaceServices(t *testing.T) {
 					Name:  "providers:com.foo.S:1.0.0:g1",
 					Dubbo: &registries.DubboService{Interface: iface, Group: "g1", Version: "1.0.0", Application: "a"},
 					Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"application": "a", "group": "g1", "version": "1.0.0", "interface": iface}}},
+						Labels: map[string]string{"application": "a", "group": "g1", "version": "1.0.0"}}},
 				},
 				{
 					Name:  "providers:com.foo.S:1.0.0:g2",
 					Dubbo: &registries.DubboService{Interface: iface, Group: "g2", Version: "1.0.0", Application: "a"},
 					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"application": "a", "group": "g2", "version": "1.0.0", "interface": iface}}},
+						Labels: map[string]string{"application": "a", "group": "g2", "version": "1.0.0"}}},
 				},
 				{
 					Name:  "providers:com.foo.S:2.0.0:",
 					Dubbo: &registries.DubboService{Interface: iface, Version: "2.0.0", Application: "b"},
 					Instances: []registries.Instance{{ID: "10.0.0.3:20880", Address: "10.0.0.3", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"application": "b", "version": "2.0.0", "interface": iface}}},
+						Labels: map[string]string{"application": "b", "version": "2.0.0"}}},
 				},
 			},
 		},
@@ -79,7 +79,7 @@ func TestInterfaceServices(t *testing.T) {
 						Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
 						Methods: []string{"a", "b", "c"},
 					},
-					Labels: map[string]string{"application": "a", "side": "provider", "interface": iface},
+					Labels: map[string]string{"application": "a"},
 				}},
 			}},
 		},
@@ -97,10 +97,10 @@ func TestInterfaceServices(t *testing.T) {
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
-						Labels: map[string]string{"application": "a", "interface": iface}},
+						Labels: map[string]string{"application": "a"}},
 					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo",
 						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20881, Protocol: "dubbo"}, {Number: 50052, Protocol: "tri"}}},
-						Labels: map[string]string{"application": "a", "interface": iface}},
+						Labels: map[string]string{"application": "a"}},
 				},
 			}},
 		},
@@ -115,18 +115,19 @@ func TestInterfaceServices(t *testing.T) {
 				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"application": "a", "interface": iface}},
+						Labels: map[string]string{"application": "a"}},
 					{ID: "10.0.0.1:20881", Address: "10.0.0.1", Port: 20881, Protocol: "dubbo",
-						Labels: map[string]string{"application": "b", "interface": iface}},
+						Labels: map[string]string{"application": "b"}},
 				},
 			}},
 		},
 		{
-			name: "labels leave out the volatile params and dropParams; weight is kept apart",
+			name: "labels leave out Dubbo's own params, empty values and dropParams; weight is kept apart; a user's own param stays",
 			cfg:  Config{DropParams: []string{"owner"}},
 			providers: []string{
 				"dubbo://10.0.0.1:20880/com.foo.S?side=provider&pid=1&timestamp=2&release=3.2.0&methods=m&bean.name=x&" +
-					"service.filter=f&token=s3cret&dubbo.metadata.revision=r&dubbo.endpoints=[]&owner=team&deprecated=false&weight=50",
+					"service.filter=f&token=s3cret&dubbo.metadata.revision=r&dubbo.endpoints=[]&owner=team&deprecated=false&weight=50" +
+					"&accesslog=&tag=&dubbo.tag=gray&env=prod",
 			},
 			want: []registries.Service{{
 				Name:  "providers:com.foo.S::",
@@ -134,7 +135,7 @@ func TestInterfaceServices(t *testing.T) {
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 50,
 					Extra:  &registries.InstanceExtra{Methods: []string{"m"}},
-					Labels: map[string]string{"side": "provider", "deprecated": "false", "weight": "50", "interface": iface},
+					Labels: map[string]string{"dubbo.tag": "gray", "env": "prod"},
 				}},
 			}},
 		},
@@ -145,21 +146,21 @@ func TestInterfaceServices(t *testing.T) {
 				Name:  "providers:com.foo.S::",
 				Dubbo: &registries.DubboService{Interface: iface},
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-					Labels: map[string]string{"weight": "0", "interface": iface}}},
+					Labels: nil}},
 			}},
 		},
 		{
 			name: "a provider's previous registration (restarted, its old URL not expired yet) is one instance: the newest",
 			providers: []string{
-				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=200&pid=2&owner=new",
-				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=100&pid=1&owner=old",
-				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=99&pid=0&owner=older",
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=200&pid=2&env=new",
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=100&pid=1&env=old",
+				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=99&pid=0&env=older",
 			},
 			want: []registries.Service{{
 				Name:  "providers:com.foo.S::",
 				Dubbo: &registries.DubboService{Interface: iface},
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-					Labels: map[string]string{"owner": "new", "interface": iface}}},
+					Labels: map[string]string{"env": "new"}}},
 			}},
 		},
 		{
@@ -174,10 +175,10 @@ func TestInterfaceServices(t *testing.T) {
 				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"application": "a", "interface": iface}},
+						Labels: map[string]string{"application": "a"}},
 					{ID: "::1:20880", Address: "::1", Port: 20880, Protocol: "dubbo",
 						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
-						Labels: map[string]string{"application": "a", "interface": iface}},
+						Labels: map[string]string{"application": "a"}},
 				},
 			}},
 		},
@@ -194,7 +195,7 @@ func TestInterfaceServices(t *testing.T) {
 					Dubbo: &registries.DubboService{Interface: iface, Group: "g1"},
 					Instances: []registries.Instance{
 						{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
-							Labels: map[string]string{"group": "g1", "interface": iface}},
+							Labels: map[string]string{"group": "g1"}},
 						registries.InvalidInstance("dubbo%3A%2F%2Fbad", "no port"),
 					},
 				},
@@ -202,7 +203,7 @@ func TestInterfaceServices(t *testing.T) {
 					Name:  "providers:com.foo.S::g2",
 					Dubbo: &registries.DubboService{Interface: iface, Group: "g2"},
 					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
-						Labels: map[string]string{"group": "g2", "interface": iface}}},
+						Labels: map[string]string{"group": "g2"}}},
 				},
 			},
 		},
@@ -250,7 +251,7 @@ func TestApplicationService(t *testing.T) {
 		want      registries.Service
 	}{
 		{
-			name: "ports from dubbo.endpoints, lower-cased, lowest first; labels without the volatile keys",
+			name: "ports from dubbo.endpoints, lower-cased, lowest first; labels without Dubbo's own keys",
 			cfg:  Config{DropParams: []string{"owner"}},
 			insts: []AppInstance{app("10.0.0.1", 20880, map[string]string{
 				MetaEndpoints:   `[{"port":50051,"protocol":"TRI"},{"port":20880,"protocol":"dubbo"}]`,
@@ -270,7 +271,7 @@ func TestApplicationService(t *testing.T) {
 						Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
 						Methods: []string{"a", "b"},
 					},
-					Labels: map[string]string{MetaStorageType: "local", "zone": "z1", "weight": "25"},
+					Labels: map[string]string{"zone": "z1"},
 				}},
 			},
 		},

@@ -64,8 +64,7 @@ func TestReadService(t *testing.T) {
 			want: []registries.Instance{{
 				ID: "ns/G/svc/DEFAULT/10.0.0.1:80", Address: "10.0.0.1", Port: 80, Protocol: "http", Weight: 200,
 				Locality: "eu/eu-1/r1",
-				Labels: map[string]string{"protocol": "http", "region": "eu", "zone": "eu-1", "subzone": "r1",
-					"version": "v1", ClusterLabel: "DEFAULT"},
+				Labels:   map[string]string{"region": "eu", "zone": "eu-1", "subzone": "r1", "version": "v1", ClusterLabel: "DEFAULT"},
 			}},
 		},
 		{
@@ -247,7 +246,7 @@ func TestReadDubboInterface(t *testing.T) {
 		return m
 	}
 	labels := func(kv ...string) map[string]string {
-		m := map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "group": "g1", "side": "provider", "application": "app"}
+		m := map[string]string{"version": "1.0.0", "group": "g1", "application": "app"}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m[kv[i]] = kv[i+1]
 		}
@@ -262,13 +261,13 @@ func TestReadDubboInterface(t *testing.T) {
 		want     registries.Service
 	}{
 		{
-			name: "a dubbo-go provider: protocol from metadata, labels without volatile or internal keys, methods; weight=0 takes the Nacos weight",
+			name: "a dubbo-go provider: protocol from metadata, labels without Dubbo's own or internal keys, methods; weight=0 takes the Nacos weight",
 			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 50051, meta("protocol", "tri", "methods", "b,a", "pid", "42",
 				"timestamp", "1700000000000", "weight", "0", "category", "providers", "path", "com.foo.Greeter"), func(in *nacosmodel.Instance) { in.Weight = 10 })},
 			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
 				ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri", Weight: 1000,
 				Extra:  &registries.InstanceExtra{Methods: []string{"a", "b"}},
-				Labels: labels("protocol", "tri", "weight", "0", "category", "providers", "path", "com.foo.Greeter"),
+				Labels: labels(),
 			}}},
 		},
 		{
@@ -279,7 +278,7 @@ func TestReadDubboInterface(t *testing.T) {
 				dubboHost("10.0.0.2", 20880, meta(), func(in *nacosmodel.Instance) { in.Weight = 2.5 }),
 			},
 			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{
-				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 30, Labels: labels("weight", "30")},
+				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 30, Labels: labels()},
 				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo", Weight: 250, Labels: labels()},
 			}},
 		},
@@ -296,7 +295,7 @@ func TestReadDubboInterface(t *testing.T) {
 					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
 					Methods: []string{"a", "c"},
 				},
-				Labels: labels("protocol", "dubbo"),
+				Labels: labels(),
 			}}},
 		},
 		{
@@ -321,7 +320,7 @@ func TestReadDubboInterface(t *testing.T) {
 			want: registries.Service{Name: "providers:com.foo.Greeter:2.0.0:",
 				Dubbo: &registries.DubboService{Interface: "com.foo.Greeter", Version: "2.0.0", Application: "app"},
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
-					Labels: map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "application": "app"}}}},
+					Labels: map[string]string{"version": "1.0.0", "application": "app"}}}},
 		},
 		{
 			name:    "no interface in the name nor the parameters: malformed, named <ip>:<port>",
@@ -375,8 +374,8 @@ func TestReadDubboApplication(t *testing.T) {
 			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
 				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 300,
 					Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
-					Labels: map[string]string{"dubbo.metadata.storage-type": "local"}},
-				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Weight: 40, Labels: map[string]string{"weight": "40"}},
+					Labels: nil},
+				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Weight: 40, Labels: nil},
 			}},
 		},
 		{

@@ -77,9 +77,8 @@ func TestDubboInterfaceLevel(t *testing.T) {
 	}
 	want := registries.Instance{
 		ID: "10.0.7.1:50051", Address: "10.0.7.1", Port: 50051, Protocol: "tri", Weight: 200,
-		Extra: &registries.InstanceExtra{Methods: []string{"a", "b"}},
-		Labels: map[string]string{"interface": "com.example.Greeter", "version": "1.0.0", "group": "g1", "side": "provider",
-			"protocol": "tri", "application": greeterApp, "category": "providers", "path": "com.example.Greeter", "weight": "0"},
+		Extra:  &registries.InstanceExtra{Methods: []string{"a", "b"}},
+		Labels: map[string]string{"version": "1.0.0", "group": "g1", "application": greeterApp},
 	}
 	if diff := cmp.Diff([]registries.Instance{want}, last.Instances); diff != "" {
 		t.Errorf("instances (-want +got):\n%s", diff)
@@ -130,7 +129,7 @@ func TestDubboModes(t *testing.T) {
 	wantApp := []registries.Instance{{
 		ID: "10.0.8.1:20880", Address: "10.0.8.1", Port: 20880, Protocol: "dubbo", Weight: 100,
 		Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
-		Labels: map[string]string{"dubbo.metadata.storage-type": "local"},
+		Labels: nil,
 	}}
 	for _, tc := range []struct {
 		mode             dubbo.Mode

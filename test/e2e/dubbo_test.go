@@ -105,7 +105,10 @@ func TestDubboProviderInZooKeeperThroughMeshbridge(t *testing.T) {
 				if err := json.Unmarshal(o.Spec, &we); err != nil {
 					return err
 				}
-				if we.Labels["interface"] != greetIface || we.Labels["application"] != "greeter" || we.Labels["pid"] != "" || we.Labels["timestamp"] != "" {
+				// registries/dubbo rule 5: what users select by stays,
+				// Dubbo's own parameters do not.
+				if we.Labels["application"] != "greeter" || we.Labels["interface"] != "" || we.Labels["pid"] != "" ||
+					we.Labels["timestamp"] != "" || we.Labels["side"] != "" {
 					return fmt.Errorf("WorkloadEntry labels %v", we.Labels)
 				}
 				return nil
