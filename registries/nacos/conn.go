@@ -127,6 +127,13 @@ func dial(reg *Registry, namespace string, hooks connHooks) (*conn, error) {
 func (c *conn) settle(ctx context.Context) bool {
 	ok := true
 	if c.connected() {
+		// The probe's "Connection is unregistered" would set the SDK
+		// reconnecting, which races with its own goroutines: give the
+		// server time to register the connection first.
+		select {
+		case <-ctx.Done():
+		case <-time.After(settleDelay):
+		}
 		before := c.connects.Load()
 		err := c.healthCheck(ctx)
 		ok = !(isUnregistered(err) || c.connects.Load() != before)
@@ -138,6 +145,12 @@ func (c *conn) settle(ctx context.Context) bool {
 	}
 	return ok
 }
+
+// settleDelay is how long settle waits on a new connection before its
+// probe: the server registers a connection when it handles its setup, which
+// nacos-sdk-go gives 100 ms; a busy server takes longer. Paid once per
+// connection, not per request.
+const settleDelay = time.Second
 
 // isUnregistered reports an answer "Connection is unregistered" (Nacos's
 // error 301, nacos-sdk-go's constant.UN_REGISTER), which the SDK returns as

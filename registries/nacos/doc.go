@@ -23,11 +23,12 @@
 //     v2.3.5's reconnect of a client that had a connection writes
 //     rpc.RpcClient's current connection while its other goroutines read
 //     it unsynchronized (a data race); a new client has none to replace.
-//     A new connection is used once the server answers a HealthCheckRequest
-//     on it without the SDK reconnecting in between (conn.settle, up to 5
-//     dials): a busy server registers a connection later than the SDK's
-//     fixed 100 ms wait after its setup, and answers a request before that
-//     with "Connection is unregistered", on which the SDK reconnects.
+//     A new connection is used once the server answers a HealthCheckRequest,
+//     sent a second after it came up, without the SDK reconnecting in
+//     between (conn.settle, up to 5 dials): a busy server registers a
+//     connection later than the SDK's fixed 100 ms wait after its setup,
+//     and answers a request before that with "Connection is unregistered",
+//     on which the SDK reconnects (racing with itself).
 //  2. The SDK's naming client (NamingClient, NamingGrpcProxy,
 //     ServiceInfoHolder) is not used, because each of its defences loses
 //     data here: a refused request that comes back as the expected response

@@ -13,14 +13,13 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// TestRegisterDeregister: ephemeral instances applications register with
-// nacos-sdk-go reach the Sink as authoritative snapshots (doc.go rules 4, 6,
-// 7), and a deregistration removes the instance; Synced comes once. Each
-// instance has its application: Nacos 2.x keeps one instance per service
-// and client connection (a second register replaces the first).
+// TestRegisterDeregister: ephemeral instances applications register (over
+// the HTTP API with heartbeats: appClient) reach the Sink as authoritative
+// snapshots (doc.go rules 4, 6, 7), and a deregistration removes the
+// instance; Synced comes once.
 func TestRegisterDeregister(t *testing.T) {
 	p := harness.StartNacos(t)
-	app := newApp(t, p.Address(), "")
+	app := newNacosApp(t, p, "")
 	web1 := instance{service: "web", ip: "10.0.0.1", port: 8080, metadata: map[string]string{"protocol": "grpc", "version": "v1"}}
 	app.register(web1)
 	harness.EventuallyTrue(t, waitTimeout, "the server lists web", func() bool {
@@ -42,7 +41,7 @@ func TestRegisterDeregister(t *testing.T) {
 
 	web2 := instance{service: "web", ip: "10.0.0.2", port: 8080}
 	start := time.Now()
-	newApp(t, p.Address(), "").register(web2)
+	newNacosApp(t, p, "").register(web2)
 	rec.Eventually(t, "web has both instances", func(st registrytest.State) bool {
 		return slices.Equal(st.Addrs(k), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
 	})
@@ -139,7 +138,7 @@ func TestInstanceChanges(t *testing.T) {
 func TestScopes(t *testing.T) {
 	p := harness.StartNacos(t)
 	for _, ns := range []string{"", "ns2"} {
-		app := newApp(t, p.Address(), ns)
+		app := newNacosApp(t, p, ns)
 		for i, g := range []string{"", "G2"} {
 			app.register(instance{group: g, service: "svc", ip: "10.0.2." + strconv.Itoa(i+1), port: 80})
 		}
@@ -173,9 +172,9 @@ func TestScopes(t *testing.T) {
 // cluster filter what is emitted.
 func TestFilters(t *testing.T) {
 	p := harness.StartNacos(t)
-	app := newApp(t, p.Address(), "")
+	app := newNacosApp(t, p, "")
 	app.register(instance{service: "web-a", ip: "10.0.3.1", port: 80, cluster: "c1"})
-	newApp(t, p.Address(), "").register(instance{service: "web-a", ip: "10.0.3.2", port: 80, cluster: "c2"})
+	newNacosApp(t, p, "").register(instance{service: "web-a", ip: "10.0.3.2", port: 80, cluster: "c2"})
 	app.register(instance{service: "api", ip: "10.0.3.3", port: 80, cluster: "c1"})
 	harness.EventuallyTrue(t, waitTimeout, "the server lists web-a and api", func() bool {
 		names := p.ListServices(t, "", "")
@@ -207,7 +206,7 @@ func TestFilters(t *testing.T) {
 // 3), without a restart.
 func TestNewServiceAppears(t *testing.T) {
 	p := harness.StartNacos(t)
-	app := newApp(t, p.Address(), "")
+	app := newNacosApp(t, p, "")
 	app.register(instance{service: "first", ip: "10.0.4.1", port: 80})
 	_, rec := runRegistry(t, Config{Addresses: []string{p.Address()}, RelistInterval: time.Second}, nil)
 	rec.Eventually(t, "first", func(st registrytest.State) bool {
@@ -258,7 +257,7 @@ func TestReconcileCatchesNonDefaultGroup(t *testing.T) {
 // and are counted (doc.go rule 8).
 func TestDubboSkipped(t *testing.T) {
 	p := harness.StartNacos(t)
-	app := newApp(t, p.Address(), "")
+	app := newNacosApp(t, p, "")
 	app.register(instance{service: "providers:com.example.Greeter:1.0.0:", ip: "10.0.6.1", port: 20880})
 	app.register(instance{service: "greeter-app", ip: "10.0.6.2", port: 20880,
 		metadata: map[string]string{"dubbo.metadata.revision": "abc123", "dubbo.endpoints": `[{"port":20880,"protocol":"dubbo"}]`}})

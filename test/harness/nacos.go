@@ -329,14 +329,33 @@ func nacosForm(namespace, group, service, ip string, port int) url.Values {
 func (n *Nacos) RegisterInstance(t testing.TB, namespace, group, service, ip string, port int, weight float64,
 	metadata map[string]string, ephemeral, healthy, enabled bool) {
 	t.Helper()
+	n.register(t, namespace, group, service, "", ip, port, weight, metadata, ephemeral, healthy, enabled)
+}
+
+// RegisterInCluster registers an ephemeral, healthy, enabled instance in
+// cluster ("" is DEFAULT) as RegisterInstance does: an application's
+// instance, beaten until DeregisterInstance.
+func (n *Nacos) RegisterInCluster(t testing.TB, namespace, group, service, cluster, ip string, port int, weight float64,
+	metadata map[string]string) {
+	t.Helper()
+	n.register(t, namespace, group, service, cluster, ip, port, weight, metadata, true, true, true)
+}
+
+func (n *Nacos) register(t testing.TB, namespace, group, service, cluster, ip string, port int, weight float64,
+	metadata map[string]string, ephemeral, healthy, enabled bool) {
+	t.Helper()
 	if metadata == nil {
 		metadata = map[string]string{}
+	}
+	if cluster == "" {
+		cluster = "DEFAULT"
 	}
 	meta, err := json.Marshal(metadata)
 	if err != nil {
 		t.Fatalf("encode metadata: %v", err)
 	}
 	form := nacosForm(namespace, group, service, ip, port)
+	form.Set("clusterName", cluster)
 	form.Set("weight", strconv.FormatFloat(weight, 'f', -1, 64))
 	form.Set("metadata", string(meta))
 	form.Set("ephemeral", strconv.FormatBool(ephemeral))
@@ -350,11 +369,11 @@ func (n *Nacos) RegisterInstance(t testing.TB, namespace, group, service, ip str
 	defer n.mu.Unlock()
 	if ephemeral && healthy {
 		beat, _ := json.Marshal(map[string]any{
-			"serviceName": nacosServiceName(group, service), "ip": ip, "port": port, "cluster": "DEFAULT",
+			"serviceName": nacosServiceName(group, service), "ip": ip, "port": port, "cluster": cluster,
 			"weight": weight, "metadata": metadata,
 		})
 		n.beats[key] = url.Values{"serviceName": form["serviceName"], "namespaceId": form["namespaceId"],
-			"groupName": form["groupName"], "beat": {string(beat)}}
+			"groupName": form["groupName"], "clusterName": {cluster}, "beat": {string(beat)}}
 	} else {
 		delete(n.beats, key)
 	}
