@@ -154,9 +154,10 @@ func (h *Health) Fail(reason string, err error) { h.FailSince(reason, err, time.
 
 // FailSince is Fail for a failure known to have started before it was
 // seen, at since (a hung server found by a probe that went unanswered,
-// Liveness): when it takes the registry down, the outage counts from since,
-// so that the "reachable again" line's downFor is the outage's true
-// duration. A zero since, or one in the future, is now.
+// Liveness): the outage counts from the earliest since of its failures
+// (one that comes after another failure took the registry down moves the
+// start earlier), so that the "reachable again" line's downFor is the
+// outage's true duration. A zero since, or one in the future, is now.
 func (h *Health) FailSince(reason string, err error, since time.Time) {
 	RegistryErrors.WithLabelValues(h.registry, reason).Inc()
 	msg := err.Error()
@@ -185,6 +186,11 @@ func (h *Health) FailSince(reason string, err error, since time.Time) {
 			h.log.Warn("Registry read failed; serving its last-known-good state until a read succeeds", attrs...)
 		}
 		return
+	}
+	if since.Before(h.downSince) {
+		// A probe sent earlier than the failure that took the registry
+		// down went unanswered: the outage started then.
+		h.downSince, h.st.Since = since, since
 	}
 	reminder := h.Reminder
 	if reminder <= 0 {

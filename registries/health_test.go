@@ -135,3 +135,28 @@ func TestPermanent(t *testing.T) {
 		t.Error("Permanent hides the cause from errors.Is")
 	}
 }
+
+// TestHealthOutageStartsAtTheEarliestSign: a hung server's unanswered probe
+// (FailSince, sent before the pause was noticed) reported after a request
+// that timed out took the registry down moves the outage's start back to
+// when the probe was sent: downFor is the outage's length.
+func TestHealthOutageStartsAtTheEarliestSign(t *testing.T) {
+	var buf bytes.Buffer
+	h := NewHealth("health-earliest-sign", slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	h.now = func() time.Time { return now }
+	h.OK()
+	now = start.Add(6 * time.Second)
+	h.Fail("list", errors.New("deadline exceeded")) // a listing sent after the hang began
+	now = start.Add(7 * time.Second)
+	h.FailSince("hung", errors.New("no answer"), start.Add(time.Second)) // the probe sent at 1 s
+	if st := h.Status(); !st.Since.Equal(start.Add(time.Second)) {
+		t.Errorf("Status.Since = %s, want the probe's send time %s", st.Since, start.Add(time.Second))
+	}
+	now = start.Add(10 * time.Second)
+	h.OK()
+	if !strings.Contains(buf.String(), "downFor=9s") {
+		t.Errorf("log lacks downFor=9s:\n%s", buf.String())
+	}
+}
