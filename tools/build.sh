@@ -20,9 +20,10 @@
 # istiod=PATH): test/istio's ambient tests and make bench-istiod run it.
 # Java peers, each a Maven project under tools/ built with Maven from Maven
 # Central (pinned versions in its pom.xml) and run by the harness with
-# java: nacos (the Nacos server, tools/nacos; prints nacos=DIR) and
+# java: nacos (the Nacos server, tools/nacos; prints nacos=DIR),
 # dubbo-java (the Apache Dubbo test provider, tools/dubbo-java; prints
-# dubbo-java=DIR).
+# dubbo-java=DIR) and grpc-java (the grpc-java proxyless client of the
+# cross-language tests, tools/grpc-java; prints grpc-java=DIR).
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
@@ -53,7 +54,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -314,7 +315,7 @@ for s in "${servers[@]}"; do
 	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
 	image) build_image >"$out" 2>"$out.err" & pids+=($!) ;;
 	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
-	nacos | dubbo-java) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
+	nacos | dubbo-java | grpc-java) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done

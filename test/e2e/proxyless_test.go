@@ -33,6 +33,7 @@ var proxylessClients = []proxylessClient{
 	{name: "grpc-go", command: goClient, tls: true},
 	{name: "grpc-js", command: nodeClient},
 	{name: "c-core", command: pythonClient},
+	{name: "grpc-java", command: javaClient},
 }
 
 func goClient(_ testing.TB, target string, count int) *exec.Cmd {
@@ -53,6 +54,14 @@ func pythonClient(t testing.TB, target string, count int) *exec.Cmd {
 	python := harness.PythonGRPC(t)
 	return exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"),
 		"--target", target, "--count", strconv.Itoa(count), "--interval", "0.05", "--timeout", "1")
+}
+
+// javaClient is tools/grpc-java's client: grpc-java 1.85.1 with grpc-xds
+// (SotW only: grpc-java has no Delta xDS client).
+func javaClient(t testing.TB, target string, count int) *exec.Cmd {
+	java, cp := harness.GRPCJavaClient(t)
+	return exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, harness.GRPCJavaMain,
+		"--target", target, "--count", strconv.Itoa(count), "--interval-ms", "50", "--timeout-ms", "1000")
 }
 
 // clientDir is test/clients/<name>, absolute.

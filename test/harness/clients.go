@@ -75,3 +75,16 @@ func probe(t testing.TB, dir, bin string, args ...string) {
 		MissingRuntime(t, fmt.Sprintf("%s %s: %v: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out))))
 	}
 }
+
+// GRPCJavaClient returns java and the classpath of the grpc-java proxyless
+// client (tools/grpc-java, built by tools/build.sh grpc-java:
+// $MESHBRIDGE_GRPC_JAVA_DIR), whose main class is GRPCJavaMain. A missing
+// build or java is a missing server (JavaPeerClasspath).
+func GRPCJavaClient(t testing.TB) (java, classpath string) {
+	t.Helper()
+	classpath = JavaPeerClasspath(t, "grpc-java", "MESHBRIDGE_GRPC_JAVA_DIR")
+	return javaPath(t, "grpc-java"), classpath
+}
+
+// GRPCJavaMain is the grpc-java client's main class.
+const GRPCJavaMain = "io.meshbridge.grpcjava.Client"
