@@ -48,13 +48,14 @@ func TestInterfaceProviders(t *testing.T) {
 		!slices.Equal(inst.Methods(), []string{"greet", "sayHello"}) {
 		t.Errorf("instance %+v", inst)
 	}
-	for _, k := range []string{"pid", "timestamp", "token", "methods"} {
+	// registries/dubbo rule 5: what users select by, not Dubbo's own.
+	for _, k := range []string{"pid", "timestamp", "token", "methods", "interface", "side"} {
 		if _, ok := inst.Labels[k]; ok {
 			t.Errorf("label %s kept: %v", k, inst.Labels)
 		}
 	}
-	if inst.Labels["interface"] != demoIface || inst.Labels["version"] != "1.0.0" || inst.Labels["application"] != "demo" {
-		t.Errorf("labels %v: want interface, version and application", inst.Labels)
+	if inst.Labels["version"] != "1.0.0" || inst.Labels["application"] != "demo" {
+		t.Errorf("labels %v: want version and application", inst.Labels)
 	}
 
 	// The same process over tri: one instance with two ports. Another
@@ -123,8 +124,8 @@ func TestApplicationInstances(t *testing.T) {
 	if svc.Dubbo == nil || svc.Dubbo.Application != "demo-app" || svc.Dubbo.Interface != "" {
 		t.Fatalf("Dubbo = %+v", svc.Dubbo)
 	}
-	if l := svc.Instances[0].Labels; l["dubbo.metadata.revision"] != "" || l["dubbo.endpoints"] != "" || l["dubbo.metadata.storage-type"] != "local" {
-		t.Errorf("labels %v", l)
+	if l := svc.Instances[0].Labels; len(l) != 0 {
+		t.Errorf("labels %v: want none (Dubbo's own metadata only, registries/dubbo rule 5)", l)
 	}
 	// A data change (the process's ports) is seen through the data watch.
 	if _, err := app.Set(path, serviceInstance("demo-app", "10.0.0.1", 20880, `[{"port":50051,"protocol":"tri"}]`), -1); err != nil {
