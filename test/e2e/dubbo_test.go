@@ -308,3 +308,29 @@ func TestDubboJavaProviderInZooKeeperThroughMeshbridge(t *testing.T) {
 		return n >= 10
 	})
 }
+
+// TestDubboJavaProviderInNacosThroughMeshbridge: the Apache Dubbo (Java)
+// provider registered in the Nacos server at interface level only, in a
+// group, with local metadata (its MetadataService), read with
+// nacos.dubbo.enabled: grpc-go calls it through meshbridge at its
+// interface-level host, which carries the group.
+func TestDubboJavaProviderInNacosThroughMeshbridge(t *testing.T) {
+	nacosServer := harness.StartNacos(t)
+	p := harness.StartDubboJavaProvider(t, harness.DubboProviderOptions{
+		Registry: "nacos://" + nacosServer.Address(), App: "greeter-java", Group: "g1", Register: "interface",
+		Protocols: []string{"tri"}, MetadataType: "local",
+	})
+	port := p.Options().TriPort
+	b := startBridge(t, fmt.Sprintf("registries:\n- name: nacos-dubbo\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s, dubbo: {enabled: true}}\n",
+		nacosServer.Address()))
+	const host = "org.apache.dubbo.demo.greetservice.g1.dubbo"
+	c := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", host, port), "-method", greetMethod, "-header", "tri-service-group=g1")
+	c.waitSettled(c.mark(), 60*time.Second, greeting(p))
+	objs, err := servedObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := objs["ServiceEntry/greeter-java.dubbo"]; ok {
+		t.Errorf("an application-level host for a provider registered at interface level only")
+	}
+}
