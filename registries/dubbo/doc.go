@@ -75,6 +75,12 @@
 //     with the lowest port, so that no endpoint is counted twice.
 //  8. Config.Mode selects which services a registry emits: interface,
 //     application or both (the default).
+//  9. MetadataInfo (Dubbo 3's per-revision description of an application's
+//     services) in a ZooKeeper metadata report lies at
+//     <root>/metadata/<application>/<revision> (Apache Dubbo Java) or
+//     <root>/<application>/<revision> (dubbo-go) (MetadataPaths); its
+//     methods are the union of its services' methods parameters
+//     (MetadataMethods), checked to be of that application and revision.
 //
 // Dubbo Admin's override and configurator rules (disable a provider, change
 // a weight) are not read.

@@ -67,7 +67,8 @@ type Block struct {
 	Servers []string `json:"servers,omitempty"`
 	// Root is Dubbo's registry root (default "dubbo"): interface-level
 	// providers are under /<root>/<interface>/providers, mappings under
-	// /<root>/mapping, remote metadata under /<root>/<application>.
+	// /<root>/mapping, remote metadata under /<root>/metadata/<application>
+	// (Dubbo Java) or /<root>/<application> (dubbo-go).
 	Root string `json:"root,omitempty"`
 	// SessionTimeout is the session timeout asked of ZooKeeper (default
 	// 10s; the server clamps it to [2, 20] × tickTime).

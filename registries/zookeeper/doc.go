@@ -66,6 +66,13 @@
 //  8. What is sent follows registries.Reporter: a listing of every service
 //     when the set changes (and on every re-list), then the services that
 //     changed, and the removals the listing brings.
+//  9. An application-level service's methods come from its MetadataInfo
+//     when its instances keep it remote (dubbo.metadata.storage-type
+//     remote): read once per revision at /<root>/metadata/<app>/<revision>
+//     (Apache Dubbo Java) or /<root>/<app>/<revision> (dubbo-go), whichever
+//     exists (registries/dubbo rule 9). Local metadata is served by each
+//     process's MetadataService over the Dubbo protocol, which meshbridge
+//     does not speak: such a service has no methods annotation.
 //
 // The Dubbo model (provider URLs, ServiceInstance JSON, the merge of one
 // process's protocols, labels and methods) is registries/dubbo's; hosts are

@@ -286,3 +286,43 @@ func TestNothingListeningIsAnOutageAtOnce(t *testing.T) {
 		t.Errorf("Health = %+v, want down with the refused connection as its last error", h)
 	}
 }
+
+// TestApplicationMethodsFromRemoteMetadata: an application-level service
+// whose instances keep their MetadataInfo remote gets the methods it lists,
+// at Dubbo Java's layout (/dubbo/metadata/<app>/<revision>) and at
+// dubbo-go's (/dubbo/<app>/<revision>); a new revision's methods replace the
+// old ones (doc.go rule 9).
+func TestApplicationMethodsFromRemoteMetadata(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	conn := z.Client(t)
+	_, rec := runRegistry(t, z, dubbo.Config{})
+	instance := func(app, ip, rev string) []byte {
+		return []byte(`{"name":"` + app + `","id":"` + ip + `:20880","address":"` + ip + `","port":20880,"payload":{"metadata":{` +
+			`"dubbo.endpoints":"[{\"port\":20880,\"protocol\":\"dubbo\"}]","dubbo.metadata.revision":"` + rev +
+			`","dubbo.metadata.storage-type":"remote"}}}`)
+	}
+	info := func(app, rev, methods string) []byte {
+		return []byte(`{"app":"` + app + `","revision":"` + rev + `","services":{"com.foo.S::dubbo":{"name":"com.foo.S","params":{"methods":"` +
+			methods + `"}}}}`)
+	}
+	for _, tc := range []struct{ layout, app, metaPath string }{
+		{"Dubbo Java", "java-app", "/dubbo/metadata/java-app/r1"},
+		{"dubbo-go", "go-app", "/dubbo/go-app/r1"},
+	} {
+		harness.CreatePath(t, conn, tc.metaPath, info(tc.app, "r1", "b,a"), 0)
+		harness.CreatePath(t, conn, "/services/"+tc.app+"/10.0.0.1:20880", instance(tc.app, "10.0.0.1", "r1"), zk.FlagEphemeral)
+		rec.Eventually(t, tc.layout+": the application's methods from its remote MetadataInfo", func(s registrytest.State) bool {
+			in, ok := s.ByAddr(tc.app)["10.0.0.1:20880"]
+			return ok && slices.Equal(in.Methods(), []string{"a", "b"})
+		})
+	}
+	// A redeploy: a new revision, its MetadataInfo written first.
+	harness.CreatePath(t, conn, "/dubbo/metadata/java-app/r2", info("java-app", "r2", "c"), 0)
+	if _, err := conn.Set("/services/java-app/10.0.0.1:20880", instance("java-app", "10.0.0.1", "r2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Eventually(t, "the new revision's methods", func(s registrytest.State) bool {
+		in, ok := s.ByAddr("java-app")["10.0.0.1:20880"]
+		return ok && slices.Equal(in.Methods(), []string{"c"})
+	})
+}

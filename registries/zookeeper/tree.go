@@ -336,5 +336,63 @@ func (w *watcher) applicationServices(app string) []registries.Service {
 		}
 		insts = append(insts, pi.a)
 	}
-	return []registries.Service{w.r.builder.ApplicationService(app, insts, malformed, nil)}
+	return []registries.Service{w.r.builder.ApplicationService(app, insts, malformed, w.appMethods(app, insts))}
+}
+
+// appMethods are the methods of app's MetadataInfo of every revision its
+// instances with remote metadata name (doc.go rule 9), read from the
+// metadata report in ZooKeeper at either layout (dubbo.MetadataPaths: Dubbo
+// Java's, then dubbo-go's). A MetadataInfo is immutable per revision: it is
+// read once and kept while an instance names that revision. Local metadata
+// (served by the process's MetadataService over the Dubbo protocol) is not
+// read. A revision not written yet, or unreadable, gives no methods; it is
+// read again at the application's next change.
+func (w *watcher) appMethods(app string, insts []dubbo.AppInstance) []string {
+	st := w.apps[app]
+	seen := map[string]bool{}
+	var methods []string
+	for _, a := range insts {
+		if a.StorageType != "remote" || a.Revision == "" || seen[a.Revision] {
+			continue
+		}
+		seen[a.Revision] = true
+		m, ok := st.methods[a.Revision]
+		if !ok {
+			m, ok = w.readMetadata(app, a.Revision)
+		}
+		if ok {
+			if st.methods == nil {
+				st.methods = map[string][]string{}
+			}
+			st.methods[a.Revision] = m
+		}
+		methods = append(methods, m...)
+	}
+	for rev := range st.methods {
+		if !seen[rev] {
+			delete(st.methods, rev)
+		}
+	}
+	slices.Sort(methods)
+	return slices.Compact(methods)
+}
+
+// readMetadata reads app's MetadataInfo of revision and returns its methods;
+// ok is false when neither layout holds it, or it cannot be read.
+func (w *watcher) readMetadata(app, revision string) (methods []string, ok bool) {
+	for _, path := range dubbo.MetadataPaths(w.r.root, app, revision) {
+		data, _, err := w.conn.Get(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err == nil {
+			methods, err = dubbo.MetadataMethods(data, app, revision)
+		}
+		if err != nil {
+			w.log.Debug("Cannot read a Dubbo application's metadata", "application", app, "path", path, "err", err)
+			return nil, false
+		}
+		return methods, true
+	}
+	return nil, false
 }

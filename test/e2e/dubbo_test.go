@@ -289,8 +289,12 @@ func TestDubboJavaProviderInZooKeeperThroughMeshbridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := objs["ServiceEntry/"+host].Annotations["meshbridge.io/dubbo-methods"]; got != "Greet,Hello,greet,hello" {
-		t.Errorf("methods annotation %q", got)
+	// The interface level's methods from its URLs; the application
+	// level's from its remote MetadataInfo (/dubbo/metadata/<app>/<revision>).
+	for _, se := range []string{host, "greeter-java.dubbo"} {
+		if got := objs["ServiceEntry/"+se].Annotations["meshbridge.io/dubbo-methods"]; got != "Greet,Hello,greet,hello" {
+			t.Errorf("%s: methods annotation %q", se, got)
+		}
 	}
 
 	// SIGTERM: Dubbo Java removes its nodes at once, at both levels.
