@@ -23,7 +23,9 @@
 # java: nacos (the Nacos server, tools/nacos; prints nacos=DIR),
 # dubbo-java (the Apache Dubbo test provider, tools/dubbo-java; prints
 # dubbo-java=DIR) and grpc-java (the grpc-java proxyless client of the
-# cross-language tests, tools/grpc-java; prints grpc-java=DIR).
+# cross-language tests, tools/grpc-java; prints grpc-java=DIR) and
+# spring-cloud (a Spring Cloud web application registering through Nacos or
+# Consul Discovery, tools/spring-cloud; prints spring-cloud=DIR).
 #
 # Cache: ${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}/<server>-<key>/, key the
 # first 12 hex of sha256(go.mod+go.sum) of tools/<server>; for dubbo, of the
@@ -54,7 +56,7 @@ cache=${MESHBRIDGE_CACHE:-$HOME/.cache/meshbridge}
 mkdir -p "$cache"
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java)
+[ ${#servers[@]} -gt 0 ] || servers=(consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java spring-cloud)
 
 key() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-12; }
 
@@ -315,7 +317,7 @@ for s in "${servers[@]}"; do
 	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
 	image) build_image >"$out" 2>"$out.err" & pids+=($!) ;;
 	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
-	nacos | dubbo-java | grpc-java) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
+	nacos | dubbo-java | grpc-java | spring-cloud) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
 done

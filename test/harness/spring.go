@@ -1,0 +1,146 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// This file runs a Spring Cloud web application (tools/spring-cloud, built
+// by tools/build.sh spring-cloud: Spring Boot 3.5.7, Spring Cloud 2025.0.0)
+// registering itself as Spring users' applications do: through Spring Cloud
+// Alibaba's Nacos Discovery or Spring Cloud Consul Discovery. It serves GET /
+// with "spring NAME@PORT" on 127.0.0.1 (or SpringAppOptions.Host).
+//
+// What Spring registers (and tests must expect):
+//   - Nacos: an ephemeral instance over gRPC (nacos-client 3.0.3) in
+//     DEFAULT_GROUP with metadata preserved.register.source=SPRING_CLOUD (and
+//     its own metadata), no protocol.
+//   - Consul: service ID <name>-<port>, Meta {secure: "false"} (and its own
+//     metadata), an HTTP check of /actuator/health every 10 s (critical
+//     until its first pass), the address 127.0.0.1 (the harness sets
+//     prefer-ip-address; Spring's default registers the hostname).
+
+// SpringAppOptions configure StartSpringApp.
+type SpringAppOptions struct {
+	// Registry is "nacos" or "consul"; Address the server's HTTP address
+	// (Nacos.Address(), Consul.Address()).
+	Registry, Address string
+	// Name is spring.application.name, the registered service name.
+	Name string
+	// Host is the address it binds and registers; "" is 127.0.0.1. Another
+	// host of a test binary's network namespace is NetNSAddress.
+	Host string
+	// Port is server.port; 0 picks a free one.
+	Port int
+	// Metadata is the instance's own metadata
+	// (spring.cloud.<registry>.discovery.metadata.*).
+	Metadata map[string]string
+}
+
+// SpringApp is a running Spring Cloud application started by StartSpringApp.
+type SpringApp struct {
+	srv  server
+	opts SpringAppOptions
+}
+
+// StartSpringApp starts the Spring Cloud application with opts and returns
+// it once its web server answers GET / (it registers right after). It
+// needs tools/build.sh spring-cloud's build ($MESHBRIDGE_SPRING_CLOUD_DIR).
+// The test's cleanup stops it (SIGTERM: Spring deregisters).
+func StartSpringApp(t testing.TB, opts SpringAppOptions) *SpringApp {
+	t.Helper()
+	cp := JavaPeerClasspath(t, "spring-cloud", "MESHBRIDGE_SPRING_CLOUD_DIR")
+	java := javaPath(t, "spring-cloud")
+	if opts.Port == 0 {
+		opts.Port = FreePort(t)
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	dir := t.TempDir()
+	props := map[string]string{
+		"spring.application.name": opts.Name,
+		"server.port":             strconv.Itoa(opts.Port),
+		"server.address":          opts.Host,
+		"user.home":               dir,
+	}
+	prefix := ""
+	switch opts.Registry {
+	case "nacos":
+		prefix = "spring.cloud.nacos.discovery."
+		props[prefix+"enabled"] = "true"
+		props[prefix+"server-addr"] = opts.Address
+		props[prefix+"ip"] = opts.Host
+		props["JM.LOG.PATH"] = filepath.Join(dir, "nacos-logs")
+		props["JM.SNAPSHOT.PATH"] = dir
+	case "consul":
+		host, port, err := net.SplitHostPort(opts.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix = "spring.cloud.consul.discovery."
+		props["spring.cloud.consul.enabled"] = "true"
+		props["spring.cloud.consul.host"] = host
+		props["spring.cloud.consul.port"] = port
+		props[prefix+"enabled"] = "true"
+		props[prefix+"prefer-ip-address"] = "true"
+		props[prefix+"ip-address"] = opts.Host
+	default:
+		t.Fatalf("StartSpringApp: registry %q: want nacos or consul", opts.Registry)
+	}
+	for k, v := range opts.Metadata {
+		props[prefix+"metadata."+k] = v
+	}
+	args := slices.Clone(javaJVMFlags)
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-D"+k+"="+props[k])
+	}
+	args = append(args, "-cp", cp, "io.meshbridge.spring.App")
+	a := &SpringApp{
+		srv: server{
+			name: "spring-" + opts.Name, bin: java, args: args, dir: dir,
+			log: filepath.Join(dir, "spring.log"), tailLines: 40, readyTimeout: nacosReadyTimeout,
+		},
+		opts: opts,
+	}
+	a.srv.stopAtEnd(t)
+	a.srv.start(t, a.Address(), a.ready)
+	return a
+}
+
+// ready tells whether GET / answers.
+func (a *SpringApp) ready() error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + a.Address() + "/")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /: %s: %s", resp.Status, b)
+	}
+	return nil
+}
+
+// Address is the application's address, "host:port".
+func (a *SpringApp) Address() string { return net.JoinHostPort(a.opts.Host, strconv.Itoa(a.opts.Port)) }
+
+// Port is the application's port (server.port).
+func (a *SpringApp) Port() int { return a.opts.Port }
+
+// Stop stops the application by its PID (SIGTERM: Spring deregisters it).
+func (a *SpringApp) Stop() { a.srv.stop() }
