@@ -64,7 +64,7 @@ func TestReadService(t *testing.T) {
 			want: []registries.Instance{{
 				ID: "ns/G/svc/DEFAULT/10.0.0.1:80", Address: "10.0.0.1", Port: 80, Protocol: "http", Weight: 200,
 				Locality: "eu/eu-1/r1",
-				Labels:   map[string]string{"region": "eu", "zone": "eu-1", "subzone": "r1", "version": "v1", ClusterLabel: "DEFAULT"},
+				Labels:   map[string]string{"protocol": "http", "region": "eu", "zone": "eu-1", "subzone": "r1", "version": "v1", ClusterLabel: "DEFAULT"},
 			}},
 		},
 		{
