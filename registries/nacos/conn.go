@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/nacos_server"
@@ -135,7 +136,7 @@ func (c *conn) settle(ctx context.Context) bool {
 		case <-time.After(settleDelay):
 		}
 		before := c.connects.Load()
-		err := c.healthCheck(ctx)
+		err := c.healthCheck()
 		ok = !(isUnregistered(err) || c.connects.Load() != before)
 	}
 	c.settled.Store(true)
