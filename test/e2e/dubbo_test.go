@@ -139,17 +139,7 @@ func TestDubboProviderInZooKeeperThroughMeshbridge(t *testing.T) {
 
 	p2.Stop()
 	m = c.mark()
-	c.waitUntil(m, 30*time.Second, "calls failing: no provider left", func(rs []callResult) bool {
-		n := 0
-		for _, r := range rs {
-			if r.backend != "" {
-				n = 0
-				continue
-			}
-			n++
-		}
-		return n >= 10
-	})
+	c.waitFailing(m, 30*time.Second, "calls failing: no provider left")
 }
 
 // TestDubboVersionedProvider: a provider with a version gets the version in
@@ -300,17 +290,7 @@ func TestDubboJavaProviderInZooKeeperThroughMeshbridge(t *testing.T) {
 	// SIGTERM: Dubbo Java removes its nodes at once, at both levels.
 	p.Stop()
 	m := c.mark()
-	c.waitUntil(m, 30*time.Second, "calls failing: the provider left", func(rs []callResult) bool {
-		n := 0
-		for _, r := range rs {
-			if r.backend != "" {
-				n = 0
-				continue
-			}
-			n++
-		}
-		return n >= 10
-	})
+	c.waitFailing(m, 30*time.Second, "calls failing: the provider left")
 }
 
 // TestDubboJavaProviderInNacosThroughMeshbridge: the Apache Dubbo (Java)
@@ -337,4 +317,20 @@ func TestDubboJavaProviderInNacosThroughMeshbridge(t *testing.T) {
 	if _, ok := objs["ServiceEntry/greeter-java.dubbo"]; ok {
 		t.Errorf("an application-level host for a provider registered at interface level only")
 	}
+}
+
+// waitFailing waits until the client's last 10 calls since mark failed.
+func (c *client) waitFailing(mark int, timeout time.Duration, what string) {
+	c.t.Helper()
+	c.waitUntil(mark, timeout, what, func(rs []callResult) bool {
+		n := 0
+		for _, r := range rs {
+			if r.backend != "" {
+				n = 0
+				continue
+			}
+			n++
+		}
+		return n >= 10
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,23 +72,11 @@ func dubboSourceKey(dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
 		files = append(files, "go.sum")
 	}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".go") {
-			rel, err := filepath.Rel(dir, path)
-			if err != nil {
-				return err
-			}
-			files = append(files, filepath.ToSlash(rel))
-		}
-		return nil
-	})
+	gofiles, err := regularFiles(dir, ".", func(name string) bool { return strings.HasSuffix(name, ".go") })
 	if err != nil {
 		return "", err
 	}
-	return sourceKey(dir, files)
+	return sourceKey(dir, append(files, gofiles...))
 }
 
 // checkoutRoot is the nearest directory at or above the working directory

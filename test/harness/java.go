@@ -66,12 +66,22 @@ func mavenSourceKey(dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "pom.xml")); err != nil {
 		return "", fmt.Errorf("no Maven project at %s: %w", dir, err)
 	}
-	files := []string{"pom.xml"}
-	err := filepath.WalkDir(filepath.Join(dir, "src"), func(path string, d fs.DirEntry, err error) error {
+	files, err := regularFiles(dir, "src", func(string) bool { return true })
+	if err != nil {
+		return "", err
+	}
+	return sourceKey(dir, append(files, "pom.xml"))
+}
+
+// regularFiles returns the regular files below dir/sub whose names keep
+// accepts, as slash-separated paths relative to dir.
+func regularFiles(dir, sub string, keep func(name string) bool) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(filepath.Join(dir, sub), func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() {
+		if d.Type().IsRegular() && keep(d.Name()) {
 			rel, err := filepath.Rel(dir, path)
 			if err != nil {
 				return err
@@ -80,10 +90,7 @@ func mavenSourceKey(dir string) (string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	return sourceKey(dir, files)
+	return files, err
 }
 
 // sourceKey is the first 12 hex digits of the SHA-256 of what `sha256sum

@@ -433,24 +433,7 @@ func (n *Nacos) ListServices(t testing.TB, namespace, group string) []string {
 }
 
 func (n *Nacos) listServices(namespace, group string) ([]string, error) {
-	form := url.Values{"pageNo": {"1"}, "pageSize": {"10000"}}
-	if namespace != "" {
-		form.Set("namespaceId", namespace)
-	}
-	if group != "" {
-		form.Set("groupName", group)
-	}
-	b, err := n.do(http.MethodGet, "/nacos/v1/ns/service/list", form)
-	if err != nil {
-		return nil, err
-	}
-	var page struct {
-		Doms []string `json:"doms"`
-	}
-	if err := json.Unmarshal(b, &page); err != nil {
-		return nil, fmt.Errorf("decode %q: %v", b, err)
-	}
-	return page.Doms, nil
+	return nacosV1{n.do}.listServices(namespace, group)
 }
 
 // ListInstances returns the enabled instances of service in group and
@@ -458,19 +441,9 @@ func (n *Nacos) listServices(namespace, group string) ([]string, error) {
 // 1.x client reads them: disabled instances are left out.
 func (n *Nacos) ListInstances(t testing.TB, namespace, group, service string) []NacosInstance {
 	t.Helper()
-	form := url.Values{"serviceName": {nacosServiceName(group, service)}, "healthyOnly": {"false"}}
-	if namespace != "" {
-		form.Set("namespaceId", namespace)
-	}
-	b, err := n.do(http.MethodGet, "/nacos/v1/ns/instance/list", form)
+	in, err := nacosV1{n.do}.listInstances(namespace, group, service)
 	if err != nil {
-		t.Fatalf("list instances of %s/%s/%s: %v", namespace, group, service, err)
+		t.Fatal(err)
 	}
-	var svc struct {
-		Hosts []NacosInstance `json:"hosts"`
-	}
-	if err := json.Unmarshal(b, &svc); err != nil {
-		t.Fatalf("decode instances of %s/%s/%s %q: %v", namespace, group, service, b, err)
-	}
-	return svc.Hosts
+	return in
 }

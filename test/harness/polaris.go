@@ -280,16 +280,6 @@ func (p *Polaris) nacosDo(method, path string, form url.Values) ([]byte, error) 
 	return b, nil
 }
 
-// nacosServiceName is a service's name on the Nacos 1.x HTTP API:
-// "group@@service" (the form nacos-sdk-go sends), which Polaris reads the
-// group from; it ignores a groupName parameter.
-func nacosServiceName(group, service string) string {
-	if group == "" {
-		group = defaultNacosGroup
-	}
-	return group + "@@" + service
-}
-
 func polarisInstanceKey(namespace, group, service, ip string, port int) string {
 	return strings.Join([]string{namespace, group, service, ip, strconv.Itoa(port)}, "\x00")
 }
@@ -390,39 +380,7 @@ func (p *Polaris) ListServices(t testing.TB, namespace, group string) []string {
 }
 
 func (p *Polaris) listServices(namespace, group string) ([]string, error) {
-	form := url.Values{"pageNo": {"1"}, "pageSize": {"10000"}}
-	if namespace != "" {
-		form.Set("namespaceId", namespace)
-	}
-	if group != "" {
-		form.Set("groupName", group)
-	}
-	b, err := p.nacosDo(http.MethodGet, "/nacos/v1/ns/service/list", form)
-	if err != nil {
-		return nil, err
-	}
-	var page struct {
-		Count int      `json:"count"`
-		Doms  []string `json:"doms"`
-	}
-	if err := json.Unmarshal(b, &page); err != nil {
-		return nil, fmt.Errorf("decode %q: %v", b, err)
-	}
-	return page.Doms, nil
-}
-
-// NacosInstance is an instance as the Nacos 1.x HTTP API lists it.
-type NacosInstance struct {
-	InstanceID  string            `json:"instanceId"`
-	IP          string            `json:"ip"`
-	Port        int               `json:"port"`
-	Weight      float64           `json:"weight"`
-	Healthy     bool              `json:"healthy"`
-	Enabled     bool              `json:"enabled"`
-	Ephemeral   bool              `json:"ephemeral"`
-	ClusterName string            `json:"clusterName"`
-	ServiceName string            `json:"serviceName"`
-	Metadata    map[string]string `json:"metadata"`
+	return nacosV1{p.nacosDo}.listServices(namespace, group)
 }
 
 // ListInstances returns the enabled instances of service in group and
@@ -431,21 +389,11 @@ type NacosInstance struct {
 // Polaris's own keys (internal-nacos-cluster, internal-nacos-service).
 func (p *Polaris) ListInstances(t testing.TB, namespace, group, service string) []NacosInstance {
 	t.Helper()
-	form := url.Values{"serviceName": {nacosServiceName(group, service)}, "healthyOnly": {"false"}}
-	if namespace != "" {
-		form.Set("namespaceId", namespace)
-	}
-	b, err := p.nacosDo(http.MethodGet, "/nacos/v1/ns/instance/list", form)
+	in, err := nacosV1{p.nacosDo}.listInstances(namespace, group, service)
 	if err != nil {
-		t.Fatalf("list instances of %s/%s/%s: %v", namespace, group, service, err)
+		t.Fatal(err)
 	}
-	var svc struct {
-		Hosts []NacosInstance `json:"hosts"`
-	}
-	if err := json.Unmarshal(b, &svc); err != nil {
-		t.Fatalf("decode instances of %s/%s/%s %q: %v", namespace, group, service, b, err)
-	}
-	return svc.Hosts
+	return in
 }
 
 // tcpListeners returns "ip:port" of each listening TCP socket (IPv4 and
