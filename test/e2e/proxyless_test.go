@@ -109,14 +109,14 @@ func runProxyless(t testing.TB, name string, cmd *exec.Cmd, bootstrapPath string
 // meshbridge following Consul, each with the bootstrap `meshbridge bootstrap`
 // prints (node id, a full locality, plaintext): its xds:/// target resolves
 // through meshbridge's LDS, RDS, CDS and EDS, calls reach both instances,
-// and a deregistered instance stops receiving calls. The clients that lack
-// "tls" channel credentials refuse a TLS bootstrap rather than fall back to
+// a deregistered instance stops receiving calls, and an instance added on
+// another port receives them. The clients that lack "tls" channel credentials refuse a TLS bootstrap rather than fall back to
 // plaintext: given one for the same plaintext port, no call succeeds.
 func TestProxylessClients(t *testing.T) {
 	consul := harness.StartConsul(t)
 	// The service port is the lowest instance port seen: register the lower
 	// port first, so the target's port is known whatever meshbridge saw.
-	pa, pb := startBackend(t, "backend-a"), startBackend(t, "backend-b")
+	pa, pb, p3 := startBackend(t, "backend-a"), startBackend(t, "backend-b"), startBackend(t, "backend-c")
 	lower, higher := "backend-a", "backend-b"
 	if pb < pa {
 		pa, pb = pb, pa
@@ -138,6 +138,11 @@ func TestProxylessClients(t *testing.T) {
 			m := c.mark()
 			consul.Deregister(t, svc+"-2")
 			c.waitSettled(m, 15*time.Second, lower)
+
+			// Re-added on another port: it maps through its WorkloadEntry.
+			m = c.mark()
+			consul.RegisterInstance(t, svc, svc+"-3", "127.0.0.1", p3, nil, grpcMeta, api.HealthPassing)
+			c.waitSettled(m, 30*time.Second, lower, "backend-c")
 		})
 		if pc.tls {
 			continue
