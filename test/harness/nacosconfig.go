@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 )
 
@@ -83,12 +84,14 @@ func (s NacosServer) Address() string { return "127.0.0.1:" + strconv.Itoa(s.Por
 // JavaArgs are java's arguments that run the server from classpath (tools/
 // build.sh nacos's): a small JVM (javaJVMFlags); standalone mode with the
 // embedded store; every listener it lets one choose on 127.0.0.1; auth as
-// s says. What is not set here comes from tools/nacos's
+// s says; the embedded store's (Apache Derby's) log under s.Home, not in the
+// working directory. What is not set here comes from tools/nacos's
 // application.properties.
 func (s NacosServer) JavaArgs(classpath string) []string {
 	args := append([]string(nil), javaJVMFlags...)
 	return append(args,
 		"-Dnacos.home="+s.Home,
+		"-Dderby.stream.error.file="+filepath.Join(s.Home, "derby.log"),
 		"-Dnacos.standalone=true",
 		"-Dnacos.server.main.port="+strconv.Itoa(s.Port),
 		"-Dserver.address=127.0.0.1",
