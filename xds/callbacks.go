@@ -32,8 +32,11 @@ func (k streamKey) mode() string {
 	return modeSotW
 }
 
-// streamState is what callbacks knows of one open stream.
+// streamState is what callbacks knows of one open stream. One stream's
+// callbacks come from its own goroutine; /debug/syncz and convergence read
+// it from others, under mu, which only they contend for.
 type streamState struct {
+	mu     sync.Mutex            // guards the fields below
 	gen    Generator             // "" until the first request, which carries the Node
 	node   string                // node ID from the first request
 	client string                // for logs: "mcp" when the first request is an Istio config type, else gen
@@ -83,6 +86,9 @@ type typeState struct {
 	// pushes and bytes are the type's children of meshbridge_stream_pushes_total
 	// and meshbridge_push_bytes_total, looked up at the first response.
 	pushes, bytes prometheus.Counter
+	// waits are the followed pushes waiting for this stream and type
+	// (convergence.go).
+	waits []*trackedPush
 }
 
 // sentReply is a response sent. version is the DiscoveryResponse's
@@ -161,29 +167,48 @@ func (ts *typeState) subscribe(delta bool, typeURL string, rn requestedNames) {
 // their bytes, and keeps per stream and type what was sent, ACKed and
 // NACKed (logging and counting NACKs) and what the stream subscribes to
 // (/debug/syncz, syncz.go; the convergence stages, convergence.go).
-// go-control-plane calls it synchronously from each stream's goroutine, so
-// it only takes a short lock, and it tells conv of responses and answers
-// after releasing it. It decides nothing: which versions a stream was sent,
-// and so what it is sent next, go-control-plane's subscription keeps
-// (nack.go).
+// go-control-plane calls it synchronously from each stream's goroutine.
+// Each stream's state has its own lock, and the streams are found in a
+// sync.Map, so that a push answered by thousands of streams at once does
+// not make them queue on one lock. It decides nothing: which versions a
+// stream was sent, and so what it is sent next, go-control-plane's
+// subscription keeps (nack.go).
 type callbacks struct {
 	log      *slog.Logger
 	listener string       // "xds" or "mcp", for logs
 	conv     *convergence // nil: no convergence stages
-	mu       sync.Mutex
-	streams  map[streamKey]*streamState
+	// sotw and delta are the open streams by ID: go-control-plane numbers
+	// SotW and Delta streams apart (streams.go).
+	sotw, delta streamTable
 	// hinted are the nodes told that they asked for Listeners without
-	// being proxyless gRPC clients (hintNotGRPC), so each is told once.
+	// being proxyless gRPC clients (hintNotGRPC), so each is told once;
+	// hintMu guards it.
+	hintMu sync.Mutex
 	hinted map[string]bool
 }
 
 func newCallbacks(logger *slog.Logger, listener string) *callbacks {
-	return &callbacks{log: logger, listener: listener, streams: make(map[streamKey]*streamState), hinted: make(map[string]bool)}
+	return &callbacks{log: logger, listener: listener, hinted: make(map[string]bool)}
 }
 
 // maxHinted bounds callbacks.hinted: past it the set starts again, so a
 // node may be told twice rather than the set grow without end.
 const maxHinted = 10000
+
+// hintOnce reports whether node is to be hinted now: true the first time
+// it is asked for a node (until maxHinted nodes were).
+func (c *callbacks) hintOnce(node string) bool {
+	c.hintMu.Lock()
+	defer c.hintMu.Unlock()
+	if c.hinted[node] {
+		return false
+	}
+	if len(c.hinted) >= maxHinted {
+		clear(c.hinted)
+	}
+	c.hinted[node] = true
+	return true
+}
 
 // funcs adapts c to go-control-plane's Callbacks.
 func (c *callbacks) funcs() serverv3.Callbacks {
@@ -219,21 +244,34 @@ func (c *callbacks) funcs() serverv3.Callbacks {
 // closed after the last.
 func (c *callbacks) opened(ctx context.Context, key streamKey) {
 	p := peerOf(ctx)
-	c.mu.Lock()
 	st := c.state(key)
+	st.mu.Lock()
 	st.peer, st.opened = p, time.Now()
-	c.mu.Unlock()
+	st.mu.Unlock()
 	xdsStreams.WithLabelValues(key.mode()).Inc()
+}
+
+// table returns the streams of key's mode.
+func (c *callbacks) table(key streamKey) *streamTable {
+	if key.delta {
+		return &c.delta
+	}
+	return &c.sotw
 }
 
 // state returns the stream's state, creating it on first sight.
 func (c *callbacks) state(key streamKey) *streamState {
-	st, ok := c.streams[key]
-	if !ok {
-		st = &streamState{types: make(map[string]*typeState)}
-		c.streams[key] = st
+	t := c.table(key)
+	if st := t.load(key.id); st != nil {
+		return st
 	}
-	return st
+	return t.loadOrStore(key.id, &streamState{types: make(map[string]*typeState)})
+}
+
+// eachStream calls f with every open stream's key and state, unlocked.
+func (c *callbacks) eachStream(f func(streamKey, *streamState)) {
+	c.sotw.each(func(id int64, st *streamState) { f(streamKey{id: id}, st) })
+	c.delta.each(func(id int64, st *streamState) { f(streamKey{id: id, delta: true}, st) })
 }
 
 // request registers the stream's generator at its first request (the one that
@@ -244,8 +282,8 @@ func (c *callbacks) state(key streamKey) *streamState {
 // Delta takes every request) updates the mirrored subscription.
 func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce string, nack *status.Status, rn requestedNames) {
 	now := time.Now()
-	c.mu.Lock()
 	st := c.state(key)
+	st.mu.Lock()
 	if st.gen == "" {
 		st.gen, st.node, st.client = generatorOf(node), node.GetId(), string(generatorOf(node))
 		if isMCPType(typeURL) {
@@ -271,16 +309,12 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 		ts.subscribe(key.delta, typeURL, rn)
 	}
 	acked, nodeID := ts.acked, st.node
-	hint := st.gen == GeneratorEnvoy && typeURL == resourcev3.ListenerType && len(rn.names)+len(rn.subscribe) > 0 &&
-		!c.hinted[nodeID]
-	if hint {
-		if len(c.hinted) >= maxHinted {
-			clear(c.hinted)
-		}
-		c.hinted[nodeID] = true
+	if answers && c.conv != nil && len(ts.waits) > 0 {
+		c.conv.answered(ts, servedIndex(typeURL), settled.version, nack == nil, now)
 	}
-	c.mu.Unlock()
-	if hint {
+	gen := st.gen
+	st.mu.Unlock()
+	if gen == GeneratorEnvoy && typeURL == resourcev3.ListenerType && len(rn.names)+len(rn.subscribe) > 0 && c.hintOnce(nodeID) {
 		// A proxyless gRPC client names the Listener of its target; one
 		// without GENERATOR: grpc is served as an Envoy, which gets none,
 		// and its calls fail with "resource does not exist".
@@ -288,9 +322,6 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 			"Envoy, which gets Clusters and ClusterLoadAssignments only, so it gets no Listener; a proxyless gRPC client "+
 			"needs GENERATOR: grpc in its bootstrap's node.metadata (meshbridge bootstrap writes it)",
 			"node", nodeID, "streamID", key.id, "listener", c.listener, "resources", slices.Concat(rn.names, rn.subscribe))
-	}
-	if answers && c.conv != nil {
-		c.conv.answered(st, typeURL, settled.version, nack == nil, now)
 	}
 	if nack != nil {
 		nacksTotal.WithLabelValues(typeLabel(typeURL)).Inc()
@@ -305,8 +336,8 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp proto.Message) {
 	size := proto.Size(resp)
 	now := time.Now()
-	c.mu.Lock()
 	st := c.state(key)
+	st.mu.Lock()
 	ts := st.typ(typeURL)
 	ts.sent, ts.awaiting = sentReply{nonce: nonce, version: version, at: now}, true
 	if ts.pushes == nil {
@@ -314,43 +345,46 @@ func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp
 		ts.pushes, ts.bytes = streamPushesTotal.WithLabelValues(label), pushBytesTotal.WithLabelValues(label)
 	}
 	pushes, bytes := ts.pushes, ts.bytes
-	c.mu.Unlock()
+	if c.conv != nil && len(ts.waits) > 0 {
+		c.conv.sent(ts, servedIndex(typeURL), version, now)
+	}
+	st.mu.Unlock()
 	pushes.Inc()
 	bytes.Add(float64(size))
-	if c.conv != nil {
-		c.conv.sent(st, typeURL, version, now)
-	}
 }
 
 // ackedVersion returns the version of the last response of typeURL the
 // stream ACKed, or "" when it ACKed none.
 func (c *callbacks) ackedVersion(key streamKey, typeURL string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.streams[key]; ok && st.lookup(typeURL) != nil {
-		return st.lookup(typeURL).acked
+	st := c.table(key).load(key.id)
+	if st == nil {
+		return ""
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if ts := st.lookup(typeURL); ts != nil {
+		return ts.acked
 	}
 	return ""
 }
 
 func (c *callbacks) closed(key streamKey) {
-	c.mu.Lock()
-	st, ok := c.streams[key]
-	if !ok {
-		c.mu.Unlock()
+	st := c.table(key).loadAndDelete(key.id)
+	if st == nil {
 		return
 	}
-	delete(c.streams, key)
-	c.mu.Unlock()
 	xdsStreams.WithLabelValues(key.mode()).Dec()
+	st.mu.Lock()
 	if st.gen != "" {
 		xdsClients.WithLabelValues(st.client).Dec()
 	}
 	if c.conv != nil {
 		c.conv.closed(st)
 	}
-	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", st.node,
-		"generator", st.client, "peer", st.peer.addr, "duration", time.Since(st.opened))
+	node, client, peerAddr, opened := st.node, st.client, st.peer.addr, st.opened
+	st.mu.Unlock()
+	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", node,
+		"generator", client, "peer", peerAddr, "duration", time.Since(opened))
 }
 
 // clientMCP is the generator logged for a stream whose first request is an

@@ -34,6 +34,12 @@ import (
 //     stream but is not an ACK. A push no stream ACKed gives no ack sample,
 //     and a push nobody subscribed to gives neither.
 //
+// The waits are kept on each (stream, type) (typeState.waits, under the
+// stream's lock) and counted on the push (atomics), so that a response or
+// an answer of one stream touches its own state and the push's counters,
+// never a lock every stream shares: a push watched by ten thousand streams
+// is answered by all of them at once.
+//
 // Sampling: at most maxFollowed pushes are followed at once; a push that
 // starts meanwhile is not followed. A followed push is given up after
 // followFor (a stream that never answers), without a sample. The initial
@@ -44,37 +50,31 @@ const (
 )
 
 // convergence follows pushes to the streams of every listener. Lock order:
-// convergence.mu before callbacks.mu; callbacks call in without holding
-// their own.
+// a stream's lock before convergence.mu; expect takes the streams' locks
+// one at a time.
 type convergence struct {
 	listeners []*callbacks
 	// observe records a stage's sample: serviceentry.ObserveConvergence.
 	observe func(stage string, d time.Duration)
-	// following counts the pushes in followed, so that a response or a
-	// request costs an atomic load when none is.
-	following atomic.Int32
 
 	mu       sync.Mutex
-	followed []*trackedPush
+	followed []*trackedPush // guarded by mu
 }
 
 // trackedPush is one followed push.
 type trackedPush struct {
 	start time.Time // PushRequest.Start
 	began time.Time // when the push began: followFor counts from it
-	// after is, by type, the cache version before the push's update.
-	after map[string]uint64
-	// waiting are the (stream, type) pairs still to answer.
-	waiting map[waitKey]struct{}
-	sealed  bool      // the push finished noting its updates
-	pushed  bool      // the push stage was observed
-	lastAck time.Time // the latest ACK of a waiting pair
-}
-
-// waitKey is a (stream, type) pair a push waits for.
-type waitKey struct {
-	st      *streamState
-	typeURL string
+	// after is, by servedIndex, the cache version before the push's update
+	// of that type; set by expect before any stream waits on the type.
+	after [len(servedTypeURLs)]atomic.Uint64
+	// waiting counts the (stream, type) pairs still to answer.
+	waiting atomic.Int64
+	sealed  atomic.Bool  // the push finished noting its updates
+	pushed  atomic.Bool  // the push stage was observed
+	lastAck atomic.Int64 // the latest ACK of a waiting pair, Unix ns; 0 none
+	// done: finished or given up; waits still holding it are dropped.
+	done atomic.Bool
 }
 
 func newConvergence(listeners ...*callbacks) *convergence {
@@ -98,16 +98,17 @@ func (c *convergence) begin(start, began time.Time) *trackedPush {
 	for _, p := range c.followed {
 		if began.Sub(p.began) < followFor {
 			kept = append(kept, p)
+		} else {
+			p.done.Store(true) // given up
 		}
 	}
 	clear(c.followed[len(kept):])
 	c.followed = kept
-	var p *trackedPush
-	if len(c.followed) < maxFollowed {
-		p = &trackedPush{start: start, began: began, after: map[string]uint64{}, waiting: map[waitKey]struct{}{}}
-		c.followed = append(c.followed, p)
+	if len(c.followed) >= maxFollowed {
+		return nil
 	}
-	c.following.Store(int32(len(c.followed)))
+	p := &trackedPush{start: start, began: began}
+	c.followed = append(c.followed, p)
 	return p
 }
 
@@ -115,26 +116,26 @@ func (c *convergence) begin(start, began time.Time) *trackedPush {
 // before, and the streams that must hear of it. Called before the cache
 // gets the update, under DiscoveryServer.pushMu.
 func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, update map[string]types.Resource, remove []string) {
-	if p == nil {
+	i := servedIndex(typeURL)
+	if p == nil || i < 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p.after[typeURL] = before
+	p.after[i].Store(before)
 	grpcOnly := typeURL == resourcev3.ListenerType || typeURL == resourcev3.RouteType
 	for _, l := range c.listeners {
-		l.mu.Lock()
-		for key, st := range l.streams {
+		l.eachStream(func(key streamKey, st *streamState) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
 			if st.gen == "" || (grpcOnly && st.gen != GeneratorGRPC) {
-				continue
+				return
 			}
-			ts := st.lookup(typeURL)
+			ts := st.served[i]
 			if ts == nil || !ts.hasSub || !covers(ts.sub, key.delta || cachev3.ResourceRequiresFullStateInSotw(typeURL), update, remove) {
-				continue
+				return
 			}
-			p.waiting[waitKey{st, typeURL}] = struct{}{}
-		}
-		l.mu.Unlock()
+			p.waiting.Add(1)
+			ts.waits = append(ts.waits, p)
+		})
 	}
 }
 
@@ -174,102 +175,88 @@ func (c *convergence) seal(p *trackedPush) {
 	if p == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p.sealed = true
-	c.finish(p)
+	p.sealed.Store(true)
+	c.finishIfDone(p)
 }
 
-// sent observes the push stage of the pushes waiting for st's typeURL that
-// a response of version carries.
-func (c *convergence) sent(st *streamState, typeURL, version string, at time.Time) {
-	if c.following.Load() == 0 {
-		return
-	}
+// sent observes the push stage of the pushes waiting for ts, the stream's
+// state of the served type of index i, that a response of version carries.
+// Called under the stream's lock.
+func (c *convergence) sent(ts *typeState, i int, version string, at time.Time) {
 	v, err := strconv.ParseUint(version, 10, 64)
-	if err != nil {
+	if err != nil || i < 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.followed {
-		if p.pushed || v <= p.after[typeURL] {
-			continue
-		}
-		if _, ok := p.waiting[waitKey{st, typeURL}]; ok {
-			p.pushed = true
+	for _, p := range ts.waits {
+		if !p.done.Load() && v > p.after[i].Load() && p.pushed.CompareAndSwap(false, true) {
 			c.observe(serviceentry.StagePush, at.Sub(p.start))
 		}
 	}
 }
 
-// answered settles st's typeURL for the pushes a response of version
-// carries: ACKed (ack) or NACKed.
-func (c *convergence) answered(st *streamState, typeURL, version string, ack bool, at time.Time) {
-	if c.following.Load() == 0 {
-		return
-	}
+// answered settles ts, the stream's state of the served type of index i,
+// for the pushes a response of version carries: ACKed (ack) or NACKed.
+// Called under the stream's lock.
+func (c *convergence) answered(ts *typeState, i int, version string, ack bool, at time.Time) {
 	v, err := strconv.ParseUint(version, 10, 64)
-	if err != nil {
+	if err != nil || i < 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.followed {
-		key := waitKey{st, typeURL}
-		if _, ok := p.waiting[key]; !ok || v <= p.after[typeURL] {
-			continue
-		}
-		delete(p.waiting, key)
-		if ack {
-			p.lastAck = at
-		}
-		c.finish(p)
-	}
-}
-
-// closed stops every wait for st. The stream is closed: its types no
-// longer change.
-func (c *convergence) closed(st *streamState) {
-	if c.following.Load() == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.followed {
-		waited := false
-		for typeURL := range st.types {
-			key := waitKey{st, typeURL}
-			if _, ok := p.waiting[key]; ok {
-				delete(p.waiting, key)
-				waited = true
+	kept := ts.waits[:0]
+	for _, p := range ts.waits {
+		switch {
+		case p.done.Load():
+		case v <= p.after[i].Load():
+			kept = append(kept, p)
+		default:
+			if ack {
+				for ns := at.UnixNano(); ; {
+					last := p.lastAck.Load()
+					if last >= ns || p.lastAck.CompareAndSwap(last, ns) {
+						break
+					}
+				}
+			}
+			if p.waiting.Add(-1) == 0 {
+				c.finishIfDone(p)
 			}
 		}
-		if waited {
-			c.finish(p)
+	}
+	clear(ts.waits[len(kept):])
+	ts.waits = kept
+}
+
+// closed stops every wait for st: the stream is closed, its types no
+// longer change. Called under the stream's lock.
+func (c *convergence) closed(st *streamState) {
+	for _, ts := range st.types {
+		for _, p := range ts.waits {
+			if !p.done.Load() && p.waiting.Add(-1) == 0 {
+				c.finishIfDone(p)
+			}
 		}
+		ts.waits = nil
 	}
 }
 
-// finish ends following p once it is sealed and nothing waits, observing
-// the ack stage when some stream ACKed. c.mu must be held; callers ranging
-// over c.followed may go on: it is replaced, not changed in place.
-func (c *convergence) finish(p *trackedPush) {
-	if !p.sealed || len(p.waiting) > 0 {
+// finishIfDone ends following p once it is sealed and nothing waits,
+// observing the ack stage when some stream ACKed. Whoever sees both first
+// finishes it; the others find it done.
+func (c *convergence) finishIfDone(p *trackedPush) {
+	if !p.sealed.Load() || p.waiting.Load() > 0 || !p.done.CompareAndSwap(false, true) {
 		return
 	}
-	kept := make([]*trackedPush, 0, len(c.followed))
+	c.mu.Lock()
+	kept := c.followed[:0]
 	for _, q := range c.followed {
 		if q != p {
 			kept = append(kept, q)
 		}
 	}
-	if len(kept) == len(c.followed) {
-		return // already finished
-	}
+	clear(c.followed[len(kept):])
 	c.followed = kept
-	c.following.Store(int32(len(kept)))
-	if !p.lastAck.IsZero() {
-		c.observe(serviceentry.StageAck, p.lastAck.Sub(p.start))
+	c.mu.Unlock()
+	if ns := p.lastAck.Load(); ns != 0 {
+		c.observe(serviceentry.StageAck, time.Unix(0, ns).Sub(p.start))
 	}
 }

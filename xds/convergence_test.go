@@ -278,9 +278,11 @@ func TestConvergenceFollowsAtMostEightPushes(t *testing.T) {
 	if h.conv.begin(now, now.Add(followFor)) == nil {
 		t.Fatalf("a push not followed after the others were given up")
 	}
-	if n := h.conv.following.Load(); n != 1 {
-		t.Errorf("following = %d, want 1", n)
+	h.conv.mu.Lock()
+	if n := len(h.conv.followed); n != 1 {
+		t.Errorf("%d pushes followed, want 1", n)
 	}
+	h.conv.mu.Unlock()
 	if h.conv.begin(time.Time{}, now) != nil {
 		t.Errorf("a push without a start is followed")
 	}

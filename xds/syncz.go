@@ -80,10 +80,10 @@ func (s *DiscoveryServer) SyncStatus() SyncStatus {
 
 // status returns c's streams.
 func (c *callbacks) status() []StreamStatus {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]StreamStatus, 0, len(c.streams))
-	for key, st := range c.streams {
+	var out []StreamStatus
+	c.eachStream(func(key streamKey, st *streamState) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
 		ss := StreamStatus{Listener: c.listener, ID: key.id, Mode: key.mode(), Node: st.node, Client: st.client,
 			Peer: st.peer.addr, Connected: st.opened, Types: make([]TypeStatus, 0, len(st.types))}
 		for typeURL, ts := range st.types {
@@ -102,6 +102,6 @@ func (c *callbacks) status() []StreamStatus {
 		}
 		slices.SortFunc(ss.Types, func(a, b TypeStatus) int { return cmp.Compare(a.TypeURL, b.TypeURL) })
 		out = append(out, ss)
-	}
+	})
 	return out
 }

@@ -98,6 +98,7 @@ type cacheWatch struct {
 	dout chan cachev3.DeltaResponse
 
 	woken     uint64        // the update that last collected it (notify)
+	tracked   bool          // in watches or wildcard, under the cache's lock
 	cancelled bool          // set by cancel, under the cache's lock
 	done      chan struct{} // made when a send could not complete at once; closed by cancel
 }
@@ -149,6 +150,9 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 	for _, name := range remove {
 		delete(c.resources, name)
 		wake(name)
+		if len(c.watches[name]) == 0 {
+			delete(c.watches, name)
+		}
 	}
 	for w := range c.wildcard {
 		woken = append(woken, w)
@@ -256,6 +260,7 @@ func (c *Resources) watch(w *cacheWatch, evenIfEmpty bool) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.answer(w, evenIfEmpty) {
+		w.tracked = true
 		if w.sub.IsWildcard() {
 			c.wildcard[w] = struct{}{}
 		} else {
@@ -283,8 +288,16 @@ func (c *Resources) watch(w *cacheWatch, evenIfEmpty bool) func() {
 	}
 }
 
-// untrack removes w from the watches. Call with mu held.
+// untrack removes w from the watches. A name's set of watches is kept
+// when it empties while the name is a resource: a push wakes every watch
+// of a name and the streams watch it again as they answer, so dropping
+// the set would rebuild it, growing it watch by watch, on every push. Call
+// with mu held.
 func (c *Resources) untrack(w *cacheWatch) {
+	if !w.tracked {
+		return
+	}
+	w.tracked = false
 	if w.sub.IsWildcard() {
 		delete(c.wildcard, w)
 		return
@@ -292,7 +305,7 @@ func (c *Resources) untrack(w *cacheWatch) {
 	for name := range w.sub.SubscribedResources() {
 		if ws := c.watches[name]; ws != nil {
 			delete(ws, w)
-			if len(ws) == 0 {
+			if _, exists := c.resources[name]; len(ws) == 0 && !exists {
 				delete(c.watches, name)
 			}
 		}
