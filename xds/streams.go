@@ -53,19 +53,18 @@ func (t *streamTable) loadOrStore(id int64, st *streamState) *streamState {
 	if p := t.chunks.Load(); p != nil {
 		chunks = *p
 	}
-	if i >= len(chunks) {
-		grown := make([]*streamChunk, i+1, max(i+1, 2*len(chunks)))
+	if i >= len(chunks) || chunks[i] == nil {
+		// A published slice is never written: readers load it without
+		// the lock. A new chunk goes into a copy, published whole.
+		grown := make([]*streamChunk, max(i+1, len(chunks)))
 		copy(grown, chunks)
+		grown[i] = new(streamChunk)
 		chunks = grown
+		t.chunks.Store(&chunks)
 	}
 	c := chunks[i]
-	if c == nil {
-		c = new(streamChunk)
-		chunks[i] = c
-	}
 	c.slots[id%streamChunkSize].Store(st)
 	c.used++
-	t.chunks.Store(&chunks)
 	return st
 }
 
