@@ -125,6 +125,10 @@
 //     push's, ack the last such stream's ACK, both from
 //     PushRequest.Start. At most 8 pushes are followed at once, each for
 //     at most 60s. convergence.go.
+//  20. An endpoint whose address is a DNS name is served as the addresses
+//     it resolves to (gRPC C-core and grpc-java refuse a name in an
+//     assignment), resolved again every Options.DNSRefreshRate, a failed
+//     lookup keeping the last ones. dns.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One

@@ -69,6 +69,10 @@ type Options struct {
 	// (istio pilot/pkg/bootstrap/configcontroller.go), so a ClientCAFile is
 	// an error. Requires MCPAddress. Nil serves MCPAddress in plaintext.
 	MCPTLS *TLSConfig
+	// DNSRefreshRate is how often the DNS names in endpoints are resolved
+	// again (dns.go; config key xds.dnsRefreshRate, after Envoy's
+	// dns_refresh_rate); default 30s.
+	DNSRefreshRate time.Duration
 }
 
 // Validate reports the first inconsistency of o, naming the configuration
@@ -100,7 +104,8 @@ type DiscoveryServer struct {
 	shards *endpointShards
 	queue  *requestQueue
 	caches *caches
-	sends  *sendLimiter // shared by the listeners: it bounds the CPU spent on sends
+	sends  *sendLimiter  // shared by the listeners: it bounds the CPU spent on sends
+	dns    *dnsEndpoints // resolves the DNS names in endpoints
 
 	pushMu sync.Mutex // serialises pushes; guards synced and the caches' content
 	synced bool       // the first full push is done
@@ -155,6 +160,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 			listenerMCP: newCallbacks(logger, listenerMCP),
 		},
 	}
+	s.dns = newDNSEndpoints(systemLookup, opts.DNSRefreshRate, logger, s.applyEndpoints)
 	s.SetDebounce(opts.DebounceAfter, opts.DebounceMax, opts.EnableEDSDebounce)
 	s.conv = newConvergence(s.listeners[listenerXDS], s.listeners[listenerMCP])
 	for _, set := range s.caches.generated() {
@@ -233,6 +239,7 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		loop.Wait()
 	}()
 	loop.Go(func() { debounce(ctx, s.queue, s.debounceOptions, time.Now, s.push) })
+	loop.Go(func() { s.dns.run(ctx) })
 
 	select {
 	case <-ready:

@@ -299,6 +299,10 @@ type XDSConfig struct {
 	// (clients must present a certificate it signed); plaintext is the
 	// default, for loopback.
 	TLS *ServerTLSConfig `json:"tls,omitempty"`
+	// DNSRefreshRate is how often the DNS names of endpoints (instances
+	// registered by hostname under resolution DNS) are resolved again for
+	// direct xDS, which serves the addresses they resolve to; default 30s.
+	DNSRefreshRate Duration `json:"dnsRefreshRate"`
 }
 
 // HTTPConfig is the operator HTTP listeners.
@@ -523,6 +527,7 @@ func (c *Config) setDefaults() {
 	setIf(&c.XDS.Address, "127.0.0.1:15010")
 	setIf(&c.HTTP.Address, "127.0.0.1:15014")
 	setIf(&c.HTTP.DebugAddress, "127.0.0.1:15015")
+	durIf(&c.XDS.DNSRefreshRate, 30*time.Second)
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
 	durIf(&c.Sync.Timeout, 30*time.Second)
@@ -625,6 +630,9 @@ func (c *Config) validate() error {
 	checkHostPort("xds.address", c.XDS.Address, add)
 	if t := c.XDS.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
 		add("xds.tls", "certFile and keyFile are both required (clientCAFile adds mTLS)")
+	}
+	if c.XDS.DNSRefreshRate.Duration < time.Second {
+		add("xds.dnsRefreshRate", "%s is under 1s: every DNS name of an endpoint is looked up at this rate", c.XDS.DNSRefreshRate)
 	}
 	validateMCP(c, add)
 	checkHostPort("http.address", c.HTTP.Address, add)

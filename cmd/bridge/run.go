@@ -111,6 +111,7 @@ func pipelineOptions(cfg *Config, regs []pipeline.Registry, log *slog.Logger) pi
 			TLS:               xdsTLS(cfg.XDS.TLS),
 			MCPAddress:        cfg.MCP.Address,
 			MCPTLS:            xdsTLS(cfg.MCP.TLS),
+			DNSRefreshRate:    cfg.XDS.DNSRefreshRate.Duration,
 		},
 		MCP:    cfg.MCP.Enabled,
 		Logger: log,
