@@ -41,18 +41,12 @@ import (
 // dnsLookupTimeout bounds one lookup.
 const dnsLookupTimeout = 5 * time.Second
 
-// dnsLookups counts lookups of endpoint names by result.
+// dnsLookups counts lookups of endpoint names by result (metrics.go
+// registers it).
 var dnsLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "meshbridge_xds_dns_lookups_total",
+	Name: metricDNSLookups,
 	Help: "Lookups of endpoint addresses that are DNS names (direct xDS serves the addresses they resolve to), by result (success, failure).",
 }, []string{"result"})
-
-func init() {
-	prometheus.MustRegister(dnsLookups)
-	for _, r := range []string{"success", "failure"} {
-		dnsLookups.WithLabelValues(r)
-	}
-}
 
 // lookupFunc returns the addresses host resolves to.
 type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
