@@ -16,20 +16,28 @@ import (
 // deregistered the calls go to the other alone.
 func TestProxylessHostnameEndpoint(t *testing.T) {
 	consul := harness.StartConsul(t)
-	pa, pb := startBackend(t, "backend-host"), startBackend(t, "backend-ip")
-	low := min(pa, pb) // the service port is the lowest instance port seen
+	// The service port is the first instance's and then sticks (translate's
+	// rule 3): register the instance on the lower port first, so the
+	// target's port is known whatever meshbridge reads at once.
+	ports := map[string]int{"backend-host": startBackend(t, "backend-host"), "backend-ip": startBackend(t, "backend-ip")}
+	addresses := map[string]string{"backend-host": "localhost", "backend-ip": "127.0.0.1"}
+	first, second := "backend-host", "backend-ip"
+	if ports[second] < ports[first] {
+		first, second = second, first
+	}
 	b := startBridge(t, consulRegistry(consul)+"  resolution: DNS\n")
 	for _, pc := range proxylessClients {
 		t.Run(pc.name, func(t *testing.T) {
 			svc := "hostname-" + pc.name
-			target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, low)
+			target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[first])
 			boot := renderBootstrap(t, "--node-id", "e2e-dns-"+pc.name, "--xds-address", b.xdsAddr)
-			consul.RegisterInstance(t, svc, svc+"-host", "localhost", pa, nil, grpcMeta, api.HealthPassing)
-			consul.RegisterInstance(t, svc, svc+"-ip", "127.0.0.1", pb, nil, grpcMeta, api.HealthPassing)
+			for _, backend := range []string{first, second} {
+				consul.RegisterInstance(t, svc, svc+"-"+backend, addresses[backend], ports[backend], nil, grpcMeta, api.HealthPassing)
+			}
 			c := runProxyless(t, pc.name, pc.command(t, target, 0), boot)
 			c.waitSettled(0, 60*time.Second, "backend-host", "backend-ip")
 			m := c.mark()
-			consul.Deregister(t, svc+"-host")
+			consul.Deregister(t, svc+"-backend-host")
 			c.waitSettled(m, 15*time.Second, "backend-ip")
 		})
 	}
