@@ -112,11 +112,13 @@ func (d *dnsEndpoints) update(k shardKey, endpoints []*model.Endpoint, start tim
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if hasName {
-		d.held[k] = endpoints
-	} else {
+	if !hasName {
 		delete(d.held, k)
+		d.nheld.Store(int64(len(d.held)))
+		d.apply(k, endpoints, start)
+		return
 	}
+	d.held[k] = endpoints
 	d.nheld.Store(int64(len(d.held)))
 	d.apply(k, d.expand(endpoints), start)
 }
@@ -136,13 +138,10 @@ func (d *dnsEndpoints) forget(host, namespace string) {
 	d.nheld.Store(int64(len(d.held)))
 }
 
-// expand returns endpoints with each name replaced by an endpoint per
+// expand returns endpoints (which hold a name) with each name replaced by an endpoint per
 // address it resolves to; a name not yet known is queued for a lookup.
 // Called with mu held.
 func (d *dnsEndpoints) expand(endpoints []*model.Endpoint) []*model.Endpoint {
-	if !slices.ContainsFunc(endpoints, func(ep *model.Endpoint) bool { return isName(ep.Address) }) {
-		return endpoints
-	}
 	out := make([]*model.Endpoint, 0, len(endpoints))
 	for _, ep := range endpoints {
 		if !isName(ep.Address) {
