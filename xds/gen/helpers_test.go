@@ -1,39 +1,13 @@
 package gen
 
 import (
-	"strconv"
-	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
-
-	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/gen/gentest"
 )
 
-// assertEqual fails the test with a diff when got differs from want; protos
-// are compared by content.
-func assertEqual(t *testing.T, want, got any) {
-	t.Helper()
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Fatalf("(-want +got):\n%s", diff)
-	}
-}
-
-// grpcService is a one-port gRPC service in namespace "mesh".
-func grpcService(host string, port uint32) *model.Service {
-	return &model.Service{
-		Hostname:   host,
-		Namespace:  "mesh",
-		Resolution: model.ResolutionStatic,
-		Ports:      []model.Port{{Name: portName(port), Number: port, Protocol: model.ProtocolGRPC}},
-	}
-}
-
-func portName(port uint32) string {
-	return "grpc-" + strconv.FormatUint(uint64(port), 10)
-}
-
-// ep is an endpoint of port grpc-<port> with weight 1.
-func ep(addr string, port uint32, locality string) *model.Endpoint {
-	return &model.Endpoint{Address: addr, ServicePortName: portName(port), EndpointPort: port, Weight: 1, Locality: locality}
-}
+// The helpers shared with the tests of the other xds package (gentest).
+var (
+	assertEqual = gentest.AssertEqual
+	grpcService = gentest.GRPCService
+	portName    = gentest.PortName
+	ep          = gentest.Endpoint
+)
