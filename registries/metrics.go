@@ -31,19 +31,34 @@ var registryUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "1 while the registry's last read succeeded, 0 from a failed read (or before the first read) until one succeeds.",
 }, []string{"registry"})
 
+// registryProtected counts, per registry, the services whose registry sends
+// every instance, healthy or not, because too few are healthy: Nacos's
+// protect threshold (registries/nacos doc.go rule 6).
+var registryProtected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "meshbridge_registry_protected_services",
+	Help: "Services whose registry lists every instance as healthy because the share of healthy ones is at or below the service's protect threshold (Nacos); their unhealthy instances are served.",
+}, []string{"registry"})
+
+// SetProtected sets meshbridge_registry_protected_services of registry to
+// n, the number of its services in protection now.
+func SetProtected(registry string, n int) {
+	registryProtected.WithLabelValues(registry).Set(float64(n))
+}
+
 // upSeries are the registries whose meshbridge_registry_up series exists.
 var upSeries sync.Map // registry name → struct{}
 
 // Forget drops the metric series of a registry removed from the
 // configuration (meshbridge_registry_up, meshbridge_registry_errors_total,
-// meshbridge_registry_skipped_total), so that no alert keeps firing for a
-// registry that is gone.
+// meshbridge_registry_skipped_total, meshbridge_registry_protected_services),
+// so that no alert keeps firing for a registry that is gone.
 func Forget(registry string) {
 	upSeries.Delete(registry)
 	listedRegistries.Delete(registry)
 	registryUp.DeleteLabelValues(registry)
 	RegistryErrors.DeletePartialMatch(prometheus.Labels{"registry": registry})
 	RegistrySkipped.DeletePartialMatch(prometheus.Labels{"registry": registry})
+	registryProtected.DeleteLabelValues(registry)
 }
 
 // InitMetrics creates the series of registry at 0, one per reason of
@@ -58,5 +73,5 @@ func InitMetrics(registry string, reasons []string) {
 
 // Collectors returns the metrics shared by every registry watcher.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{RegistryErrors, RegistrySkipped, registryUp}
+	return []prometheus.Collector{RegistryErrors, RegistrySkipped, registryUp, registryProtected}
 }

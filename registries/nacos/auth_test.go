@@ -171,6 +171,45 @@ func TestLoginOverTLS(t *testing.T) {
 	}
 }
 
+// TestRealServerOverTLS: against the real server serving its HTTP API and
+// its gRPC API over TLS only, with auth on, the registry logs in over https
+// and reads over gRPC with TLS, verifying the server against tls.caFile; a
+// registry that does not trust the server's CA reads nothing and is down with
+// an error naming the certificate, not silently connected in plaintext.
+func TestRealServerOverTLS(t *testing.T) {
+	ca := harness.NewCA(t, "nacos-server")
+	p := harness.StartNacos(t, harness.WithNacosAuth(), harness.WithNacosTLS(ca.ServerCert(t, "127.0.0.1"), ca))
+	p.RegisterInstance(t, "", "", "web", "10.0.8.3", 80, 1, nil, true, true, true)
+	waitListed(t, p, "", "", "web")
+	var logs harness.LockedBuffer
+	reg, rec := runRegistry(t, Config{
+		Addresses: []string{p.Address()}, Username: harness.NacosAdmin, Password: p.AdminPassword(),
+		TLS: TLSConfig{CAFile: ca.CertFile},
+	}, &logs)
+	rec.Eventually(t, "web over TLS", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.Addrs(key("public", "DEFAULT_GROUP", "web"))) == 1
+	})
+	harness.EventuallyTrue(t, waitTimeout, "the registry is up", func() bool { return reg.Health().Up })
+	checkNoSecret(t, logs.String(), reg, rec, p.AdminPassword(), "eyJhbGciOi")
+
+	const name = "nacos-untrusted"
+	other := harness.NewCA(t, "other")
+	untrusted, rec2 := runRegistry(t, Config{
+		Name: name, Addresses: []string{p.Address()}, Username: harness.NacosAdmin, Password: p.AdminPassword(),
+		TLS: TLSConfig{CAFile: other.CertFile},
+	}, nil)
+	harness.EventuallyTrue(t, 15*time.Second, "the registry that does not trust the server is down", func() bool {
+		h := untrusted.Health()
+		return !h.Up && strings.Contains(h.LastError, "certificate")
+	})
+	t.Logf("untrusted: %s", untrusted.Health().LastError)
+	for _, s := range rec2.Snapshots() {
+		if s.Err == nil {
+			t.Errorf("a snapshot without an error from a server the registry does not trust: %+v", s)
+		}
+	}
+}
+
 // fakeNacos1Server answers like a Nacos 1.x server, which the tests do not
 // run: its HTTP API reports version 1.4.1 and it has no gRPC port.
 func fakeNacos1Server(t *testing.T) *httptest.Server {

@@ -64,6 +64,8 @@ type conn struct {
 	// writes it, so a shutdown waits for the requests in flight (at most
 	// requestTimeoutMs).
 	inFlight sync.RWMutex
+	// why is the last diagnosis of a down connection (setWhy).
+	why atomic.Pointer[error]
 }
 
 // connHooks are called from the SDK's goroutines and must not block.
@@ -180,6 +182,31 @@ func (c *conn) close() {
 // errNotConnected is the error of a request while the connection is down.
 var errNotConnected = errors.New("not connected to the Nacos gRPC port")
 
+// notConnected is the error of a request while the connection is down:
+// errNotConnected, with the last diagnosis of why (setWhy) and the
+// request's own error when it has one.
+func (c *conn) notConnected(err error) error {
+	e := errNotConnected
+	if why := c.why.Load(); why != nil {
+		e = fmt.Errorf("%w: %v", e, *why)
+	}
+	if err != nil {
+		e = fmt.Errorf("%w (%v)", e, err)
+	}
+	return e
+}
+
+// setWhy records why the connection is down (Registry.probeGRPCPorts: the
+// SDK only logs its dial errors, such as an untrusted certificate); nil
+// clears it.
+func (c *conn) setWhy(err error) {
+	if err == nil {
+		c.why.Store(nil)
+		return
+	}
+	c.why.Store(&err)
+}
+
 // request sends req with the login's access token (and RAM signature) and
 // returns the response, or an error when the request failed or the server
 // refused it. nacos-sdk-go's naming client ignores a refusal that comes as
@@ -192,7 +219,7 @@ var errNotConnected = errors.New("not connected to the Nacos gRPC port")
 // atomic status orders that read after a reconnect's write.
 func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error) {
 	if !c.connected() {
-		return nil, errNotConnected
+		return nil, c.notConnected(nil)
 	}
 	c.server.InjectSecurityInfo(req.GetHeaders(), security.BuildNamingResourceByRequest(req))
 	c.inFlight.RLock()
@@ -200,7 +227,7 @@ func (c *conn) request(req rpc_request.IRequest) (rpc_response.IResponse, error)
 	c.inFlight.RUnlock()
 	if err != nil {
 		if !c.connected() {
-			return nil, fmt.Errorf("%w (%v)", errNotConnected, err)
+			return nil, c.notConnected(err)
 		}
 		return nil, err
 	}

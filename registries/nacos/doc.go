@@ -76,7 +76,16 @@
 //     keys region, zone and subzone ("" when none is set). An instance is
 //     usable when enabled, healthy and of weight > 0; with Clusters, only
 //     instances of those clusters are. Ephemeral and persistent instances
-//     alike. Labels are raw: translate sanitizes them.
+//     alike. Labels are raw: translate sanitizes them. Health is what the
+//     server sends: while the share of a service's healthy instances is at
+//     or below its protect threshold (0 by default, so also when none is
+//     healthy), the server sends every enabled instance marked healthy with
+//     reachProtectionThreshold set, as it does to every Nacos client, and
+//     all of them are served; the unhealthy ones cannot be told apart. Such
+//     a service counts in Status.Protected and
+//     meshbridge_registry_protected_services, and each change is logged
+//     (a warning when reached). Envoy's panic threshold does the same for
+//     its own health checks.
 //  7. Emission (registries rules 1-3) is registries.Reporter's: a Snapshot
 //     per service when its usable instances differ from the last list sent
 //     (order-independent), or after an error; Removed when it leaves the
@@ -142,7 +151,10 @@
 //     Nacos 1.x is a permanent error naming the address; that connection is
 //     closed and dialled again each RelistInterval instead of being retried
 //     by the SDK. A login the server refuses (the SDK only logs it) keeps
-//     the registry down with that error even while reads succeed.
+//     the registry down with that error even while reads succeed. While a
+//     namespace's connection is down, each cycle connects to the gRPC
+//     ports itself (with TLS as configured) and the listings' errors name
+//     why, e.g. an untrusted certificate, which the SDK only logs.
 //  11. Secrets: the password and secret key travel in the login form and
 //     request signatures only; they never appear in a log line, Status or an
 //     error (redacted if one echoes them), nor do the access tokens logins

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -74,6 +75,11 @@ type Status struct {
 	// ReconcileCorrections counts reconcile queries that changed a service
 	// no push had updated (doc.go rule 5).
 	ReconcileCorrections uint64 `json:"reconcileCorrections"`
+	// Protected counts the services whose last read reached their protect
+	// threshold: the server lists all their enabled instances as healthy,
+	// and all are served (doc.go rule 6); also
+	// meshbridge_registry_protected_services.
+	Protected int `json:"protected"`
 	// Namespaces shows each namespace's connection.
 	Namespaces []NamespaceStatus `json:"namespaces"`
 	registries.HealthStatus
@@ -157,6 +163,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 		ReconnectGrace: reconnectGrace(r.cfg), Logger: r.logger})
 	r.mu.Lock()
 	r.rep = rep
+	registries.SetProtected(r.cfg.Name, r.status.Protected)
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ns := range r.cfg.Namespaces {
@@ -305,6 +312,14 @@ func (r *Registry) noteCounts(subscribed, skipped int, corrections uint64) {
 	r.mu.Unlock()
 }
 
+// noteProtected moves Status.Protected and its gauge by delta.
+func (r *Registry) noteProtected(delta int) {
+	r.mu.Lock()
+	r.status.Protected += delta
+	registries.SetProtected(r.cfg.Name, r.status.Protected)
+	r.mu.Unlock()
+}
+
 // redact removes every configured secret from an error's text, as a second
 // line of defence (secrets travel in request bodies and headers, never in
 // an error the registry builds). The result still unwraps to err.
@@ -401,5 +416,48 @@ func (r *Registry) diagnose(ctx context.Context) error {
 				s.httpAddress(), v, errNacos1, strconv.Itoa(s.grpcPort)))
 		}
 	}
+	if err := r.probeGRPCPorts(ctx); err != nil {
+		return fmt.Errorf("cannot connect to the Nacos gRPC port: %w", err)
+	}
 	return fmt.Errorf("cannot connect to the Nacos gRPC port at %s", strings.Join(grpcAddrs, ", "))
+}
+
+// probeGRPCPorts probes every server's gRPC port (probeGRPC) and returns
+// the first failure, naming its address, or nil when every port answers.
+func (r *Registry) probeGRPCPorts(ctx context.Context) error {
+	for _, s := range r.servers {
+		if err := r.probeGRPC(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s.grpcAddress(), err)
+		}
+	}
+	return nil
+}
+
+// grpcProbeTimeout bounds diagnose's own connection to a gRPC port.
+const grpcProbeTimeout = 3 * time.Second
+
+// probeGRPC connects to s's gRPC port as the SDK would, with TLS when
+// configured (a handshake that verifies the server as the SDK's does), and
+// returns why it fails: what the SDK only logs, e.g. "x509: certificate
+// signed by unknown authority" or "connection refused". nil when the port
+// answers.
+func (r *Registry) probeGRPC(ctx context.Context, s server) error {
+	ctx, cancel := context.WithTimeout(ctx, grpcProbeTimeout)
+	defer cancel()
+	if r.tls == nil {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.grpcAddress())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	cfg := r.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = s.host
+	}
+	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", s.grpcAddress())
+	if err == nil {
+		c.Close()
+	}
+	return err
 }

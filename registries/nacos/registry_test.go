@@ -131,6 +131,60 @@ func TestInstanceChanges(t *testing.T) {
 	}
 }
 
+// TestProtectThreshold: the registry serves what the server pushes. While
+// the share of a service's healthy instances is at or below its protect
+// threshold, the real server pushes every enabled instance marked healthy
+// (reachProtectionThreshold), and the registry serves them all, counts the
+// service in Status.Protected and meshbridge_registry_protected_services, and
+// logs the change both ways (doc.go rule 6).
+func TestProtectThreshold(t *testing.T) {
+	p := harness.StartNacos(t)
+	up := []*tcpPort{listenTCP(t), listenTCP(t), listenTCP(t)}
+	for i := range up {
+		p.RegisterInstance(t, "", "", "api", "127.0.0.1", up[i].port, 1, nil, false, true, true)
+	}
+	p.SetProtectThreshold(t, "", "", "api", 0.5)
+	var logs harness.LockedBuffer
+	r, rec := runRegistry(t, Config{Addresses: []string{p.Address()}}, &logs)
+	k := key("public", "DEFAULT_GROUP", "api")
+	rec.Eventually(t, "three healthy instances", func(st registrytest.State) bool { return len(st.Addrs(k)) == 3 })
+
+	up[0].close() // 2 of 3 healthy: above the threshold
+	rec.Eventually(t, "the unhealthy instance dropped", func(st registrytest.State) bool { return len(st.Addrs(k)) == 2 })
+	if n := r.Status().Protected; n != 0 {
+		t.Errorf("Status.Protected = %d above the threshold, want 0", n)
+	}
+
+	up[1].close() // 1 of 3 healthy: at or below 0.5, the server sends all three
+	rec.Eventually(t, "every instance while the threshold is reached", func(st registrytest.State) bool {
+		return len(st.Addrs(k)) == 3
+	})
+	harness.Eventually(t, waitTimeout, "the service counted as protected", func() error {
+		if n, m := r.Status().Protected, protectedServices(r.Name()); n != 1 || m != 1 {
+			return fmt.Errorf("Status.Protected = %d, meshbridge_registry_protected_services = %v, want 1", n, m)
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), "protect threshold reached") {
+		t.Errorf("no log of the protect threshold reached:\n%s", logs.String())
+	}
+
+	up[0].listen(t)
+	up[1].listen(t)
+	harness.Eventually(t, waitTimeout, "the service no longer protected", func() error {
+		if n, m := r.Status().Protected, protectedServices(r.Name()); n != 0 || m != 0 {
+			return fmt.Errorf("Status.Protected = %d, meshbridge_registry_protected_services = %v, want 0", n, m)
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), "protect threshold left") {
+		t.Errorf("no log of the protect threshold left:\n%s", logs.String())
+	}
+	// The server's checks find the two healthy one at a time: the service
+	// leaves protection at 2 of 3 and has all three again at 3 of 3.
+	rec.Eventually(t, "all three healthy", func(st registrytest.State) bool { return len(st.Addrs(k)) == 3 })
+}
+
 // TestScopes: the same service name in two namespaces and two groups is
 // four services, each with its own Namespace and Group; Polaris's
 // "<group>__<service>" aliases in DEFAULT_GROUP's listing are not services

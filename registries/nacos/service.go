@@ -52,6 +52,9 @@ type service struct {
 	gen        uint64
 	subscribed bool // the server has our subscription on the current connection
 	gone       bool // removed (or skipped): no more ops
+	// protected: the last read reached the service's protect threshold
+	// (doc.go rule 6); counted in Status.Protected while not gone.
+	protected bool
 
 	// Emitter only.
 	// application: the service held Dubbo 3 application-level instances
@@ -128,6 +131,7 @@ func (w *nsWatcher) processRead(s *service, o op) {
 	if !ok {
 		return
 	}
+	w.noteProtection(s, o.info, len(instances))
 	switch w.rep.Read(w.serviceOf(s, instances, dubboSvc), o.observed) {
 	case registries.ReadChanged:
 		if o.from == fromReconcile {
@@ -138,6 +142,40 @@ func (w *nsWatcher) processRead(s *service, o op) {
 	case registries.ReadHeld:
 		w.log.Debug("Held an empty read after an outage or a reconnection", "group", s.group, "service", s.name,
 			"from", string(o.from))
+	}
+}
+
+// noteProtection records whether a read of s reached its protect threshold
+// (doc.go rule 6) and logs each change: a warning when the server starts
+// sending every instance as healthy, info when it stops. served is the
+// number of usable instances the read yields.
+func (w *nsWatcher) noteProtection(s *service, info nacosmodel.Service, served int) {
+	w.mu.Lock()
+	changed := !s.gone && s.protected != info.ReachProtectionThreshold
+	if changed {
+		s.protected = info.ReachProtectionThreshold
+		if s.protected {
+			w.reg.noteProtected(1)
+		} else {
+			w.reg.noteProtected(-1)
+		}
+	}
+	w.mu.Unlock()
+	switch {
+	case changed && s.protected:
+		w.log.Warn("Nacos protect threshold reached: the server lists every instance as healthy, and all are served",
+			"group", s.group, "service", s.name, "instances", served)
+	case changed:
+		w.log.Info("Nacos protect threshold left: only healthy instances are served", "group", s.group, "service", s.name,
+			"instances", served)
+	}
+}
+
+// forgetProtectionLocked drops s, gone, from Status.Protected; w.mu is held.
+func (w *nsWatcher) forgetProtectionLocked(s *service) {
+	if s.protected {
+		s.protected = false
+		w.reg.noteProtected(-1)
 	}
 }
 
@@ -178,6 +216,7 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 	w.mu.Lock()
 	s.gone = true
 	s.ops = nil
+	w.forgetProtectionLocked(s)
 	if w.services[key] == s {
 		delete(w.services, key)
 	}

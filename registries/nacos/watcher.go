@@ -264,6 +264,12 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 		}
 	}
 	w.reg.checkLogin()
+	if !c.connected() {
+		// The listings below fail; their error says why.
+		c.setWhy(w.reg.probeGRPCPorts(ctx))
+	} else {
+		c.setWhy(nil)
+	}
 	now := time.Now()
 	w.unsubscribeSkipped(c)
 
@@ -496,6 +502,7 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 		}
 		delete(w.services, svcKeyOf(key))
 		s.gone, s.ops = true, nil
+		w.forgetProtectionLocked(s)
 		if s.subscribed {
 			unsubscribe = append(unsubscribe, s)
 			s.subscribed = false

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,11 +53,22 @@ import (
 // NacosOption changes how StartNacos starts the server.
 type NacosOption func(*nacosOptions)
 
-type nacosOptions struct{ auth bool }
+type nacosOptions struct {
+	auth bool
+	tls  *KeyPair
+	ca   *CA
+}
 
 // WithNacosAuth turns on Nacos's auth: every API needs a token, got by
 // logging in as NacosAdmin with Nacos.AdminPassword.
 func WithNacosAuth() NacosOption { return func(o *nacosOptions) { o.auth = true } }
+
+// WithNacosTLS serves the HTTP API (and so the login) and the gRPC API over
+// TLS only, with the server certificate cert that ca issued (for
+// 127.0.0.1): NacosServer.TLS. The harness's own requests trust ca.
+func WithNacosTLS(cert *KeyPair, ca *CA) NacosOption {
+	return func(o *nacosOptions) { o.tls, o.ca = cert, ca }
+}
 
 // Nacos is a running Nacos server started by StartNacos.
 type Nacos struct {
@@ -92,6 +104,11 @@ func StartNacos(t testing.TB, opts ...NacosOption) *Nacos {
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	if o.tls != nil {
+		cfg.TLS = &NacosTLS{CertFile: o.tls.CertFile, KeyFile: o.tls.KeyFile}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.ca.Pool()}}
+	}
 	n := &Nacos{
 		srv: server{
 			name: "nacos",
@@ -109,7 +126,7 @@ func StartNacos(t testing.TB, opts ...NacosOption) *Nacos {
 			readyTimeout: nacosReadyTimeout,
 		},
 		cfg:    cfg,
-		client: &http.Client{Timeout: 10 * time.Second},
+		client: client,
 		beats:  map[string]url.Values{},
 		stop:   make(chan struct{}),
 	}
@@ -260,7 +277,7 @@ const (
 	nacosBeatInterval = 5 * time.Second
 )
 
-func (n *Nacos) url(path string) string { return "http://" + n.Address() + path }
+func (n *Nacos) url(path string) string { return n.cfg.Scheme() + "://" + n.Address() + path }
 
 // do sends a request with form parameters (in the query for GET, PUT and
 // DELETE; in the body for POST) and the server-identity header, and returns
@@ -376,6 +393,33 @@ func (n *Nacos) register(t testing.TB, namespace, group, service, cluster, ip st
 			"groupName": form["groupName"], "clusterName": {cluster}, "beat": {string(beat)}}
 	} else {
 		delete(n.beats, key)
+	}
+}
+
+// SetProtectThreshold sets the protect threshold of service in group and
+// namespace (as for RegisterInstance) to threshold, 0 to 1, over the admin
+// API (PUT /nacos/v3/admin/ns/service; 3.x answers the v1 one 410 Gone),
+// which also clears the service's metadata. The service must exist
+// (register an instance first). While the share of its healthy instances
+// is at or below the threshold, the server sends subscribers every enabled
+// instance marked healthy, with reachProtectionThreshold set (Nacos's
+// ServiceUtil.selectInstancesWithHealthyProtection).
+func (n *Nacos) SetProtectThreshold(t testing.TB, namespace, group, service string, threshold float64) {
+	t.Helper()
+	if namespace == "" {
+		namespace = "public"
+	}
+	if group == "" {
+		group = defaultNacosGroup
+	}
+	form := url.Values{
+		"namespaceId":      {namespace},
+		"groupName":        {group},
+		"serviceName":      {service},
+		"protectThreshold": {strconv.FormatFloat(threshold, 'f', -1, 64)},
+	}
+	if _, err := n.do(http.MethodPut, "/nacos/v3/admin/ns/service", form); err != nil {
+		t.Fatalf("set the protect threshold of %s/%s/%s: %v", namespace, group, service, err)
 	}
 }
 

@@ -55,6 +55,20 @@ type NacosServer struct {
 	IdentityValue string
 	// AdminPassword is the admin's password, set when Auth.
 	AdminPassword string
+	// TLS, when set, serves the HTTP API and the clients' gRPC API over TLS
+	// only (no plaintext fallback).
+	TLS *NacosTLS
+}
+
+// NacosTLS is the server's certificate and PKCS #8 key, PEM files.
+type NacosTLS struct{ CertFile, KeyFile string }
+
+// Scheme is the HTTP API's scheme: https with TLS, else http.
+func (s NacosServer) Scheme() string {
+	if s.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // NewNacosServer returns a NacosServer with fresh random secrets.
@@ -85,11 +99,11 @@ func (s NacosServer) Address() string { return "127.0.0.1:" + strconv.Itoa(s.Por
 // build.sh nacos's): a small JVM (javaJVMFlags); standalone mode with the
 // embedded store; every listener it lets one choose on 127.0.0.1; auth as
 // s says; the embedded store's (Apache Derby's) log under s.Home, not in the
-// working directory. What is not set here comes from tools/nacos's
-// application.properties.
+// working directory; with TLS, the HTTP and gRPC APIs over TLS. What is
+// not set here comes from tools/nacos's application.properties.
 func (s NacosServer) JavaArgs(classpath string) []string {
 	args := append([]string(nil), javaJVMFlags...)
-	return append(args,
+	args = append(args,
 		"-Dnacos.home="+s.Home,
 		"-Dderby.stream.error.file="+filepath.Join(s.Home, "derby.log"),
 		"-Dnacos.standalone=true",
@@ -101,8 +115,23 @@ func (s NacosServer) JavaArgs(classpath string) []string {
 		"-Dnacos.core.auth.plugin.nacos.token.secret.key="+s.SecretKey,
 		"-Dnacos.core.auth.server.identity.key="+NacosIdentityKey,
 		"-Dnacos.core.auth.server.identity.value="+s.IdentityValue,
-		"-cp", classpath, nacosMain,
 	)
+	if s.TLS != nil {
+		args = append(args,
+			// The HTTP API: Spring Boot's PEM certificate settings. Both
+			// servers read a path without "file:" as a classpath resource.
+			"-Dserver.ssl.enabled=true",
+			"-Dserver.ssl.certificate=file:"+s.TLS.CertFile,
+			"-Dserver.ssl.certificate-private-key=file:"+s.TLS.KeyFile,
+			// The clients' gRPC API (Nacos's RpcServerTlsConfig); without
+			// compatibility a plaintext client is refused.
+			"-Dnacos.remote.server.rpc.tls.enableTls=true",
+			"-Dnacos.remote.server.rpc.tls.compatibility=false",
+			"-Dnacos.remote.server.rpc.tls.certChainFile=file:"+s.TLS.CertFile,
+			"-Dnacos.remote.server.rpc.tls.certPrivateKey=file:"+s.TLS.KeyFile,
+		)
+	}
+	return append(args, "-cp", classpath, nacosMain)
 }
 
 // FindNacosPort picks an HTTP port p on 127.0.0.1 such that p, p+1000,
