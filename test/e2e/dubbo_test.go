@@ -319,6 +319,40 @@ func TestDubboJavaProviderInNacosThroughMeshbridge(t *testing.T) {
 	}
 }
 
+// TestDubboJavaProviderInNacosApplicationLevel: the Apache Dubbo (Java)
+// provider registered in the Nacos server at both levels (register-mode
+// all, Triple), read with nacos.dubbo.enabled, is called through meshbridge
+// at its application-level host by grpc-go and by grpc-java, and by grpc-go
+// at its interface-level host; its SIGTERM takes the endpoints away from
+// both clients.
+func TestDubboJavaProviderInNacosApplicationLevel(t *testing.T) {
+	nacosServer := harness.StartNacos(t)
+	p := harness.StartDubboJavaProvider(t, harness.DubboProviderOptions{
+		Registry: "nacos://" + nacosServer.Address(), App: "greeter-java", Register: "both",
+		Protocols: []string{"tri"}, MetadataType: "local",
+	})
+	port := p.Options().TriPort
+	b := startBridge(t, fmt.Sprintf("registries:\n- name: nacos-dubbo\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s, dubbo: {enabled: true}}\n",
+		nacosServer.Address()))
+	appTarget := fmt.Sprintf("xds:///greeter-java.dubbo:%d", port)
+
+	app := startClient(t, b.xdsAddr, appTarget, "-method", greetMethod)
+	app.waitSettled(app.mark(), 60*time.Second, greeting(p))
+	iface := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", greetHost, port), "-method", greetMethod)
+	iface.waitSettled(iface.mark(), 60*time.Second, greeting(p))
+
+	cmd := javaClient(t, appTarget, 0)
+	cmd.Args = append(cmd.Args, "--method", greetMethod, "--message", "meshbridge")
+	boot := renderBootstrap(t, "--node-id", "e2e-grpc-java-dubbo", "--xds-address", b.xdsAddr)
+	java := runProxyless(t, "grpc-java", cmd, boot)
+	java.waitSettled(0, 60*time.Second, greeting(p))
+
+	p.Stop()
+	for _, c := range []*client{app, java} {
+		c.waitFailing(c.mark(), 30*time.Second, "calls failing: the provider left")
+	}
+}
+
 // waitFailing waits until the client's last 10 calls since mark failed.
 func (c *client) waitFailing(mark int, timeout time.Duration, what string) {
 	c.t.Helper()
