@@ -15,6 +15,10 @@ type debounceOptions struct {
 	// max caps the wait: push once the first merged request is this old, even
 	// if requests keep arriving.
 	max time.Duration
+	// edsMax is the cap of a batch of EDS-only requests (at most max): under
+	// sustained churn the quiet period rarely comes, and an endpoint change
+	// would otherwise wait up to max. A batch that turns full takes max.
+	edsMax time.Duration
 	// edsDebounce debounces EDS-only requests too; when false they are pushed
 	// at once, bypassing the batch (Istio's PILOT_ENABLE_EDS_DEBOUNCE=false).
 	edsDebounce bool
@@ -29,7 +33,8 @@ type debounceOptions struct {
 //   - idle: nothing pending, no timer armed; a request arms the quiet-period
 //     timer and starts the batch (debouncing).
 //   - debouncing: requests merge into the batch and restart the quiet period;
-//     when the timer fires and either the quiet period or max has passed, the
+//     when the timer fires and either the quiet period or the cap has passed
+//     (max, or edsMax while every request of the batch is EDS-only), the
 //     batch is pushed (pushing), otherwise the timer is re-armed for the rest
 //     of the quiet period.
 //   - pushing: a push runs in its own goroutine; requests merge into the next
@@ -56,9 +61,12 @@ func debounce(ctx context.Context, q *requestQueue, options func() debounceOptio
 	defer running.Wait()
 
 	pushBatch := func() {
-		quiet, age := now().Sub(last), now().Sub(start)
-		if quiet < opts.after && age < opts.max {
-			timer = time.After(min(opts.after-quiet, opts.max-age))
+		quiet, age, limit := now().Sub(last), now().Sub(start), opts.max
+		if !batch.Full {
+			limit = min(limit, opts.edsMax)
+		}
+		if quiet < opts.after && age < limit {
+			timer = time.After(min(opts.after-quiet, limit-age))
 			return
 		}
 		req := batch

@@ -26,9 +26,31 @@ type pushed struct {
 	Hosts []string
 }
 
+// TestDebounceDefaults: Debounce's zero values take their defaults, and
+// EDSMax is kept within [After, Max].
+func TestDebounceDefaults(t *testing.T) {
+	const ms = time.Millisecond
+	tests := map[string]struct {
+		in   Debounce
+		want debounceOptions
+	}{
+		"zero":                      {Debounce{}, debounceOptions{after: 100 * ms, max: 10 * time.Second, edsMax: 500 * ms}},
+		"eds max below after":       {Debounce{After: time.Second, EDSMax: 200 * ms, EDS: true}, debounceOptions{after: time.Second, max: 10 * time.Second, edsMax: time.Second, edsDebounce: true}},
+		"default eds max above max": {Debounce{Max: 300 * ms}, debounceOptions{after: 100 * ms, max: 300 * ms, edsMax: 300 * ms}},
+		"set":                       {Debounce{After: 10 * ms, Max: time.Second, EDSMax: 50 * ms}, debounceOptions{after: 10 * ms, max: time.Second, edsMax: 50 * ms}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.in.options(); got != tc.want {
+				t.Errorf("options() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestDebounce(t *testing.T) {
 	const ms = time.Millisecond
-	defaults := debounceOptions{after: 100 * ms, max: 10 * time.Second, edsDebounce: true}
+	defaults := Debounce{EDS: true}.options() // 100ms, 10s, EDS-only 500ms
 	tests := map[string]struct {
 		opts     debounceOptions
 		pushTime time.Duration // how long each push takes
@@ -41,7 +63,7 @@ func TestDebounce(t *testing.T) {
 			want:   []pushed{{120 * ms, true, []string{"a", "b", "c"}}},
 		},
 		"should send full updates in batches, partial updates immediately": {
-			opts:   debounceOptions{after: 100 * ms, max: 10 * time.Second, edsDebounce: false},
+			opts:   Debounce{EDS: false}.options(),
 			events: []pushEvent{{0, true, "a"}, {10 * ms, false, "b"}, {20 * ms, true, "c"}},
 			want:   []pushed{{10 * ms, false, []string{"b"}}, {120 * ms, true, []string{"a", "c"}}},
 		},
@@ -61,7 +83,7 @@ func TestDebounce(t *testing.T) {
 			want:   []pushed{{100 * ms, true, []string{"a"}}, {250 * ms, true, []string{"b"}}},
 		},
 		"should push at the cap while requests keep arriving within the quiet period": {
-			opts: debounceOptions{after: 100 * ms, max: 300 * ms, edsDebounce: true},
+			opts: Debounce{After: 100 * ms, Max: 300 * ms, EDS: true}.options(),
 			events: []pushEvent{
 				{0, true, "a"}, {70 * ms, true, "b"}, {140 * ms, true, "c"}, {210 * ms, true, "d"}, {280 * ms, true, "e"},
 				{350 * ms, true, "f"}, {420 * ms, true, "g"}, {490 * ms, true, "h"},
@@ -70,6 +92,25 @@ func TestDebounce(t *testing.T) {
 				{300 * ms, true, []string{"a", "b", "c", "d", "e"}},
 				{590 * ms, true, []string{"f", "g", "h"}},
 			},
+		},
+		"should push an EDS-only batch at its own cap while endpoint requests keep arriving": {
+			opts: Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
+			events: []pushEvent{
+				{0, false, "a"}, {70 * ms, false, "b"}, {140 * ms, false, "c"}, {210 * ms, false, "d"}, {280 * ms, false, "e"},
+				{350 * ms, false, "f"}, {420 * ms, false, "g"}, {490 * ms, false, "h"},
+			},
+			want: []pushed{
+				{300 * ms, false, []string{"a", "b", "c", "d", "e"}},
+				{590 * ms, false, []string{"f", "g", "h"}},
+			},
+		},
+		"should hold a batch that turns full to the full cap": {
+			opts: Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
+			events: []pushEvent{
+				{0, false, "a"}, {70 * ms, true, "b"}, {140 * ms, false, "c"}, {210 * ms, false, "d"}, {280 * ms, false, "e"},
+				{350 * ms, false, "f"}, {420 * ms, false, "g"}, {490 * ms, false, "h"},
+			},
+			want: []pushed{{590 * ms, true, []string{"a", "b", "c", "d", "e", "f", "g", "h"}}},
 		},
 		"should merge requests arriving during a push into one push after it": {
 			opts:     defaults,

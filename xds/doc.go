@@ -26,8 +26,9 @@
 //     is the one statement of that rule; the XDSUpdater docs refer to it.
 //     shards.go, updater.go.
 //  2. Requests are merged with PushRequest.Merge and pushed after a quiet
-//     period (DebounceAfter) or a cap (DebounceMax), one push at a time; EDS
-//     requests bypass the batch when EnableEDSDebounce is false (Istio
+//     period (DebounceAfter) or a cap (DebounceMax; DebounceEDSMax while the
+//     batch is EDS-only, which istiod does not have), one push at a time;
+//     EDS requests bypass the batch when EnableEDSDebounce is false (Istio
 //     pilot/pkg/xds/discovery.go debounce). debounce.go.
 //  3. What is generated, and how (names as istiod's, clusters of type EDS,
 //     the ClusterLoadAssignment's localities, weights and encoding), is

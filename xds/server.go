@@ -42,6 +42,9 @@ type Options struct {
 	DebounceAfter time.Duration
 	// DebounceMax caps how long requests are merged; default 10s.
 	DebounceMax time.Duration
+	// DebounceEDSMax caps how long EDS-only requests are merged; default
+	// 500ms, kept within [DebounceAfter, DebounceMax].
+	DebounceEDSMax time.Duration
 	// EnableEDSDebounce debounces EDS-only pushes like full ones; when false
 	// they are pushed at once.
 	EnableEDSDebounce bool
@@ -140,6 +143,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.Address = cmp.Or(opts.Address, "127.0.0.1:15010")
 	opts.DebounceAfter = cmp.Or(opts.DebounceAfter, 100*time.Millisecond)
 	opts.DebounceMax = cmp.Or(opts.DebounceMax, 10*time.Second)
+	opts.DebounceEDSMax = cmp.Or(opts.DebounceEDSMax, DefaultDebounceEDSMax)
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
 	var mcp *cache.MCP
 	if opts.MCP != nil {
@@ -161,7 +165,7 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		},
 	}
 	s.dns = newDNSEndpoints(systemLookup, opts.DNSRefreshRate, logger, s.applyEndpoints)
-	s.SetDebounce(opts.DebounceAfter, opts.DebounceMax, opts.EnableEDSDebounce)
+	s.SetDebounce(Debounce{After: opts.DebounceAfter, Max: opts.DebounceMax, EDSMax: opts.DebounceEDSMax, EDS: opts.EnableEDSDebounce})
 	s.conv = newConvergence(s.listeners[listenerXDS], s.listeners[listenerMCP])
 	for _, set := range s.caches.generated() {
 		set.observe = func(typeURL string, before uint64, update map[string]types.Resource, remove []string) {
@@ -171,13 +175,40 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	return s
 }
 
-// SetDebounce changes the push debounce while the server runs (config keys
-// debounce.after, debounce.max, debounce.eds; a reload applies them): the
-// quiet period after, the cap maxDelay, and whether EDS-only pushes are
-// debounced. It applies from the next request on, to xDS and MCP pushes;
-// a zero after or maxDelay takes its default (100ms, 10s) as in Options.
-func (s *DiscoveryServer) SetDebounce(after, maxDelay time.Duration, eds bool) {
-	s.debounce.Store(&debounceOptions{after: cmp.Or(after, 100*time.Millisecond), max: cmp.Or(maxDelay, 10*time.Second), edsDebounce: eds})
+// Debounce is the push debounce (docs/design.md §5; config keys debounce.*).
+type Debounce struct {
+	// After is the quiet period: a batch is pushed once no request came for
+	// this long; 0 takes 100ms.
+	After time.Duration
+	// Max caps how long requests are merged; 0 takes 10s.
+	Max time.Duration
+	// EDSMax caps how long a batch of EDS-only requests is merged, so that
+	// sustained endpoint churn, where the quiet period rarely comes, delays
+	// an endpoint change by at most this; 0 takes 500ms. It is kept within
+	// [After, Max].
+	EDSMax time.Duration
+	// EDS debounces EDS-only requests; false pushes them at once (Istio's
+	// PILOT_ENABLE_EDS_DEBOUNCE).
+	EDS bool
+}
+
+// DefaultDebounceEDSMax is Debounce.EDSMax's default.
+const DefaultDebounceEDSMax = 500 * time.Millisecond
+
+// options applies the defaults.
+func (d Debounce) options() debounceOptions {
+	after := cmp.Or(d.After, 100*time.Millisecond)
+	maxDelay := max(cmp.Or(d.Max, 10*time.Second), after)
+	return debounceOptions{after: after, max: maxDelay,
+		edsMax: min(max(cmp.Or(d.EDSMax, DefaultDebounceEDSMax), after), maxDelay), edsDebounce: d.EDS}
+}
+
+// SetDebounce changes the push debounce while the server runs (a reload
+// applies debounce.*). It applies from the next request on, to xDS and MCP
+// pushes.
+func (s *DiscoveryServer) SetDebounce(d Debounce) {
+	opts := d.options()
+	s.debounce.Store(&opts)
 }
 
 // debounceOptions returns the live debounce.

@@ -27,6 +27,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
 )
 
 // Config is the operator's YAML configuration. Its keys are a contract
@@ -319,7 +320,10 @@ type HTTPConfig struct {
 type DebounceConfig struct {
 	After Duration `json:"after"`
 	Max   Duration `json:"max"`
-	EDS   *bool    `json:"eds,omitempty"`
+	// EDSMax caps the wait of EDS-only pushes (xds.Debounce.EDSMax); absent,
+	// 500ms kept within [after, max].
+	EDSMax Duration `json:"edsMax"`
+	EDS    *bool    `json:"eds,omitempty"`
 }
 
 // SyncConfig bounds the wait for every registry's first listing.
@@ -530,6 +534,9 @@ func (c *Config) setDefaults() {
 	durIf(&c.XDS.DNSRefreshRate, 30*time.Second)
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
+	if !c.Debounce.EDSMax.IsSet() {
+		durIf(&c.Debounce.EDSMax, min(max(xds.DefaultDebounceEDSMax, c.Debounce.After.Duration), max(c.Debounce.Max.Duration, c.Debounce.After.Duration)))
+	}
 	durIf(&c.Sync.Timeout, 30*time.Second)
 	setIf(&c.ConflictPolicy, syncer.ConflictMerge)
 	setIf(&c.Log.Level, "info")
@@ -647,6 +654,9 @@ func (c *Config) validate() error {
 	}
 	if c.Debounce.Max.Duration < c.Debounce.After.Duration {
 		add("debounce.max", "%s is shorter than debounce.after (%s)", c.Debounce.Max, c.Debounce.After)
+	}
+	if d := c.Debounce; d.EDSMax.Duration < d.After.Duration || d.EDSMax.Duration > d.Max.Duration {
+		add("debounce.edsMax", "%s is not within debounce.after (%s) and debounce.max (%s)", d.EDSMax, d.After, d.Max)
 	}
 	if c.Sync.Timeout.Duration <= 0 {
 		add("sync.timeout", "must be positive: it bounds the wait for every registry's first listing before the xDS port opens")

@@ -29,6 +29,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		"http.address is 127.0.0.1:15014":      cfg.HTTP.Address == "127.0.0.1:15014",
 		"debounce.after is 100ms":              cfg.Debounce.After.Duration == 100*time.Millisecond,
 		"debounce.max is 10s":                  cfg.Debounce.Max.Duration == 10*time.Second,
+		"debounce.edsMax is 500ms":             cfg.Debounce.EDSMax.Duration == 500*time.Millisecond,
 		"xds.dnsRefreshRate is 30s":            cfg.XDS.DNSRefreshRate.Duration == 30*time.Second,
 		"debounce.eds is true":                 *cfg.Debounce.EDS,
 		"sync.timeout is 30s":                  cfg.Sync.Timeout.Duration == 30*time.Second,
@@ -114,6 +115,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"resync period zero":              {consul + "kubernetes: {resyncPeriod: 0s}\n", "kubernetes.resyncPeriod: must be positive"},
 		"debounce after negative":         {consul + "debounce: {after: -1s}\n", "debounce.after: must not be negative"},
 		"debounce max zero with after":    {consul + "debounce: {max: 0s}\n", "debounce.max: 0s is shorter than debounce.after (100ms)"},
+		"debounce edsMax below after":     {consul + "debounce: {after: 200ms, edsMax: 100ms}\n", "debounce.edsMax: 100ms is not within debounce.after (200ms) and debounce.max (10s)"},
+		"debounce edsMax above max":       {consul + "debounce: {max: 1s, edsMax: 2s}\n", "debounce.edsMax: 2s is not within debounce.after (100ms) and debounce.max (1s)"},
 		"debug address same as http":      {consul + "http: {address: 127.0.0.1:9000, debugAddress: 127.0.0.1:9000}\n", `http.debugAddress: "127.0.0.1:9000" is http.address too`},
 		"debug address invalid":           {consul + "http: {debugAddress: nowhere}\n", `http.debugAddress: "nowhere" is not host:port`},
 		"mcp address without mcp":         {consul + "mcp: {address: 127.0.0.1:9001}\n", "mcp.address: set, but mcp.enabled is false"},
@@ -246,13 +249,15 @@ func TestRelativePathsResolveAgainstTheConfig(t *testing.T) {
 func TestDurationsKeepAnExplicitZero(t *testing.T) {
 	const consul = "registries:\n- name: dc1\n  type: consul\n  consul: {}\n"
 	cases := map[string]struct {
-		yaml       string
-		after, max time.Duration
+		yaml               string
+		after, max, edsMax time.Duration
 	}{
-		"absent keys take the defaults":   {consul, 100 * time.Millisecond, 10 * time.Second},
-		"0s turns the quiet period off":   {consul + "debounce: {after: 0s, max: 50ms}\n", 0, 50 * time.Millisecond},
-		"0s for both turns debounce off":  {consul + "debounce: {after: 0s, max: 0s}\n", 0, 0},
-		"an explicit value is kept as is": {consul + "debounce: {after: 5ms}\n", 5 * time.Millisecond, 10 * time.Second},
+		"absent keys take the defaults":   {consul, 100 * time.Millisecond, 10 * time.Second, 500 * time.Millisecond},
+		"0s turns the quiet period off":   {consul + "debounce: {after: 0s, max: 50ms}\n", 0, 50 * time.Millisecond, 50 * time.Millisecond},
+		"0s for both turns debounce off":  {consul + "debounce: {after: 0s, max: 0s}\n", 0, 0, 0},
+		"an explicit value is kept as is": {consul + "debounce: {after: 5ms}\n", 5 * time.Millisecond, 10 * time.Second, 500 * time.Millisecond},
+		"edsMax follows a longer after":   {consul + "debounce: {after: 2s}\n", 2 * time.Second, 10 * time.Second, 2 * time.Second},
+		"edsMax 0s pushes EDS at once":    {consul + "debounce: {after: 0s, edsMax: 0s}\n", 0, 10 * time.Second, 0},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -260,8 +265,8 @@ func TestDurationsKeepAnExplicitZero(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Debounce.After.Duration != tc.after || cfg.Debounce.Max.Duration != tc.max {
-				t.Fatalf("debounce = {after: %s, max: %s}, want {%s, %s}", cfg.Debounce.After, cfg.Debounce.Max, tc.after, tc.max)
+			if d := cfg.Debounce; d.After.Duration != tc.after || d.Max.Duration != tc.max || d.EDSMax.Duration != tc.edsMax {
+				t.Fatalf("debounce = {after: %s, max: %s, edsMax: %s}, want {%s, %s, %s}", d.After, d.Max, d.EDSMax, tc.after, tc.max, tc.edsMax)
 			}
 		})
 	}

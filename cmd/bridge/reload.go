@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshbridge/meshbridge/pipeline"
+	"github.com/meshbridge/meshbridge/xds"
 )
 
 // Configuration reload (README "Reloading the configuration").
@@ -267,7 +268,8 @@ func (b *bridge) reload(trigger string) (err error) {
 // applyLive applies the keys that change without a restart (rule 3).
 func (b *bridge) applyLive(next *Config) {
 	d := next.Debounce
-	b.xds.SetDebounce(explicitZero(d.After.Duration), explicitZero(d.Max.Duration), *d.EDS)
+	b.xds.SetDebounce(xds.Debounce{After: explicitZero(d.After.Duration), Max: explicitZero(d.Max.Duration),
+		EDSMax: explicitZero(d.EDSMax.Duration), EDS: *d.EDS})
 	if b.level != nil && !b.flags.levelSet {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(next.Log.Level)); err == nil {

@@ -107,6 +107,7 @@ func pipelineOptions(cfg *Config, regs []pipeline.Registry, log *slog.Logger) pi
 			Address:           cfg.XDS.Address,
 			DebounceAfter:     explicitZero(cfg.Debounce.After.Duration),
 			DebounceMax:       explicitZero(cfg.Debounce.Max.Duration),
+			DebounceEDSMax:    explicitZero(cfg.Debounce.EDSMax.Duration),
 			EnableEDSDebounce: *cfg.Debounce.EDS,
 			TLS:               xdsTLS(cfg.XDS.TLS),
 			MCPAddress:        cfg.MCP.Address,
