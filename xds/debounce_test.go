@@ -51,6 +51,15 @@ func TestDebounceDefaults(t *testing.T) {
 func TestDebounce(t *testing.T) {
 	const ms = time.Millisecond
 	defaults := Debounce{EDS: true}.options() // 100ms, 10s, EDS-only 500ms
+	// churn is eight EDS-only requests 70 ms apart, "a" to "h", never a
+	// quiet period; request full (an index, -1 for none) is a full one.
+	churn := func(full int) []pushEvent {
+		var events []pushEvent
+		for i := range 8 {
+			events = append(events, pushEvent{time.Duration(i) * 70 * ms, i == full, string(rune('a' + i))})
+		}
+		return events
+	}
 	tests := map[string]struct {
 		opts     debounceOptions
 		pushTime time.Duration // how long each push takes
@@ -94,23 +103,17 @@ func TestDebounce(t *testing.T) {
 			},
 		},
 		"should push an EDS-only batch at its own cap while endpoint requests keep arriving": {
-			opts: Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
-			events: []pushEvent{
-				{0, false, "a"}, {70 * ms, false, "b"}, {140 * ms, false, "c"}, {210 * ms, false, "d"}, {280 * ms, false, "e"},
-				{350 * ms, false, "f"}, {420 * ms, false, "g"}, {490 * ms, false, "h"},
-			},
+			opts:   Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
+			events: churn(-1),
 			want: []pushed{
 				{300 * ms, false, []string{"a", "b", "c", "d", "e"}},
 				{590 * ms, false, []string{"f", "g", "h"}},
 			},
 		},
 		"should hold a batch that turns full to the full cap": {
-			opts: Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
-			events: []pushEvent{
-				{0, false, "a"}, {70 * ms, true, "b"}, {140 * ms, false, "c"}, {210 * ms, false, "d"}, {280 * ms, false, "e"},
-				{350 * ms, false, "f"}, {420 * ms, false, "g"}, {490 * ms, false, "h"},
-			},
-			want: []pushed{{590 * ms, true, []string{"a", "b", "c", "d", "e", "f", "g", "h"}}},
+			opts:   Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 300 * ms, EDS: true}.options(),
+			events: churn(1),
+			want:   []pushed{{590 * ms, true, []string{"a", "b", "c", "d", "e", "f", "g", "h"}}},
 		},
 		"should merge requests arriving during a push into one push after it": {
 			opts:     defaults,

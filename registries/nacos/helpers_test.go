@@ -16,7 +16,6 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshbridge/meshbridge/registries"
@@ -171,28 +170,11 @@ func skipped(registry string) float64 {
 	return testutil.ToFloat64(registries.RegistrySkipped.WithLabelValues(registry, "dubbo"))
 }
 
-// protectedServices is meshbridge_registry_protected_services{registry}.
-// -1 when the series does not exist.
-func protectedServices(registry string) float64 {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(registries.Collectors()...)
-	mfs, err := reg.Gather()
-	if err != nil {
-		return -1
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "meshbridge_registry_protected_services" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "registry" && l.GetValue() == registry {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
+// protectedServices is meshbridge_registry_protected_services{registry}
+// (-1 when there is no such series).
+func protectedServices(t testing.TB, registry string) float64 {
+	t.Helper()
+	return registrytest.RegistryGauge(t, "meshbridge_registry_protected_services", registry)
 }
 
 // lister is a Nacos-protocol server a test registers in (harness.Nacos,

@@ -149,6 +149,21 @@ func TestProtectThreshold(t *testing.T) {
 	k := key("public", "DEFAULT_GROUP", "api")
 	rec.Eventually(t, "three healthy instances", func(st registrytest.State) bool { return len(st.Addrs(k)) == 3 })
 
+	// waitProtected waits until n services count as protected, in Status
+	// and the metric, and the log has line.
+	waitProtected := func(n int, line string) {
+		t.Helper()
+		harness.Eventually(t, waitTimeout, fmt.Sprintf("%d protected services", n), func() error {
+			if got, m := r.Status().Protected, protectedServices(t, r.Name()); got != n || m != float64(n) {
+				return fmt.Errorf("Status.Protected = %d, meshbridge_registry_protected_services = %v", got, m)
+			}
+			return nil
+		})
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no log %q:\n%s", line, logs.String())
+		}
+	}
+
 	up[0].close() // 2 of 3 healthy: above the threshold
 	rec.Eventually(t, "the unhealthy instance dropped", func(st registrytest.State) bool { return len(st.Addrs(k)) == 2 })
 	if n := r.Status().Protected; n != 0 {
@@ -159,27 +174,11 @@ func TestProtectThreshold(t *testing.T) {
 	rec.Eventually(t, "every instance while the threshold is reached", func(st registrytest.State) bool {
 		return len(st.Addrs(k)) == 3
 	})
-	harness.Eventually(t, waitTimeout, "the service counted as protected", func() error {
-		if n, m := r.Status().Protected, protectedServices(r.Name()); n != 1 || m != 1 {
-			return fmt.Errorf("Status.Protected = %d, meshbridge_registry_protected_services = %v, want 1", n, m)
-		}
-		return nil
-	})
-	if !strings.Contains(logs.String(), "protect threshold reached") {
-		t.Errorf("no log of the protect threshold reached:\n%s", logs.String())
-	}
+	waitProtected(1, "protect threshold reached")
 
 	up[0].listen(t)
 	up[1].listen(t)
-	harness.Eventually(t, waitTimeout, "the service no longer protected", func() error {
-		if n, m := r.Status().Protected, protectedServices(r.Name()); n != 0 || m != 0 {
-			return fmt.Errorf("Status.Protected = %d, meshbridge_registry_protected_services = %v, want 0", n, m)
-		}
-		return nil
-	})
-	if !strings.Contains(logs.String(), "protect threshold left") {
-		t.Errorf("no log of the protect threshold left:\n%s", logs.String())
-	}
+	waitProtected(0, "protect threshold left")
 	// The server's checks find the two healthy one at a time: the service
 	// leaves protection at 2 of 3 and has all three again at 3 of 3.
 	rec.Eventually(t, "all three healthy", func(st registrytest.State) bool { return len(st.Addrs(k)) == 3 })

@@ -107,6 +107,14 @@ var downForRE = regexp.MustCompile(`msg="Registry read succeeded again".* downFo
 // there is no such series).
 func RegistryUp(t testing.TB, registry string) float64 {
 	t.Helper()
+	return RegistryGauge(t, "meshbridge_registry_up", registry)
+}
+
+// RegistryGauge is the value of the gauge name{registry} among the metrics
+// every registry shares (registries.Collectors), -1 when there is no such
+// series.
+func RegistryGauge(t testing.TB, name, registry string) float64 {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(registries.Collectors()...)
 	mfs, err := reg.Gather()
@@ -114,7 +122,7 @@ func RegistryUp(t testing.TB, registry string) float64 {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "meshbridge_registry_up" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
