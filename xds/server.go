@@ -195,12 +195,18 @@ type Debounce struct {
 // DefaultDebounceEDSMax is Debounce.EDSMax's default.
 const DefaultDebounceEDSMax = 500 * time.Millisecond
 
+// ClampEDSMax is the rule for Debounce.EDSMax: edsMax (0 takes
+// DefaultDebounceEDSMax) kept within [after, maxDelay]. The configuration's
+// default is this rule's answer for an absent key.
+func ClampEDSMax(edsMax, after, maxDelay time.Duration) time.Duration {
+	return min(max(cmp.Or(edsMax, DefaultDebounceEDSMax), after), max(maxDelay, after))
+}
+
 // options applies the defaults.
 func (d Debounce) options() debounceOptions {
 	after := cmp.Or(d.After, 100*time.Millisecond)
 	maxDelay := max(cmp.Or(d.Max, 10*time.Second), after)
-	return debounceOptions{after: after, max: maxDelay,
-		edsMax: min(max(cmp.Or(d.EDSMax, DefaultDebounceEDSMax), after), maxDelay), edsDebounce: d.EDS}
+	return debounceOptions{after: after, max: maxDelay, edsMax: ClampEDSMax(d.EDSMax, after, maxDelay), edsDebounce: d.EDS}
 }
 
 // SetDebounce changes the push debounce while the server runs (a reload

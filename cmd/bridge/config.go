@@ -534,9 +534,7 @@ func (c *Config) setDefaults() {
 	durIf(&c.XDS.DNSRefreshRate, 30*time.Second)
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
-	if !c.Debounce.EDSMax.IsSet() {
-		durIf(&c.Debounce.EDSMax, min(max(xds.DefaultDebounceEDSMax, c.Debounce.After.Duration), max(c.Debounce.Max.Duration, c.Debounce.After.Duration)))
-	}
+	durIf(&c.Debounce.EDSMax, xds.ClampEDSMax(0, c.Debounce.After.Duration, c.Debounce.Max.Duration))
 	durIf(&c.Sync.Timeout, 30*time.Second)
 	setIf(&c.ConflictPolicy, syncer.ConflictMerge)
 	setIf(&c.Log.Level, "info")

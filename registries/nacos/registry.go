@@ -444,18 +444,15 @@ const grpcProbeTimeout = 3 * time.Second
 func (r *Registry) probeGRPC(ctx context.Context, s server) error {
 	ctx, cancel := context.WithTimeout(ctx, grpcProbeTimeout)
 	defer cancel()
-	if r.tls == nil {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.grpcAddress())
-		if err == nil {
-			c.Close()
+	dial := (&net.Dialer{}).DialContext
+	if r.tls != nil {
+		cfg := r.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = s.host
 		}
-		return err
+		dial = (&tls.Dialer{Config: cfg}).DialContext
 	}
-	cfg := r.tls.Clone()
-	if cfg.ServerName == "" {
-		cfg.ServerName = s.host
-	}
-	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", s.grpcAddress())
+	c, err := dial(ctx, "tcp", s.grpcAddress())
 	if err == nil {
 		c.Close()
 	}

@@ -150,11 +150,12 @@ func (w *nsWatcher) processRead(s *service, o op) {
 // sending every instance as healthy, info when it stops. served is the
 // number of usable instances the read yields.
 func (w *nsWatcher) noteProtection(s *service, info nacosmodel.Service, served int) {
+	protected := info.ReachProtectionThreshold
 	w.mu.Lock()
-	changed := !s.gone && s.protected != info.ReachProtectionThreshold
+	changed := !s.gone && s.protected != protected
 	if changed {
-		s.protected = info.ReachProtectionThreshold
-		if s.protected {
+		s.protected = protected
+		if protected {
 			w.reg.noteProtected(1)
 		} else {
 			w.reg.noteProtected(-1)
@@ -162,7 +163,7 @@ func (w *nsWatcher) noteProtection(s *service, info nacosmodel.Service, served i
 	}
 	w.mu.Unlock()
 	switch {
-	case changed && s.protected:
+	case changed && protected:
 		w.log.Warn("Nacos protect threshold reached: the server lists every instance as healthy, and all are served",
 			"group", s.group, "service", s.name, "instances", served)
 	case changed:
