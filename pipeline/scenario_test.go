@@ -55,8 +55,10 @@ var (
 	// alone removes two thirds of them.
 	api      = S("api", grpc8080, I{Addr: "10.0.0.2", Port: 8080})
 	webAPIDB = []registries.Service{S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), api, S("db", grpc8080, I{Addr: "10.0.0.3", Port: 8080})}
-	// orders8080 is the cluster of host orders-service on port 8080.
-	orders8080 = "outbound|8080||orders-service.service.consul"
+	// orders8080 is the cluster of host orders-service on port 8080,
+	// orders35499 on port 35499.
+	orders8080  = "outbound|8080||orders-service.service.consul"
+	orders35499 = "outbound|35499||orders-service.service.consul"
 )
 
 // steps joins step lists.
@@ -323,6 +325,67 @@ var scenarios = []scenario{
 			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.3", Port: 8080, Protocol: "http"})),
 			pipelinetest.Remove("a", "orders-service"),
 			pipelinetest.Expect(orders8080, "10.0.0.3:8080"))),
+	},
+	{
+		// Rule 3, the host's ports: instances of one service on their own
+		// ports (several on one machine) are served in the cluster of the
+		// port kept for the host, through their target ports; a case-variant
+		// newcomer whose name sorts first and whose port is lower neither
+		// moves that port nor takes an established instance out, and, first
+		// listed without instances, does not take the host dark.
+		name:       "a case-variant newcomer on its own lower port joins an established host and leaves it",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "http"}, I{Addr: "10.0.0.1", Port: 36807, Protocol: "http"}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Expect(orders35499, "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Set("a", S("Orders-Service", nil)),
+			pipelinetest.Expect(orders35499, "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.1", Port: 34855, Protocol: "http"})),
+			pipelinetest.Expect(orders35499, "10.0.0.1:34855", "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("Orders-Service", nil)),
+			pipelinetest.Expect(orders35499, "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Check(),
+			pipelinetest.Remove("a", "Orders-Service"),
+			pipelinetest.Expect(orders35499, "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Check())),
+	},
+	{
+		// Rule 3 across a restart: the ports kept for the hosts are in the
+		// state dir, so the restarted bridge serves the host on its port,
+		// though a bridge deciding anew would take the newcomer's lower one.
+		name:       "a restarted bridge keeps the host's port (state dir)",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		stateDir:   true,
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "http"}, I{Addr: "10.0.0.1", Port: 36807, Protocol: "http"}))), clients, do(
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.1", Port: 34855, Protocol: "http"})),
+			pipelinetest.Expect(orders35499, "10.0.0.1:34855", "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.RestartBridge(),
+			pipelinetest.List("a", S("Orders-Service", nil, I{Addr: "10.0.0.1", Port: 34855, Protocol: "http"}),
+				S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "http"}, I{Addr: "10.0.0.1", Port: 36807, Protocol: "http"})),
+			pipelinetest.Expect(orders35499, "10.0.0.1:34855", "10.0.0.1:35499", "10.0.0.1:36807"),
+			pipelinetest.Check())),
+	},
+	{
+		// Rule 3: the port kept for a host stays while the instance on it
+		// leaves and others remain, and a fresh bridge given the kept ports
+		// (the state dir) serves it the same.
+		name:       "the instance on the host's port leaves, others on their own ports remain",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "http"}, I{Addr: "10.0.0.2", Port: 36807, Protocol: "http"}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("orders-service", nil, I{Addr: "10.0.0.2", Port: 36807, Protocol: "http"}, I{Addr: "10.0.0.3", Port: 34855, Protocol: "http"})),
+			pipelinetest.Expect(orders35499, "10.0.0.2:36807", "10.0.0.3:34855"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("orders-service", nil)),
+			pipelinetest.Expect(orders35499),
+			pipelinetest.Set("a", S("orders-service", nil, I{Addr: "10.0.0.4", Port: 9090, Protocol: "http"})),
+			pipelinetest.Expect(orders35499, "10.0.0.4:9090"),
+			pipelinetest.Check())),
 	},
 	{
 		// Another registry's case variant is merged (merge) or rejected

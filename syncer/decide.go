@@ -9,12 +9,13 @@ import (
 	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 // This file holds the Syncer's decisions as pure functions of their inputs:
-// who serves a host (rule 1), whether a merge conflicts, what a snapshot
-// does given the outage state (rules 2, 5, 6) and what a listing holds
-// (rule 5). The Syncer (sync.go, hosts.go, outage.go) applies them; their
+// who serves a host (rule 1), on which ports (rule 3), whether a merge
+// conflicts, what a snapshot does given the outage state (rules 2, 5, 6)
+// and what a listing holds (rule 5). The Syncer (sync.go, hosts.go, outage.go) applies them; their
 // rules are table-tested in decide_test.go.
 
 // claimant is a service that produces a host: its registry's position in
@@ -39,14 +40,12 @@ const (
 	// host's.
 	roleWinner role = iota
 	// roleMerged: its instances join the winner's ServiceEntry,
-	// translated against the winner's ports, unless its protocol conflicts
+	// translated against the host's ports, unless its protocol conflicts
 	// (mergeConflict): a service of the winner's registry (whatever the
-	// conflictPolicy), or the first service of a later registry under
-	// merge.
+	// conflictPolicy), or any service of a later registry under merge.
 	roleMerged
 	// roleCollision: rejected (host-collision): under conflictPolicy first,
-	// a service of a later registry; under merge, a later registry's
-	// service after its first.
+	// a service of a later registry.
 	roleCollision
 )
 
@@ -54,27 +53,70 @@ const (
 // order (compareClaimants): the first wins; every other service of the
 // winner's registry merges (services a registry lists under names that
 // differ in case or in "_" and "-" make one host, and none takes the host
-// from another: a newcomer that sorts first adds its instances to those
-// already served, and a fresh bridge serves the same union); under merge
-// every later registry's first service merges too and its later ones
-// collide; under first every later registry's service collides.
+// or its instances from another: a newcomer that sorts first adds its
+// instances to those already served, and a fresh bridge serves the same
+// union); under merge every later registry's services merge too, its case
+// variants alike; under first every later registry's service collides. A
+// role never depends on ports: the host's ports are hostPorts' decision.
 func planHost(claims []claimant, merge bool) []role {
 	roles := make([]role, len(claims))
-	seen := make(map[string]bool, len(claims))
 	for i, c := range claims {
 		switch {
 		case i == 0:
 			roles[i] = roleWinner
-		case c.registry == claims[0].registry:
-			roles[i] = roleMerged
-		case merge && !seen[c.registry]:
+		case c.registry == claims[0].registry || merge:
 			roles[i] = roleMerged
 		default:
 			roles[i] = roleCollision
 		}
-		seen[c.registry] = true
 	}
 	return roles
+}
+
+// hostPorts decides the ports a host's services are translated against
+// (rule 3), as the port fields of a translate.Sticky (Port, Protocol,
+// ProtocolPorts): own are the ports of the first service of the host, in
+// rule 1's order and collisions left out, whose own translation has any (its
+// Result.Sticky; zero when none has), and declared whether they are
+// configuration (translate.Translator.DeclaresPorts); host are the host's
+// ports so far and kept whether they are kept.
+//
+//	declared | kept, host has ports | result
+//	yes      | any                  | own: configuration wins
+//	no       | yes                  | host: an instance joining or leaving, a
+//	         |                      | newcomer that sorts first, a service
+//	         |                      | without instances never moves them
+//	no       | no                   | own (zero: no port known, nothing served)
+//
+// A host's ports are kept from the first decision made once the Syncer is
+// ready (before, while the first listings arrive, they follow own, so that
+// a freshly started bridge decides them from what the registries list, not
+// from the order they list it in), for as long as some service claims the
+// host; or from the start for a host whose ports a previous run kept
+// (Config.KeptPorts, the state dir).
+func hostPorts(own translate.Sticky, declared bool, host translate.Sticky, kept bool) translate.Sticky {
+	if !declared && kept && host.Port != 0 {
+		return portsOf(host)
+	}
+	return portsOf(own)
+}
+
+// portsOf is s's port fields.
+func portsOf(s translate.Sticky) translate.Sticky {
+	return translate.Sticky{Port: s.Port, Protocol: s.Protocol, ProtocolPorts: s.ProtocolPorts}
+}
+
+// translatedFor reports whether res, a service's own translation, is its
+// translation for a host of ports and resolution target: the same port
+// fields and resolution, so that it needs no translation of its own for the
+// host.
+func translatedFor(res translate.Result, target translate.Sticky) bool {
+	return res.ServiceEntry != nil && res.Resolution == target.Resolution && sameStickyPorts(res.Sticky, target)
+}
+
+// sameStickyPorts reports whether two Stickies keep the same ports.
+func sameStickyPorts(a, b translate.Sticky) bool {
+	return a.Port == b.Port && a.Protocol == b.Protocol && slices.Equal(a.ProtocolPorts, b.ProtocolPorts)
 }
 
 // mergeConflict says why a service whose own translation has ports theirs

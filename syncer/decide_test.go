@@ -8,7 +8,9 @@ import (
 
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 func TestPlanHost(t *testing.T) {
@@ -24,9 +26,12 @@ func TestPlanHost(t *testing.T) {
 		"merge: every later registry's first service merges": {
 			claims: []claimant{c(0, "a", "web"), c(1, "b", "web"), c(2, "c", "web")}, merge: true,
 			want: []role{roleWinner, roleMerged, roleMerged}},
-		"merge: the winner's registry's other services merge, a later registry's later service collides": {
-			claims: []claimant{c(0, "a", "Web"), c(0, "a", "web"), c(1, "b", "web"), c(1, "b", "web2")}, merge: true,
-			want: []role{roleWinner, roleMerged, roleMerged, roleCollision}},
+		"merge: every service of every registry merges, a later registry's case variants alike": {
+			claims: []claimant{c(0, "a", "Web"), c(0, "a", "web"), c(1, "b", "Orders-Service"), c(1, "b", "orders-service")}, merge: true,
+			want: []role{roleWinner, roleMerged, roleMerged, roleMerged}},
+		"case variants on their own ports: a newcomer that sorts first wins the name, the established one merges": {
+			claims: []claimant{c(0, "a", "Orders-Service"), c(0, "a", "orders-service")},
+			want:   []role{roleWinner, roleMerged}},
 		"first: the winner's registry's other services merge, every other registry's collide": {
 			claims: []claimant{c(0, "a", "Orders-Service"), c(0, "a", "orders-service"), c(1, "b", "orders-service"), c(1, "b", "web2")},
 			want:   []role{roleWinner, roleMerged, roleCollision, roleCollision}},
@@ -35,6 +40,47 @@ func TestPlanHost(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := planHost(tc.claims, tc.merge); !slices.Equal(got, tc.want) {
 				t.Fatalf("roles %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHostPorts is rule 3's table (hostPorts), with the shapes users have:
+// instances of one service on their own ports, a case-variant newcomer on a
+// lower port that sorts first, the instance on the host's port leaving.
+func TestHostPorts(t *testing.T) {
+	http := func(n uint32) translate.Sticky { return translate.Sticky{Port: n, Protocol: model.ProtocolHTTP} }
+	cases := map[string]struct {
+		own      translate.Sticky // the first claimant's own ports
+		declared bool
+		host     translate.Sticky
+		kept     bool
+		want     translate.Sticky
+	}{
+		"a new host takes the first claimant's lowest instance port":     {own: http(35499), want: http(35499)},
+		"before the bridge is ready the ports follow the first claimant": {own: http(34855), host: http(35499), want: http(34855)},
+		"a newcomer on a lower port that sorts first keeps the host's port": {
+			own: http(34855), host: http(35499), kept: true, want: http(35499)},
+		"the instance on the host's port left, another remains on its own port": {
+			own: http(36807), host: http(35499), kept: true, want: http(35499)},
+		"no claimant has a port, the host keeps its own":   {host: http(35499), kept: true, want: http(35499)},
+		"no claimant has a port and none was kept":         {want: translate.Sticky{}},
+		"declared ports replace kept ones":                 {own: http(9090), declared: true, host: http(35499), kept: true, want: http(9090)},
+		"servicePort (declared) replaces instance-derived": {own: http(80), declared: true, host: http(8080), kept: true, want: http(80)},
+		"kept Dubbo ports per protocol stay": {
+			own:  translate.Sticky{Port: 20881, Protocol: translate.ProtocolDubbo, ProtocolPorts: []translate.ProtocolPort{{Number: 20881, Protocol: translate.ProtocolDubbo}, {Number: 50052, Protocol: model.ProtocolGRPC}}},
+			host: translate.Sticky{Port: 20880, Protocol: translate.ProtocolDubbo, ProtocolPorts: []translate.ProtocolPort{{Number: 20880, Protocol: translate.ProtocolDubbo}, {Number: 50051, Protocol: model.ProtocolGRPC}}},
+			kept: true,
+			want: translate.Sticky{Port: 20880, Protocol: translate.ProtocolDubbo, ProtocolPorts: []translate.ProtocolPort{{Number: 20880, Protocol: translate.ProtocolDubbo}, {Number: 50051, Protocol: model.ProtocolGRPC}}}},
+		"only port fields are taken from own": {
+			own: translate.Sticky{Port: 8080, Protocol: model.ProtocolGRPC, InlineFallback: true, Resolution: model.ResolutionDNS}, want: translate.Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := hostPorts(tc.own, tc.declared, tc.host, tc.kept)
+			if got.Port != tc.want.Port || got.Protocol != tc.want.Protocol || !slices.Equal(got.ProtocolPorts, tc.want.ProtocolPorts) ||
+				got.InlineFallback || got.Resolution != "" || got.LabelChanges != nil {
+				t.Fatalf("hostPorts = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -25,6 +25,11 @@ type hostState struct {
 	writtenWEs []*model.WorkloadEntry
 	// served is whose instances the objects hold.
 	served []servedBy
+	// ports are the host's ports (the port fields of a translate.Sticky),
+	// which every claimant is translated against; kept is set once they
+	// are kept (rule 3, hostPorts).
+	ports translate.Sticky
+	kept  bool
 }
 
 // servedBy is a registry whose instances a host's objects hold, and how
@@ -55,6 +60,9 @@ func (s *Syncer) claim(id serviceID, host string) {
 	h := s.hosts[host]
 	if h == nil {
 		h = &hostState{}
+		if p, ok := s.seeds[host]; ok {
+			h.ports, h.kept = p, true
+		}
 		s.hosts[host] = h
 	}
 	if !slices.Contains(h.claims, id) {
@@ -98,7 +106,11 @@ func (s *Syncer) apply(host string) {
 	if h == nil {
 		return
 	}
+	ports, kept := h.ports, h.kept
 	desired, served := s.desired(h)
+	if h.kept && (!kept || !sameStickyPorts(ports, h.ports)) {
+		s.markPortsDirty()
+	}
 	s.noteServed(h, served)
 	want := make(map[model.ConfigKey]bool, len(desired))
 	keepsSE := false
@@ -140,6 +152,9 @@ func (s *Syncer) apply(host string) {
 	h.writtenSE, h.writtenWEs = storedSE, storedWEs
 	if len(h.claims) == 0 && storedSE == nil && len(storedWEs) == 0 {
 		delete(s.hosts, host)
+		if h.kept {
+			s.markPortsDirty()
+		}
 		return
 	}
 	for _, id := range h.claims {
@@ -173,9 +188,12 @@ func (s *Syncer) shareStored(res *translate.Result) {
 }
 
 // desired returns the objects h's claimants produce, WorkloadEntries
-// before the ServiceEntry, and whose instances they hold, with the roles
-// planHost gives them; it logs and counts a claimant's rejection when it
-// starts. s.mu must be held.
+// before the ServiceEntry, and whose instances they hold: each claimant in
+// the role planHost gives it, translated against the host's ports
+// (hostPorts, rule 3) and resolution (translate's HostResolution over the
+// claimants' own translations: DNS when one of them, collisions aside,
+// serves an instance registered by name). It logs and counts a claimant's
+// rejection when it starts. s.mu must be held.
 func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 	if len(h.claims) == 0 {
 		return nil, nil
@@ -185,32 +203,55 @@ func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 		claims[i] = s.claimantOf(id)
 	}
 	roles := planHost(claims, s.merge)
-	first := s.services[h.claims[0]]
-	s.setRejection(h.claims[0], first, "", nil)
-	res := first.result
+	var own translate.Sticky
+	declared, needsDNS := false, false
+	for i, id := range h.claims {
+		st := s.services[id]
+		if roles[i] == roleCollision || st.result.ServiceEntry == nil {
+			continue
+		}
+		if own.Port == 0 {
+			own, declared = st.result.Sticky, s.translator(id).DeclaresPorts(st.svc)
+		}
+		needsDNS = needsDNS || st.result.Resolution == model.ResolutionDNS
+	}
+	target := hostPorts(own, declared, h.ports, h.kept)
+	winner := h.claims[0]
+	first := s.services[winner]
+	s.setRejection(winner, first, "", nil)
+	if target.Port == 0 {
+		// No port is known yet: nothing to serve, nothing to merge into.
+		s.rejectCollisions(h, roles)
+		return nil, nil
+	}
+	target.Resolution = s.translator(winner).HostResolution(needsDNS)
+	res, err := s.translationFor(winner, first, target)
+	if err != nil {
+		s.log.Error("Cannot translate the service that serves a host against the host's ports; serving its own translation",
+			"registry", winner.registry, "service", first.svc.Name, "host", first.result.Host, "err", err)
+		res = first.result
+	}
+	if res.ServiceEntry == nil {
+		s.rejectCollisions(h, roles)
+		return nil, nil
+	}
+	h.ports = portsOf(res.Sticky)
+	h.kept = h.kept || s.isReady()
 	desired := make([]model.Object, 0, len(res.WorkloadEntries)+1)
 	for _, we := range res.WorkloadEntries {
 		desired = append(desired, we)
 	}
-	if res.ServiceEntry == nil {
-		// No port is known yet: nothing to merge into.
-		return desired, nil
-	}
-	served := []servedBy{{registry: h.claims[0].registry, instances: first.instances - len(res.Rejected)}}
+	served := []servedBy{{registry: winner.registry, instances: first.instances - len(res.Rejected)}}
 	se := res.ServiceEntry
+	ours := se.ServiceEntry().GetPorts()
 	var inline []*networking.WorkloadEntry
 	for i, id := range h.claims[1:] {
 		st := s.services[id]
 		if roles[i+1] == roleCollision {
-			winner := h.claims[0]
-			if s.merge {
-				winner = h.claims[slices.IndexFunc(h.claims, func(c serviceID) bool { return c.registry == id.registry })]
-			}
-			s.setRejection(id, st, "host-collision", fmt.Errorf("host %q is produced by service %q of registry %q, which comes first",
-				res.Host, winner.name, winner.registry))
+			s.rejectCollision(h, id, st)
 			continue
 		}
-		m, conflict := s.mergedResult(id, st, first)
+		m, conflict := s.mergedResult(id, st, ours, target)
 		if conflict != "" {
 			s.setRejection(id, st, "protocol-conflict", errors.New(conflict))
 			continue
@@ -226,15 +267,38 @@ func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 		}
 	}
 	if len(inline) > 0 {
-		merged, err := s.regs.byName[h.claims[0].registry].cfg.Translator.MergeInline(se, inline)
+		merged, err := s.translator(winner).MergeInline(se, inline)
 		if err != nil {
-			s.log.Warn("Cannot merge other registries' endpoints into an inline ServiceEntry; serving the first registry's",
+			s.log.Warn("Cannot merge other services' endpoints into an inline ServiceEntry; serving the first service's",
 				"host", res.Host, "err", err)
 		} else {
 			se = merged
 		}
 	}
 	return append(desired, se), served
+}
+
+// rejectCollisions records the collisions among h's claimants (roles), when
+// nothing else of the host is decided. s.mu is held.
+func (s *Syncer) rejectCollisions(h *hostState, roles []role) {
+	for i, id := range h.claims {
+		if roles[i] == roleCollision {
+			s.rejectCollision(h, id, s.services[id])
+		}
+	}
+}
+
+// rejectCollision records that id's service (st) collides with the
+// service that serves h (conflictPolicy first). s.mu is held.
+func (s *Syncer) rejectCollision(h *hostState, id serviceID, st *serviceState) {
+	winner := h.claims[0]
+	s.setRejection(id, st, "host-collision", fmt.Errorf("host %q is produced by service %q of registry %q, which comes first",
+		st.result.Host, winner.name, winner.registry))
+}
+
+// translator is the Translator of id's registry. s.mu is held.
+func (s *Syncer) translator(id serviceID) *translate.Translator {
+	return s.regs.byName[id.registry].cfg.Translator
 }
 
 // setRejection records why st (of id) is not served, "" when it is, and
@@ -250,38 +314,50 @@ func (s *Syncer) setRejection(id serviceID, st *serviceState, reason string, err
 	}
 }
 
-// mergedResult is st translated against the ports of the host's first
-// claimant (conflictPolicy merge), kept until either changes; conflict says
-// why st cannot merge (mergeConflict), or that its translation failed.
-// s.mu must be held.
-func (s *Syncer) mergedResult(id serviceID, st, first *serviceState) (translate.Result, string) {
+// mergedResult is st, a service merged into a host whose ServiceEntry has
+// ports ours, translated for the host (translationFor); conflict says why
+// it cannot merge (mergeConflict between ours and its own translation's
+// ports), or that its translation failed. s.mu must be held.
+func (s *Syncer) mergedResult(id serviceID, st *serviceState, ours []*networking.ServicePort, target translate.Sticky) (translate.Result, string) {
 	if st.result.ServiceEntry != nil {
-		if c := mergeConflict(first.result.ServiceEntry.ServiceEntry().GetPorts(), st.result.ServiceEntry.ServiceEntry().GetPorts()); c != "" {
+		if c := mergeConflict(ours, st.result.ServiceEntry.ServiceEntry().GetPorts()); c != "" {
 			return translate.Result{}, c
 		}
 	}
-	target := translate.Sticky{Port: first.result.Sticky.Port, Protocol: first.result.Sticky.Protocol, ProtocolPorts: first.result.Sticky.ProtocolPorts}
+	res, err := s.translationFor(id, st, target)
+	if err != nil {
+		return translate.Result{}, "its translation against the serving registry's ports failed: " + err.Error()
+	}
+	return res, ""
+}
+
+// translationFor is st (of id) translated for its host, whose ports and
+// resolution are target: its own translation when that is already the
+// host's (translatedFor), else a translation against target, kept until
+// either changes. s.mu must be held.
+func (s *Syncer) translationFor(id serviceID, st *serviceState, target translate.Sticky) (translate.Result, error) {
+	if translatedFor(st.result, target) {
+		return st.result, nil
+	}
 	var prev translate.Result
 	if m := st.merge; m != nil {
-		if m.ok && sameStickyPorts(m.forPorts, target) {
-			return m.result, ""
+		if m.ok && sameStickyPorts(m.forPorts, target) && m.forPorts.Resolution == target.Resolution {
+			return m.result, nil
 		}
 		prev = m.result
 	}
-	res, err := s.regs.byName[id.registry].cfg.Translator.TranslateReusing(st.svc, target, prev)
+	// The service's own hysteresis of form goes with it (rule 10).
+	against := target
+	against.InlineFallback = st.result.Sticky.InlineFallback
+	res, err := s.translator(id).TranslateReusing(st.svc, against, prev)
 	if err != nil {
-		return translate.Result{}, "its translation against the serving registry's ports failed: " + err.Error()
+		return translate.Result{}, err
 	}
 	if st.merge == nil {
 		st.merge = new(mergedState)
 	}
 	*st.merge = mergedState{result: res, forPorts: target, ok: true}
-	return res, ""
-}
-
-// sameStickyPorts reports whether two Stickies keep the same ports.
-func sameStickyPorts(a, b translate.Sticky) bool {
-	return a.Port == b.Port && a.Protocol == b.Protocol && slices.Equal(a.ProtocolPorts, b.ProtocolPorts)
+	return res, nil
 }
 
 // noteServed moves h's served instances to now, keeping each registry's

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/translate"
 )
 
 // stateVersion is the version of the persisted listing format; a file of
@@ -29,6 +31,101 @@ type persistedListing struct {
 	Type     string               `json:"type"`
 	Written  time.Time            `json:"written"`
 	Services []registries.Service `json:"services"`
+}
+
+// persistedPorts are the hosts' kept ports (rule 3) as written to
+// <StateDir>/ports.json, so that a restarted bridge serves its hosts on the
+// ports the last run kept (Config.KeptPorts).
+type persistedPorts struct {
+	Version int                   `json:"version"`
+	Written time.Time             `json:"written"`
+	Hosts   map[string]hostPortsJ `json:"hosts"`
+}
+
+// hostPortsJ is one host's kept ports in ports.json.
+type hostPortsJ struct {
+	Port          uint32          `json:"port"`
+	Protocol      string          `json:"protocol,omitempty"`
+	ProtocolPorts []protocolPortJ `json:"protocolPorts,omitempty"`
+}
+
+type protocolPortJ struct {
+	Number   uint32 `json:"number"`
+	Protocol string `json:"protocol"`
+}
+
+// portsPath is the kept ports' state file.
+func (s *Syncer) portsPath() string { return filepath.Join(s.stateDir, "ports.json") }
+
+// loadPorts reads the kept ports of the last run into the seeds (those
+// Config.KeptPorts gives win); a missing file is none, one that is corrupt
+// or of another version is ignored with a warning.
+func (s *Syncer) loadPorts() {
+	data, err := os.ReadFile(s.portsPath())
+	if os.IsNotExist(err) {
+		return
+	}
+	var pp persistedPorts
+	if err == nil {
+		err = json.Unmarshal(data, &pp)
+	}
+	if err == nil && pp.Version != stateVersion {
+		err = fmt.Errorf("version %d, want %d", pp.Version, stateVersion)
+	}
+	if err != nil {
+		s.log.Warn("Ignored the persisted ports of the hosts", "path", s.portsPath(), "err", err)
+		return
+	}
+	if s.seeds == nil {
+		s.seeds = make(KeptPorts, len(pp.Hosts))
+	}
+	for host, p := range pp.Hosts {
+		if _, given := s.seeds[host]; given || p.Port == 0 {
+			continue
+		}
+		st := translate.Sticky{Port: p.Port, Protocol: model.Protocol(p.Protocol)}
+		for _, q := range p.ProtocolPorts {
+			st.ProtocolPorts = append(st.ProtocolPorts, translate.ProtocolPort{Number: q.Number, Protocol: model.Protocol(q.Protocol)})
+		}
+		s.seeds[host] = st
+	}
+	s.log.Info("Read the ports the last run kept for its hosts", "hosts", len(pp.Hosts), "written", pp.Written)
+}
+
+// markPortsDirty notes that the kept ports changed. s.mu is held.
+func (s *Syncer) markPortsDirty() {
+	if s.stateDir == "" {
+		return
+	}
+	s.portsDirty = true
+	select {
+	case s.stateKick <- struct{}{}:
+	default:
+	}
+}
+
+// takePorts returns the kept ports to write, nil when they did not change.
+func (s *Syncer) takePorts() *persistedPorts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.portsDirty || !s.isReady() {
+		// Before the Syncer is ready the file keeps the last run's ports
+		// of hosts not claimed yet.
+		return nil
+	}
+	s.portsDirty = false
+	pp := &persistedPorts{Version: stateVersion, Written: s.clock.Now(), Hosts: map[string]hostPortsJ{}}
+	for host, h := range s.hosts {
+		if !h.kept || h.ports.Port == 0 {
+			continue
+		}
+		p := hostPortsJ{Port: h.ports.Port, Protocol: string(h.ports.Protocol)}
+		for _, q := range h.ports.ProtocolPorts {
+			p.ProtocolPorts = append(p.ProtocolPorts, protocolPortJ{Number: q.Number, Protocol: string(q.Protocol)})
+		}
+		pp.Hosts[host] = p
+	}
+	return pp
 }
 
 // statePath is the registry's state file.
@@ -138,6 +235,14 @@ func (s *Syncer) runState(ctx context.Context) {
 		for _, pl := range s.takeDirty() {
 			if err := writeAtomic(s.statePath(pl.Registry), pl); err != nil {
 				s.log.Warn("Could not persist a registry's listing", "registry", pl.Registry, "err", err)
+			}
+		}
+		if pp := s.takePorts(); pp != nil {
+			if err := writeAtomic(s.portsPath(), pp); err != nil {
+				s.log.Warn("Could not persist the ports kept for the hosts", "err", err)
+				s.mu.Lock()
+				s.portsDirty = true
+				s.mu.Unlock()
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -38,7 +39,12 @@ type Config struct {
 	// ConflictPolicy decides a host several registries produce (rule 1):
 	// ConflictMerge (the default when "") or ConflictFirst.
 	ConflictPolicy string
-	Logger         *slog.Logger
+	// KeptPorts are the ports a previous run kept for its hosts
+	// (Syncer.KeptPorts): a host first claimed before the Syncer is ready
+	// keeps them (rule 3) instead of deciding anew; those of hosts nobody
+	// claims by then are forgotten.
+	KeptPorts KeptPorts
+	Logger    *slog.Logger
 	// Clock times the hold-downs, delete guards, the sync timeout and state
 	// writes; nil is the real clock (tests pass a fake one).
 	Clock clock.WithDelayedExecution
@@ -62,17 +68,30 @@ type Config struct {
 //     and a fresh bridge serves the same union. Services of several
 //     registries (ConflictPolicy): under ConflictMerge the winner's
 //     ServiceEntry (labelled with its registry) serves the instances of
-//     every registry (its first service; a later registry's later
-//     services are rejected, host-collision); under ConflictFirst the
-//     later registries are rejected (host-collision). A merged service's
+//     every service of every registry; under ConflictFirst the later
+//     registries are rejected (host-collision). A merged service's
 //     instances are in its own WorkloadEntries (or inline endpoints)
-//     translated against the winner's ports, and one whose protocol differs
-//     on a port both have is rejected (protocol-conflict, mergeConflict). No registry's outage
-//     removes another's instances. A rejection is logged when it starts.
+//     translated against the host's ports (rule 3), and one whose protocol
+//     differs on a port both have is rejected (protocol-conflict,
+//     mergeConflict). No registry's outage removes another's instances. A
+//     rejection is logged when it starts.
 //  2. A Snapshot with Err keeps the service's last-known-good objects
 //     (docs/design.md §8); only Removed deletes them.
-//  3. Port numbers stick per service for the life of the process; the
-//     protocol follows the instances (translate.Sticky).
+//  3. A host's ports are the host's, not a service's (hostPorts): declared
+//     ports (the registry's servicePort, ports the registry declares) of
+//     the first service that has ports; otherwise the lowest instance port
+//     of that service when the host is first decided, then kept while any
+//     service claims the host, whichever service wins it and whatever
+//     instances join or leave, so that the cluster clients dial
+//     (outbound|<port>||<host>) never moves under them. Instances on other
+//     ports are served through their target ports. Decisions made before
+//     the Syncer is ready follow the listings (a fresh bridge decides from
+//     what the registries list, not from the order they list it); a
+//     bridge given the kept ports of a previous run (Config.KeptPorts,
+//     the state dir) keeps them. The protocol follows the instances
+//     (translate.Sticky). The host's resolution is DNS when a service of
+//     the host serves an instance registered by name (translate's
+//     HostResolution).
 //  4. Within a host, creates and updates write WorkloadEntries before the
 //     ServiceEntry and deletes remove the ServiceEntry first, so the first
 //     push for a new service already carries its endpoints and a removed
@@ -116,6 +135,11 @@ type Syncer struct {
 	hosts    map[string]*hostState
 	pending  int         // registries not yet synced, counted before HasSynced
 	obs      observation // the Snapshot being applied (hosts.go)
+	// seeds are Config.KeptPorts (and those the state dir holds) until the
+	// Syncer is ready; portsDirty: the kept ports changed since they were
+	// last persisted.
+	seeds      KeptPorts
+	portsDirty bool
 }
 
 // Conflict policies (Config.ConflictPolicy).
@@ -148,6 +172,10 @@ type serviceState struct {
 // mergedState is a service's translation for a merge: result was
 // translated against the ports of forPorts, and is current when ok (a new
 // listing clears ok and keeps result to reuse).
+//
+// A service is translated for its host (hosts.go translationFor) when the
+// host's ports or resolution differ from those of its own translation:
+// merged into another's host, or the host's kept ports not its own.
 type mergedState struct {
 	result   translate.Result
 	forPorts translate.Sticky
@@ -170,6 +198,7 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 		services:  make(map[serviceID]*serviceState),
 		hosts:     make(map[string]*hostState),
 		pending:   len(cfg.Registries),
+		seeds:     maps.Clone(cfg.KeptPorts),
 	}
 	names := make([]string, len(cfg.Registries))
 	for i, r := range cfg.Registries {
@@ -180,10 +209,11 @@ func New(store *serviceentry.Store, cfg Config) *Syncer {
 	}
 	s.regs.setOrder(names)
 	if s.pending == 0 {
-		close(s.ready)
+		s.markReady()
 	}
 	if s.stateDir != "" {
 		s.loadState()
+		s.loadPorts()
 	}
 	return s
 }
@@ -229,24 +259,52 @@ func (s *Syncer) Run(ctx context.Context) {
 
 // HasSynced reports whether every registry delivered its first listing, or
 // the sync timeout passed.
-func (s *Syncer) HasSynced() bool {
-	select {
-	case <-s.ready:
-		return true
-	default:
-		return false
+func (s *Syncer) HasSynced() bool { return s.isReady() }
+
+// KeptPorts are hosts' kept ports (rule 3), by host, as the port fields of
+// a translate.Sticky (Port, Protocol, ProtocolPorts).
+type KeptPorts map[string]translate.Sticky
+
+// KeptPorts returns the ports the Syncer keeps for its hosts (rule 3): what
+// a bridge started after this one must be given (Config.KeptPorts) to serve
+// its hosts on the same ports.
+func (s *Syncer) KeptPorts() KeptPorts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(KeptPorts, len(s.hosts))
+	for host, h := range s.hosts {
+		if h.kept {
+			out[host] = h.ports
+		}
 	}
+	return out
 }
 
 // Ready is closed when HasSynced turns true.
 func (s *Syncer) Ready() <-chan struct{} { return s.ready }
 
-// markReady closes ready once; s.mu must be held.
+// markReady closes ready once, and keeps every host's ports from then on
+// (rule 3, hostPorts); s.mu must be held.
 func (s *Syncer) markReady() {
 	select {
 	case <-s.ready:
 	default:
 		close(s.ready)
+		for _, h := range s.hosts {
+			h.kept = h.kept || h.ports.Port != 0
+		}
+		s.seeds = nil
+		s.markPortsDirty()
+	}
+}
+
+// isReady reports whether ready is closed.
+func (s *Syncer) isReady() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
 	}
 }
 

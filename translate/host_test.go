@@ -118,7 +118,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(valid): %v", err)
 	}
-	if got := tr.Options(); got.Resolution != "STATIC" || got.Endpoints != EndpointsWorkloadEntry {
+	if got := tr.Options(); got.Resolution != ResolutionAuto || got.Endpoints != EndpointsWorkloadEntry {
 		t.Errorf("defaults not filled in: %+v", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -15,7 +14,7 @@ import (
 // the reason label of meshbridge_translate_rejected_instances_total.
 const (
 	RejectInvalidAddress    = "invalid-address"    // neither an IP nor a valid DNS name
-	RejectHostnameAddress   = "hostname-address"   // a DNS name under STATIC resolution (docs/design.md §3)
+	RejectHostnameAddress   = "hostname-address"   // a DNS name where the resolution is STATIC (rule 2, resolution.go)
 	RejectInvalidPort       = "invalid-port"       // 0 or above 65535
 	RejectInvalidLocality   = "invalid-locality"   // more than 3 segments, or characters Envoy cannot carry
 	RejectDuplicateEndpoint = "duplicate-endpoint" // same address and port as an instance earlier by ID (grpc-go NACKs duplicates)
@@ -25,17 +24,20 @@ const (
 )
 
 // candidate is an instance that passed the address, port and locality checks,
-// with its normalized address and locality.
+// with its normalized address and locality; named when the address is a
+// DNS name.
 type candidate struct {
 	inst     *registries.Instance
 	address  string
 	locality string
+	named    bool
 }
 
 // admit sorts instances by ID (then address and port) and keeps those with a valid port, address and
-// locality, first by ID per address+port and per ID. Rejections are appended
-// to res in ID order.
-func (t *Translator) admit(instances []registries.Instance, res *Result) []candidate {
+// locality, first by ID per address+port and per ID; an address that is a DNS
+// name only when names is set (rule 2). Rejections are appended to res in ID
+// order.
+func (t *Translator) admit(instances []registries.Instance, names bool, res *Result) []candidate {
 	sorted := make([]*registries.Instance, len(instances))
 	for i := range instances {
 		sorted[i] = &instances[i]
@@ -53,7 +55,7 @@ func (t *Translator) admit(instances []registries.Instance, res *Result) []candi
 	seenID := make(map[string]bool, len(sorted))
 	out := make([]candidate, 0, len(sorted))
 	for _, inst := range sorted {
-		c, reason, detail := t.check(inst)
+		c, reason, detail := t.check(inst, names)
 		if reason == "" && seenID[inst.ID] {
 			reason, detail = RejectDuplicateID, "instance ID seen before"
 		}
@@ -75,8 +77,9 @@ func (t *Translator) admit(instances []registries.Instance, res *Result) []candi
 	return out
 }
 
-// check validates one instance's port, address and locality.
-func (t *Translator) check(inst *registries.Instance) (c candidate, reason, detail string) {
+// check validates one instance's port, address and locality; a DNS name is
+// an address only when names is set.
+func (t *Translator) check(inst *registries.Instance, names bool) (c candidate, reason, detail string) {
 	if invalid := inst.Invalid(); invalid != "" {
 		return c, RejectMalformed, invalid
 	}
@@ -85,7 +88,7 @@ func (t *Translator) check(inst *registries.Instance) (c candidate, reason, deta
 			return c, RejectInvalidPort, fmt.Sprintf("port %d is not in 1-65535", p.Number)
 		}
 	}
-	address, reason, detail := t.checkAddress(inst.Address)
+	address, named, reason, detail := checkAddress(inst.Address, names)
 	if reason != "" {
 		return c, reason, detail
 	}
@@ -93,15 +96,16 @@ func (t *Translator) check(inst *registries.Instance) (c candidate, reason, deta
 	if err != nil {
 		return c, RejectInvalidLocality, err.Error()
 	}
-	return candidate{inst: inst, address: address, locality: locality}, "", ""
+	return candidate{inst: inst, address: address, locality: locality, named: named}, "", ""
 }
 
 // checkAddress returns the address in canonical form: an IP as netip formats
-// it (IPv4-mapped IPv6 unmapped), a DNS name lower-cased. DNS names are allowed only under DNS resolution.
-func (t *Translator) checkAddress(address string) (string, string, string) {
+// it (IPv4-mapped IPv6 unmapped), a DNS name lower-cased (named), which is
+// rejected unless names is set.
+func checkAddress(address string, names bool) (canonical string, named bool, reason, detail string) {
 	if ip, err := netip.ParseAddr(address); err == nil {
 		if ip.Zone() != "" {
-			return "", RejectInvalidAddress, fmt.Sprintf("address %q has an IPv6 zone", address)
+			return "", false, RejectInvalidAddress, fmt.Sprintf("address %q has an IPv6 zone", address)
 		}
 		// An IPv4-mapped IPv6 address is the IPv4 endpoint; unmapping it lets
 		// the duplicate check see that both spellings are one address. An
@@ -110,18 +114,18 @@ func (t *Translator) checkAddress(address string) (string, string, string) {
 		var buf [48]byte
 		canonical := ip.Unmap().AppendTo(buf[:0])
 		if string(canonical) == address {
-			return address, "", ""
+			return address, false, "", ""
 		}
-		return string(canonical), "", ""
+		return string(canonical), false, "", ""
 	}
 	name := strings.ToLower(address)
 	if err := validateFQDN(name); err != nil || strings.HasSuffix(name, ".") {
-		return "", RejectInvalidAddress, fmt.Sprintf("address %q is neither an IP address nor a DNS name", address)
+		return "", false, RejectInvalidAddress, fmt.Sprintf("address %q is neither an IP address nor a DNS name", address)
 	}
-	if t.opts.Resolution != model.ResolutionDNS {
-		return "", RejectHostnameAddress, fmt.Sprintf("address %q is a DNS name; resolution is STATIC", address)
+	if !names {
+		return "", true, RejectHostnameAddress, fmt.Sprintf("address %q is a DNS name; the resolution is STATIC", address)
 	}
-	return name, "", ""
+	return name, true, "", ""
 }
 
 // normalizeLocality turns "region/zone/subzone" into its canonical form:

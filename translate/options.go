@@ -46,7 +46,11 @@ type Options struct {
 	DubboApplicationHostTemplate string
 	// ServicePort, when not 0, is the one ServiceEntry port (1-65535).
 	ServicePort uint32
-	// Resolution is STATIC (the default when "") or DNS.
+	// Resolution is ResolutionAuto (the default when ""), STATIC or DNS
+	// (rule 2): under AUTO a ServiceEntry is STATIC while every instance of
+	// its host is an IP address and DNS while one is registered by DNS
+	// name; under STATIC an instance registered by name is rejected
+	// (hostname-address); under DNS every ServiceEntry is DNS.
 	Resolution model.Resolution
 	// Endpoints is the endpoint mode; "" means workloadentry.
 	Endpoints EndpointMode
@@ -102,7 +106,7 @@ type Translator struct {
 // and selection labels ...`.
 func New(opts Options) (*Translator, error) {
 	if opts.Resolution == "" {
-		opts.Resolution = model.ResolutionStatic
+		opts.Resolution = ResolutionAuto
 	}
 	if opts.Endpoints == "" {
 		opts.Endpoints = EndpointsWorkloadEntry
@@ -136,8 +140,8 @@ func validateOptions(o Options) error {
 		return fmt.Errorf("namespace: %q is not a DNS-1123 label", o.Namespace)
 	case o.ServicePort > 65535:
 		return fmt.Errorf("servicePort: %d is not in 0-65535", o.ServicePort)
-	case o.Resolution != model.ResolutionStatic && o.Resolution != model.ResolutionDNS:
-		return fmt.Errorf("resolution: %q is not supported (want STATIC or DNS)", o.Resolution)
+	case o.Resolution != ResolutionAuto && o.Resolution != model.ResolutionStatic && o.Resolution != model.ResolutionDNS:
+		return fmt.Errorf("resolution: %q is not supported (want AUTO, STATIC or DNS)", o.Resolution)
 	case o.Endpoints != EndpointsWorkloadEntry && o.Endpoints != EndpointsInline:
 		return fmt.Errorf("endpoints: %q is not supported (want workloadentry or inline)", o.Endpoints)
 	}

@@ -43,6 +43,12 @@ type Sticky struct {
 	// (Result.LabelChanges, the same read-only slice): the next one marks
 	// those it repeats (LabelChange.Repeated) and sets Result.LabelSetChanged.
 	LabelChanges []LabelChange
+	// Resolution, when set, is the resolution of the host the service is
+	// translated for, which the caller decides over every service of the
+	// host (HostResolution); "" lets the service's own instances decide
+	// (rule 2, resolution.go). A translation never sets it: it is the
+	// host's, not the service's (Result.Resolution says what was chosen).
+	Resolution model.Resolution
 }
 
 // ProtocolPort is a port number and the protocol it serves.
@@ -125,10 +131,12 @@ type portKey struct {
 
 var servicePorts, singlePorts sync.Map // portKey → *networking.ServicePort, []*networking.ServicePort
 
-// portPlan is the ServiceEntry's ports and the state that keeps them.
+// portPlan is the ServiceEntry's ports and the state that keeps them, and
+// its resolution (rule 2), decided once the instances are admitted.
 type portPlan struct {
-	ports  []*networking.ServicePort // sorted by number; ports[0] is the primary
-	sticky Sticky
+	resolution model.Resolution
+	ports      []*networking.ServicePort // sorted by number; ports[0] is the primary
+	sticky     Sticky
 	// byProtocol: one port per protocol (a Dubbo service); protocols[i]
 	// is the protocol of ports[i], and each instance serves a port on its
 	// own port of that protocol.
@@ -163,6 +171,15 @@ func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []cand
 		sticky.Protocol = proto
 	}
 	return &portPlan{ports: singlePort(proto, number), sticky: sticky}, nil
+}
+
+// DeclaresPorts reports whether svc's ports are configuration rather than
+// derived from its instances (rule 3): the registry's servicePort, or ports
+// the registry declares for the service. The caller that keeps a host's
+// ports while its instances come and go (the Syncer) lets declared ports
+// replace them.
+func (t *Translator) DeclaresPorts(svc registries.Service) bool {
+	return t.opts.ServicePort != 0 || len(svc.Ports) > 0
 }
 
 // declaredPorts turns declared ports into ServicePorts, sorted by number; a

@@ -105,6 +105,7 @@ func TestPortsStick(t *testing.T) {
 			},
 		},
 		"invalid instances do not choose the port": {
+			opts: Options{Resolution: model.ResolutionStatic},
 			steps: []step{
 				{[]registries.Instance{inst("a", "db.example.com", 80, "http"), inst("b", "10.0.0.2", 8080, "grpc")},
 					8080, "grpc-8080", model.ProtocolGRPC, Sticky{Port: 8080, Protocol: model.ProtocolGRPC}},

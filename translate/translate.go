@@ -96,6 +96,9 @@ type Result struct {
 	LabelSetChanged bool
 	// Sticky is the state to pass to the next Translate of this service.
 	Sticky Sticky
+	// Resolution is the ServiceEntry's, STATIC or DNS (rule 2); "" when
+	// there is no ServiceEntry.
+	Resolution model.Resolution
 	// Fallback is empty unless inline mode could not list the service's
 	// endpoints inline (rule 10): more than MaxInlineEndpoints admitted
 	// instances, or an inline ServiceEntry over MaxObjectBytes. The service
@@ -169,7 +172,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.W
 		return Result{}, err
 	}
 	res := Result{Host: host, Sticky: prev}
-	insts := t.admit(svc.Instances, &res)
+	insts := t.admit(svc.Instances, t.admitsNames(prev.Resolution), &res)
 	plan, err := t.planPorts(svc, prev, insts)
 	if err != nil {
 		return Result{}, fmt.Errorf("service %q: %w", svc.Name, err)
@@ -178,6 +181,8 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.W
 		return res, nil
 	}
 	res.Sticky = plan.sticky
+	plan.resolution = t.resolutionOf(prev.Resolution, slices.ContainsFunc(insts, func(c candidate) bool { return c.named }))
+	res.Resolution = plan.resolution
 	mode := t.opts.Endpoints
 	// Hysteresis (rule 10): a service in WorkloadEntry form stays so until
 	// it is under 90 % of the limits, so one near them does not flap.
@@ -376,7 +381,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 				continue
 			}
 		}
-		if err := t.validateEntry(mode, spec, names, &checked); err != nil {
+		if err := validateEntry(mode, plan.resolution, spec, names, &checked); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{InstanceID: c.inst.ID, Reason: RejectInvalidEntry, Detail: err.Error()})
 			continue
 		}
@@ -388,18 +393,11 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 // validateEntry applies the checks istiod applies to a WorkloadEntry, or, in
 // inline form, to an endpoint of a ServiceEntry with this resolution and
 // these ports.
-func (t *Translator) validateEntry(mode EndpointMode, we *networking.WorkloadEntry, portNames map[string]bool, labels *labelCheck) error {
+func validateEntry(mode EndpointMode, resolution model.Resolution, we *networking.WorkloadEntry, portNames map[string]bool, labels *labelCheck) error {
 	if mode == EndpointsInline {
-		return validateEndpoint(we, portNames, t.resolution(), labels)
+		return validateEndpoint(we, portNames, istioResolution(resolution), labels)
 	}
 	return validateWorkloadEntry(we, true, labels)
-}
-
-func (t *Translator) resolution() networking.ServiceEntry_Resolution {
-	if t.opts.Resolution == model.ResolutionDNS {
-		return networking.ServiceEntry_DNS
-	}
-	return networking.ServiceEntry_STATIC
 }
 
 // serviceEntrySpec builds the ServiceEntry: one host, MESH_INTERNAL, the
@@ -410,7 +408,7 @@ func (t *Translator) serviceEntrySpec(mode EndpointMode, host string, plan *port
 		Hosts:      []string{host},
 		Ports:      plan.ports,
 		Location:   networking.ServiceEntry_MESH_INTERNAL,
-		Resolution: t.resolution(),
+		Resolution: istioResolution(plan.resolution),
 	}
 	if mode == EndpointsWorkloadEntry {
 		se.WorkloadSelector = &networking.WorkloadSelector{Labels: map[string]string{model.LabelService: ServiceLabelValue(host)}}

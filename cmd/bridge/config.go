@@ -301,7 +301,7 @@ type XDSConfig struct {
 	// default, for loopback.
 	TLS *ServerTLSConfig `json:"tls,omitempty"`
 	// DNSRefreshRate is how often the DNS names of endpoints (instances
-	// registered by hostname under resolution DNS) are resolved again for
+	// registered by hostname, under resolution AUTO or DNS) are resolved again for
 	// direct xDS, which serves the addresses they resolve to; default 30s.
 	DNSRefreshRate Duration `json:"dnsRefreshRate"`
 }
@@ -570,7 +570,7 @@ func (c *Config) setDefaults() {
 	durIf(&le.RetryPeriod, 2*time.Second)
 	for i := range c.Registries {
 		r := &c.Registries[i]
-		setIf(&r.Resolution, "STATIC")
+		setIf(&r.Resolution, string(translate.ResolutionAuto))
 		if r.Block != nil {
 			r.Block.Default()
 		}
@@ -719,8 +719,8 @@ func validateKubernetes(k *KubernetesConfig, add func(path, format string, args 
 }
 
 func validateRegistry(p string, r RegistryConfig, add func(path, format string, args ...any)) {
-	if r.Resolution != "STATIC" && r.Resolution != "DNS" {
-		add(p+".resolution", "%q is not one of STATIC, DNS", r.Resolution)
+	if r.Resolution != string(translate.ResolutionAuto) && r.Resolution != "STATIC" && r.Resolution != "DNS" {
+		add(p+".resolution", "%q is not one of AUTO, STATIC, DNS", r.Resolution)
 	}
 	if r.ServicePort > 65535 {
 		add(p+".servicePort", "%d is not a port (0 derives it, else 1-65535)", r.ServicePort)

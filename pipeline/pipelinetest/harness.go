@@ -75,6 +75,8 @@ type Options struct {
 	Namespace string
 	// Logger receives the pipeline's logs; nil discards them.
 	Logger *slog.Logger
+	// KeptPorts are the ports a previous run kept (syncer.Config.KeptPorts).
+	KeptPorts syncer.KeptPorts
 }
 
 // Harness is a running pipeline with scripted registries.
@@ -117,7 +119,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	h.Pipeline = pipeline.New(pipeline.Options{
 		Registries: regs,
 		Sync: syncer.Config{Timeout: opts.SyncTimeout, StateDir: opts.StateDir,
-			ConflictPolicy: opts.ConflictPolicy, Clock: h.Clock},
+			ConflictPolicy: opts.ConflictPolicy, KeptPorts: opts.KeptPorts, Clock: h.Clock},
 		XDS:    xds.Options{Address: "127.0.0.1:0", DebounceAfter: debounce, EnableEDSDebounce: true},
 		MCP:    true,
 		Logger: log,
@@ -147,16 +149,20 @@ func (h *Harness) Stop() { h.stop() }
 
 // Oracle is what a freshly built pipeline serves when fed state, the
 // services each registry lists in the end, by registry name: a pipeline of
-// h's options and registries as configured now, each of whose watchers
-// lists its services once (ListCalls) and syncs, read by a new client once
-// ready. It returns what that client holds and what that pipeline's Store
-// holds (StoreObjects); the fresh pipeline is stopped. Persisted listings
-// are not read: the fresh pipeline knows only state.
+// h's options and registries as configured now, given the ports h's
+// pipeline keeps for its hosts (syncer rule 3: a host's ports, once
+// decided, depend on its history, which a fresh bridge learns from them, as
+// a restarted bridge does from its state dir), each of whose watchers lists
+// its services once (ListCalls) and syncs, read by a new client once ready.
+// It returns what that client holds and what that pipeline's Store holds
+// (StoreObjects); the fresh pipeline is stopped. Persisted listings are not
+// read: the fresh pipeline knows only state.
 func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[string]string) {
 	h.T.Helper()
 	opts := h.opts
 	opts.Registries = slices.Clone(opts.Registries)
 	opts.StateDir, opts.SyncTimeout, opts.Logger = "", 0, nil
+	opts.KeptPorts = h.Pipeline.Syncer.KeptPorts()
 	fresh := Start(h.T, opts)
 	defer fresh.Stop()
 	for _, rc := range opts.Registries {

@@ -466,13 +466,14 @@ func (restartBridgeStep) Play(s *Scene) {
 	if s.H.opts.StateDir != "" {
 		s.H.Advance(stateWriteDelay)
 		truth := s.Truth()
-		harness.Eventually(s.H.T, checkTimeout, "every registry's listing persisted", func() error {
+		kept := s.H.Pipeline.Syncer.KeptPorts()
+		harness.Eventually(s.H.T, checkTimeout, "every registry's listing and the kept ports persisted", func() error {
 			for name, svcs := range truth {
 				if err := persisted(s.H.opts.StateDir, name, svcs); err != nil {
 					return err
 				}
 			}
-			return nil
+			return persistedPorts(s.H.opts.StateDir, kept)
 		})
 	}
 	s.H.Stop()
@@ -496,7 +497,7 @@ func (s *Scene) reconnect() {
 
 func (restartBridgeStep) String() string { return "pipelinetest.RestartBridge()" }
 
-// Expect waits until every client of the scene holds cluster's
+// Expect waits until every client of the scene holds cluster and its
 // ClusterLoadAssignment with exactly endpoints ("address:port", any
 // order): the target a scenario names, checked apart from the oracle.
 func Expect(cluster string, endpoints ...string) Step {
@@ -518,7 +519,13 @@ func (e expectStep) Play(s *Scene) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		err := c.wait(ctx, func() error {
-			got, ok := c.Served()[resourcev3.EndpointType][e.cluster]
+			served := c.Served()
+			// A ClusterLoadAssignment a client holds for a cluster it no
+			// longer has (SotW keeps it) is not served to it.
+			if _, ok := served[resourcev3.ClusterType][e.cluster]; !ok {
+				return fmt.Errorf("no Cluster %s", e.cluster)
+			}
+			got, ok := served[resourcev3.EndpointType][e.cluster]
 			if !ok {
 				return fmt.Errorf("no ClusterLoadAssignment %s", e.cluster)
 			}
@@ -663,6 +670,34 @@ func objectsString(m map[string]string) string {
 // stateWriteDelay is the Syncer's: a listing is persisted at most this
 // long after it changed (syncer state.go).
 const stateWriteDelay = 3 * time.Second
+
+// persistedPorts reports whether dir holds exactly the kept ports' hosts
+// and numbers.
+func persistedPorts(dir string, kept syncer.KeptPorts) error {
+	data, err := os.ReadFile(filepath.Join(dir, "ports.json"))
+	if err != nil {
+		return err
+	}
+	var pp struct {
+		Hosts map[string]struct {
+			Port uint32 `json:"port"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(data, &pp); err != nil {
+		return err
+	}
+	got, want := map[string]uint32{}, map[string]uint32{}
+	for h, p := range pp.Hosts {
+		got[h] = p.Port
+	}
+	for h, p := range kept {
+		want[h] = p.Port
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("ports.json holds %v, the bridge keeps %v", got, want)
+	}
+	return nil
+}
 
 // persisted reports whether dir holds registry's persisted listing of
 // exactly svcs' keys.
