@@ -388,6 +388,27 @@ var scenarios = []scenario{
 			pipelinetest.Check())),
 	},
 	{
+		// translate's rule 2 (resolution AUTO): an instance registered by
+		// hostname is served, as the addresses it resolves to, beside the IP
+		// ones; its host turns DNS and back to STATIC as it comes and goes,
+		// also when another registry's service brings it.
+		name: "an instance registered by hostname joins and leaves",
+		steps: steps(do(
+			pipelinetest.List("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "grpc"})),
+			pipelinetest.List("b")), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "grpc"}, I{Addr: "localhost", Port: 8081, Protocol: "grpc"})),
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("web", nil, I{Addr: "LocalHost", Port: 8082, Protocol: "grpc"})),
+			pipelinetest.Set("a", S("web", nil, I{Addr: "10.0.0.1", Port: 8080, Protocol: "grpc"})),
+			pipelinetest.Check(),
+			pipelinetest.Remove("b", "web"),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Check(),
+			pipelinetest.Set("a", S("api", nil, I{Addr: "localhost", Port: 9090, Protocol: "http"})),
+			pipelinetest.Check())),
+	},
+	{
 		// Another registry's case variant is merged (merge) or rejected
 		// (first) as any other registry's service of the host is.
 		name: "a case-variant newcomer of a later registry",

@@ -84,6 +84,10 @@ func TestDecideServiceEntryPush(t *testing.T) {
 			old: []*model.Service{svc("a")}, cur: []*model.Service{svc("a", dns)}, event: model.EventUpdate,
 			wantUnchanged: []string{"a"},
 		},
+		"update back to STATIC (the last hostname instance left) pushes EDS only": {
+			old: []*model.Service{svc("a", dns)}, cur: []*model.Service{svc("a")}, event: model.EventUpdate,
+			wantUnchanged: []string{"a"},
+		},
 		"update changing exportTo, addresses, location or selector pushes EDS only": {
 			old: []*model.Service{svc("a")},
 			cur: []*model.Service{svc("a", func(s *model.Service) {

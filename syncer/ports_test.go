@@ -89,3 +89,39 @@ func TestHostPortsStayRandomized(t *testing.T) {
 		}
 	}
 }
+
+// TestHostResolutionFollowsItsServices: a host is DNS while one of the
+// services that claim it serves an instance registered by name, another
+// registry's included (translate's HostResolution), and every claimant's
+// instances are translated for it: the IP ones stay, the name is served.
+func TestHostResolutionFollowsItsServices(t *testing.T) {
+	sy, store, _ := newTestSyncer(t, "a", "b")
+	resolution := func() string {
+		flush(t, store)
+		se := store.Get(model.KindServiceEntry, "web.service.consul", "mesh")
+		if se == nil {
+			return "none"
+		}
+		return se.ServiceEntry().GetResolution().String()
+	}
+	addresses := func() []string {
+		var out []string
+		for _, we := range store.List(model.KindWorkloadEntry, "") {
+			out = append(out, we.WorkloadEntry().GetAddress())
+		}
+		slices.Sort(out)
+		return out
+	}
+	sy.Snapshot(snap("a", "web", instance("n1/web", "10.0.0.1", 8080)))
+	if got := resolution(); got != "STATIC" {
+		t.Fatalf("IP instances only: resolution %s, want STATIC", got)
+	}
+	sy.Snapshot(snap("b", "web", instance("n2/web", "web-2.example.com", 8081)))
+	if got, addrs := resolution(), addresses(); got != "DNS" || !slices.Equal(addrs, []string{"10.0.0.1", "web-2.example.com"}) {
+		t.Fatalf("another registry's instance registered by name: resolution %s, addresses %v; want DNS, both", got, addrs)
+	}
+	sy.Snapshot(registries.Snapshot{Registry: "b", Service: registries.Service{Name: "web"}, Removed: true})
+	if got, addrs := resolution(), addresses(); got != "STATIC" || !slices.Equal(addrs, []string{"10.0.0.1"}) {
+		t.Fatalf("the name gone: resolution %s, addresses %v; want STATIC, the IP", got, addrs)
+	}
+}

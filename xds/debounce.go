@@ -51,6 +51,7 @@ func debounce(ctx context.Context, q *requestQueue, options func() debounceOptio
 	var (
 		running  sync.WaitGroup
 		batch    *model.PushRequest
+		batchN   int       // the requests merged into batch (requestQueue.take)
 		start    time.Time // when the batch's first request arrived
 		last     time.Time // when the batch's latest request arrived
 		timer    <-chan time.Time
@@ -69,10 +70,11 @@ func debounce(ctx context.Context, q *requestQueue, options func() debounceOptio
 			timer = time.After(min(opts.after-quiet, limit-age))
 			return
 		}
-		req := batch
-		batch, timer, free = nil, nil, false
+		req, n := batch, batchN
+		batch, batchN, timer, free = nil, 0, nil, false
 		running.Go(func() {
 			push(req)
+			q.pushed(n)
 			pushDone <- struct{}{}
 		})
 	}
@@ -83,14 +85,15 @@ func debounce(ctx context.Context, q *requestQueue, options func() debounceOptio
 			return
 		case <-q.ready:
 			opts = options()
-			req := q.take()
+			req, n := q.take()
 			if req == nil {
 				continue
 			}
 			if !opts.edsDebounce && !req.Full {
-				running.Go(func() { push(req) })
+				running.Go(func() { push(req); q.pushed(n) })
 				continue
 			}
+			batchN += n
 			last = now()
 			if batch == nil {
 				start = last

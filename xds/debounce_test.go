@@ -179,3 +179,35 @@ func runDebounce(t *testing.T, opts debounceOptions, pushTime time.Duration, eve
 	defer mu.Unlock()
 	return got
 }
+
+// TestQueueWaitIdle: waitIdle returns only once every request added has
+// been taken and its push reported, merged requests counted each.
+func TestQueueWaitIdle(t *testing.T) {
+	q := newRequestQueue()
+	if err := q.waitIdle(t.Context()); err != nil {
+		t.Fatalf("an empty queue is idle: %v", err)
+	}
+	q.add(&model.PushRequest{})
+	q.add(&model.PushRequest{Full: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if err := q.waitIdle(ctx); err == nil {
+		t.Fatal("idle with two requests pending")
+	}
+	req, n := q.take()
+	if req == nil || !req.Full || n != 2 {
+		t.Fatalf("take = %+v, %d; want the merged full request of 2", req, n)
+	}
+	q.add(&model.PushRequest{})
+	q.pushed(n)
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel2()
+	if err := q.waitIdle(ctx2); err == nil {
+		t.Fatal("idle with a request added after the take")
+	}
+	_, n = q.take()
+	q.pushed(n)
+	if err := q.waitIdle(t.Context()); err != nil {
+		t.Fatalf("every request pushed: %v", err)
+	}
+}

@@ -86,13 +86,55 @@ type dnsEndpoints struct {
 	names map[string]*dnsName
 	nheld atomic.Int64 // len(held): updates skip mu while no shard has a name
 	wake  chan struct{}
+	// settled is closed while every name has been looked up once
+	// (waitResolved).
+	settled chan struct{}
 }
 
 func newDNSEndpoints(lookup lookupFunc, refresh time.Duration, log *slog.Logger,
 	apply func(shardKey, []*model.Endpoint, time.Time)) *dnsEndpoints {
+	settled := make(chan struct{})
+	close(settled)
 	return &dnsEndpoints{
 		lookup: lookup, refresh: cmp.Or(refresh, 30*time.Second), log: log, apply: apply,
 		held: make(map[shardKey][]*model.Endpoint), names: make(map[string]*dnsName), wake: make(chan struct{}, 1),
+		settled: settled,
+	}
+}
+
+// noteSettled keeps settled closed exactly while no name awaits its first
+// lookup. Called with mu held.
+func (d *dnsEndpoints) noteSettled() {
+	waiting := false
+	for _, n := range d.names {
+		if !n.resolved {
+			waiting = true
+			break
+		}
+	}
+	select {
+	case <-d.settled:
+		if waiting {
+			d.settled = make(chan struct{})
+		}
+	default:
+		if !waiting {
+			close(d.settled)
+		}
+	}
+}
+
+// waitResolved returns once every name in use has been looked up once and
+// the shards using it applied, or ctx's error.
+func (d *dnsEndpoints) waitResolved(ctx context.Context) error {
+	d.mu.Lock()
+	settled := d.settled
+	d.mu.Unlock()
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -152,6 +194,7 @@ func (d *dnsEndpoints) expand(endpoints []*model.Endpoint) []*model.Endpoint {
 		n, ok := d.names[name]
 		if !ok {
 			d.names[name] = &dnsName{}
+			d.noteSettled()
 			select {
 			case d.wake <- struct{}{}:
 			default:
@@ -212,6 +255,7 @@ func (d *dnsEndpoints) due(all bool) []string {
 				delete(d.names, name)
 			}
 		}
+		d.noteSettled()
 	}
 	var out []string
 	for name, n := range d.names {
@@ -240,6 +284,7 @@ func (d *dnsEndpoints) resolved(name string, addrs []netip.Addr, err error) {
 				"addresses", len(n.addrs), "err", err)
 		}
 		n.resolved = true // retried at the next refresh
+		d.noteSettled()
 		return
 	}
 	dnsLookups.WithLabelValues("success").Inc()
@@ -255,6 +300,7 @@ func (d *dnsEndpoints) resolved(name string, addrs []netip.Addr, err error) {
 	addrs = slices.Compact(addrs)
 	changed := !n.resolved || !slices.Equal(n.addrs, addrs)
 	n.addrs, n.resolved = addrs, true
+	defer d.noteSettled() // after the shards using it are applied
 	if !changed {
 		return
 	}

@@ -127,7 +127,7 @@ func TestUpdatesBeforeTheFirstPushQueueNothing(t *testing.T) {
 	s.SvcUpdate("test", "a.local", "mesh", model.EventAdd)
 	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.1", 80, "")}, time.Time{})
 	s.ConfigUpdate(&model.PushRequest{Full: true})
-	if req := s.queue.take(); req != nil {
+	if req, _ := s.queue.take(); req != nil {
 		t.Fatalf("queued %+v before the first full push, want nothing", req)
 	}
 	s.initialPush()
@@ -135,7 +135,7 @@ func TestUpdatesBeforeTheFirstPushQueueNothing(t *testing.T) {
 		t.Fatalf("the first full push holds %d ClusterLoadAssignments, want 1 (the early update's)", got)
 	}
 	s.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{ep("10.0.0.2", 80, "")}, time.Time{})
-	if req := s.queue.take(); req == nil || req.Full {
+	if req, _ := s.queue.take(); req == nil || req.Full {
 		t.Fatalf("after the first push an endpoint change queued %+v, want an EDS request", req)
 	}
 }

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"sync"
 
 	"github.com/meshbridge/meshbridge/model"
@@ -10,14 +11,22 @@ import (
 // loop. It merges requests while the loop is busy instead of buffering them,
 // so an XDSUpdater call never blocks, also before Run starts the loop
 // (serviceentry requires XDSUpdater methods to return quickly).
+//
+// It also counts the requests added and not yet pushed (unpushed: those
+// pending, in the debounce's batch or in a running push), for WaitIdle.
 type requestQueue struct {
-	mu      sync.Mutex
-	pending *model.PushRequest
-	ready   chan struct{} // capacity 1: "pending is non-nil"
+	mu       sync.Mutex
+	pending  *model.PushRequest
+	pendingN int           // requests merged into pending
+	unpushed int           // requests added whose push has not returned
+	idle     chan struct{} // closed while unpushed is 0
+	ready    chan struct{} // capacity 1: "pending is non-nil"
 }
 
 func newRequestQueue() *requestQueue {
-	return &requestQueue{ready: make(chan struct{}, 1)}
+	idle := make(chan struct{})
+	close(idle)
+	return &requestQueue{ready: make(chan struct{}, 1), idle: idle}
 }
 
 // add merges req into the pending request (PushRequest.Merge's rules) and
@@ -30,6 +39,11 @@ func (q *requestQueue) add(req *model.PushRequest) {
 	} else {
 		q.pending.Absorb(req)
 	}
+	q.pendingN++
+	if q.unpushed == 0 {
+		q.idle = make(chan struct{})
+	}
+	q.unpushed++
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -37,12 +51,37 @@ func (q *requestQueue) add(req *model.PushRequest) {
 	}
 }
 
-// take returns the pending request, or nil, and empties the queue. The
-// request now belongs to the caller.
-func (q *requestQueue) take() *model.PushRequest {
+// take returns the pending request, or nil, and how many requests it
+// merges, and empties the queue. The request now belongs to the caller,
+// who reports its push with pushed.
+func (q *requestQueue) take() (*model.PushRequest, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	req := q.pending
-	q.pending = nil
-	return req
+	req, n := q.pending, q.pendingN
+	q.pending, q.pendingN = nil, 0
+	return req, n
+}
+
+// pushed records that the push of n requests (take's counts) returned.
+func (q *requestQueue) pushed(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.unpushed -= n
+	if q.unpushed == 0 && n > 0 {
+		close(q.idle)
+	}
+}
+
+// waitIdle returns once every request added so far has been pushed (and
+// no other is pending), or ctx's error.
+func (q *requestQueue) waitIdle(ctx context.Context) error {
+	q.mu.Lock()
+	idle := q.idle
+	q.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

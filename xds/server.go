@@ -458,6 +458,19 @@ func (s *DiscoveryServer) Serving() <-chan struct{} {
 	return s.serving
 }
 
+// WaitIdle returns once every endpoint name in use has been looked up once
+// and every push request made so far (an XDSUpdater call, a name's new
+// addresses) has been pushed, or ctx's error. It is a test hook, as
+// serviceentry.Store.Flush is for the store's handlers: once both return
+// with nothing changing, a new client is answered from what the server
+// will keep serving.
+func (s *DiscoveryServer) WaitIdle(ctx context.Context) error {
+	if err := s.dns.waitResolved(ctx); err != nil {
+		return err
+	}
+	return s.queue.waitIdle(ctx)
+}
+
 // Sequence returns a channel that holds the number of pushes done so far
 // (full and EDS, the first full push being 1), replaced after every push. It
 // is a test hook for one reader: wait on it instead of sleeping.

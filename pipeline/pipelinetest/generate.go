@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
@@ -51,12 +52,17 @@ func names(rcs []RegistryConfig) []string {
 
 // Generation's vocabulary: few hosts, addresses and ports, so that hosts
 // are shared by several registries (merges, takeovers, collisions) and the
-// same address appears under several registries and ports; "H0" is h0's
-// case variant (one host: a registry's services that make one host merge).
+// same address appears under several registries and ports, as several
+// instances of one machine on their own ports do; "H0" is h0's case
+// variant, "h-3" and "H_3" differ in case and in "_" and "-" (each pair is
+// one host: a registry's services that make one host merge); "localhost"
+// is an instance registered by hostname (Spring Cloud Consul's default),
+// which makes its host DNS (translate's rule 2) and which direct xDS
+// serves as the addresses it resolves to.
 var (
-	genServices  = []string{"h0", "h1", "h2", "H0"}
+	genServices  = []string{"h0", "h1", "h2", "H0", "h-3", "H_3"}
 	genRegistry  = []string{"a", "b", "c"}
-	genAddresses = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"}
+	genAddresses = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "localhost"}
 	genWeights   = []uint32{0, 1, 3, 100}
 	genLocality  = []string{"", "r1/z1/", "r2/z1/s1"}
 	// genDeclared are the declared port sets a service may have: they
@@ -67,10 +73,12 @@ var (
 		{{Number: 9090, Protocol: "http"}},
 		{{Number: 8080, Protocol: "http"}},
 	}
-	// genUndeclared are the port of a service that declares none, fixed for
-	// its life (see Generate), and the protocol its instances usually
-	// declare; genProtocols what an instance may declare instead.
+	// genUndeclared are the usual port of a service that declares none and
+	// the protocol its instances usually declare; genOwnPorts the ports its
+	// instances may listen on instead; genProtocols what an instance may
+	// declare instead.
 	genUndeclared = []registries.Port{{Number: 8080, Protocol: "grpc"}, {Number: 7070, Protocol: "http"}}
+	genOwnPorts   = []uint32{7070, 8080, 9090, 34855, 35499}
 	genProtocols  = []string{"grpc", "http", ""}
 )
 
@@ -116,19 +124,18 @@ type generator struct {
 // guards confirmed; clients connecting and reconnecting (Delta with
 // initial_resource_versions); and Checks.
 //
-// Rule 3 (port numbers stick for the life of the process) makes a
-// long-running bridge differ from a fresh one by design, where the ports
-// come from the instances: the generator keeps such a service's instances on
-// one port, and takes it away by removal, not by leaving it without
-// instances. The protocols its instances declare vary (rule 3: the protocol
-// follows the instances, so a running and a fresh bridge agree on it).
-// Whether a service declares its ports, and that port when it does not, is
-// fixed for the whole sequence, not only for the service's life: a removal
-// the delete guard holds keeps the service's history in the Syncer, and the
-// service may be listed again before the guard lets go. A service that
-// declares its ports has no history and its declared ports change freely.
-// Rule 10's hysteresis (inline ↔ WorkloadEntry form near the size limits)
-// is out of reach of these sizes.
+// The instances of a service that declares no port listen on ports of
+// their own (the syncer's rule 3 keeps the host's port while they come and
+// go, and the oracle is given the ports kept, as a restarted bridge is), and
+// the protocols they declare vary (the protocol follows the instances, so a
+// running and a fresh bridge agree on it). Whether a service declares its
+// ports, and its usual port when it does not, is fixed for the whole
+// sequence, not only for the service's life: a removal the delete guard
+// holds keeps the service's history in the Syncer, and the service may be
+// listed again before the guard lets go. A service that declares its ports
+// has no history and its declared ports change freely. Rule 10's
+// hysteresis (inline ↔ WorkloadEntry form near the size limits) is out of
+// reach of these sizes.
 func Generate(seed uint64, n int) Sequence {
 	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), regs: map[string]map[string]*genService{},
 		shapes: map[string]map[string]*registries.Port{}}
@@ -249,7 +256,8 @@ func (g *generator) step() {
 func (g *generator) clusters() []string {
 	var out []string
 	for range g.r.IntN(4) {
-		out = append(out, fmt.Sprintf("outbound|%d||%s.service.consul", pickOf(g.r, []uint32{7070, 8080, 9090}), pickOf(g.r, genServices)))
+		host := strings.ReplaceAll(strings.ToLower(pickOf(g.r, genServices)), "_", "-")
+		out = append(out, fmt.Sprintf("outbound|%d||%s.service.consul", pickOf(g.r, genOwnPorts), host))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -329,7 +337,7 @@ func (g *generator) mutate(reg string) *genService {
 		svc.instances[inst.ID] = inst
 	case p < 9:
 		inst := svc.instances[pickOf(g.r, ids)]
-		if svc.declared != nil {
+		if svc.declared != nil || g.r.IntN(2) == 0 {
 			// Moved to another port (the same instance ID).
 			inst.Port = g.port(svc)
 		} else {
@@ -346,9 +354,13 @@ func (g *generator) mutate(reg string) *genService {
 }
 
 // port picks an instance port for svc: one it declares, sometimes one it
-// does not (mapped to its primary port).
+// does not (mapped to its primary port); with nothing declared, its usual
+// port or, as often, one of its own.
 func (g *generator) port(svc *genService) uint32 {
 	if svc.declared == nil {
+		if g.r.IntN(2) == 0 {
+			return pickOf(g.r, genOwnPorts)
+		}
 		return svc.undecl.Number
 	}
 	if g.r.IntN(5) == 0 {
@@ -357,9 +369,12 @@ func (g *generator) port(svc *genService) uint32 {
 	return pickOf(g.r, svc.declared).Number
 }
 
+// addInstance adds an instance to svc, of an ID new to it: an address may
+// serve the service on several ports.
 func (g *generator) addInstance(svc *genService) {
 	addr := pickOf(g.r, genAddresses)
-	inst := registries.Instance{ID: addr, Address: addr, Port: g.port(svc),
+	port := g.port(svc)
+	inst := registries.Instance{ID: fmt.Sprintf("%s:%d", addr, port), Address: addr, Port: port,
 		Weight: pickOf(g.r, genWeights), Locality: pickOf(g.r, genLocality)}
 	if svc.declared == nil {
 		inst.Protocol = svc.undecl.Protocol

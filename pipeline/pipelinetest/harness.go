@@ -170,9 +170,15 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	}
 	fresh.WaitReady()
 	fresh.Settle()
-	c := fresh.Connect("oracle", SotW)
+	// Endpoints registered by name are served once resolved (package xds):
+	// the client connects once every name was looked up and pushed, so its
+	// first answers are what the fresh pipeline keeps serving.
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
+	if err := fresh.Pipeline.XDS.WaitIdle(ctx); err != nil {
+		h.T.Fatalf("the fresh pipeline's pushes: %v", err)
+	}
+	c := fresh.Connect("oracle", SotW)
 	if err := c.wait(ctx, c.complete); err != nil {
 		h.T.Fatalf("the fresh pipeline's client: %v", err)
 	}
