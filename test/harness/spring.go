@@ -26,7 +26,9 @@ import (
 //   - Consul: service ID <name>-<port>, Meta {secure: "false"} (and its own
 //     metadata), an HTTP check of /actuator/health every 10 s (critical
 //     until its first pass), the address 127.0.0.1 (the harness sets
-//     prefer-ip-address; Spring's default registers the hostname).
+//     prefer-ip-address) or, with SpringAppOptions.Hostname, that DNS name
+//     (Spring's default, prefer-ip-address=false, registers the hostname;
+//     the check then calls http://<hostname>:<port>/actuator/health).
 
 // SpringAppOptions configure StartSpringApp.
 type SpringAppOptions struct {
@@ -43,6 +45,12 @@ type SpringAppOptions struct {
 	// Metadata is the instance's own metadata
 	// (spring.cloud.<registry>.discovery.metadata.*).
 	Metadata map[string]string
+	// Hostname (Consul only), when set, is registered as the instance's
+	// address instead of Host, as Spring Cloud Consul does by default
+	// (prefer-ip-address=false, discovery.hostname=Hostname); it must
+	// resolve to Host, where the application still binds. "" registers Host
+	// (prefer-ip-address=true).
+	Hostname string
 }
 
 // SpringApp is a running Spring Cloud application started by StartSpringApp.
@@ -75,6 +83,9 @@ func StartSpringApp(t testing.TB, opts SpringAppOptions) *SpringApp {
 	prefix := ""
 	switch opts.Registry {
 	case "nacos":
+		if opts.Hostname != "" {
+			t.Fatalf("StartSpringApp: Hostname %q: Spring Cloud Alibaba registers an IP (spring.cloud.nacos.discovery.ip); use Host", opts.Hostname)
+		}
 		prefix = "spring.cloud.nacos.discovery."
 		props[prefix+"enabled"] = "true"
 		props[prefix+"server-addr"] = opts.Address
@@ -91,8 +102,13 @@ func StartSpringApp(t testing.TB, opts SpringAppOptions) *SpringApp {
 		props["spring.cloud.consul.host"] = host
 		props["spring.cloud.consul.port"] = port
 		props[prefix+"enabled"] = "true"
-		props[prefix+"prefer-ip-address"] = "true"
-		props[prefix+"ip-address"] = opts.Host
+		if opts.Hostname != "" {
+			props[prefix+"prefer-ip-address"] = "false"
+			props[prefix+"hostname"] = opts.Hostname
+		} else {
+			props[prefix+"prefer-ip-address"] = "true"
+			props[prefix+"ip-address"] = opts.Host
+		}
 	default:
 		t.Fatalf("StartSpringApp: registry %q: want nacos or consul", opts.Registry)
 	}
