@@ -125,3 +125,38 @@ func TestNothingPersistedWhileStale(t *testing.T) {
 		t.Errorf("a listing with a stale service was persisted: %v", err)
 	}
 }
+
+// TestKeptPortsPersisted: the ports kept for the hosts are written to
+// ports.json once the Syncer is ready and read back as the next run's
+// KeptPorts; a corrupt file is ignored.
+func TestKeptPortsPersisted(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		sy.Snapshot(snap("r", "web", instance("n1/web", "10.0.0.1", 35499), instance("n2/web", "10.0.0.2", 36807)))
+		sy.Synced("r")
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		// The lower port of a newcomer would be the port of a host decided
+		// anew; the kept one is read back.
+		sy.Snapshot(snap("r", "web", instance("n3/web", "10.0.0.3", 34855), instance("n2/web", "10.0.0.2", 36807)))
+		sy.Synced("r")
+		if kept := sy.KeptPorts()["web.service.consul"]; kept.Port != 35499 {
+			t.Errorf("after a restart the host's port is %d, want the kept 35499", kept.Port)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, "ports.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		sy.Snapshot(snap("r", "web", instance("n3/web", "10.0.0.3", 34855)))
+		sy.Synced("r")
+		if kept := sy.KeptPorts()["web.service.consul"]; kept.Port != 34855 {
+			t.Errorf("with a corrupt ports.json the host's port is %d, want 34855 decided anew", kept.Port)
+		}
+	})
+}
