@@ -276,23 +276,39 @@ func instanceSummary(instances []NacosInstance) []string {
 	return out
 }
 
+// listenWait bounds how long a server that answers its readiness check may
+// take to open the rest of its listeners: readiness probes some ports only
+// (Polaris: its Nacos HTTP and gRPC ports), and a server opens the others on
+// goroutines or threads of their own, later on a busy machine.
+const listenWait = 30 * time.Second
+
 // assertListeners checks that process pid listens on TCP exactly on
-// 127.0.0.1 at ports (any order), and nowhere else.
+// 127.0.0.1 at ports (any order), and nowhere else: every port comes within
+// listenWait, and a listener at any other address fails at once, since a
+// server opening its listeners never opens one there, not even for a moment.
 func assertListeners(t *testing.T, pid int, ports []int) {
 	t.Helper()
-	got, err := tcpListeners(pid)
-	if err != nil {
-		t.Fatalf("listeners of %d: %v", pid, err)
-	}
 	var want []string
 	for _, p := range ports {
 		want = append(want, "127.0.0.1:"+strconv.Itoa(p))
 	}
-	sort.Strings(got)
 	sort.Strings(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("process %d listens on %v, want %v", pid, got, want)
-	}
+	Eventually(t, listenWait, fmt.Sprintf("process %d listening on %v", pid, want), func() error {
+		got, err := tcpListeners(pid)
+		if err != nil {
+			t.Fatalf("listeners of %d: %v", pid, err)
+		}
+		sort.Strings(got)
+		for _, a := range got {
+			if !slices.Contains(want, a) {
+				t.Fatalf("process %d listens on %v, want %v: %s is not one of its ports", pid, got, want, a)
+			}
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("process %d listens on %v, want %v", pid, got, want)
+		}
+		return nil
+	})
 }
 
 // processExists reports whether process pid exists (signal 0 reaches it).
