@@ -54,9 +54,16 @@ type pipeline struct {
 // registry's first listing and returns once it serves.
 func startPipeline(t *testing.T, svcs ...registries.Service) *pipeline {
 	t.Helper()
+	return startPipelineMode(t, translate.EndpointsWorkloadEntry, svcs...)
+}
+
+// startPipelineMode is startPipeline with output.endpoints mode.
+func startPipelineMode(t *testing.T, mode translate.EndpointMode, svcs ...registries.Service) *pipeline {
+	t.Helper()
 	h := pipelinetest.Start(t, pipelinetest.Options{
 		Registries: []pipelinetest.RegistryConfig{{Name: registryName, Type: "file", HostTemplate: translate.DefaultHostTemplate}},
 		Namespace:  "meshbridge",
+		Endpoints:  mode,
 		Debounce:   5 * time.Millisecond,
 	})
 	h.Do(registryName, pipelinetest.ListCalls(svcs, nil, false)...)
