@@ -22,6 +22,17 @@ NACOS_DIR = $(shell tools/build.sh nacos | sed -n 's/^nacos=//p')
 # image builder make image runs, which test/image runs; nacos=DIR, dubbo-java=DIR, grpc-java=DIR, spring-cloud=DIR: the
 # Java peers (tools/build.sh's header), built with Maven from Maven Central).
 SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java spring-cloud
+# Test files built only without the race detector (//go:build !race): their
+# tests drive a data race inside a dependency that the project cannot fix
+# and that the race detector would report as the test's. make test runs them
+# in a run of their own without -race, each file's tests (-run) in its
+# package, so that they run on every CI; everything else, and every line of
+# our own code, runs under -race. Today one file: the Nacos tests that take
+# the server away (registries/nacos/reconnect_test.go says why), where
+# nacos-sdk-go v2.3.5 races with itself as it reconnects
+# (nacos-group/nacos-sdk-go#905 and #833); no release the module proxy
+# serves fixes it.
+NORACE_TEST_FILES = $(shell grep -rlx --include='*_test.go' -e '//go:build !race' . | sort)
 # The container image make image builds; charts/meshbridge's default
 # image.repository (test/chart checks that they agree), and the tarball it
 # writes it to.
@@ -77,15 +88,18 @@ demo-dubbo: build ## Run the demo with Dubbo: real ZooKeeper and dubbo-go provid
 	$(BIN)/demo --registry zookeeper --zookeeper-classpath "$$zookeeper_cp" --dubbo-provider "$$dubbo_bin" --meshbridge $(BIN)/meshbridge --client $(BIN)/echo-client
 
 .PHONY: test
-test: ## Build the test servers (apt-get installs ZooKeeper when missing), then run unit, integration and e2e tests with -race
+test: ## Build the test servers (apt-get installs ZooKeeper when missing), then run unit, integration and e2e tests with -race (the files of NORACE_TEST_FILES without)
 	@# The servers build (or come from the cache) while the race-instrumented
 	@# test binaries compile: both are CPU-bound, and overlapping them keeps
 	@# both cores busy on a cold machine. test/istio (istiod's MCP client, and
 	@# the ambient tests against the istiod built from its istio.io/istio) is
-	@# a module of its own, so that istio.io/istio stays out of go.mod.
+	@# a module of its own, so that istio.io/istio stays out of go.mod. The
+	@# packages of NORACE_TEST_FILES compile a second time, without -race,
+	@# for the run of those files' tests after the -race run.
 	@out=$$(mktemp); $(SERVERS) >"$$out" & pid=$$!; \
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null 2>&1; \
 	(cd test/istio && $(GO) test -race -count=1 -run '^$$' ./... >/dev/null 2>&1); \
+	for f in $(NORACE_TEST_FILES); do (cd "$$(dirname "$$f")" && $(GO) test -count=1 -run '^$$' . >/dev/null 2>&1); done; \
 	wait $$pid || { echo "make test: building the test servers failed"; exit 1; }; \
 	servers=$$(cat "$$out"); rm -f "$$out"; \
 	consul_bin=$$(sed -n 's/^consul=//p' <<<"$$servers"); kube_assets=$$(sed -n 's/^kube=//p' <<<"$$servers"); \
@@ -106,6 +120,12 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 		MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_ISTIOD="$$istiod_bin" \
 		MESHBRIDGE_PROMTOOL_BIN="$$promtool_bin" MESHBRIDGE_NACOS_DIR="$$nacos_dir" MESHBRIDGE_DUBBO_JAVA_DIR="$$dubbo_java_dir" MESHBRIDGE_GRPC_JAVA_DIR="$$grpc_java_dir" MESHBRIDGE_SPRING_CLOUD_DIR="$$spring_dir"; \
 	$(GO) test -race -count=1 -timeout 25m ./... && \
+	for f in $(NORACE_TEST_FILES); do \
+		run=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' "$$f" | paste -sd'|' -); \
+		test -n "$$run" || { echo "make test: $$f (//go:build !race) has no test"; exit 1; }; \
+		echo "make test: without -race (//go:build !race): $$f"; \
+		(cd "$$(dirname "$$f")" && $(GO) test -count=1 -timeout 15m -run "^($$run)$$" .) || exit 1; \
+	done && \
 	cd test/istio && $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: test-unit

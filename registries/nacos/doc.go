@@ -28,7 +28,12 @@
 //     between (conn.settle, up to 5 dials): a busy server registers a
 //     connection later than the SDK's fixed 100 ms wait after its setup,
 //     and answers a request before that with "Connection is unregistered",
-//     on which the SDK reconnects (racing with itself).
+//     on which the SDK reconnects (racing with itself). This narrows the
+//     SDK's races but cannot rule them out: a server that goes away makes
+//     the SDK reconnect, and fail requests (reading its status
+//     unsynchronized), before the watchdog replaces the connection; the
+//     tests that take the server away run without the race detector
+//     (reconnect_test.go).
 //  2. The SDK's naming client (NamingClient, NamingGrpcProxy,
 //     ServiceInfoHolder) is not used, because each of its defences loses
 //     data here: a refused request that comes back as the expected response
