@@ -409,6 +409,56 @@ var scenarios = []scenario{
 			pipelinetest.Check())),
 	},
 	{
+		// The differential's seed 53, shrunk: a winner left without
+		// instances has only its history; the ports of the host come from
+		// the service that has ports now (another registry's declared ones),
+		// as a fresh bridge takes them.
+		name:       "the winner empties, a later registry declares the host's port with another protocol",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		steps: steps(do(
+			pipelinetest.List("a"),
+			pipelinetest.List("c", S("H_3", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.2", Port: 8080, Weight: 1, Locality: "r2/z1/s1"})),
+			pipelinetest.List("b", S("H0", nil, I{Addr: "10.0.0.1", Port: 7070, Weight: 3, Protocol: "http"}), S("h-3", nil, I{Addr: "10.0.0.5", Port: 8080, Weight: 1, Locality: "r2/z1/s1", Protocol: "grpc"}))), clients, do(
+			pipelinetest.Check(),
+			pipelinetest.Set("b", S("h-3", nil)),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect("outbound|8080||h-3.service.consul", "10.0.0.2:8080")),
+			pipelinetest.Check())),
+	},
+	{
+		// The differential's seed 21, shrunk: whether a merged service's
+		// protocol conflicts is judged on the host's port, as translated for
+		// the host, not on a port of its own history (its lowest port moved
+		// when an instance joined on a lower one).
+		name:       "a merged service gains an instance on a lower port of another protocol",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		steps: steps(do(
+			pipelinetest.List("a"),
+			pipelinetest.List("c", S("h0", nil, I{Addr: "10.0.0.1", Port: 8080, Weight: 1, Protocol: "http"}, I{Addr: "10.0.0.2", Port: 8080, Weight: 3, Locality: "r1/z1/", Protocol: "grpc"})),
+			pipelinetest.List("b", S("h1", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.4", Port: 8080, Weight: 3, Locality: "r1/z1/"}))), clients, do(
+			pipelinetest.Relist("b", S("H0", nil, I{Addr: "10.0.0.2", Port: 7070, Weight: 1, Locality: "r1/z1/", Protocol: "http"}), S("h1", []registries.Port{P(8080, "http")}, I{Addr: "10.0.0.4", Port: 8080, Weight: 3, Locality: "r1/z1/"})),
+			pipelinetest.Set("c", S("h0", nil, I{Addr: "10.0.0.1", Port: 8080, Weight: 1, Protocol: "http"}, I{Addr: "10.0.0.2", Port: 8080, Weight: 3, Locality: "r1/z1/", Protocol: "grpc"}, I{Addr: "10.0.0.5", Port: 7070, Weight: 3, Protocol: "grpc"})),
+			pipelinetest.Under(syncer.ConflictMerge, pipelinetest.Expect("outbound|8080||h0.service.consul", "10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.2:7070", "10.0.0.5:7070")),
+			pipelinetest.Check())),
+	},
+	{
+		// The protocol follows the instances (rule 3) when the service that
+		// wins the host has none: a case-variant newcomer that left, still
+		// listed, does not keep the host on the protocol its instances
+		// served, so the established service's instances, restarted with
+		// another protocol, are served, as a fresh bridge serves them (the
+		// e2e Spring Nacos test's shape).
+		name:       "the established service changes protocol while an empty case variant wins the host",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		steps: steps(do(
+			pipelinetest.List("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "http"}, I{Addr: "10.0.0.1", Port: 36807, Protocol: "http"}))), clients, do(
+			pipelinetest.Set("a", S("Orders-Service", nil, I{Addr: "10.0.0.1", Port: 34855, Protocol: "http"})),
+			pipelinetest.Set("a", S("Orders-Service", nil)),
+			pipelinetest.Set("a", S("orders-service", nil)),
+			pipelinetest.Set("a", S("orders-service", nil, I{Addr: "10.0.0.1", Port: 35499, Protocol: "grpc"})),
+			pipelinetest.Expect(orders35499, "10.0.0.1:35499"),
+			pipelinetest.Check())),
+	},
+	{
 		// Another registry's case variant is merged (merge) or rejected
 		// (first) as any other registry's service of the host is.
 		name: "a case-variant newcomer of a later registry",

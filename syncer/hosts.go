@@ -203,15 +203,23 @@ func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 		claims[i] = s.claimantOf(id)
 	}
 	roles := planHost(claims, s.merge)
+	// own: the ports of the first claimant that has ports of its own now,
+	// declared or from instances it serves (a service without instances
+	// has only its history, which a fresh bridge does not know); serving:
+	// the first claimant that serves instances.
 	var own translate.Sticky
-	declared, needsDNS := false, false
+	declared, needsDNS, serving := false, false, -1
 	for i, id := range h.claims {
 		st := s.services[id]
 		if roles[i] == roleCollision || st.result.ServiceEntry == nil {
 			continue
 		}
-		if own.Port == 0 {
-			own, declared = st.result.Sticky, s.translator(id).DeclaresPorts(st.svc)
+		decl, serves := s.translator(id).DeclaresPorts(st.svc), servesInstances(st.result)
+		if own.Port == 0 && (decl || serves) {
+			own, declared = st.result.Sticky, decl
+		}
+		if serving < 0 && serves {
+			serving = i
 		}
 		needsDNS = needsDNS || st.result.Resolution == model.ResolutionDNS
 	}
@@ -225,6 +233,15 @@ func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 		return nil, nil
 	}
 	target.Resolution = s.translator(winner).HostResolution(needsDNS)
+	if serving > 0 && len(target.ProtocolPorts) == 0 {
+		// The protocol follows the instances (translate's rule 3): the
+		// winner serves none, so the first service that serves some, as
+		// translated for the host, decides it.
+		id := h.claims[serving]
+		if r, err := s.translationFor(id, s.services[id], target); err == nil && r.ServiceEntry != nil && servesInstances(r) {
+			target.Protocol = r.Sticky.Protocol
+		}
+	}
 	res, err := s.translationFor(winner, first, target)
 	if err != nil {
 		s.log.Error("Cannot translate the service that serves a host against the host's ports; serving its own translation",
@@ -278,6 +295,12 @@ func (s *Syncer) desired(h *hostState) ([]model.Object, []servedBy) {
 	return append(desired, se), served
 }
 
+// servesInstances reports whether res serves an instance: WorkloadEntries,
+// or inline endpoints.
+func servesInstances(res translate.Result) bool {
+	return len(res.WorkloadEntries) > 0 || len(res.ServiceEntry.ServiceEntry().GetEndpoints()) > 0
+}
+
 // rejectCollisions records the collisions among h's claimants (roles), when
 // nothing else of the host is decided. s.mu is held.
 func (s *Syncer) rejectCollisions(h *hostState, roles []role) {
@@ -316,17 +339,19 @@ func (s *Syncer) setRejection(id serviceID, st *serviceState, reason string, err
 
 // mergedResult is st, a service merged into a host whose ServiceEntry has
 // ports ours, translated for the host (translationFor); conflict says why
-// it cannot merge (mergeConflict between ours and its own translation's
-// ports), or that its translation failed. s.mu must be held.
+// it cannot merge (mergeConflict between ours and the ports of that
+// translation: the protocols its instances serve on the host's ports, not
+// on ports of its own history), or that its translation failed. s.mu must
+// be held.
 func (s *Syncer) mergedResult(id serviceID, st *serviceState, ours []*networking.ServicePort, target translate.Sticky) (translate.Result, string) {
-	if st.result.ServiceEntry != nil {
-		if c := mergeConflict(ours, st.result.ServiceEntry.ServiceEntry().GetPorts()); c != "" {
-			return translate.Result{}, c
-		}
-	}
 	res, err := s.translationFor(id, st, target)
 	if err != nil {
 		return translate.Result{}, "its translation against the serving registry's ports failed: " + err.Error()
+	}
+	if res.ServiceEntry != nil {
+		if c := mergeConflict(ours, res.ServiceEntry.ServiceEntry().GetPorts()); c != "" {
+			return translate.Result{}, c
+		}
 	}
 	return res, ""
 }

@@ -83,6 +83,8 @@ func kinds(s *serviceentry.Store, kind model.Kind) []string {
 func TestSyncerWritesOnlyWhatChanged(t *testing.T) {
 	sy, store, wc := newTestSyncer(t, "dc1")
 	sy.Snapshot(snap("dc1", "web", instance("n1/web-1", "10.0.0.1", 8080)))
+	// Ready: from here the host's port is kept (rule 3).
+	sy.Synced("dc1")
 	flush(t, store)
 	if got := wc.take(); len(got) != 2 || got[0] != "add WorkloadEntry "+translate.WorkloadEntryName("web.service.consul", "dc1", "n1/web-1") || got[1] != "add ServiceEntry web.service.consul" {
 		t.Fatalf("first snapshot writes = %q, want the WorkloadEntry then the ServiceEntry", got)

@@ -318,11 +318,9 @@ func (g *generator) mutate(reg string) *genService {
 	case p < 3 || len(ids) == 0:
 		g.addInstance(svc)
 	case p < 5:
-		if len(ids) > 1 || svc.declared != nil {
-			delete(svc.instances, pickOf(g.r, ids))
-		} else {
-			g.addInstance(svc)
-		}
+		// The last one too: a service without instances keeps its host's
+		// port and protocol while it is listed.
+		delete(svc.instances, pickOf(g.r, ids))
 	case p < 6:
 		inst := svc.instances[pickOf(g.r, ids)]
 		inst.Weight = pickOf(g.r, genWeights)
