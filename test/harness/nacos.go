@@ -44,8 +44,12 @@ import (
 //     holds ephemeral or persistent instances, not both (a register of the
 //     other kind is refused with 400).
 //   - Pushes reach subscribers of every group within about half a second.
-//   - A service whose last instance goes is deleted by the server's
-//     empty-service cleaner (50 s after start, then every 30 s).
+//   - A service whose last instance goes stays listed, empty, until the
+//     server's empty-service cleaner deletes it: 3.1.0's runs 30 s after
+//     start, then every 60 s, and deletes a service empty and unchanged for
+//     60 s (nacos.naming.clean.empty-service.interval and .expired-time;
+//     tools/nacos's nacos.naming.empty-service.clean.* keys are Nacos 1.x's
+//     cleaner's, which 3.1.0 does not read): 60 to 120 s after it emptied.
 //   - With auth on, a user can log in a few seconds after it is created; a
 //     wrong password on the v1 login (what nacos-sdk-go calls) is answered
 //     with 500 ("Handle API Compatibility failed"), not 403.
