@@ -125,6 +125,27 @@ func firstServedPort(t *testing.T, b *bridge, host string) int {
 	return port
 }
 
+// establish checks that bridge b first serves host, whose two replicas low
+// and high (low on the lower port) both registered before it started, on
+// low's port, STATIC and HTTP, and that the host's cluster holds both; it
+// returns that port, the cluster, the two endpoints and a sampler of the
+// cluster.
+func establish(t *testing.T, b *bridge, host string, low, high *harness.SpringApp) (port, cluster string, established []string, w *clusterSampler) {
+	t.Helper()
+	servicePort := firstServedPort(t, b, host)
+	if servicePort != low.Port() {
+		t.Fatalf("%s first served on port %d, want %d: the lowest port of its instances %s and %s",
+			host, servicePort, low.Port(), springAddr(low), springAddr(high))
+	}
+	port = strconv.Itoa(servicePort)
+	waitEntry(t, b, host, "STATIC", "http-"+port+"/HTTP")
+	cluster = "outbound|" + port + "||" + host
+	established = []string{springAddr(low), springAddr(high)}
+	w = sampleCluster(t, b.xdsAddr, cluster)
+	w.waitCluster(90*time.Second, cluster, established...)
+	return port, cluster, established, w
+}
+
 // freePortBelow returns the highest port under limit (and above 1024) that
 // 127.0.0.1 could bind a moment ago: a port the test wants lower than the
 // ports already in use, picked right before its server starts.
@@ -304,17 +325,7 @@ func testSpringCloudNacosApplication(t *testing.T, output string) {
 		return nil
 	})
 	b := startBridge(t, registry)
-	servicePort := firstServedPort(t, b, host)
-	if servicePort != low.Port() {
-		t.Fatalf("%s first served on port %d, want %d: the lowest port of its instances %s and %s",
-			host, servicePort, low.Port(), springAddr(low), springAddr(high))
-	}
-	port := strconv.Itoa(servicePort)
-	waitEntry(t, b, host, "STATIC", "http-"+port+"/HTTP")
-	cluster := "outbound|" + port + "||" + host
-	established := []string{springAddr(low), springAddr(high)}
-	w := sampleCluster(t, b.xdsAddr, cluster)
-	w.waitCluster(90*time.Second, cluster, established...)
+	port, cluster, established, w := establish(t, b, host, low, high)
 
 	// The newcomer, a case variant, runs as a third instance on the same
 	// machine: its own port, lower than the established ones.
@@ -370,17 +381,7 @@ func testSpringCloudConsulApplication(t *testing.T, output string) {
 	// Both pass before the bridge starts, so it first serves them both.
 	waitConsulPassing(t, consul, "inventory-service", springAddr(low), springAddr(high))
 	b := startBridge(t, consulRegistry(consul)+output)
-	servicePort := firstServedPort(t, b, host)
-	if servicePort != low.Port() {
-		t.Fatalf("%s first served on port %d, want %d: the lowest port of its instances %s and %s",
-			host, servicePort, low.Port(), springAddr(low), springAddr(high))
-	}
-	port := strconv.Itoa(servicePort)
-	waitEntry(t, b, host, "STATIC", "http-"+port+"/HTTP")
-	cluster := "outbound|" + port + "||" + host
-	established := []string{springAddr(low), springAddr(high)}
-	w := sampleCluster(t, b.xdsAddr, cluster)
-	w.waitCluster(90*time.Second, cluster, established...)
+	port, cluster, established, w := establish(t, b, host, low, high)
 
 	w.require(established...)
 	named := spring("inventory-service", "localhost", freePortBelow(t, low.Port()))
