@@ -83,6 +83,12 @@ type Nacos struct {
 	mu    sync.Mutex
 	beats map[string]url.Values // ephemeral instances to beat, by nacosInstanceKey
 	stop  chan struct{}         // closed when the test ends
+	// beatMu is held by a round of beats while it sends them, and by
+	// stopBeats: a beat still in flight when an instance's beats stop
+	// would reach the server after the deregistration (or unhealthy
+	// registration) that follows, and a beat re-registers an instance the
+	// server does not know, healthy.
+	beatMu sync.Mutex
 }
 
 // StartNacos starts a Nacos server with an empty store and returns it once
@@ -382,22 +388,35 @@ func (n *Nacos) register(t testing.TB, namespace, group, service, cluster, ip st
 	form.Set("ephemeral", strconv.FormatBool(ephemeral))
 	form.Set("healthy", strconv.FormatBool(healthy))
 	form.Set("enabled", strconv.FormatBool(enabled))
+	key := nacosInstanceKey(namespace, group, service, ip, port)
+	beaten := ephemeral && healthy
+	if !beaten {
+		n.stopBeats(key)
+	}
 	if _, err := n.do(http.MethodPost, "/nacos/v1/ns/instance", form); err != nil {
 		t.Fatalf("register %s:%d in %s/%s/%s: %v", ip, port, namespace, group, service, err)
 	}
-	key := nacosInstanceKey(namespace, group, service, ip, port)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if ephemeral && healthy {
+	if beaten {
 		beat, _ := json.Marshal(map[string]any{
 			"serviceName": nacosServiceName(group, service), "ip": ip, "port": port, "cluster": cluster,
 			"weight": weight, "metadata": metadata,
 		})
+		n.mu.Lock()
 		n.beats[key] = url.Values{"serviceName": form["serviceName"], "namespaceId": form["namespaceId"],
 			"groupName": form["groupName"], "clusterName": {cluster}, "beat": {string(beat)}}
-	} else {
-		delete(n.beats, key)
+		n.mu.Unlock()
 	}
+}
+
+// stopBeats stops the beats of instance key (nacosInstanceKey) and returns
+// once none of its beats is in flight, so that a request sent after it
+// reaches the server after the instance's last beat.
+func (n *Nacos) stopBeats(key string) {
+	n.beatMu.Lock()
+	defer n.beatMu.Unlock()
+	n.mu.Lock()
+	delete(n.beats, key)
+	n.mu.Unlock()
 }
 
 // SetProtectThreshold sets the protect threshold of service in group and
@@ -427,15 +446,15 @@ func (n *Nacos) SetProtectThreshold(t testing.TB, namespace, group, service stri
 	}
 }
 
-// DeregisterInstance removes instance ip:port of service in group and
-// namespace over the v1 API (DELETE /nacos/v1/ns/instance) and stops its
-// beats; namespace and group as for RegisterInstance. ephemeral must be
-// what it was registered as. Removing an unknown instance succeeds.
+// DeregisterInstance stops the beats of instance ip:port of service in
+// group and namespace, waiting for one in flight, then removes it over the
+// v1 API (DELETE /nacos/v1/ns/instance): no beat of it reaches the server
+// after the removal, where it would register the instance again.
+// namespace and group as for RegisterInstance. ephemeral must be what it
+// was registered as. Removing an unknown instance succeeds.
 func (n *Nacos) DeregisterInstance(t testing.TB, namespace, group, service, ip string, port int, ephemeral bool) {
 	t.Helper()
-	n.mu.Lock()
-	delete(n.beats, nacosInstanceKey(namespace, group, service, ip, port))
-	n.mu.Unlock()
+	n.stopBeats(nacosInstanceKey(namespace, group, service, ip, port))
 	form := nacosForm(namespace, group, service, ip, port)
 	form.Set("ephemeral", strconv.FormatBool(ephemeral))
 	if _, err := n.do(http.MethodDelete, "/nacos/v1/ns/instance", form); err != nil {
@@ -455,6 +474,7 @@ func (n *Nacos) beatLoop() {
 			return
 		case <-tick.C:
 		}
+		n.beatMu.Lock()
 		n.mu.Lock()
 		var forms []url.Values
 		for _, f := range n.beats {
@@ -464,6 +484,7 @@ func (n *Nacos) beatLoop() {
 		for _, f := range forms {
 			_, _ = n.do(http.MethodPut, "/nacos/v1/ns/instance/beat", f)
 		}
+		n.beatMu.Unlock()
 	}
 }
 
