@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // Resolution is how a client finds a service's endpoints; values are the
 // ServiceEntry resolution names.
 type Resolution string
@@ -27,9 +29,9 @@ type Port struct {
 }
 
 // Service is the xDS-facing view of one host of a ServiceEntry: what clusters,
-// listeners and routes are generated from. Two Services are Equal when nothing
-// a client's clusters, listeners or routes depend on differs; endpoints are not
-// part of a Service.
+// listeners and routes are generated from. Two Services generate the same
+// clusters, listeners and routes when SameGeneratorInputs says so; endpoints
+// are not part of a Service.
 type Service struct {
 	Hostname   string
 	Namespace  string
@@ -45,6 +47,20 @@ type Service struct {
 	Addresses []string
 	// MeshExternal is true for location MESH_EXTERNAL.
 	MeshExternal bool
+}
+
+// SameGeneratorInputs reports whether s and o generate the same clusters,
+// listeners and routes: the host, the namespace and each port's number,
+// name and protocol are what the generators (package xds/gen) and EDS's
+// mapping of endpoints to clusters (by port name) read; the other fields
+// (resolution, labels, selector, exportTo, addresses, location) are read by
+// none of them, since every cluster meshbridge serves is type EDS. It is the
+// one rule of "a service changed for clients": serviceentry's push decisions
+// (a full push exactly when it is false, docs/design.md §5) and the xDS
+// server's full push (which regenerates only such services) both read it.
+// A field added to Service must be classified in service_test.go.
+func (s *Service) SameGeneratorInputs(o *Service) bool {
+	return s == o || s.Hostname == o.Hostname && s.Namespace == o.Namespace && slices.Equal(s.Ports, o.Ports)
 }
 
 // Endpoint is one address a service port is served on: the unit of EDS. It

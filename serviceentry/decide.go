@@ -1,8 +1,6 @@
 package serviceentry
 
 import (
-	"slices"
-
 	"github.com/meshbridge/meshbridge/model"
 )
 
@@ -25,7 +23,7 @@ func (d serviceEntryDecision) Full() bool { return len(d.ConfigsUpdated) > 0 }
 //
 //  1. add: every host is added; delete: every host is deleted;
 //  2. update: hosts are diffed by what the CDS, LDS and RDS generators read
-//     (sameGeneratorInputs: host, namespace, ports), not by Istio's service
+//     (model.Service.SameGeneratorInputs: host, namespace, ports), not by Istio's service
 //     equality: a change of labels, workload selector, exportTo, addresses,
 //     resolution or location changes no Cluster, Listener or
 //     RouteConfiguration meshbridge serves (every cluster is type EDS), so
@@ -67,7 +65,7 @@ func servicesDiff(old, cur []*model.Service) (added, deleted, updated, unchanged
 		switch {
 		case !ok:
 			added = append(added, s)
-		case sameGeneratorInputs(o, s):
+		case o.SameGeneratorInputs(s):
 			unchanged = append(unchanged, s)
 		default:
 			updated = append(updated, s)
@@ -80,16 +78,6 @@ func servicesDiff(old, cur []*model.Service) (added, deleted, updated, unchanged
 		}
 	}
 	return added, deleted, updated, unchanged
-}
-
-// sameGeneratorInputs reports whether two services generate the same
-// clusters, listeners and routes: the generators (package xds: cds.go,
-// lds.go, rds.go) read the host and each port's number and protocol, and
-// EDS maps endpoints to clusters by port name, which the xDS server reads
-// from the service of its last full push. Labels, selector, exportTo,
-// addresses, resolution and location are read by none of them.
-func sameGeneratorInputs(a, b *model.Service) bool {
-	return a.Hostname == b.Hostname && a.Namespace == b.Namespace && slices.Equal(a.Ports, b.Ports)
 }
 
 // decideWorkloadEntry follows Istio's workloadEntryHandler: the services a

@@ -158,32 +158,3 @@ func TestDecideWorkloadEntryPush(t *testing.T) {
 	}
 }
 
-// TestSameGeneratorInputs: only what the CDS, LDS and RDS generators (and
-// EDS's port mapping) read makes two services differ.
-func TestSameGeneratorInputs(t *testing.T) {
-	base := svc("a")
-	cases := map[string]struct {
-		other *model.Service
-		want  bool
-	}{
-		"identical services are the same": {svc("a"), true},
-		"another port number differs":     {svc("a", func(s *model.Service) { s.Ports[0].Number = 1 }), false},
-		"another port protocol differs":   {svc("a", func(s *model.Service) { s.Ports[0].Protocol = model.ProtocolTCP }), false},
-		"another port name differs":       {svc("a", func(s *model.Service) { s.Ports[0].Name = "x" }), false},
-		"another port added differs":      {svc("a", func(s *model.Service) { s.Ports = append(s.Ports, model.Port{Name: "tcp-1", Number: 1}) }), false},
-		"another namespace differs":       {svc("a", func(s *model.Service) { s.Namespace = "other" }), false},
-		"another selector is the same":    {svc("a", func(s *model.Service) { s.Selector = map[string]string{"x": "y"} }), true},
-		"another exportTo is the same":    {svc("a", func(s *model.Service) { s.ExportTo = []string{"."} }), true},
-		"another address is the same":     {svc("a", func(s *model.Service) { s.Addresses = []string{"10.0.0.1"} }), true},
-		"mesh external is the same":       {svc("a", func(s *model.Service) { s.MeshExternal = true }), true},
-		"DNS resolution is the same":      {svc("a", dns), true},
-		"other labels are the same":       {svc("a", func(s *model.Service) { s.Labels = map[string]string{"x": "y"} }), true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := sameGeneratorInputs(base, tc.other); got != tc.want {
-				t.Errorf("sameGeneratorInputs = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}

@@ -9,17 +9,12 @@ import (
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-// sameInputs reports whether a and b generate the same resources.
-func sameInputs(a, b *model.Service) bool {
-	return a == b || a.Hostname == b.Hostname && slices.Equal(a.Ports, b.Ports)
-}
-
 // A full push diffs the services against those of the last full push
 // (endpointShards.swapPushed): what the caches' Clusters, Listeners and
 // RouteConfigurations were generated from. The generators read nothing of a
 // service but its hostname and ports (name, number, protocol;
-// gen.Resources), so a full push generates only the services whose
-// hostname or ports differ, removes the resources of those gone, and hands
+// gen.Resources), so a full push generates only the services whose inputs
+// differ (model.Service.SameGeneratorInputs), removes the resources of those gone, and hands
 // the caches nothing for the others: the caches hold the one encoding of
 // each resource, and nothing else keeps a copy.
 
@@ -48,7 +43,7 @@ func diff(services, prev, vanished []*model.Service) generation {
 		routes:    map[string]types.Resource{},
 	}
 	for i, svc := range services {
-		if prev[i] != nil && sameInputs(prev[i], svc) {
+		if prev[i] != nil && prev[i].SameGeneratorInputs(svc) {
 			continue
 		}
 		clusters, listeners, routes := gen.Resources(svc)
