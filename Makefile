@@ -71,8 +71,12 @@ deps: ## Install the e2e client runtimes: Debian's python3-grpcio (apt-get) and 
 	cd test/clients/node && npm ci --no-audit --no-fund
 
 .PHONY: demo
-demo: build ## Run the demo: real Consul → meshbridge → proxyless gRPC client
-	$(BIN)/demo --consul "$(CONSUL_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+demo: build ## Run the demo: the file registry, edited live → meshbridge → proxyless gRPC client (nothing else to build)
+	$(BIN)/demo --registry file --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+
+.PHONY: demo-consul
+demo-consul: build ## Run the demo with Consul: a real Consul agent → meshbridge → proxyless gRPC client (the first run builds Consul, ~450 CPU-s)
+	$(BIN)/demo --registry consul --consul "$(CONSUL_BIN)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
 .PHONY: demo-nacos
 demo-nacos: build ## Run the demo with Nacos: the real Nacos server (3.1.0) → meshbridge → proxyless gRPC client

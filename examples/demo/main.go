@@ -1,11 +1,14 @@
-// Command demo is `make demo`, `make demo-nacos` and `make demo-dubbo`: it
-// starts a real service registry on 127.0.0.1 (a Consul agent, the Nacos
-// server, or ZooKeeper), two instances of a gRPC service,
-// meshbridge, and a proxyless gRPC client calling xds:///<host>:<port>
-// through meshbridge (echo.service.consul, echo.default-group.public.nacos,
-// or org.apache.dubbo.demo.greetservice.dubbo); then registers, adds and
-// deregisters instances and shows the client following. With Consul and
-// Nacos the instances are the example echo server, registered by the demo;
+// Command demo is `make demo`, `make demo-consul`, `make demo-nacos` and
+// `make demo-dubbo`: it starts a service registry on 127.0.0.1 (meshbridge's
+// file registry, whose YAML file it edits live; or a real Consul agent, the
+// Nacos server, or ZooKeeper), two instances of a gRPC service, meshbridge,
+// and a proxyless gRPC client calling xds:///<host>:<port> through
+// meshbridge (echo.demo.local, echo.service.consul,
+// echo.default-group.public.nacos, or
+// org.apache.dubbo.demo.greetservice.dubbo); then registers, adds (on
+// another port) and deregisters instances and shows the client following.
+// With the file registry, Consul and Nacos the instances are the example
+// echo server, registered by the demo;
 // with ZooKeeper they are dubbo-go providers (Triple), which register
 // themselves and whose GreetService/Greet the client calls. Every process it
 // starts is stopped by PID when it exits.
@@ -82,7 +85,7 @@ type demo struct {
 func main() {
 	var d demo
 	var kind, consulBin, nacosDir, zkClasspath, dubboBin string
-	flag.StringVar(&kind, "registry", "consul", "registry to run: consul, nacos (the Nacos server), or zookeeper (with dubbo-go providers)")
+	flag.StringVar(&kind, "registry", "file", "registry to run: file (a YAML file the demo edits), consul, nacos (the Nacos server), or zookeeper (with dubbo-go providers)")
 	flag.StringVar(&consulBin, "consul", "", "consul binary (--registry consul)")
 	flag.StringVar(&nacosDir, "nacos", "", "the Nacos server's directory from tools/build.sh nacos, with its JVM classpath in the file classpath (--registry nacos)")
 	flag.StringVar(&zkClasspath, "zookeeper-classpath", "", "Java classpath of the ZooKeeper server, colon-separated (--registry zookeeper)")
@@ -101,9 +104,11 @@ func main() {
 	}
 	var reg registry
 	switch kind {
+	case "file":
+		reg = &fileRegistry{}
 	case "consul":
 		if consulBin == "" {
-			fail(fmt.Errorf("--consul is required (make demo builds it with tools/build.sh consul)"))
+			fail(fmt.Errorf("--consul is required (make demo-consul builds it with tools/build.sh consul)"))
 		}
 		reg = &consulRegistry{bin: consulBin}
 	case "nacos":
@@ -121,7 +126,7 @@ func main() {
 		}
 		reg = &zookeeperRegistry{classpath: zkClasspath, provider: dubboBin}
 	default:
-		fail(fmt.Errorf("--registry %q is not one of consul, nacos, zookeeper", kind))
+		fail(fmt.Errorf("--registry %q is not one of file, consul, nacos, zookeeper", kind))
 	}
 	dir, err := os.MkdirTemp("", "meshbridge-demo-")
 	if err != nil {
