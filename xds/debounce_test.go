@@ -26,18 +26,22 @@ type pushed struct {
 	Hosts []string
 }
 
-// TestDebounceDefaults: Debounce's zero values take their defaults, and
-// EDSMax is kept within [After, Max].
-func TestDebounceDefaults(t *testing.T) {
+// TestDebounceOptions: Debounce is taken as given (the configuration holds
+// the defaults): Max is at least After, and EDSMax is kept within [After,
+// Max].
+func TestDebounceOptions(t *testing.T) {
 	const ms = time.Millisecond
 	tests := map[string]struct {
 		in   Debounce
 		want debounceOptions
 	}{
-		"zero":                      {Debounce{}, debounceOptions{after: 100 * ms, max: 10 * time.Second, edsMax: 500 * ms}},
-		"eds max below after":       {Debounce{After: time.Second, EDSMax: 200 * ms, EDS: true}, debounceOptions{after: time.Second, max: 10 * time.Second, edsMax: time.Second, edsDebounce: true}},
-		"default eds max above max": {Debounce{Max: 300 * ms}, debounceOptions{after: 100 * ms, max: 300 * ms, edsMax: 300 * ms}},
-		"set":                       {Debounce{After: 10 * ms, Max: time.Second, EDSMax: 50 * ms}, debounceOptions{after: 10 * ms, max: time.Second, edsMax: 50 * ms}},
+		"zero: no quiet period, no wait": {Debounce{}, debounceOptions{}},
+		"the configuration's defaults": {Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 500 * ms, EDS: true},
+			debounceOptions{after: 100 * ms, max: 10 * time.Second, edsMax: 500 * ms, edsDebounce: true}},
+		"eds max below after": {Debounce{After: time.Second, Max: 10 * time.Second, EDSMax: 200 * ms, EDS: true}, debounceOptions{after: time.Second, max: 10 * time.Second, edsMax: time.Second, edsDebounce: true}},
+		"eds max above max":   {Debounce{After: 100 * ms, Max: 300 * ms, EDSMax: 500 * ms}, debounceOptions{after: 100 * ms, max: 300 * ms, edsMax: 300 * ms}},
+		"max below after":     {Debounce{After: 100 * ms, Max: 10 * ms, EDSMax: 500 * ms}, debounceOptions{after: 100 * ms, max: 100 * ms, edsMax: 100 * ms}},
+		"set":                 {Debounce{After: 10 * ms, Max: time.Second, EDSMax: 50 * ms}, debounceOptions{after: 10 * ms, max: time.Second, edsMax: 50 * ms}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -50,7 +54,7 @@ func TestDebounceDefaults(t *testing.T) {
 
 func TestDebounce(t *testing.T) {
 	const ms = time.Millisecond
-	defaults := Debounce{EDS: true}.options() // 100ms, 10s, EDS-only 500ms
+	defaults := Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 500 * ms, EDS: true}.options() // the configuration's
 	// churn is eight EDS-only requests 70 ms apart, "a" to "h", never a
 	// quiet period; request full (an index, -1 for none) is a full one.
 	churn := func(full int) []pushEvent {
@@ -72,7 +76,7 @@ func TestDebounce(t *testing.T) {
 			want:   []pushed{{120 * ms, true, []string{"a", "b", "c"}}},
 		},
 		"should send full updates in batches, partial updates immediately": {
-			opts:   Debounce{EDS: false}.options(),
+			opts:   Debounce{After: 100 * ms, Max: 10 * time.Second, EDSMax: 500 * ms, EDS: false}.options(),
 			events: []pushEvent{{0, true, "a"}, {10 * ms, false, "b"}, {20 * ms, true, "c"}},
 			want:   []pushed{{10 * ms, false, []string{"b"}}, {120 * ms, true, []string{"a", "c"}}},
 		},
@@ -92,7 +96,7 @@ func TestDebounce(t *testing.T) {
 			want:   []pushed{{100 * ms, true, []string{"a"}}, {250 * ms, true, []string{"b"}}},
 		},
 		"should push at the cap while requests keep arriving within the quiet period": {
-			opts: Debounce{After: 100 * ms, Max: 300 * ms, EDS: true}.options(),
+			opts: Debounce{After: 100 * ms, Max: 300 * ms, EDSMax: 500 * ms, EDS: true}.options(),
 			events: []pushEvent{
 				{0, true, "a"}, {70 * ms, true, "b"}, {140 * ms, true, "c"}, {210 * ms, true, "d"}, {280 * ms, true, "e"},
 				{350 * ms, true, "f"}, {420 * ms, true, "g"}, {490 * ms, true, "h"},

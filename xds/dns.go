@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"net"
@@ -96,7 +95,7 @@ func newDNSEndpoints(lookup lookupFunc, refresh time.Duration, log *slog.Logger,
 	settled := make(chan struct{})
 	close(settled)
 	return &dnsEndpoints{
-		lookup: lookup, refresh: cmp.Or(refresh, 30*time.Second), log: log, apply: apply,
+		lookup: lookup, refresh: refresh, log: log, apply: apply,
 		held: make(map[shardKey][]*model.Endpoint), names: make(map[string]*dnsName), wake: make(chan struct{}, 1),
 		settled: settled,
 	}
@@ -213,15 +212,21 @@ func (d *dnsEndpoints) expand(endpoints []*model.Endpoint) []*model.Endpoint {
 // run resolves new names when they come and every name in use every
 // refresh, until ctx ends (rules 2-4).
 func (d *dnsEndpoints) run(ctx context.Context) {
-	t := time.NewTicker(d.refresh)
-	defer t.Stop()
+	// refresh 0 (Options.DNSRefreshRate): a name is looked up when first
+	// used and never again.
+	var tick <-chan time.Time
+	if d.refresh > 0 {
+		t := time.NewTicker(d.refresh)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		all := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
-		case <-t.C:
+		case <-tick:
 			all = true
 		}
 		for _, name := range d.due(all) {

@@ -38,12 +38,15 @@ type Options struct {
 	// Address is the listen address of the ADS gRPC server; default
 	// "127.0.0.1:15010"; port 0 picks a free port (see Addr).
 	Address string
-	// DebounceAfter is the quiet period before a push; default 100ms.
+	// DebounceAfter is the quiet period before a push (config key
+	// debounce.after); 0 pushes without one. The debounce fields are taken
+	// as given, as Debounce's are: the configuration holds the defaults.
 	DebounceAfter time.Duration
-	// DebounceMax caps how long requests are merged; default 10s.
+	// DebounceMax caps how long requests are merged (at least
+	// DebounceAfter).
 	DebounceMax time.Duration
-	// DebounceEDSMax caps how long EDS-only requests are merged; default
-	// 500ms, kept within [DebounceAfter, DebounceMax].
+	// DebounceEDSMax caps how long EDS-only requests are merged, kept
+	// within [DebounceAfter, DebounceMax] (ClampEDSMax).
 	DebounceEDSMax time.Duration
 	// EnableEDSDebounce debounces EDS-only pushes like full ones; when false
 	// they are pushed at once.
@@ -74,7 +77,7 @@ type Options struct {
 	MCPTLS *TLSConfig
 	// DNSRefreshRate is how often the DNS names in endpoints are resolved
 	// again (dns.go; config key xds.dnsRefreshRate, after Envoy's
-	// dns_refresh_rate); default 30s.
+	// dns_refresh_rate); 0 looks a name up once, when first used.
 	DNSRefreshRate time.Duration
 }
 
@@ -141,9 +144,6 @@ type DiscoveryServer struct {
 // full push.
 func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.Address = cmp.Or(opts.Address, "127.0.0.1:15010")
-	opts.DebounceAfter = cmp.Or(opts.DebounceAfter, 100*time.Millisecond)
-	opts.DebounceMax = cmp.Or(opts.DebounceMax, 10*time.Second)
-	opts.DebounceEDSMax = cmp.Or(opts.DebounceEDSMax, DefaultDebounceEDSMax)
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
 	var mcp *cache.MCP
 	if opts.MCP != nil {
@@ -178,35 +178,32 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 // Debounce is the push debounce (docs/design.md §5; config keys debounce.*).
 type Debounce struct {
 	// After is the quiet period: a batch is pushed once no request came for
-	// this long; 0 takes 100ms.
+	// this long; 0 pushes at once.
 	After time.Duration
-	// Max caps how long requests are merged; 0 takes 10s.
+	// Max caps how long requests are merged; it is at least After.
 	Max time.Duration
 	// EDSMax caps how long a batch of EDS-only requests is merged, so that
 	// sustained endpoint churn, where the quiet period rarely comes, delays
-	// an endpoint change by at most this; 0 takes 500ms. It is kept within
-	// [After, Max].
+	// an endpoint change by at most this; it is kept within [After, Max]
+	// (ClampEDSMax).
 	EDSMax time.Duration
 	// EDS debounces EDS-only requests; false pushes them at once (Istio's
 	// PILOT_ENABLE_EDS_DEBOUNCE).
 	EDS bool
 }
 
-// DefaultDebounceEDSMax is Debounce.EDSMax's default.
-const DefaultDebounceEDSMax = 500 * time.Millisecond
-
-// ClampEDSMax is the rule for Debounce.EDSMax: edsMax (0 takes
-// DefaultDebounceEDSMax) kept within [after, maxDelay]. The configuration's
-// default is this rule's answer for an absent key.
+// ClampEDSMax is the rule for Debounce.EDSMax: edsMax kept within [after,
+// maxDelay] (maxDelay being at least after). The configuration's default
+// for an absent debounce.edsMax is its answer for 500ms.
 func ClampEDSMax(edsMax, after, maxDelay time.Duration) time.Duration {
-	return min(max(cmp.Or(edsMax, DefaultDebounceEDSMax), after), max(maxDelay, after))
+	return min(max(edsMax, after), max(maxDelay, after))
 }
 
-// options applies the defaults.
+// options is d as the debounce loop runs it: Max at least After, EDSMax
+// clamped (ClampEDSMax).
 func (d Debounce) options() debounceOptions {
-	after := cmp.Or(d.After, 100*time.Millisecond)
-	maxDelay := max(cmp.Or(d.Max, 10*time.Second), after)
-	return debounceOptions{after: after, max: maxDelay, edsMax: ClampEDSMax(d.EDSMax, after, maxDelay), edsDebounce: d.EDS}
+	maxDelay := max(d.Max, d.After)
+	return debounceOptions{after: d.After, max: maxDelay, edsMax: ClampEDSMax(d.EDSMax, d.After, maxDelay), edsDebounce: d.EDS}
 }
 
 // SetDebounce changes the push debounce while the server runs (a reload

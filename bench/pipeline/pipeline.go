@@ -49,7 +49,7 @@ type Options struct {
 	// default host template.
 	Registry, Type, HostTemplate string
 	Endpoints                    translate.EndpointMode
-	// DebounceAfter is debounce.after (default 100ms); EDSDebounce is
+	// DebounceAfter is debounce.after (the configuration's default is 100ms); EDSDebounce is
 	// debounce.eds.
 	DebounceAfter time.Duration
 	EDSDebounce   bool
@@ -119,6 +119,7 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 			Address:           "127.0.0.1:0",
 			DebounceAfter:     opts.DebounceAfter,
 			DebounceMax:       10 * time.Second,
+			DebounceEDSMax:    500 * time.Millisecond,
 			EnableEDSDebounce: opts.EDSDebounce,
 		},
 		MCP:    opts.MCP,

@@ -534,7 +534,7 @@ func (c *Config) setDefaults() {
 	durIf(&c.XDS.DNSRefreshRate, 30*time.Second)
 	durIf(&c.Debounce.After, 100*time.Millisecond)
 	durIf(&c.Debounce.Max, 10*time.Second)
-	durIf(&c.Debounce.EDSMax, xds.ClampEDSMax(0, c.Debounce.After.Duration, c.Debounce.Max.Duration))
+	durIf(&c.Debounce.EDSMax, xds.ClampEDSMax(500*time.Millisecond, c.Debounce.After.Duration, c.Debounce.Max.Duration))
 	durIf(&c.Sync.Timeout, 30*time.Second)
 	setIf(&c.ConflictPolicy, syncer.ConflictMerge)
 	setIf(&c.Log.Level, "info")

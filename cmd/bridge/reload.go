@@ -268,8 +268,7 @@ func (b *bridge) reload(trigger string) (err error) {
 // applyLive applies the keys that change without a restart (rule 3).
 func (b *bridge) applyLive(next *Config) {
 	d := next.Debounce
-	b.xds.SetDebounce(xds.Debounce{After: explicitZero(d.After.Duration), Max: explicitZero(d.Max.Duration),
-		EDSMax: explicitZero(d.EDSMax.Duration), EDS: *d.EDS})
+	b.xds.SetDebounce(xds.Debounce{After: d.After.Duration, Max: d.Max.Duration, EDSMax: d.EDSMax.Duration, EDS: *d.EDS})
 	if b.level != nil && !b.flags.levelSet {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(next.Log.Level)); err == nil {

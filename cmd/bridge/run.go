@@ -105,9 +105,9 @@ func pipelineOptions(cfg *Config, regs []pipeline.Registry, log *slog.Logger) pi
 		},
 		XDS: xds.Options{
 			Address:           cfg.XDS.Address,
-			DebounceAfter:     explicitZero(cfg.Debounce.After.Duration),
-			DebounceMax:       explicitZero(cfg.Debounce.Max.Duration),
-			DebounceEDSMax:    explicitZero(cfg.Debounce.EDSMax.Duration),
+			DebounceAfter:     cfg.Debounce.After.Duration,
+			DebounceMax:       cfg.Debounce.Max.Duration,
+			DebounceEDSMax:    cfg.Debounce.EDSMax.Duration,
 			EnableEDSDebounce: *cfg.Debounce.EDS,
 			TLS:               xdsTLS(cfg.XDS.TLS),
 			MCPAddress:        cfg.MCP.Address,
@@ -124,16 +124,6 @@ func (b *bridge) config() *Config {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.cfg
-}
-
-// explicitZero passes a configured duration to xds.Options, whose zero
-// fields take defaults: a configured 0s (no quiet period, or no cap) becomes
-// 1ns, which the debounce treats the same as none.
-func explicitZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return time.Nanosecond
-	}
-	return d
 }
 
 func xdsTLS(t *ServerTLSConfig) *xds.TLSConfig {

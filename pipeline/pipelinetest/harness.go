@@ -114,13 +114,12 @@ func Start(t testing.TB, opts Options) *Harness {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	// A configured zero debounce is 1ns: xds.Options' zero is the default.
-	debounce := cmp.Or(opts.Debounce, time.Nanosecond)
 	h.Pipeline = pipeline.New(pipeline.Options{
 		Registries: regs,
 		Sync: syncer.Config{Timeout: opts.SyncTimeout, StateDir: opts.StateDir,
 			ConflictPolicy: opts.ConflictPolicy, KeptPorts: opts.KeptPorts, Clock: h.Clock},
-		XDS:    xds.Options{Address: "127.0.0.1:0", DebounceAfter: debounce, EnableEDSDebounce: true},
+		XDS: xds.Options{Address: "127.0.0.1:0", DebounceAfter: opts.Debounce, DebounceMax: 10 * time.Second,
+			DebounceEDSMax: 500 * time.Millisecond, EnableEDSDebounce: true},
 		MCP:    true,
 		Logger: log,
 	})
