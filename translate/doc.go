@@ -14,8 +14,12 @@
 //     <application>.dubbo), lower-cased, "_" → "-", and a valid DNS-1123
 //     subdomain / FQDN: a Dubbo interface that cannot make one (an inner
 //     class's "$") fails the service.
-//  2. location MESH_INTERNAL; resolution STATIC (default) or DNS. Under STATIC
-//     an instance whose address is a DNS name is rejected (hostname-address).
+//  2. location MESH_INTERNAL; resolution AUTO (the default: STATIC while every
+//     instance of the host is an IP, DNS while one is registered by name),
+//     STATIC (an instance whose address is a DNS name is rejected,
+//     hostname-address) or DNS; the host's resolution is given in
+//     Sticky.Resolution by the caller that sees all its services
+//     (resolution.go holds the rule's table).
 //  3. Ports are named <protocol>-<number> (http, http2, grpc, tcp; dubbo →
 //     tcp-dubbo-<n> with protocol TCP; unknown → tcp). The port is servicePort,
 //     else the declared ports, else the port kept in Sticky, else the lowest
