@@ -157,4 +157,3 @@ func TestDecideWorkloadEntryPush(t *testing.T) {
 		})
 	}
 }
-
