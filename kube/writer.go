@@ -114,7 +114,11 @@ type Writer struct {
 	ours  string // the label selector of the objects that may be ours
 	queue workqueue.TypedRateLimitingInterface[model.ConfigKey]
 
-	leaders    atomic.Int32 // active Lead calls
+	// leaders counts the active Lead calls; listed is set once the first
+	// resync of a leadership is merged, and cleared when the last Lead
+	// ends. Both change under mu; leading reads them without it.
+	leaders    atomic.Int32
+	listed     atomic.Bool
 	answered   atomic.Int64 // requests the apiserver answered (any status)
 	lastResync atomic.Pointer[time.Time]
 
@@ -296,7 +300,15 @@ func (w *Writer) onEvent(old, cur model.Object, _ model.Event) {
 	w.enqueue(key, false)
 }
 
-func (w *Writer) leading() bool { return w.leaders.Load() > 0 }
+// leading reports whether the writer writes: a Lead call is active and its
+// leadership's first list of the apiserver is merged into live. Before
+// that list, a worker would know nothing of the apiserver and look up each
+// key on its own, only for the list to replace what it learnt: a key
+// queued then is queued again by the resync (it queues every desired and
+// every listed key), so nothing is queued or written before it, as a
+// Kubernetes controller starts its workers once its informers have synced.
+// A conflict is thus detected once per resync.
+func (w *Writer) leading() bool { return w.listed.Load() && w.leaders.Load() > 0 }
 
 // Run runs the workers until ctx is done. They write only while a Lead call
 // is active; Run alone writes nothing.
@@ -324,18 +336,21 @@ func (w *Writer) Run(ctx context.Context) {
 // finish. The caller must start Lead only once the store holds every
 // registry's first listing, or what is not there yet may be deleted.
 func (w *Writer) Lead(ctx context.Context) {
+	w.mu.Lock()
 	if w.leaders.Add(1) == 1 {
 		// Another replica may have written since this one last led.
-		w.mu.Lock()
 		w.live = map[model.ConfigKey]liveState{}
-		w.mu.Unlock()
 	}
+	w.mu.Unlock()
 	leader.Set(1)
 	w.log.Info("Writing to Kubernetes", "namespace", w.opts.Namespace, "instance", w.opts.Instance)
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
 			if w.leaders.Add(-1) == 0 {
+				w.listed.Store(false)
 				leader.Set(0)
 			}
 		})
@@ -403,6 +418,11 @@ func (w *Writer) resync(ctx context.Context) error {
 	maps.DeleteFunc(live, func(_ model.ConfigKey, st liveState) bool { return st.gone })
 	w.live = live // the workers' from now on
 	maps.DeleteFunc(w.rejected, func(_ model.ConfigKey, r rejection) bool { return r.seq <= listSeq })
+	if w.leaders.Load() > 0 {
+		// From here on, events queue their keys: what the store holds
+		// before this point, the List below queues.
+		w.listed.Store(true)
+	}
 	w.mu.Unlock()
 	for key := range listed {
 		w.enqueue(key, false)

@@ -3,10 +3,13 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	versioned "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -55,6 +59,9 @@ type pipelineOptions struct {
 	instance string
 	// synced is the writer's RegistrySynced; default: the syncer's.
 	synced func(registry string) bool
+	// wrap, when set, wraps the transport of the writer's clients (before
+	// the request counter).
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *pipeline {
@@ -81,7 +88,11 @@ func newPipeline(t testing.TB, k *harness.Kube, ns string, o pipelineOptions) *p
 	if o.synced == nil {
 		o.synced = p.syncer.RegistrySynced
 	}
-	client, md := p.requests.IstioClients(t, k.Config)
+	cfg := rest.CopyConfig(k.Config)
+	if o.wrap != nil {
+		cfg.Wrap(o.wrap)
+	}
+	client, md := p.requests.IstioClients(t, cfg)
 	p.writer, err = NewWriter(p.store, Options{
 		Namespace:      ns,
 		Instance:       o.instance,
@@ -384,6 +395,115 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 	// The WorkloadEntry of the squatted service is still written.
 	if got := p.read(); len(got.wes) != 1 {
 		t.Errorf("want the one WorkloadEntry of orders written, have %d", len(got.wes))
+	}
+}
+
+// failingFirstList is a fake for a fault: it holds the writer's first list
+// of ServiceEntries (its resync's, not the informer's metadata list) until
+// release is closed, then answers it with a 500, so that the leader lists
+// again; it counts the GETs of one object by name.
+type failingFirstList struct {
+	release chan struct{}
+	listing chan struct{} // closed when the first list is held
+	once    sync.Once
+	mu      sync.Mutex
+	gets    map[string]int
+}
+
+func newFailingFirstList() *failingFirstList {
+	return &failingFirstList{release: make(chan struct{}), listing: make(chan struct{}), gets: map[string]int{}}
+}
+
+func (f *failingFirstList) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		dir, name := path.Split(r.URL.Path)
+		switch {
+		case r.Method != http.MethodGet || strings.Contains(r.Header.Get("Accept"), "PartialObjectMetadata"):
+		case name == "serviceentries" && r.URL.Query().Get("watch") != "true":
+			first := false
+			f.once.Do(func() { first = true })
+			if !first {
+				break
+			}
+			close(f.listing)
+			select {
+			case <-f.release:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+			return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+				Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("injected")),
+				Request: r}, nil
+		case path.Base(dir) == "serviceentries":
+			f.mu.Lock()
+			f.gets[name]++
+			f.mu.Unlock()
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+func (f *failingFirstList) getsOf(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets[name]
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestConflictDetectedOncePerResync: a ServiceEntry whose name another
+// bridge instance holds is a conflict detected (looked up, counted and
+// logged) once per resync, even when it reaches the store before the
+// leader's first list of the apiserver has succeeded (here the first list
+// fails and is retried): nothing is looked up or written before that list.
+func TestConflictDetectedOncePerResync(t *testing.T) {
+	k := harness.SharedKube(t)
+	ns := k.Namespace(t)
+	ctx := context.Background()
+	client, err := versioned.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const taken = "billing.service.consul"
+	se := &clientnetworking.ServiceEntry{ObjectMeta: metav1.ObjectMeta{Name: taken, Namespace: ns, Labels: map[string]string{
+		model.LabelManagedBy: model.ManagedByValue, model.LabelRegistry: "dc1", model.LabelInstance: "b"}}}
+	se.Spec.Hosts = []string{taken}
+	se.Spec.Ports = []*networkingv1.ServicePort{{Number: 8080, Name: "grpc", Protocol: "GRPC"}}
+	se.Spec.Resolution = networkingv1.ServiceEntry_STATIC
+	if _, err := client.NetworkingV1().ServiceEntries(ns).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	fault := newFailingFirstList()
+	p := newPipeline(t, k, ns, pipelineOptions{instance: "a", wrap: fault.wrap})
+	p.put("orders", inst("n1/orders-1", "10.0.0.1", 8080, nil))
+	conflictsBefore := counterDelta(conflicts)
+	p.start()
+	select {
+	case <-fault.listing:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the leader never listed ServiceEntries")
+	}
+	// The first list is in flight: billing reaches the store, and every
+	// handler has seen it once Flush returns; then the list fails.
+	p.put("billing", inst("n2/billing-1", "10.0.2.1", 8080, nil))
+	flush, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.store.Flush(flush); err != nil {
+		t.Fatal(err)
+	}
+	harness.EventuallyTrue(t, 60*time.Second, "the writer idle before its first list",
+		func() bool { return p.writer.Pending() == 0 })
+	close(fault.release)
+	p.settle()
+
+	if d := conflictsBefore(); d != 1 {
+		t.Errorf("meshbridge_kube_conflicts_total grew by %v, want 1", d)
+	}
+	if got := fault.getsOf(taken); got != 1 {
+		t.Errorf("%s was looked up %d times, want once", taken, got)
 	}
 }
 
