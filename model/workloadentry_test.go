@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -9,8 +10,12 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/testing/protocmp"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/internal/wire/wiretest"
 )
 
 // TestWorkloadEntrySize: the store holds one WorkloadEntry per instance;
@@ -92,6 +97,104 @@ func TestWorkloadEntryNames(t *testing.T) {
 		}
 		if got, want := a.CompareNameTo(b.Name()), strings.Compare(a.Name(), b.Name()); got != want {
 			t.Fatalf("CompareNameTo(%q, %q) = %d, want %d", a.Name(), b.Name(), got, want)
+		}
+	}
+}
+
+// workloadEntryNotCarried names the fields of istio.io/api's WorkloadEntry
+// that WorkloadEntry deliberately does not carry, each with the reason
+// (none: it carries every field of istio.io/api v1.31).
+var workloadEntryNotCarried = map[protoreflect.Name]string{}
+
+// TestWorkloadEntryCarriesEveryField holds WorkloadEntry against the
+// descriptor of the linked istio.io/api's WorkloadEntry (networking/v1alpha3
+// workload_entry.proto), as internal/wire's TestEncodersKnowEveryField holds
+// its encoders: every field is carried, or named in workloadEntryNotCarried
+// with the reason. WorkloadEntry is what the store holds of every
+// WorkloadEntry, and what Kubernetes and MCP are sent is its Spec: a field
+// NewWorkloadEntry left out would be dropped from both silently, so a field
+// a newer istio.io/api adds fails here until it is carried (NewWorkloadEntry,
+// Spec, SameSpec) or listed. Carried means: a value set in the field (alone,
+// and with every other field set) comes back from Spec, through
+// NewWorkloadEntry with and without a selection label and through
+// WorkloadEntryOf; and SameSpec tells apart two specs that differ in that
+// field only. The values are set by walking the descriptor (wiretest), so
+// the test knows no field by name.
+func TestWorkloadEntryCarriesEveryField(t *testing.T) {
+	fields := (&networking.WorkloadEntry{}).ProtoReflect().Descriptor().Fields()
+	for name := range workloadEntryNotCarried {
+		if fields.ByName(name) == nil {
+			t.Errorf("workloadEntryNotCarried names %q, which istio.io/api's WorkloadEntry no longer has", name)
+		}
+	}
+	// carried is spec less the fields WorkloadEntry does not carry.
+	carried := func(spec *networking.WorkloadEntry) *networking.WorkloadEntry {
+		out := proto.CloneOf(spec)
+		for name := range workloadEntryNotCarried {
+			if fd := fields.ByName(name); fd != nil {
+				out.ProtoReflect().Clear(fd)
+			}
+		}
+		return out
+	}
+	newEntry := func(spec *networking.WorkloadEntry) *WorkloadEntry {
+		return NewWorkloadEntry(&WorkloadGroup{Namespace: "mesh", Host: "a.local"}, [5]byte{1}, spec, spec.Labels, Hash{})
+	}
+	// roundTrips reports what of spec does not come back from Spec.
+	roundTrips := func(spec *networking.WorkloadEntry) string {
+		want := carried(spec)
+		if got := newEntry(spec).Spec(); !proto.Equal(got, want) {
+			return fmt.Sprintf("NewWorkloadEntry then Spec gives %v", got)
+		}
+		cfg := &Config{Meta: Meta{Kind: KindWorkloadEntry, Name: "any name", Namespace: "ns"}, Spec: spec}
+		if got := WorkloadEntryOf(cfg).AsConfig().Spec; !proto.Equal(got, want) {
+			return fmt.Sprintf("WorkloadEntryOf then AsConfig gives %v", got)
+		}
+		// With the group's selection label: Labels are the spec's less it.
+		selected := proto.CloneOf(spec)
+		selected.Labels = maps.Clone(spec.Labels)
+		if selected.Labels == nil {
+			selected.Labels = map[string]string{}
+		}
+		selected.Labels[LabelService] = "a.local"
+		labels := maps.Clone(spec.Labels)
+		delete(labels, LabelService)
+		group := &WorkloadGroup{Namespace: "mesh", Host: "a.local", Selection: "a.local"}
+		if got, want := NewWorkloadEntry(group, [5]byte{1}, selected, labels, Hash{}).Spec(), carried(selected); !proto.Equal(got, want) {
+			return fmt.Sprintf("NewWorkloadEntry with a selection label then Spec gives %v, want %v", got, want)
+		}
+		return ""
+	}
+
+	full := &networking.WorkloadEntry{}
+	wiretest.Fill(full.ProtoReflect(), 1)
+	if diff := roundTrips(full); diff != "" {
+		t.Errorf("every field set, %v: %s", full, diff)
+	}
+	w := newEntry(full)
+	if !w.SameSpec(full) {
+		t.Error("SameSpec of its own spec, every field set, is false")
+	}
+	const fix = "carry it (NewWorkloadEntry, Spec and SameSpec in workloadentry.go) or name it in workloadEntryNotCarried with the reason"
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if _, ok := workloadEntryNotCarried[fd.Name()]; ok {
+			continue
+		}
+		one := &networking.WorkloadEntry{}
+		wiretest.Set(one.ProtoReflect(), fd, 1)
+		if diff := roundTrips(one); diff != "" {
+			t.Errorf("WorkloadEntry drops %s (%v): %s; %s", fd.Name(), one, diff, fix)
+		}
+		if !newEntry(one).SameSpec(one) {
+			t.Errorf("SameSpec of its own spec, %s set, is false", fd.Name())
+		}
+		other := proto.CloneOf(full)
+		wiretest.Set(other.ProtoReflect(), fd, 2)
+		changed := !proto.Equal(other, full) && w.SameSpec(other)
+		other.ProtoReflect().Clear(fd)
+		if changed || w.SameSpec(other) {
+			t.Errorf("SameSpec does not tell apart two specs that differ in %s only: %s", fd.Name(), fix)
 		}
 	}
 }

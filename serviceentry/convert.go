@@ -71,26 +71,29 @@ func onePort(p model.Port) []model.Port {
 var onePorts sync.Map // model.Port → []model.Port
 
 // workload is what the endpoints of a workload are made of: a
-// WorkloadEntry's, or an inline endpoint's of the ServiceEntry.
+// WorkloadEntry's, or an inline endpoint's of the ServiceEntry. Its
+// endpoint is every endpoint's but for the port (ServicePortName and
+// EndpointPort), which workloadEndpoints sets per port of the service from
+// ports. The fields of istio.io/api's WorkloadEntry it carries, and those it
+// does not, are held against the descriptor by
+// TestWorkloadEndpointsKnowEveryField.
 type workload struct {
-	address, locality, serviceAccount string
-	ports                             map[string]uint32
-	labels                            map[string]string
-	weight                            uint32
-	name                              string
+	endpoint model.Endpoint
+	ports    map[string]uint32
 }
 
 // inlineWorkload is the workload of an inline endpoint of the ServiceEntry
 // named name.
 func inlineWorkload(we *networking.WorkloadEntry, name string) workload {
-	return workload{address: we.Address, locality: we.Locality, serviceAccount: we.ServiceAccount, ports: we.Ports,
-		labels: we.Labels, weight: we.Weight, name: name}
+	return workload{endpoint: model.Endpoint{Address: we.Address, Labels: we.Labels, Weight: we.Weight, Locality: we.Locality,
+		ServiceAccount: we.ServiceAccount, WorkloadName: name}, ports: we.Ports}
 }
 
-// workloadOf is the workload of a WorkloadEntry.
+// workloadOf is the workload of a WorkloadEntry, with its Labels: the
+// spec's less the group's selection label.
 func workloadOf(w *model.WorkloadEntry) workload {
-	return workload{address: w.Address, locality: w.Locality(), serviceAccount: w.ServiceAccount(), ports: w.Ports(),
-		labels: w.Labels, weight: w.Weight, name: w.Name()}
+	return workload{endpoint: model.Endpoint{Address: w.Address, Labels: w.Labels, Weight: w.Weight, Locality: w.Locality(),
+		ServiceAccount: w.ServiceAccount(), WorkloadName: w.Name()}, ports: w.Ports()}
 }
 
 // workloadEndpoints returns one endpoint per port of svc for a workload (a
@@ -108,16 +111,9 @@ func workloadEndpoints(svc *model.Service, targetPorts map[string]uint32, we wor
 		} else if tp := targetPorts[p.Name]; tp != 0 {
 			port = tp
 		}
-		out = append(out, &model.Endpoint{
-			Address:         we.address,
-			ServicePortName: p.Name,
-			EndpointPort:    port,
-			Labels:          we.labels,
-			Weight:          we.weight,
-			Locality:        we.locality,
-			ServiceAccount:  we.serviceAccount,
-			WorkloadName:    we.name,
-		})
+		ep := we.endpoint
+		ep.ServicePortName, ep.EndpointPort = p.Name, port
+		out = append(out, &ep)
 	}
 	return out
 }
