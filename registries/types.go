@@ -42,8 +42,9 @@ type Type struct {
 type Config interface {
 	// Default fills the fields left out with their defaults.
 	Default()
-	// Validate reports every invalid field, each error naming the field
-	// relative to the block ("maxWatches: 500 is outside 1-190").
+	// Validate reports every invalid field: a *FieldError for one key,
+	// named relative to the block ("maxWatches: 500 is outside 1-190"), or
+	// a plain error about several keys, reported at the block's path.
 	Validate() []error
 	// Files lists the paths the block names, for resolving relative paths
 	// against the configuration file and checking them at load.

@@ -6,6 +6,7 @@ import (
 	"text/template"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
 )
 
 // EndpointMode selects how endpoints are emitted: as WorkloadEntries selected
@@ -100,7 +101,9 @@ type Translator struct {
 }
 
 // New validates opts and compiles the host template and the label
-// allow-list. Its errors name the option at fault, e.g.
+// allow-list. Its errors name the option at fault (a host template's
+// error is a *registries.FieldError, its Field the configuration key:
+// hostTemplate, dubbo.interfaceHostTemplate, dubbo.applicationHostTemplate), e.g.
 // `hostTemplate: template: host:1: unexpected "}"` or
 // `allowLabels[0]: "meshbridge.io/service" is one of meshbridge's ownership
 // and selection labels ...`.
@@ -121,13 +124,13 @@ func New(opts Options) (*Translator, error) {
 	t := &Translator{opts: opts, allow: allow}
 	t.ownership = t.newOwnershipLabels()
 	if t.host, err = compileHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate)); err != nil {
-		return nil, fmt.Errorf("hostTemplate: %w", err)
+		return nil, &registries.FieldError{Field: "hostTemplate", Err: err}
 	}
 	if t.dubboInterface, err = compileHostTemplate(cmp.Or(opts.DubboInterfaceHostTemplate, DefaultDubboInterfaceHostTemplate)); err != nil {
-		return nil, fmt.Errorf("dubbo.interfaceHostTemplate: %w", err)
+		return nil, &registries.FieldError{Field: "dubbo.interfaceHostTemplate", Err: err}
 	}
 	if t.dubboApplication, err = compileHostTemplate(cmp.Or(opts.DubboApplicationHostTemplate, DefaultDubboApplicationHostTemplate)); err != nil {
-		return nil, fmt.Errorf("dubbo.applicationHostTemplate: %w", err)
+		return nil, &registries.FieldError{Field: "dubbo.applicationHostTemplate", Err: err}
 	}
 	return t, nil
 }

@@ -734,15 +734,17 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 	}
 	if r.HostTemplate != "" {
 		if _, err := translate.New(translate.Options{Registry: "r", Namespace: "ns", HostTemplate: r.HostTemplate}); err != nil {
-			add(p+".hostTemplate", "%s", strings.TrimPrefix(err.Error(), "hostTemplate: "))
+			_, msg := fieldOf(err)
+			add(p+".hostTemplate", "%s", msg)
 		}
 	}
 	if d, ok := r.Block.(registries.DubboHostTemplates); ok {
 		iface, app := d.DubboHostTemplates()
 		_, err := translate.New(translate.Options{Registry: "r", Namespace: "ns",
 			DubboInterfaceHostTemplate: iface, DubboApplicationHostTemplate: app})
-		if field, msg, ok := strings.Cut(fmt.Sprint(err), ": "); err != nil && ok {
-			add(p+"."+r.Type+"."+field, "%s", msg)
+		if err != nil {
+			field, msg := fieldOf(err)
+			add(strings.TrimSuffix(p+"."+r.Type+"."+field, "."), "%s", msg)
 		}
 	}
 	// Credentials in a URL are refused, and never echoed: the block's own
@@ -756,19 +758,22 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 		redact = append(redact, u.raw, u.redacted)
 	}
 	scrub := strings.NewReplacer(redact...)
-	// The block's errors name its fields first ("maxWatches: ..."): the
-	// path is the block's, then the field.
+	// A *registries.FieldError names its key inside the block: the path is
+	// the block's, then the key; any other error is the block's.
 	for _, err := range r.Block.Validate() {
-		field, msg, ok := strings.Cut(scrub.Replace(err.Error()), ": ")
-		if !ok || strings.ContainsAny(field, " \"") {
-			field, msg = "", err.Error()
-		}
-		path := p + "." + r.Type
-		if field != "" {
-			path += "." + field
-		}
-		add(path, "%s", msg)
+		field, msg := fieldOf(err)
+		add(strings.TrimSuffix(p+"."+r.Type+"."+field, "."), "%s", scrub.Replace(msg.Error()))
 	}
+}
+
+// fieldOf splits a *registries.FieldError into its key and what is wrong;
+// any other error has no key ("").
+func fieldOf(err error) (string, error) {
+	var fe *registries.FieldError
+	if errors.As(err, &fe) {
+		return fe.Field, fe.Err
+	}
+	return "", err
 }
 
 // userInfoURL is an address in a registry block that carries user info:

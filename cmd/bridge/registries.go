@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/pipeline"
@@ -60,10 +59,7 @@ func buildRegistry(cfg *Config, i int, log *slog.Logger) (pipeline.Registry, err
 	}
 	tr, err := translate.New(opts)
 	if err != nil {
-		// The Dubbo templates are keys of the type's block.
-		if strings.HasPrefix(err.Error(), "dubbo.") {
-			return pipeline.Registry{}, fmt.Errorf("config: registries[%d].%s.%w", i, rc.Type, err)
-		}
+		// Validate reported the keys at fault; this is its backstop.
 		return pipeline.Registry{}, fmt.Errorf("config: registries[%d]: %w", i, err)
 	}
 	reg, err := rc.Block.New(rc.Name, log)

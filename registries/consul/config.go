@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"golang.org/x/time/rate"
+
+	"github.com/meshbridge/meshbridge/registries"
 )
 
 // Defaults applied by New to zero fields of Config.
@@ -144,32 +146,33 @@ func (c Config) withDefaults(getenv func(string) string) Config {
 // validate reports every invalid field by name; the address and TLS settings
 // are resolveEndpoint's.
 //
-// Each error names the field first ("maxWatches: 500 is outside 1-190"), as
-// the configuration block's keys, so the command can prefix the block's path.
+// Each error is a *registries.FieldError naming the configuration block's
+// key ("maxWatches: 500 is outside 1-190"), so the command can prefix the
+// block's path.
 func (c Config) validate() error {
 	var errs []error
 	if !labelRE.MatchString(c.Name) || len(c.Name) > 63 {
-		errs = append(errs, fmt.Errorf("name: %q must be a DNS-1123 label", c.Name))
+		errs = append(errs, registries.Invalid("name", "%q must be a DNS-1123 label", c.Name))
 	}
 	if c.Token != "" && c.TokenFile != "" {
-		errs = append(errs, errors.New("tokenFile: set either token or tokenFile, not both"))
+		errs = append(errs, registries.Invalid("tokenFile", "set either token or tokenFile, not both"))
 	}
 	for i, g := range c.Services {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
-			errs = append(errs, fmt.Errorf("services[%d]: %q is not a valid glob", i, g))
+			errs = append(errs, registries.Invalid(fmt.Sprintf("services[%d]", i), "%q is not a valid glob", g))
 		}
 	}
 	if c.MaxWatches < 1 || c.MaxWatches > maxMaxWatches {
-		errs = append(errs, fmt.Errorf("maxWatches: %d is outside 1-%d (a Consul agent allows 200 connections per client)", c.MaxWatches, maxMaxWatches))
+		errs = append(errs, registries.Invalid("maxWatches", "%d is outside 1-%d (a Consul agent allows 200 connections per client)", c.MaxWatches, maxMaxWatches))
 	}
 	if c.WaitTime < 0 || c.WaitTime > maxWaitTime {
-		errs = append(errs, fmt.Errorf("waitTime: %s is outside 0-%s", c.WaitTime, maxWaitTime))
+		errs = append(errs, registries.Invalid("waitTime", "%s is outside 0-%s", c.WaitTime, maxWaitTime))
 	}
 	if c.RateLimit < 0 {
-		errs = append(errs, fmt.Errorf("rateLimit: %v must not be negative", c.RateLimit))
+		errs = append(errs, registries.Invalid("rateLimit", "%v must not be negative", c.RateLimit))
 	}
 	if c.Burst < 0 {
-		errs = append(errs, fmt.Errorf("burst: %d must not be negative", c.Burst))
+		errs = append(errs, registries.Invalid("burst", "%d must not be negative", c.Burst))
 	}
 	return errors.Join(errs...)
 }
@@ -236,7 +239,7 @@ func (e endpoint) tlsSettings() []setting {
 func resolveEndpoint(c Config, getenv func(string) string) (endpoint, error) {
 	scheme, hostport, err := splitAddress(c.Address)
 	if err != nil {
-		return endpoint{}, fmt.Errorf("address: %q: %w", c.Address, err)
+		return endpoint{}, registries.Invalid("address", "%q: %w", c.Address, err)
 	}
 	e := endpoint{hostport: hostport}
 	pick := func(field, fieldName, env string) setting {

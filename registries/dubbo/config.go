@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/meshbridge/meshbridge/registries"
 )
 
 // Mode selects which Dubbo services a registry emits (doc.go rule 8).
@@ -63,11 +65,11 @@ func (c Config) Validate() []error {
 	switch c.Mode {
 	case "", ModeInterface, ModeApplication, ModeBoth:
 	default:
-		errs = append(errs, fmt.Errorf("mode: %q is not one of interface, application, both", c.Mode))
+		errs = append(errs, registries.Invalid("mode", "%q is not one of interface, application, both", c.Mode))
 	}
 	for i, p := range c.DropParams {
 		if strings.TrimSpace(p) == "" {
-			errs = append(errs, fmt.Errorf("dropParams[%d]: empty", i))
+			errs = append(errs, registries.Invalid(fmt.Sprintf("dropParams[%d]", i), "empty"))
 		}
 	}
 	return errs

@@ -1,8 +1,6 @@
 package file
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -50,7 +48,7 @@ func (b *Block) Default() {
 func (b *Block) Validate() []error {
 	var errs []error
 	if b.Path == "" {
-		errs = append(errs, errors.New("path: required"))
+		errs = append(errs, registries.Invalid("path", "required"))
 	}
 	if _, err := b.maxSize(); err != nil {
 		errs = append(errs, err)
@@ -64,7 +62,7 @@ func (b *Block) maxSize() (int64, error) {
 		return DefaultMaxSize, nil
 	}
 	if b.MaxSize.Sign() <= 0 {
-		return 0, fmt.Errorf("maxSize: %s is not a positive size in bytes", b.MaxSize)
+		return 0, registries.Invalid("maxSize", "%s is not a positive size in bytes", b.MaxSize)
 	}
 	return b.MaxSize.Value(), nil
 }

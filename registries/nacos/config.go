@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
@@ -172,25 +173,29 @@ func (c Config) withDefaults(getenv func(string) string) Config {
 	return c
 }
 
-// validate reports every invalid field, each error naming the field first
-// ("grpcPort: 70000 is outside 0-65535"), as the configuration block's keys.
+// validate reports every invalid field, each a *registries.FieldError
+// ("grpcPort: 70000 is outside 0-65535") naming the configuration block's
+// key, or a plain error naming the keys it is about.
 // Secrets never appear in them.
 func (c Config) validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(field, format string, args ...any) {
+		errs = append(errs, registries.Invalid(field, format, args...))
+	}
+	addKeys := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !labelRE.MatchString(c.Name) || len(c.Name) > 63 {
-		add("name: %q must be a DNS-1123 label", c.Name)
+		add("name", "%q must be a DNS-1123 label", c.Name)
 	}
 	if c.GRPCPort < 0 || c.GRPCPort > 65535 {
-		add("grpcPort: %d is outside 0-65535 (0 = each HTTP port + %d)", c.GRPCPort, grpcPortOffset)
+		add("grpcPort", "%d is outside 0-65535 (0 = each HTTP port + %d)", c.GRPCPort, grpcPortOffset)
 	}
 	for i, a := range c.Addresses {
 		if _, err := parseAddress(a, c.GRPCPort); err != nil {
-			add("addresses[%d]: %w", i, err)
+			add(fmt.Sprintf("addresses[%d]", i), "%w", err)
 		}
 	}
 	if !strings.HasPrefix(c.ContextPath, "/") {
-		add("contextPath: %q must start with \"/\"", c.ContextPath)
+		add("contextPath", "%q must start with \"/\"", c.ContextPath)
 	}
 	checkNames := func(key string, names []string, allowEmpty bool) {
 		seen := map[string]bool{}
@@ -198,9 +203,9 @@ func (c Config) validate() error {
 			switch {
 			case n == "" && allowEmpty:
 			case !nameRE.MatchString(n):
-				add("%s[%d]: %q must be letters, digits, \"-\", \"_\", \".\" or \":\"", key, i, n)
+				add(fmt.Sprintf("%s[%d]", key, i), "%q must be letters, digits, \"-\", \"_\", \".\" or \":\"", n)
 			case seen[n]:
-				add("%s[%d]: %q is listed twice", key, i, n)
+				add(fmt.Sprintf("%s[%d]", key, i), "%q is listed twice", n)
 			}
 			seen[n] = true
 		}
@@ -210,40 +215,40 @@ func (c Config) validate() error {
 	checkNames("clusters", c.Clusters, true)
 	for i, p := range c.Services {
 		if _, err := path.Match(p, ""); err != nil {
-			add("services[%d]: %q is not a valid glob (path.Match): %v", i, p, err)
+			add(fmt.Sprintf("services[%d]", i), "%q is not a valid glob (path.Match): %v", p, err)
 		}
 	}
 	if c.Password != "" && c.PasswordFile != "" {
-		add("password and passwordFile: set one of them")
+		addKeys("password and passwordFile: set one of them")
 	}
 	if (c.Password != "" || c.PasswordFile != "") && c.Username == "" {
-		add("username: required with a password")
+		add("username", "required with a password")
 	}
 	if c.Username != "" && c.Password == "" && c.PasswordFile == "" {
-		add("password: required with username %q (password or passwordFile; or %s with %s)", c.Username, EnvPassword, EnvUsername)
+		add("password", "required with username %q (password or passwordFile; or %s with %s)", c.Username, EnvPassword, EnvUsername)
 	}
 	if c.SecretKey != "" && c.SecretKeyFile != "" {
-		add("secretKey and secretKeyFile: set one of them")
+		addKeys("secretKey and secretKeyFile: set one of them")
 	}
 	hasSecret := c.SecretKey != "" || c.SecretKeyFile != ""
 	if c.AccessKey != "" && !hasSecret {
-		add("secretKey: required with accessKey (secretKey or secretKeyFile)")
+		add("secretKey", "required with accessKey (secretKey or secretKeyFile)")
 	}
 	if hasSecret && c.AccessKey == "" {
-		add("accessKey: required with a secret key")
+		add("accessKey", "required with a secret key")
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		add("tls.certFile and tls.keyFile: set both or neither")
+		addKeys("tls.certFile and tls.keyFile: set both or neither")
 	}
 	checkInterval := func(key string, d time.Duration) {
 		if d < minInterval {
-			add("%s: %s is below the minimum %s", key, d, minInterval)
+			add(key, "%s is below the minimum %s", d, minInterval)
 		}
 	}
 	checkInterval("relistInterval", c.RelistInterval)
 	checkInterval("reconcileInterval", c.ReconcileInterval)
 	for _, err := range c.Dubbo.Validate() {
-		add("dubbo.%w", err)
+		errs = append(errs, registries.Nested("dubbo", err))
 	}
 	return errors.Join(errs...)
 }

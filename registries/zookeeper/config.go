@@ -100,37 +100,37 @@ func (b *Block) Validate() []error {
 	for i, s := range b.Servers {
 		host, port, err := net.SplitHostPort(s)
 		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			errs = append(errs, fmt.Errorf("servers[%d]: %q is not host:port", i, s))
+			errs = append(errs, registries.Invalid(fmt.Sprintf("servers[%d]", i), "%q is not host:port", s))
 		}
 	}
 	if root := strings.Trim(b.Root, "/"); root == "" || strings.ContainsAny(root, " \t\n") {
-		errs = append(errs, fmt.Errorf("root: %q is not a ZooKeeper path", b.Root))
+		errs = append(errs, registries.Invalid("root", "%q is not a ZooKeeper path", b.Root))
 	}
 	if d := b.SessionTimeout.Duration; d < minSessionTimeout || d > maxSessionTimeout {
-		errs = append(errs, fmt.Errorf("sessionTimeout: %s is outside %s-%s", d, minSessionTimeout, maxSessionTimeout))
+		errs = append(errs, registries.Invalid("sessionTimeout", "%s is outside %s-%s", d, minSessionTimeout, maxSessionTimeout))
 	}
 	switch b.Auth.Scheme {
 	case "":
 		if b.Auth.Credentials != "" || b.Auth.CredentialsFile != "" {
-			errs = append(errs, errors.New("auth.scheme: required with credentials (digest)"))
+			errs = append(errs, registries.Invalid("auth.scheme", "required with credentials (digest)"))
 		}
 	case "digest":
 		switch {
 		case b.Auth.Credentials != "" && b.Auth.CredentialsFile != "":
-			errs = append(errs, errors.New("auth: set credentials or credentialsFile, not both"))
+			errs = append(errs, registries.Invalid("auth", "set credentials or credentialsFile, not both"))
 		case b.Auth.Credentials == "" && b.Auth.CredentialsFile == "":
-			errs = append(errs, errors.New("auth: digest needs credentials or credentialsFile (user:password)"))
+			errs = append(errs, registries.Invalid("auth", "digest needs credentials or credentialsFile (user:password)"))
 		case b.Auth.Credentials != "" && !strings.Contains(b.Auth.Credentials, ":"):
-			errs = append(errs, errors.New("auth.credentials: not user:password"))
+			errs = append(errs, registries.Invalid("auth.credentials", "not user:password"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("auth.scheme: %q is not supported (digest)", b.Auth.Scheme))
+		errs = append(errs, registries.Invalid("auth.scheme", "%q is not supported (digest)", b.Auth.Scheme))
 	}
 	if b.Dubbo.Enabled != nil && !*b.Dubbo.Enabled {
-		errs = append(errs, errors.New("dubbo.enabled: a zookeeper registry reads Dubbo providers only; remove the key"))
+		errs = append(errs, registries.Invalid("dubbo.enabled", "a zookeeper registry reads Dubbo providers only; remove the key"))
 	}
 	for _, err := range b.Dubbo.Validate() {
-		errs = append(errs, fmt.Errorf("dubbo.%w", err))
+		errs = append(errs, registries.Nested("dubbo", err))
 	}
 	return errs
 }
