@@ -19,9 +19,11 @@ var (
 // TestDifferential is the randomized differential of the whole pipeline:
 // for each seed, a generated sequence of registry reads, failures,
 // relists, reloads, clock advances, confirmations and client
-// (re)connections (pipelinetest.Generate) is played on a pipeline, and at
-// every Check each client and the Store must hold what a freshly built
-// pipeline fed the registries' truth holds. A failing seed is shrunk to the
+// (re)connections (pipelinetest.Generate) is played on a pipeline, each
+// registry's observations through its watcher's registries.Reporter as a
+// real watcher's are (pipelinetest.Registry), and at every Check each
+// client and the Store must hold what a freshly built pipeline fed the
+// registries' truth holds. A failing seed is shrunk to the
 // fewest events that still fail, printed as steps to paste into a named
 // scenario (scenario_test.go).
 func TestDifferential(t *testing.T) {

@@ -228,6 +228,52 @@ var scenarios = []scenario{
 			pipelinetest.Expect(web8080, "10.0.0.4:8080"))),
 	},
 	{
+		// A removal reaches the Syncer inside a listing (the Reporter's rule
+		// 3), so the delete guard judges a single service's deregistration
+		// too: one that takes most of the registry's instances waits.
+		name:       "a deregistration that removes most of the registry waits for the delete guard",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     guard,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}, I{Addr: "10.0.0.3", Port: 8080}), api)), clients, do(
+			pipelinetest.Remove("a", "web"),
+			pipelinetest.Holding("a", 1, 0),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080", "10.0.0.3:8080"),
+			pipelinetest.Confirm("a"),
+			pipelinetest.Check())),
+	},
+	{
+		// After an outage (Reporter.Down) the relist's removal is marked
+		// Relist and held down; the service still listed stays.
+		name:       "an outage, then a relist that lost a service",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     holdDown,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}), api)), clients, do(
+			pipelinetest.Down("a"),
+			pipelinetest.Relist("a", api),
+			pipelinetest.Holding("a", 0, 1),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Advance(11*time.Second),
+			pipelinetest.Check())),
+	},
+	{
+		// A failed read marks the service's next read Relist (the
+		// Reporter's rule 5): an empty list read next is held down.
+		name:       "an empty read after a failed read is held down",
+		registries: []pipelinetest.RegistryConfig{{Name: "a"}},
+		outage:     holdDown,
+		steps: steps(do(
+			pipelinetest.List("a", S("web", grpc8080, I{Addr: "10.0.0.1", Port: 8080}))), clients, do(
+			pipelinetest.Fail("a", "web"),
+			pipelinetest.Set("a", S("web", grpc8080)),
+			pipelinetest.Holding("a", 0, 1),
+			pipelinetest.Expect(web8080, "10.0.0.1:8080"),
+			pipelinetest.Advance(11*time.Second),
+			pipelinetest.Expect(web8080),
+			pipelinetest.Check())),
+	},
+	{
 		name:        "a start from the persisted listing, then the registry's relist",
 		registries:  []pipelinetest.RegistryConfig{{Name: "a"}},
 		stateDir:    true,

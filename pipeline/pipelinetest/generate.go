@@ -119,7 +119,9 @@ type generator struct {
 // policy, an endpoint mode, an outage policy and a debounce, and n events
 // over a few hosts: instances added, removed, reweighted, relabelled and
 // moved between ports; services added and removed; read errors of a
-// service or a whole registry; relists after reconnections (held down);
+// service or a whole registry's listing, and outages of a whole registry;
+// reads after a service's own index reset and relists after reconnections
+// (held down);
 // reloads that add, remove or restart a registry; time passing; delete
 // guards confirmed; clients connecting and reconnecting (Delta with
 // initial_resource_versions); and Checks.
@@ -136,6 +138,10 @@ type generator struct {
 // has no history and its declared ports change freely. Rule 10's
 // hysteresis (inline ↔ WorkloadEntry form near the size limits) is out of
 // reach of these sizes.
+//
+// Every step reaches the pipeline through its registry's Reporter (Step),
+// as a real watcher's observations do: a new service is listed before it
+// is read, a removal comes inside a listing, Synced is the Reporter's.
 func Generate(seed uint64, n int) Sequence {
 	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), regs: map[string]map[string]*genService{},
 		shapes: map[string]map[string]*registries.Port{}}
@@ -186,11 +192,14 @@ func (g *generator) step() {
 			g.event(Remove(reg, name))
 		}
 	case p < 54:
-		name := ""
-		if g.r.IntN(2) == 0 {
-			name = pickOf(g.r, genServices)
+		switch g.r.IntN(3) {
+		case 0:
+			g.event(Fail(reg, pickOf(g.r, genServices)))
+		case 1:
+			g.event(Fail(reg, ""))
+		default:
+			g.event(Down(reg))
 		}
-		g.event(Fail(reg, name))
 	case p < 62:
 		// A reconnection: the registry's state may have changed
 		// meanwhile, and the relist reads it.
@@ -281,9 +290,13 @@ func (g *generator) list(reg string, relist bool) []Step {
 	return []Step{List(reg, svcs...)}
 }
 
-// change mutates one service of reg and returns its read.
+// change mutates one service of reg and returns its read, now and then
+// one after its own query's index went backwards (SetRelist).
 func (g *generator) change(reg string) Step {
 	svc := g.mutate(reg)
+	if g.r.IntN(8) == 0 {
+		return SetRelist(reg, svc.service())
+	}
 	return Set(reg, svc.service())
 }
 

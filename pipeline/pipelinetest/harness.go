@@ -1,9 +1,10 @@
 // Package pipelinetest runs the real pipeline (pipeline.New: Syncer →
 // Store → Controller → DiscoveryServer, MCP on) for tests, in the manner of
-// Contour's featuretests: scripted registries feed it through the real
-// registries.Sink contract, a fake clock drives the Syncer's timers
-// (hold-down, delete guard, sync timeout), and test/harness/ads clients read
-// what it serves. It is the one place the pipeline is wired for tests.
+// Contour's featuretests: scripted registries feed it through a
+// registries.Reporter per watcher run, the one caller of every real
+// registry's Sink, so that it hears what real watchers send; a fake clock
+// drives the Syncer's timers (hold-down, delete guard, sync timeout), and
+// test/harness/ads clients read what it serves. It is the one place the pipeline is wired for tests.
 //
 // What a pipeline serves is compared with what a freshly built one serves
 // when fed the same final registry state (Oracle): the fresh pipeline is
@@ -152,7 +153,8 @@ func (h *Harness) Stop() { h.stop() }
 // pipeline keeps for its hosts (syncer rule 3: a host's ports, once
 // decided, depend on its history, which a fresh bridge learns from them, as
 // a restarted bridge does from its state dir), each of whose watchers lists
-// its services once (ListCalls) and syncs, read by a new client once ready.
+// its services once through its Reporter (ListCalls) and syncs, read by a
+// new client once ready.
 // It returns what that client holds and what that pipeline's Store holds
 // (StoreObjects); the fresh pipeline is stopped. Persisted listings are not
 // read: the fresh pipeline knows only state.
@@ -199,6 +201,9 @@ func (h *Harness) registry(rc RegistryConfig, w *Registry) pipeline.Registry {
 	if err != nil {
 		h.T.Fatalf("translator of registry %s: %v", rc.Name, err)
 	}
+	if h.opts.Logger != nil {
+		w.log = h.opts.Logger
+	}
 	h.regs[rc.Name] = w
 	return pipeline.Registry{Watcher: w,
 		Sync: syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}}
@@ -214,8 +219,8 @@ func (h *Harness) Registry(name string) *Registry {
 	return r
 }
 
-// Do makes calls on registry name's watcher, in order, failing the test on
-// an error.
+// Do reports calls to registry name's watcher's Reporter, in order,
+// failing the test on an error.
 func (h *Harness) Do(name string, calls ...Call) {
 	h.T.Helper()
 	r := h.Registry(name)

@@ -46,7 +46,9 @@ type Scene struct {
 	restarted bool
 }
 
-// Step is one thing that happens to a pipeline: a registry call, a reload,
+// Step is one thing that happens to a pipeline: a registry's observation
+// (reported to its watcher's Reporter, which decides what the pipeline's
+// Sink hears, as for every real watcher), a reload,
 // time passing, a client's reconnection, or a Check. String renders it as
 // the Go expression that makes it, so that a failing sequence can be pasted
 // into a named scenario.
@@ -135,14 +137,51 @@ func (s *Scene) do(reg string, calls ...Call) {
 	}
 }
 
-// List is a registry's complete read, its first: every service it lists,
-// the removal of those it listed before and no longer does, and Synced.
+// unlisted reports whether registry reg's running watcher has had no
+// listing yet (it was just started, or restarted): its first observation
+// is a complete read, as a real watcher lists before it reads.
+func (s *Scene) unlisted(reg string) bool {
+	s.H.T.Helper()
+	r := s.H.regs[reg]
+	if r == nil {
+		return false
+	}
+	listed, err := r.Listed()
+	if err != nil {
+		s.fail("%v", err)
+	}
+	return !listed
+}
+
+// truthWith returns what registry reg lists now with svc added or replaced
+// (without key when svc is nil), sorted by key.
+func (s *Scene) truthWith(reg, key string, svc *registries.Service) []registries.Service {
+	var out []registries.Service
+	for _, k := range slices.Sorted(maps.Keys(s.truth[reg])) {
+		if k != key {
+			out = append(out, s.truth[reg][k])
+		}
+	}
+	if svc != nil {
+		out = append(out, *svc)
+		slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Key(), b.Key()) })
+	}
+	return out
+}
+
+// List is a registry's complete read, as a watcher makes it on its first
+// read or a catalog change: the listing of every service it lists
+// (Reporter.Listing, which sends it and the removals of those the
+// Reporter held and the listing omits), a read of each (Reporter.Read:
+// sent when it differs from the last one sent), and Synced (the
+// Reporter's, once the run's first listing was read).
 func List(registry string, services ...registries.Service) Step {
 	return listStep{registry: registry, services: services}
 }
 
-// Relist is List read right after a reconnection (Snapshot.Relist): a
-// disappearance it reports is held down.
+// Relist is List read right after a reconnection: Reporter.Reconnected
+// first, so that the listing's removals and the reads are marked Relist
+// (Snapshot.Relist): a disappearance it reports is held down.
 func Relist(registry string, services ...registries.Service) Step {
 	return listStep{registry: registry, services: services, relist: true}
 }
@@ -158,18 +197,7 @@ func (l listStep) Play(s *Scene) {
 	if !s.configured(l.registry) {
 		return
 	}
-	var gone []registries.Service
-	listed := map[string]bool{}
-	for _, svc := range l.services {
-		listed[svc.Key()] = true
-	}
-	for k, svc := range s.truth[l.registry] {
-		if !listed[k] {
-			gone = append(gone, svc)
-		}
-	}
-	slices.SortFunc(gone, func(a, b registries.Service) int { return strings.Compare(a.Key(), b.Key()) })
-	s.do(l.registry, ListCalls(l.services, gone, l.relist)...)
+	s.do(l.registry, ListCalls(l.services, nil, l.relist)...)
 	s.truth[l.registry] = map[string]registries.Service{}
 	for _, svc := range l.services {
 		s.truth[l.registry][svc.Key()] = svc
@@ -180,10 +208,17 @@ func (l listStep) String() string {
 	return fmt.Sprintf("pipelinetest.%s(%q%s)", pick(l.relist, "Relist", "List"), l.registry, servicesArgs(l.services))
 }
 
-// Set is a registry's read of one service: its instances now.
+// Set is a registry's read of one service: its instances now
+// (Reporter.Read). A service the registry does not list yet is listed
+// first, as a catalog change brings it: the listing of every service it
+// lists and this one (Reporter.Listing). A watcher that has not listed yet
+// (just restarted) makes its first read instead: List of every service
+// with this one.
 func Set(registry string, svc registries.Service) Step { return setStep{registry: registry, svc: svc} }
 
-// SetRelist is Set read right after a reconnection.
+// SetRelist is Set read right after its own query's index went backwards,
+// as Consul's watcher reads it: Reporter.MarkRelist, then Set; the read is
+// marked Relist (a disappearance it reports is held down).
 func SetRelist(registry string, svc registries.Service) Step {
 	return setStep{registry: registry, svc: svc, relist: true}
 }
@@ -199,18 +234,32 @@ func (st setStep) Play(s *Scene) {
 	if !s.configured(st.registry) {
 		return
 	}
+	key := st.svc.Key()
+	if s.unlisted(st.registry) {
+		listStep{registry: st.registry, services: s.truthWith(st.registry, key, &st.svc), relist: st.relist}.Play(s)
+		return
+	}
+	if _, ok := s.truth[st.registry][key]; !ok {
+		keys := slices.Collect(maps.Keys(s.truth[st.registry]))
+		s.do(st.registry, Call{Op: OpListing, Keys: append(keys, key)})
+	}
 	s.do(st.registry, Call{Op: OpSnapshot, Service: st.svc, Relist: st.relist})
-	s.truth[st.registry][st.svc.Key()] = st.svc
+	s.truth[st.registry][key] = st.svc
 }
 
 func (st setStep) String() string {
 	return fmt.Sprintf("pipelinetest.%s(%q, %s)", pick(st.relist, "SetRelist", "Set"), st.registry, serviceString(st.svc))
 }
 
-// Remove is a registry's read that the service called name is gone.
+// Remove is a registry's read that the service called name is gone:
+// Reporter.Remove, which sends the listing without it, then its removal.
+// A watcher that has not listed yet makes its first read instead: List of
+// every other service.
 func Remove(registry, name string) Step { return removeStep{registry: registry, name: name} }
 
-// RemoveRelist is Remove read right after a reconnection.
+// RemoveRelist is Remove read right after a reconnection: a watcher then
+// relists, so it is Relist of every other service (the removal, inside
+// the listing, is marked Relist).
 func RemoveRelist(registry, name string) Step {
 	return removeStep{registry: registry, name: name, relist: true}
 }
@@ -225,11 +274,15 @@ func (r removeStep) Play(s *Scene) {
 	if !s.configured(r.registry) {
 		return
 	}
+	if r.relist || s.unlisted(r.registry) {
+		listStep{registry: r.registry, services: s.truthWith(r.registry, r.name, nil), relist: r.relist}.Play(s)
+		return
+	}
 	svc, ok := s.truth[r.registry][r.name]
 	if !ok {
 		svc = registries.Service{Name: r.name}
 	}
-	s.do(r.registry, Call{Op: OpRemove, Service: svc, Relist: r.relist})
+	s.do(r.registry, Call{Op: OpRemove, Service: svc})
 	delete(s.truth[r.registry], r.name)
 }
 
@@ -237,8 +290,11 @@ func (r removeStep) String() string {
 	return fmt.Sprintf("pipelinetest.%s(%q, %q)", pick(r.relist, "RemoveRelist", "Remove"), r.registry, r.name)
 }
 
-// Fail is a failed read of the service called name, or ("") of the whole
-// registry. The truth is unchanged: the registry still lists what it did.
+// Fail is a failed read of the service called name (Reporter.Fail: sent
+// once per run of failures, and its next read is marked Relist), or ("")
+// a failed listing of the whole registry (Reporter.FailListing: one
+// registry-wide error, and the next listing's removals are marked Relist).
+// The truth is unchanged: the registry still lists what it did.
 func Fail(registry, name string) Step { return failStep{registry: registry, name: name} }
 
 type failStep struct{ registry, name string }
@@ -252,8 +308,26 @@ func (f failStep) String() string {
 	return fmt.Sprintf("pipelinetest.Fail(%q, %q)", f.registry, f.name)
 }
 
-// Listing is a registry's complete read that lists keys, made before the
-// Snapshots of that read: the delete guard judges it.
+// Down is an outage of the whole registry (its connection lost, its server
+// silent): Reporter.Down, a registry-wide error and a failed read of every
+// service it lists, whose next reads are marked Relist. The truth is
+// unchanged: the registry still lists what it did.
+func Down(registry string) Step { return downStep{registry: registry} }
+
+type downStep struct{ registry string }
+
+func (d downStep) Play(s *Scene) {
+	s.H.T.Helper()
+	s.do(d.registry, Call{Op: OpDown})
+}
+
+func (d downStep) String() string { return fmt.Sprintf("pipelinetest.Down(%q)", d.registry) }
+
+// Listing is a registry's complete read that lists keys, before the reads
+// of that read (Reporter.Listing): the Reporter sends it, the delete guard
+// judges it, and the Reporter sends the removal of every service it held
+// and the listing omits. A listed service not read yet is in no truth
+// until a Set reads it.
 func Listing(registry string, keys ...string) Step {
 	return listingStep{registry: registry, keys: keys}
 }
@@ -265,7 +339,15 @@ type listingStep struct {
 
 func (l listingStep) Play(s *Scene) {
 	s.H.T.Helper()
+	if !s.configured(l.registry) {
+		return
+	}
 	s.do(l.registry, Call{Op: OpListing, Keys: l.keys})
+	for k := range s.truth[l.registry] {
+		if !slices.Contains(l.keys, k) {
+			delete(s.truth[l.registry], k)
+		}
+	}
 }
 
 func (l listingStep) String() string {
@@ -274,7 +356,8 @@ func (l listingStep) String() string {
 
 // AddRegistry is a reload that adds a registry (a consul-typed one of that
 // name) after the configured ones, or restarts it when configured: its
-// watcher lists nothing until a List step.
+// watcher, with a new Reporter, lists nothing until a List step (or a Set
+// or Remove, which make its first read).
 func AddRegistry(name string) Step { return addRegistryStep{name: name} }
 
 type addRegistryStep struct{ name string }
@@ -292,8 +375,9 @@ func (a addRegistryStep) Play(s *Scene) {
 func (a addRegistryStep) String() string { return fmt.Sprintf("pipelinetest.AddRegistry(%q)", a.name) }
 
 // RestartRegistry is a reload that changes a registry's configuration in a
-// way that needs a new watcher, which must relist (Relist) before the next
-// Check.
+// way that needs a new watcher, with a new Reporter, which must relist
+// (Relist) before the next Check: the Syncer removes what its first
+// listing omits once it synced.
 func RestartRegistry(name string) Step { return restartStep{name: name} }
 
 type restartStep struct{ name string }
@@ -547,6 +631,43 @@ func (e expectStep) Play(s *Scene) {
 
 func (e expectStep) String() string {
 	return fmt.Sprintf("pipelinetest.Expect(%q%s)", e.cluster, stringArgs(e.endpoints))
+}
+
+// Holding checks that registry's delete guard holds the removals of
+// guarded services (0: the guard is not engaged) and that heldDown
+// disappearances wait for their hold-down, now (the Syncer's Status): a
+// scenario's check that a disappearance did not take effect, apart from
+// what the clients hold.
+func Holding(registry string, guarded, heldDown int) Step {
+	return holdingStep{registry: registry, guarded: guarded, heldDown: heldDown}
+}
+
+type holdingStep struct {
+	registry          string
+	guarded, heldDown int
+}
+
+func (h holdingStep) Play(s *Scene) {
+	s.H.T.Helper()
+	for _, st := range s.H.Pipeline.Syncer.Status() {
+		if st.Name != h.registry {
+			continue
+		}
+		guarded := 0
+		if st.DeleteGuard != nil {
+			guarded = st.DeleteGuard.Services
+		}
+		if guarded != h.guarded || st.HeldDown != h.heldDown {
+			s.fail("registry %s: the delete guard holds %d services and %d are held down, want %d and %d",
+				h.registry, guarded, st.HeldDown, h.guarded, h.heldDown)
+		}
+		return
+	}
+	s.skip("no registry %q", h.registry)
+}
+
+func (h holdingStep) String() string {
+	return fmt.Sprintf("pipelinetest.Holding(%q, %d, %d)", h.registry, h.guarded, h.heldDown)
 }
 
 // Under plays steps only when the pipeline's conflict policy is policy
