@@ -30,8 +30,8 @@ func BenchmarkTakeover(b *testing.B) {
 			web := func(addr string) pipelinetest.Call {
 				return pipelinetest.Call{Op: pipelinetest.OpSnapshot, Service: S("web", grpc8080, I{Addr: addr, Port: 8080})}
 			}
-			h.Do("a", pipelinetest.ListCalls(nil, nil, false)...)
-			h.Do("b", pipelinetest.ListCalls(nil, nil, false)...)
+			h.Do("a", pipelinetest.ListCalls(nil, false)...)
+			h.Do("b", pipelinetest.ListCalls(nil, false)...)
 			h.Do("a", web("10.0.0.1"))
 			h.Do("b", web("10.0.0.2"))
 			h.WaitReady()

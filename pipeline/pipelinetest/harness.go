@@ -167,7 +167,7 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	fresh := Start(h.T, opts)
 	defer fresh.Stop()
 	for _, rc := range opts.Registries {
-		fresh.Do(rc.Name, ListCalls(state[rc.Name], nil, false)...)
+		fresh.Do(rc.Name, ListCalls(state[rc.Name], false)...)
 	}
 	fresh.WaitReady()
 	fresh.Settle()

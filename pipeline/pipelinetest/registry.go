@@ -250,10 +250,10 @@ func (run *watcherRun) listing(keys []string, now time.Time) {
 // the Reporter sends with the removals of the services it omits), a read of
 // each service, and the check that the Reporter synced. relist: read right
 // after a (re)connection (Reporter.Reconnected before the listing), which
-// marks the removals and the reads Relist. gone are the services the read
-// no longer finds; they make no call of their own: the Reporter removes
-// every service it holds that the listing omits.
-func ListCalls(services, gone []registries.Service, relist bool) []Call {
+// marks the removals and the reads Relist. The services the read no longer
+// finds make no call of their own: the Reporter removes every service it
+// holds that the listing omits.
+func ListCalls(services []registries.Service, relist bool) []Call {
 	keys := make([]string, 0, len(services))
 	for _, s := range services {
 		keys = append(keys, s.Key())

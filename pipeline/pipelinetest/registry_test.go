@@ -99,7 +99,7 @@ func TestRegistryThroughReporter(t *testing.T) {
 		calls []Call
 		want  []string
 	}{
-		{ListCalls([]registries.Service{web}, nil, false), []string{"listing [web]", "snapshot web [10.0.0.1:80]", "synced"}},
+		{ListCalls([]registries.Service{web}, false), []string{"listing [web]", "snapshot web [10.0.0.1:80]", "synced"}},
 		// A read equal to the last one sent sends nothing (rule 1).
 		{[]Call{{Op: OpSnapshot, Service: web}}, nil},
 		// A new service is listed before its read.
@@ -111,10 +111,10 @@ func TestRegistryThroughReporter(t *testing.T) {
 			[]string{"error web", "snapshot web [10.0.0.1:80] relist"}},
 		{[]Call{{Op: OpFail}, {Op: OpFail}}, []string{"registry error"}},
 		// The listing after a failed one: new services are read Relist.
-		{ListCalls([]registries.Service{web, api}, nil, false), []string{"listing [api web]", "snapshot api [10.0.0.3:80] relist"}},
+		{ListCalls([]registries.Service{web, api}, false), []string{"listing [api web]", "snapshot api [10.0.0.3:80] relist"}},
 		{[]Call{{Op: OpDown}}, []string{"registry error", "error api", "error web"}},
 		// A relist: its removals and reads are marked Relist.
-		{ListCalls([]registries.Service{web2}, nil, true), []string{"listing [web]", "removed api relist", "snapshot web [10.0.0.2:80] relist"}},
+		{ListCalls([]registries.Service{web2}, true), []string{"listing [web]", "removed api relist", "snapshot web [10.0.0.2:80] relist"}},
 		{[]Call{{Op: OpRemove, Service: web2, Relist: true}}, []string{"listing []", "removed web relist"}},
 	}
 	for i, st := range steps {

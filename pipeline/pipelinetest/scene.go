@@ -197,7 +197,7 @@ func (l listStep) Play(s *Scene) {
 	if !s.configured(l.registry) {
 		return
 	}
-	s.do(l.registry, ListCalls(l.services, nil, l.relist)...)
+	s.do(l.registry, ListCalls(l.services, l.relist)...)
 	s.truth[l.registry] = map[string]registries.Service{}
 	for _, svc := range l.services {
 		s.truth[l.registry][svc.Key()] = svc

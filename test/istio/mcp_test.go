@@ -66,7 +66,7 @@ func startPipelineMode(t *testing.T, mode translate.EndpointMode, svcs ...regist
 		Endpoints:  mode,
 		Debounce:   5 * time.Millisecond,
 	})
-	h.Do(registryName, pipelinetest.ListCalls(svcs, nil, false)...)
+	h.Do(registryName, pipelinetest.ListCalls(svcs, false)...)
 	h.WaitReady()
 	<-h.Pipeline.XDS.Serving()
 	return &pipeline{h: h, store: h.Pipeline.Store, xds: h.Pipeline.XDS}
