@@ -16,7 +16,8 @@
 //     and backs off exponentially on errors, up to 10 s, keeping its index
 //     (api/watch/plan.go: retry with backoff, same index). After a failure a
 //     loop reads without blocking, so the first answer clears the error; a
-//     loop that gets through wakes the others out of their backoff.
+//     loop that gets through wakes the others out of their backoff. The
+//     catalog, service and state/any loops are one loop (blockingQuery).
 //  4. An agent accepts 200 concurrent HTTP connections per client IP
 //     (limits.http_max_conns_per_client). The first Config.MaxWatches services
 //     by name get their own blocking query; the rest (polled) are followed by

@@ -33,6 +33,62 @@ func nextIndex(prev, got uint64) (next uint64, changed bool) {
 	}
 }
 
+// blockState is where a blocking loop (blockingQuery) stands: the index it
+// waits on (X-Consul-Index, kept through failures) and whether its last read
+// failed.
+type blockState struct {
+	index   uint64
+	failing bool
+}
+
+// waitIndex is the WaitIndex of the next read: the index, or 0 after a
+// failed read. A blocking query on the old index would hold the first good
+// answer back until the index moves or the wait ends (up to WaitTime), so
+// a failing loop reads the current state at once; the index is kept for
+// nextIndex. api/watch/plan.go reads at once too, but drops the index (its
+// watch functions return none with an error).
+func (s blockState) waitIndex() uint64 {
+	if s.failing {
+		return 0
+	}
+	return s.index
+}
+
+// failed is the state after a failed read: the same index, failing.
+func (s blockState) failed() blockState {
+	s.failing = true
+	return s
+}
+
+// answered is the state after a successful read that returned
+// X-Consul-Index got, and what that answer is (nextIndex).
+func (s blockState) answered(got uint64) (blockState, answer) {
+	next, changed := nextIndex(s.index, got)
+	return blockState{index: next}, answer{prev: s.index, next: next, changed: changed, recovered: s.failing}
+}
+
+// answer is what a blocking loop's successful read is to its handler.
+type answer struct {
+	// prev is the index the loop waited on (kept through failures); next
+	// the one it waits on now (nextIndex).
+	prev, next uint64
+	// changed is nextIndex's: the result may differ from the previous one.
+	changed bool
+	// recovered is true when the read before this one failed.
+	recovered bool
+}
+
+// reset reports whether the index went backwards and was reset to 0
+// (nextIndex): the state was restored or rebuilt, so what was read before
+// may be gone (registries.Snapshot.Relist).
+func (a answer) reset() bool { return a.next == 0 }
+
+// fresh reports whether a service's reader handles the answer: its index
+// moved, or it is the first answer after a failure, whose error snapshots
+// only a read clears even when nothing changed. The catalog loop handles a
+// moved index only (changed).
+func (a answer) fresh() bool { return a.changed || a.recovered }
+
 // retry is a bounded exponential backoff: 250 ms doubling up to maxBackoff,
 // jittered, never giving up.
 type retry struct{ b *backoff.ExponentialBackOff }

@@ -36,3 +36,84 @@ func TestNextIndexNeverWaitsBelowOne(t *testing.T) {
 		}
 	}
 }
+
+func TestBlockState(t *testing.T) {
+	following := blockState{index: 42}
+	tests := map[string]struct {
+		from       blockState
+		got        uint64
+		wantWait   uint64 // the WaitIndex of the read that got it
+		wantAnswer answer
+		wantNext   uint64 // the WaitIndex of the read after it
+	}{
+		"the first read does not wait": {
+			from: blockState{}, got: 42, wantWait: 0,
+			wantAnswer: answer{prev: 0, next: 42, changed: true}, wantNext: 42,
+		},
+		"a following loop waits on its index": {
+			from: following, got: 43, wantWait: 42,
+			wantAnswer: answer{prev: 42, next: 43, changed: true}, wantNext: 43,
+		},
+		"a timed-out wait is no change": {
+			from: following, got: 42, wantWait: 42,
+			wantAnswer: answer{prev: 42, next: 42}, wantNext: 42,
+		},
+		"after a failure the loop does not wait, and keeps its index": {
+			from: following.failed(), got: 42, wantWait: 0,
+			wantAnswer: answer{prev: 42, next: 42, recovered: true}, wantNext: 42,
+		},
+		"failures in a row keep the index": {
+			from: following.failed().failed(), got: 50, wantWait: 0,
+			wantAnswer: answer{prev: 42, next: 50, changed: true, recovered: true}, wantNext: 50,
+		},
+		"an index that went backwards resets to 0": {
+			from: following, got: 7, wantWait: 42,
+			wantAnswer: answer{prev: 42, next: 0, changed: true}, wantNext: 0,
+		},
+		"an index that went backwards during a failure resets to 0": {
+			from: following.failed(), got: 7, wantWait: 0,
+			wantAnswer: answer{prev: 42, next: 0, changed: true, recovered: true}, wantNext: 0,
+		},
+		"an index of 0 on the first read waits on 1": {
+			from: blockState{}, got: 0, wantWait: 0,
+			wantAnswer: answer{prev: 0, next: 1, changed: true}, wantNext: 1,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if w := tc.from.waitIndex(); w != tc.wantWait {
+				t.Errorf("waitIndex() = %d, want %d", w, tc.wantWait)
+			}
+			st, a := tc.from.answered(tc.got)
+			if a != tc.wantAnswer {
+				t.Errorf("answered(%d) answer = %+v, want %+v", tc.got, a, tc.wantAnswer)
+			}
+			if st.failing || st.waitIndex() != tc.wantNext {
+				t.Errorf("answered(%d) state = %+v, want waiting on %d, not failing", tc.got, st, tc.wantNext)
+			}
+		})
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	tests := map[string]struct {
+		a                    answer
+		wantReset, wantFresh bool
+	}{
+		"a moved index":                       {a: answer{prev: 42, next: 43, changed: true}, wantFresh: true},
+		"a timed-out wait":                    {a: answer{prev: 42, next: 42}},
+		"the first answer after a failure":    {a: answer{prev: 42, next: 42, recovered: true}, wantFresh: true},
+		"an index that went backwards":        {a: answer{prev: 42, next: 0, changed: true}, wantReset: true, wantFresh: true},
+		"a reset in the answer to a recovery": {a: answer{prev: 42, next: 0, changed: true, recovered: true}, wantReset: true, wantFresh: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.a.reset(); got != tc.wantReset {
+				t.Errorf("%+v.reset() = %v, want %v", tc.a, got, tc.wantReset)
+			}
+			if got := tc.a.fresh(); got != tc.wantFresh {
+				t.Errorf("%+v.fresh() = %v, want %v", tc.a, got, tc.wantFresh)
+			}
+		})
+	}
+}

@@ -196,63 +196,39 @@ func (p *pollSet) clearBaselines() {
 }
 
 // runState follows the polled services with one blocking query on
-// /v1/health/state/any and re-reads those whose fingerprint differs from
-// their baseline. States: no member has a baseline (wait for the read
-// loop's first reads), following (block on the index), failing (query
-// without waiting after a backoff, to confirm the recovery at once).
+// /v1/health/state/any (blockingQuery) and re-reads those whose fingerprint
+// differs from their baseline. States: no member has a baseline (wait for
+// the read loop's first reads), following (block on the index), failing
+// (query without waiting after a backoff, to confirm the recovery at once).
 func (w *watcher) runState(ctx context.Context) {
-	lim, retry := w.limiter(), newRetry()
-	var index uint64
-	failing := false
-	for {
-		if !w.polled.anyBaselined() && !failing {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.polled.based:
-				continue
+	blockingQuery[api.HealthChecks]{
+		reader: readerState,
+		hold: func(ctx context.Context, failing bool) bool {
+			for !w.polled.anyBaselined() && !failing {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-w.polled.based:
+				}
 			}
-		}
-		if lim.Wait(ctx) != nil {
-			return
-		}
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime}
-		if failing {
-			q.WaitIndex = 0
-		}
-		wake := w.reg.recovery()
-		rctx, done, ok := w.gate.begin(ctx)
-		if !ok {
-			return
-		}
-		checks, meta, err := w.client.Health().State(api.HealthAny, q.WithContext(rctx))
-		err = done(err)
-		if ctx.Err() != nil {
-			return
-		}
-		now := time.Now()
-		if err != nil {
+			return true
+		},
+		read: func(q *api.QueryOptions) (api.HealthChecks, *api.QueryMeta, error) {
+			return w.client.Health().State(api.HealthAny, q)
+		},
+		failed: func(err error, now time.Time) {
 			err = w.reg.noteFailure(reasonState, "", err)
 			for _, m := range w.polled.all() {
 				w.fail(m.svc, m.owner, err, now)
 			}
 			w.polled.clearBaselines() // re-read everyone once Consul answers again
-			failing = true
-			if !retry.wait(ctx, wake) {
-				return
+		},
+		answered: func(ctx context.Context, checks api.HealthChecks, _ *api.QueryMeta, a answer, _ time.Time) {
+			if a.fresh() {
+				w.reread(ctx, w.stale(indexChecks(checks)))
 			}
-			continue
-		}
-		retry.reset()
-		w.reg.noteOK(readerState)
-		next, changed := nextIndex(index, meta.LastIndex)
-		index = next
-		if !changed && !failing {
-			continue
-		}
-		failing = false
-		w.reread(ctx, w.stale(indexChecks(checks)))
-	}
+		},
+	}.run(ctx, w)
 }
 
 // stale returns the polled members whose baseline differs from what a

@@ -35,10 +35,6 @@ type watcher struct {
 	rereads *rate.Limiter       // paces the polled services' reads
 	watches map[string]*watch   // catalog loop only
 	listed  map[string]*service // catalog loop only
-
-	// listFailing is true while registry-wide reads (the catalog listing,
-	// the datacenter lookup) fail; catalog loop only.
-	listFailing bool
 }
 
 // watch is a running per-service blocking query.
@@ -76,59 +72,36 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 	w.wg.Go(func() { w.runState(ctx) })
 	w.wg.Go(func() { w.runPollReads(ctx) })
 
-	lim, retry := w.limiter(), newRetry()
-	var index uint64
 	listed := false
-	for {
-		if lim.Wait(ctx) != nil {
-			return
-		}
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime, Filter: typicalKindFilter}
-		if w.listFailing {
-			q.WaitIndex = 0 // confirm the recovery at once (see watchService)
-		}
-		wake := w.reg.recovery()
-		rctx, done, ok := w.gate.begin(ctx)
-		if !ok {
-			return
-		}
-		names, meta, err := w.client.Catalog().Services(q.WithContext(rctx))
-		err = done(err)
-		if ctx.Err() != nil {
-			return
-		}
-		now := time.Now()
-		if err != nil {
+	blockingQuery[map[string][]string]{
+		reader: readerCatalog,
+		read: func(q *api.QueryOptions) (map[string][]string, *api.QueryMeta, error) {
+			q.Filter = typicalKindFilter
+			return w.client.Catalog().Services(q)
+		},
+		failed: func(err error, now time.Time) {
 			w.failListing(w.reg.noteFailure(reasonCatalog, "", err), now)
-			if !retry.wait(ctx, wake) {
+		},
+		answered: func(ctx context.Context, names map[string][]string, meta *api.QueryMeta, a answer, now time.Time) {
+			w.reg.noteACL(meta, len(names))
+			if a.reset() {
+				w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", a.prev)
+			}
+			if !a.changed {
 				return
 			}
-			continue
-		}
-		retry.reset()
-		w.reg.noteOK(readerCatalog)
-		w.listFailing = false
-		w.reg.noteACL(meta, len(names))
-		next, changed := nextIndex(index, meta.LastIndex)
-		relist := next == 0
-		if relist {
-			w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", index)
-		}
-		index = next
-		if !changed {
-			continue
-		}
-		if relist {
-			w.rep.Reconnected("", now)
-		}
-		w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
-		if listed {
-			// An instance registered without checks changes no check, so
-			// state/any cannot see it: re-read check-less polled services.
-			w.polled.recheckCheckless()
-		}
-		listed = true
-	}
+			if a.reset() {
+				w.rep.Reconnected("", now)
+			}
+			w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
+			if listed {
+				// An instance registered without checks changes no check, so
+				// state/any cannot see it: re-read check-less polled services.
+				w.polled.recheckCheckless()
+			}
+			listed = true
+		},
+	}.run(ctx, w)
 }
 
 // typicalKindFilter keeps connect proxies and gateways out of the listing.
@@ -155,7 +128,6 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 		}
 		if err == nil {
 			w.reg.noteOK(readerCatalog)
-			w.listFailing = false
 			if dc, _ := self["Config"]["Datacenter"].(string); dc != w.cfg.Datacenter {
 				w.remoteDC = w.cfg.Datacenter
 			}
@@ -174,7 +146,6 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 // stays, and a one-shot reader learns that nothing can be listed
 // (permanently so for a refused token or certificate).
 func (w *watcher) failListing(err error, observed time.Time) {
-	w.listFailing = true
 	w.rep.FailListing("", fmt.Errorf("list Consul services: %w", err), observed)
 }
 
@@ -241,51 +212,21 @@ func (w *watcher) stopWatch(name string) {
 	}
 }
 
-// watchService follows one service with blocking health queries until ctx
-// is done. After a failure it keeps the index but reads without blocking,
-// so a recovered Consul clears the error at its first answer.
+// watchService follows one service with blocking health queries
+// (blockingQuery) until ctx is done. After a failure it keeps the index but
+// reads without blocking, so a recovered Consul clears the error at its
+// first answer.
 func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
-	lim, retry := w.limiter(), newRetry()
-	var index uint64
-	failing := false
-	for {
-		if lim.Wait(ctx) != nil {
-			return
-		}
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: w.cfg.WaitTime}
-		if failing {
-			// A blocking query on the old index would hold the first good
-			// answer back until the index moves or the wait ends: read
-			// the current state at once instead. The index is kept for
-			// nextIndex.
-			q.WaitIndex = 0
-		}
-		wake := w.reg.recovery()
-		rctx, done, ok := w.gate.begin(ctx)
-		if !ok {
-			return
-		}
-		entries, meta, err := w.client.Health().Service(s.name, "", false, q.WithContext(rctx))
-		err = done(err)
-		if ctx.Err() != nil {
-			return
-		}
-		now := time.Now()
-		if err != nil {
-			w.failRead(s, owner, err, now)
-			failing = true
-			if !retry.wait(ctx, wake) {
-				return
+	blockingQuery[[]*api.ServiceEntry]{
+		reader: serviceReader(s.name),
+		read: func(q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+			return w.client.Health().Service(s.name, "", false, q)
+		},
+		failed: func(err error, now time.Time) { w.failRead(s, owner, err, now) },
+		answered: func(_ context.Context, entries []*api.ServiceEntry, _ *api.QueryMeta, a answer, now time.Time) {
+			if a.fresh() {
+				w.apply(s, owner, entries, now, a.reset())
 			}
-			continue
-		}
-		retry.reset()
-		w.reg.noteOK(serviceReader(s.name))
-		next, changed := nextIndex(index, meta.LastIndex)
-		index = next
-		if changed || failing {
-			w.apply(s, owner, entries, now, next == 0)
-		}
-		failing = false
-	}
+		},
+	}.run(ctx, w)
 }

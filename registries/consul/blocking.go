@@ -1,0 +1,84 @@
+package consul
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// blockingQuery is one reader's loop of Consul blocking queries on one
+// endpoint: the skeleton of hashicorp/consul api/watch plan.go
+// (Plan.RunWithClientAndHclog) with this package's rules (doc.go rules 2,
+// 3, 8 and 13). The catalog loop, each watched service and the state/any
+// loop are one each; T is what the endpoint returns. Each round:
+//
+//  1. hold, when set, returns once the loop has something to follow;
+//  2. a token of the loop's own bucket (Config.RateLimit, Config.Burst);
+//  3. the gate (hang.go): no read is sent while the agent is hung;
+//  4. read, with WaitIndex blockState.waitIndex (the index, or 0 right after
+//     a failure) and WaitTime Config.WaitTime;
+//  5. a failed read (as the gate reports it: a read a hang cut short fails
+//     with the hang) goes to failed, then the loop backs off (retry: 250 ms
+//     doubling up to 10 s, jittered), keeping its index, until the backoff
+//     ends or another failing reader gets through (Registry.recovery);
+//  6. a successful one resets the backoff, marks reader as answering
+//     (Registry.noteOK) and goes to answered with what its X-Consul-Index
+//     means (answer).
+//
+// run returns when ctx is done (in hold, a wait, or a read cut short by it,
+// which is not reported); it never gives up otherwise.
+type blockingQuery[T any] struct {
+	// reader names the loop in the read health (Registry.failing).
+	reader string
+	// hold, optional, blocks until the loop has something to follow;
+	// failing is true after a failed read. It returns false when ctx ended.
+	hold func(ctx context.Context, failing bool) bool
+	// read sends one query with q (WaitIndex, WaitTime and the read's
+	// context set) and returns its result and meta.
+	read func(q *api.QueryOptions) (T, *api.QueryMeta, error)
+	// failed reports a failed read, observed when it returned.
+	failed func(err error, observed time.Time)
+	// answered handles a successful read, observed when it returned; ctx
+	// is the loop's.
+	answered func(ctx context.Context, got T, meta *api.QueryMeta, a answer, observed time.Time)
+}
+
+// run runs the loop of w's reader until ctx is done.
+func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
+	lim, retry := w.limiter(), newRetry()
+	var st blockState
+	for {
+		if b.hold != nil && !b.hold(ctx, st.failing) {
+			return
+		}
+		if lim.Wait(ctx) != nil {
+			return
+		}
+		q := &api.QueryOptions{WaitIndex: st.waitIndex(), WaitTime: w.cfg.WaitTime}
+		wake := w.reg.recovery()
+		rctx, done, ok := w.gate.begin(ctx)
+		if !ok {
+			return
+		}
+		got, meta, err := b.read(q.WithContext(rctx))
+		err = done(err)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		if err != nil {
+			st = st.failed()
+			b.failed(err, now)
+			if !retry.wait(ctx, wake) {
+				return
+			}
+			continue
+		}
+		retry.reset()
+		w.reg.noteOK(b.reader)
+		var a answer
+		st, a = st.answered(meta.LastIndex)
+		b.answered(ctx, got, meta, a, now)
+	}
+}
