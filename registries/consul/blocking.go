@@ -24,7 +24,10 @@ import (
 //     ends or another failing reader gets through (Registry.recovery);
 //  6. a successful one resets the backoff, marks reader as answering
 //     (Registry.noteOK) and goes to answered with what its X-Consul-Index
-//     means (answer).
+//     means (answer); except an answer whose index went backwards, which is
+//     logged and not applied: the next read is a consistent read
+//     (blockState.consistent) with WaitIndex 0, and its answer goes to
+//     answered as a reset (answer.reset).
 //
 // run returns when ctx is done (in hold, a wait, or a read cut short by it,
 // which is not reported); it never gives up otherwise.
@@ -55,7 +58,7 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		q := &api.QueryOptions{WaitIndex: st.waitIndex(), WaitTime: w.cfg.WaitTime}
+		q := &api.QueryOptions{WaitIndex: st.waitIndex(), WaitTime: w.cfg.WaitTime, RequireConsistent: st.consistent()}
 		wake := w.reg.recovery()
 		rctx, done, ok := w.gate.begin(ctx)
 		if !ok {
@@ -79,6 +82,11 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 		w.reg.noteOK(b.reader)
 		var a answer
 		st, a = st.answered(meta.LastIndex)
+		if a.backwards {
+			w.logger.Info("Consul index went backwards; confirming with a consistent read", "reader", b.reader,
+				"index", meta.LastIndex, "prev", a.prev)
+			continue
+		}
 		b.answered(ctx, got, meta, a, now)
 	}
 }

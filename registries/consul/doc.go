@@ -61,6 +61,8 @@
 //     Synced once after the first listing and each of its services' first
 //     successful read. A read right after a failed read of its service, or
 //     after its own or the catalog's index went backwards, is marked Relist.
+//     An answer whose index went backwards is not applied: the loop reads
+//     again with a consistent read, and applies that (blockingQuery).
 //  8. Read health (registries.Health): every failed read calls Fail, under
 //     the reason of its loop or status code (meshbridge_registry_errors_total);
 //     the registry is up again when no reader's last read failed (the

@@ -34,12 +34,25 @@ func nextIndex(prev, got uint64) (next uint64, changed bool) {
 }
 
 // blockState is where a blocking loop (blockingQuery) stands: the index it
-// waits on (X-Consul-Index, kept through failures) and whether its last read
-// failed.
+// waits on (X-Consul-Index, kept through failures), whether its last read
+// failed, and whether it is confirming an index that went backwards.
 type blockState struct {
 	index   uint64
 	failing bool
+	// confirming: the last answer's index went backwards and was not
+	// applied; the next read is a consistent one (consistent).
+	confirming bool
 }
+
+// consistent reports whether the next read must be a consistent read
+// (?consistent, api.QueryOptions.RequireConsistent): the one that confirms
+// an index that went backwards. A server restarted with its data answers
+// default-mode reads from the state it restored before it has applied its
+// whole log (hashicorp/consul#2644), an older index with services missing;
+// a consistent read is answered only by a leader that has applied every
+// committed entry (Consul docs, "Consistency Modes"), and until then fails
+// and is retried like any failed read.
+func (s blockState) consistent() bool { return s.confirming }
 
 // waitIndex is the WaitIndex of the next read: the index, or 0 after a
 // failed read. A blocking query on the old index would hold the first good
@@ -61,9 +74,19 @@ func (s blockState) failed() blockState {
 }
 
 // answered is the state after a successful read that returned
-// X-Consul-Index got, and what that answer is (nextIndex).
+// X-Consul-Index got, and what that answer is (nextIndex). An index that
+// went backwards is not applied (answer.backwards): the loop confirms it
+// with a consistent read, whose answer is applied as a reset
+// (answer.reset), whatever its index.
 func (s blockState) answered(got uint64) (blockState, answer) {
+	if s.confirming {
+		next := max(got, 1)
+		return blockState{index: next}, answer{prev: s.index, next: next, changed: true, recovered: s.failing, rebuilt: true}
+	}
 	next, changed := nextIndex(s.index, got)
+	if next == 0 {
+		return blockState{confirming: true}, answer{prev: s.index, changed: true, recovered: s.failing, backwards: true}
+	}
 	return blockState{index: next}, answer{prev: s.index, next: next, changed: changed, recovered: s.failing}
 }
 
@@ -76,12 +99,17 @@ type answer struct {
 	changed bool
 	// recovered is true when the read before this one failed.
 	recovered bool
+	// backwards: the index went backwards (nextIndex reset it to 0); the
+	// answer is not applied, the loop confirms it (blockState.consistent).
+	backwards bool
+	// rebuilt: the consistent read that confirmed an index gone backwards.
+	rebuilt bool
 }
 
-// reset reports whether the index went backwards and was reset to 0
-// (nextIndex): the state was restored or rebuilt, so what was read before
-// may be gone (registries.Snapshot.Relist).
-func (a answer) reset() bool { return a.next == 0 }
+// reset reports whether the answer is the confirmed state after the index
+// went backwards: the state was restored or rebuilt, so what was read
+// before may be gone (registries.Snapshot.Relist).
+func (a answer) reset() bool { return a.rebuilt }
 
 // fresh reports whether a service's reader handles the answer: its index
 // moved, or it is the first answer after a failure, whose error snapshots

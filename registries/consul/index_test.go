@@ -39,12 +39,15 @@ func TestNextIndexNeverWaitsBelowOne(t *testing.T) {
 
 func TestBlockState(t *testing.T) {
 	following := blockState{index: 42}
+	confirming, _ := following.answered(7)
 	tests := map[string]struct {
 		from       blockState
 		got        uint64
 		wantWait   uint64 // the WaitIndex of the read that got it
 		wantAnswer answer
 		wantNext   uint64 // the WaitIndex of the read after it
+		// wantConsistent: the read after it is a consistent one.
+		wantConsistent bool
 	}{
 		"the first read does not wait": {
 			from: blockState{}, got: 42, wantWait: 0,
@@ -66,13 +69,25 @@ func TestBlockState(t *testing.T) {
 			from: following.failed().failed(), got: 50, wantWait: 0,
 			wantAnswer: answer{prev: 42, next: 50, changed: true, recovered: true}, wantNext: 50,
 		},
-		"an index that went backwards resets to 0": {
+		"an index that went backwards resets to 0, is not applied, and is confirmed by a consistent read": {
 			from: following, got: 7, wantWait: 42,
-			wantAnswer: answer{prev: 42, next: 0, changed: true}, wantNext: 0,
+			wantAnswer: answer{prev: 42, next: 0, changed: true, backwards: true}, wantNext: 0, wantConsistent: true,
 		},
-		"an index that went backwards during a failure resets to 0": {
+		"an index that went backwards during a failure resets to 0 and is confirmed": {
 			from: following.failed(), got: 7, wantWait: 0,
-			wantAnswer: answer{prev: 42, next: 0, changed: true, recovered: true}, wantNext: 0,
+			wantAnswer: answer{prev: 42, next: 0, changed: true, recovered: true, backwards: true}, wantNext: 0, wantConsistent: true,
+		},
+		"the consistent read's answer is applied as a reset": {
+			from: confirming, got: 9, wantWait: 0,
+			wantAnswer: answer{prev: 0, next: 9, changed: true, rebuilt: true}, wantNext: 9,
+		},
+		"the consistent read's answer is a reset even when its index is lower still": {
+			from: confirming, got: 3, wantWait: 0,
+			wantAnswer: answer{prev: 0, next: 3, changed: true, rebuilt: true}, wantNext: 3,
+		},
+		"a failed consistent read is retried as one": {
+			from: confirming.failed(), got: 9, wantWait: 0,
+			wantAnswer: answer{prev: 0, next: 9, changed: true, recovered: true, rebuilt: true}, wantNext: 9,
 		},
 		"an index of 0 on the first read waits on 1": {
 			from: blockState{}, got: 0, wantWait: 0,
@@ -88,8 +103,12 @@ func TestBlockState(t *testing.T) {
 			if a != tc.wantAnswer {
 				t.Errorf("answered(%d) answer = %+v, want %+v", tc.got, a, tc.wantAnswer)
 			}
-			if st.failing || st.waitIndex() != tc.wantNext {
-				t.Errorf("answered(%d) state = %+v, want waiting on %d, not failing", tc.got, st, tc.wantNext)
+			if st.failing || st.waitIndex() != tc.wantNext || st.consistent() != tc.wantConsistent {
+				t.Errorf("answered(%d) state = %+v, want waiting on %d, not failing, consistent read %v", tc.got, st,
+					tc.wantNext, tc.wantConsistent)
+			}
+			if tc.from.failed().consistent() != tc.from.consistent() {
+				t.Errorf("a failed read changed whether the next is consistent (%+v)", tc.from)
 			}
 		})
 	}
@@ -103,8 +122,8 @@ func TestAnswer(t *testing.T) {
 		"a moved index":                       {a: answer{prev: 42, next: 43, changed: true}, wantFresh: true},
 		"a timed-out wait":                    {a: answer{prev: 42, next: 42}},
 		"the first answer after a failure":    {a: answer{prev: 42, next: 42, recovered: true}, wantFresh: true},
-		"an index that went backwards":        {a: answer{prev: 42, next: 0, changed: true}, wantReset: true, wantFresh: true},
-		"a reset in the answer to a recovery": {a: answer{prev: 42, next: 0, changed: true, recovered: true}, wantReset: true, wantFresh: true},
+		"a confirmed reset":                   {a: answer{prev: 0, next: 9, changed: true, rebuilt: true}, wantReset: true, wantFresh: true},
+		"a reset in the answer to a recovery": {a: answer{prev: 0, next: 9, changed: true, recovered: true, rebuilt: true}, wantReset: true, wantFresh: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -84,9 +84,6 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 		},
 		answered: func(ctx context.Context, names map[string][]string, meta *api.QueryMeta, a answer, now time.Time) {
 			w.reg.noteACL(meta, len(names))
-			if a.reset() {
-				w.logger.Info("Reset Consul index that went backwards", "index", meta.LastIndex, "prev", a.prev)
-			}
 			if !a.changed {
 				return
 			}
