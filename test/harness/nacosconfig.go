@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 )
@@ -138,39 +136,4 @@ func (s NacosServer) JavaArgs(classpath string) []string {
 // p+1001 and p-1000 were all free a moment ago.
 func FindNacosPort() (int, error) {
 	return freePortSet(NacosRaftOffset, NacosGRPCOffset, NacosGRPCOffset+1)
-}
-
-// freePortSet returns a port p on 127.0.0.1 such that p and p+offset for
-// every offset were all free a moment ago.
-func freePortSet(offsets ...int) (int, error) {
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		ok := true
-		var held []net.Listener
-		for _, off := range offsets {
-			q := p + off
-			if q < 1024 || q > 65535 {
-				ok = false
-				break
-			}
-			l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l2)
-		}
-		l.Close()
-		for _, h := range held {
-			h.Close()
-		}
-		if ok {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("no free port p with p%+v free after 100 tries", offsets)
 }

@@ -3,10 +3,8 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -25,45 +23,23 @@ import (
 // too. Each port was free a moment ago; another process may take one before
 // Polaris binds it.
 func FindPolarisPorts() (PolarisPorts, error) {
+	pp := newPortPicker()
+	defer pp.close()
 	var free [5]int
 	for i := range free {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := pp.pick()
 		if err != nil {
-			return PolarisPorts{}, fmt.Errorf("find a free port: %w", err)
+			return PolarisPorts{}, err
 		}
-		free[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		free[i] = p
 	}
-	nacos, err := freePortPair(nacosGRPCOffset)
+	nacos, err := pp.pick(nacosGRPCOffset)
 	if err != nil {
 		return PolarisPorts{}, err
 	}
 	return PolarisPorts{
 		Eureka: free[0], HTTP: free[1], ServiceGRPC: free[2], ConfigGRPC: free[3], XDS: free[4], NacosHTTP: nacos,
 	}, nil
-}
-
-// freePortPair returns a port p on 127.0.0.1 such that p and p+offset were
-// both free a moment ago.
-func freePortPair(offset int) (int, error) {
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		if p+offset > 65535 {
-			l.Close()
-			continue
-		}
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+offset))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("no free port p with p+%d free after 100 tries", offset)
 }
 
 // WritePolarisConfig writes a Polaris server's config into dir and returns
