@@ -11,13 +11,16 @@
 //  2. Index handling follows Consul's "Blocking Queries" doc: reset to 0 when
 //     X-Consul-Index goes backwards, never wait on an index below 1, skip a
 //     result whose index did not move (nextIndex). api/watch/plan.go documents
-//     the reset but does not implement it.
+//     the reset but does not implement it. An answer whose index went
+//     backwards is not applied but confirmed by a consistent read
+//     (blockState.consistent).
 //  3. Every loop waits for a token of its own bucket (Config.RateLimit/Burst)
 //     and backs off exponentially on errors, up to 10 s, keeping its index
-//     (api/watch/plan.go: retry with backoff, same index). After a failure a
-//     loop reads without blocking, so the first answer clears the error; a
-//     loop that gets through wakes the others out of their backoff. The
-//     catalog, service and state/any loops are one loop (blockingQuery).
+//     (api/watch/plan.go backs off too, but drops the index: its watch
+//     functions return none with an error). After a failure a loop reads
+//     without blocking, so the first answer clears the error; a loop that
+//     gets through wakes the others out of their backoff. The catalog,
+//     service and state/any loops are one loop (blockingQuery).
 //  4. An agent accepts 200 concurrent HTTP connections per client IP
 //     (limits.http_max_conns_per_client). The first Config.MaxWatches services
 //     by name get their own blocking query; the rest (polled) are followed by
@@ -61,8 +64,6 @@
 //     Synced once after the first listing and each of its services' first
 //     successful read. A read right after a failed read of its service, or
 //     after its own or the catalog's index went backwards, is marked Relist.
-//     An answer whose index went backwards is not applied: the loop reads
-//     again with a consistent read, and applies that (blockingQuery).
 //  8. Read health (registries.Health): every failed read calls Fail, under
 //     the reason of its loop or status code (meshbridge_registry_errors_total);
 //     the registry is up again when no reader's last read failed (the
