@@ -62,6 +62,11 @@ type heldDown struct {
 
 // Listing implements registries.Sink: the delete guard judges the services
 // a complete read removes together, before the removals come (rules 5-6).
+// A complete listing of the whole registry (scope "") is also its
+// registry-wide read answering again: a registry-wide error before it no
+// longer makes the registry stale, whether or not a service's read follows
+// (none does when nothing changed). A scope's listing says nothing of the
+// other scopes, and a registry-wide error names none, so it clears nothing.
 func (s *Syncer) Listing(registry, scope string, keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,6 +82,10 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 		listed[k] = true
 	}
 	s.judge(r, scope, listed, now, false)
+	if scope == "" && r.down {
+		r.down = false
+		s.noteRegistry(r)
+	}
 }
 
 // judge applies the delete guard's judgement of a complete read of r's

@@ -367,3 +367,29 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 		t.Fatalf("%d WorkloadEntries, want 2", n)
 	}
 }
+
+// TestListingEndsARegistryWideError: a registry-wide read error makes the
+// registry stale; a complete listing of the whole registry ends that, even
+// when no service's read follows it (nothing changed); a scope's listing
+// does not (the error names no scope).
+func TestListingEndsARegistryWideError(t *testing.T) {
+	for _, tc := range []struct {
+		scope     string
+		wantStale bool
+	}{{"", false}, {"public/DEFAULT_GROUP/", true}} {
+		t.Run(fmt.Sprintf("scope %q", tc.scope), func(t *testing.T) {
+			sy, _, _ := newTestSyncer(t, "r")
+			sy.Listing("r", "", []string{"web"})
+			sy.Snapshot(snap("r", "web", instance("n1/web", "10.0.0.1", 8080)))
+			sy.Synced("r")
+			sy.Snapshot(registries.Snapshot{Registry: "r", Err: errors.New("list services: 429"), Observed: time.Now()})
+			if st := sy.Status()[0]; !st.Stale {
+				t.Fatalf("after a registry-wide error: %+v, want stale", st)
+			}
+			sy.Listing("r", tc.scope, []string{"web"})
+			if st := sy.Status()[0]; st.Stale != tc.wantStale {
+				t.Errorf("after a listing of scope %q: stale %v, want %v", tc.scope, st.Stale, tc.wantStale)
+			}
+		})
+	}
+}

@@ -111,10 +111,10 @@ type answer struct {
 // before may be gone (registries.Snapshot.Relist).
 func (a answer) reset() bool { return a.rebuilt }
 
-// fresh reports whether a service's reader handles the answer: its index
-// moved, or it is the first answer after a failure, whose error snapshots
-// only a read clears even when nothing changed. The catalog loop handles a
-// moved index only (changed).
+// fresh reports whether a loop handles the answer: its index moved, or it
+// is the first answer after a failure, whose errors only a read clears
+// even when nothing changed (a service's error snapshot; the catalog's
+// registry-wide error, which its listing ends).
 func (a answer) fresh() bool { return a.changed || a.recovered }
 
 // retry is a bounded exponential backoff: 250 ms doubling up to maxBackoff,

@@ -11,26 +11,36 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// staleCatalogAfterRestartProxy is a fake for a fault a real server
-// produces only by chance: in front of the real agent, once armed, it
+// staleCatalogAfterRestartProxy is a fake for faults a real server
+// produces only by chance, in front of the real agent. Once armed, it
 // rewrites the next default-mode answer of /v1/catalog/services into what a
 // server restarted with its data answers before it has applied its whole
 // log (hashicorp/consul#2644): an X-Consul-Index lower than the one before,
 // and the service Drop missing. Consistent reads (?consistent) pass through,
-// and are counted.
+// and are counted. Once armed by FailNext, it answers the next catalog
+// request with a 500 instead (the catalog alone failing, as a 429 of
+// limits.http_max_conns_per_client can).
 type staleCatalogAfterRestartProxy struct {
 	*httptest.Server
 	Drop string
 
 	mu         sync.Mutex
 	armed      bool
+	failNext   bool
 	rewritten  int
 	consistent int
+}
+
+func (p *staleCatalogAfterRestartProxy) FailNext() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failNext = true
 }
 
 func newStaleCatalogAfterRestartProxy(t *testing.T, agent, drop string) *staleCatalogAfterRestartProxy {
@@ -68,6 +78,14 @@ func (p *staleCatalogAfterRestartProxy) modify(resp *http.Response) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.failNext {
+		p.failNext = false
+		resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
+		resp.Body = io.NopCloser(bytes.NewReader([]byte("injected")))
+		resp.ContentLength = int64(len("injected"))
+		resp.Header.Set("Content-Length", strconv.Itoa(len("injected")))
+		return nil
+	}
 	if _, ok := r.URL.Query()["consistent"]; ok {
 		p.consistent++
 		return nil
@@ -129,4 +147,38 @@ func TestIndexGoneBackwardsIsConfirmedByAConsistentRead(t *testing.T) {
 	if rewritten, consistent := proxy.counts(); rewritten != 1 || consistent < 1 {
 		t.Errorf("stale answers served: %d, consistent reads: %d; want 1 and at least 1", rewritten, consistent)
 	}
+}
+
+// TestCatalogRecoveryRelists: when the catalog listing alone fails (one
+// registry-wide error) and answers again with its index unmoved, the loop
+// lists again, so the Reporter's failure run ends and the Sink hears a
+// complete listing (which ends the registry-wide error in the Syncer).
+// Handling a moved index only, the catalog loop sent nothing: the registry
+// stayed stale until the catalog next changed.
+func TestCatalogRecoveryRelists(t *testing.T) {
+	c := harness.StartConsul(t)
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	proxy := newStaleCatalogAfterRestartProxy(t, c.Address(), "")
+	// Blocking queries of 1 s: the catalog asks again within a second
+	// with nothing changed.
+	_, rec := runRegistry(t, Config{Address: proxy.Address(), MaxWatches: 5, WaitTime: time.Second})
+	rec.Eventually(t, "Synced with web", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.IDs("web")) == 1
+	})
+	// The catalog's next request fails; it is retried with the index
+	// unmoved.
+	proxy.FailNext()
+	var failedAt int
+	rec.Eventually(t, "a registry-wide error", func(st registrytest.State) bool {
+		for _, s := range st.All {
+			if s.Err != nil && s.Service.Name == "" {
+				failedAt = len(st.Listings)
+				return true
+			}
+		}
+		return false
+	})
+	rec.Eventually(t, "a listing after the registry-wide error", func(st registrytest.State) bool {
+		return len(st.Listings) > failedAt
+	})
 }

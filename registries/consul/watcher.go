@@ -84,7 +84,7 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 		},
 		answered: func(ctx context.Context, names map[string][]string, meta *api.QueryMeta, a answer, now time.Time) {
 			w.reg.noteACL(meta, len(names))
-			if !a.changed {
+			if !a.fresh() {
 				return
 			}
 			if a.reset() {
