@@ -17,7 +17,7 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// staleCatalogAfterRestartProxy is a fake for faults a real server
+// fakeFaultyCatalogProxy is a fake for faults a real server
 // produces only by chance, in front of the real agent. Once armed, it
 // rewrites the next default-mode answer of /v1/catalog/services into what a
 // server restarted with its data answers before it has applied its whole
@@ -26,7 +26,7 @@ import (
 // and are counted. Once armed by FailNext, it answers the next catalog
 // request with a 500 instead (the catalog alone failing, as a 429 of
 // limits.http_max_conns_per_client can).
-type staleCatalogAfterRestartProxy struct {
+type fakeFaultyCatalogProxy struct {
 	*httptest.Server
 	Drop string
 
@@ -37,19 +37,19 @@ type staleCatalogAfterRestartProxy struct {
 	consistent int
 }
 
-func (p *staleCatalogAfterRestartProxy) FailNext() {
+func (p *fakeFaultyCatalogProxy) FailNext() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.failNext = true
 }
 
-func newStaleCatalogAfterRestartProxy(t *testing.T, agent, drop string) *staleCatalogAfterRestartProxy {
+func newFakeFaultyCatalogProxy(t *testing.T, agent, drop string) *fakeFaultyCatalogProxy {
 	t.Helper()
 	target, err := url.Parse("http://" + agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &staleCatalogAfterRestartProxy{Drop: drop}
+	p := &fakeFaultyCatalogProxy{Drop: drop}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ModifyResponse = p.modify
 	p.Server = httptest.NewServer(rp)
@@ -57,21 +57,21 @@ func newStaleCatalogAfterRestartProxy(t *testing.T, agent, drop string) *staleCa
 	return p
 }
 
-func (p *staleCatalogAfterRestartProxy) Address() string { return p.Listener.Addr().String() }
+func (p *fakeFaultyCatalogProxy) Address() string { return p.Listener.Addr().String() }
 
-func (p *staleCatalogAfterRestartProxy) Arm() {
+func (p *fakeFaultyCatalogProxy) Arm() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.armed = true
 }
 
-func (p *staleCatalogAfterRestartProxy) counts() (rewritten, consistent int) {
+func (p *fakeFaultyCatalogProxy) counts() (rewritten, consistent int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rewritten, p.consistent
 }
 
-func (p *staleCatalogAfterRestartProxy) modify(resp *http.Response) error {
+func (p *fakeFaultyCatalogProxy) modify(resp *http.Response) error {
 	r := resp.Request
 	if r.URL.Path != "/v1/catalog/services" || resp.StatusCode != http.StatusOK {
 		return nil
@@ -124,7 +124,7 @@ func TestIndexGoneBackwardsIsConfirmedByAConsistentRead(t *testing.T) {
 	c := harness.StartConsul(t)
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
 	registerPassing(t, c, "api", "api-1", "10.0.0.3", 8080)
-	proxy := newStaleCatalogAfterRestartProxy(t, c.Address(), "api")
+	proxy := newFakeFaultyCatalogProxy(t, c.Address(), "api")
 	_, rec := runRegistry(t, Config{Address: proxy.Address(), MaxWatches: 5})
 	rec.Eventually(t, "Synced with web and api", func(st registrytest.State) bool {
 		return st.Synced == 1 && len(st.IDs("web")) == 1 && len(st.IDs("api")) == 1
@@ -158,7 +158,7 @@ func TestIndexGoneBackwardsIsConfirmedByAConsistentRead(t *testing.T) {
 func TestCatalogRecoveryRelists(t *testing.T) {
 	c := harness.StartConsul(t)
 	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
-	proxy := newStaleCatalogAfterRestartProxy(t, c.Address(), "")
+	proxy := newFakeFaultyCatalogProxy(t, c.Address(), "")
 	// Blocking queries of 1 s: the catalog asks again within a second
 	// with nothing changed.
 	_, rec := runRegistry(t, Config{Address: proxy.Address(), MaxWatches: 5, WaitTime: time.Second})
