@@ -79,8 +79,12 @@ type Snapshot struct {
 	Removed bool
 	// Err is set when the service could not be read. The consumer keeps the
 	// last-known-good state and ignores Service.Instances. An Err with an
-	// empty Service.Name means the registry's whole listing failed.
+	// empty Service.Name means a listing failed: Scope's, the next complete
+	// listing of which (Sink.Listing) ends the error.
 	Err error
+	// Scope, on a failed listing (Err set, Service.Name empty), is the
+	// listing scope that failed (Sink.Listing's; "" the whole registry).
+	Scope string
 	// Observed is when the watcher saw the change: the start of the
 	// event-to-push latency.
 	Observed time.Time

@@ -387,7 +387,7 @@ func (r *Reporter) failListingLocked(sc *scopeState, err error, observed time.Ti
 	}
 	if msg := err.Error(); msg != sc.failing {
 		sc.failing = msg
-		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Err: err, Observed: observed})
+		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Err: err, Scope: sc.prefix, Observed: observed})
 		r.log.Debug("Sent a failed listing", "scope", sc.prefix, "err", err)
 	}
 }

@@ -62,11 +62,10 @@ type heldDown struct {
 
 // Listing implements registries.Sink: the delete guard judges the services
 // a complete read removes together, before the removals come (rules 5-6).
-// A complete listing of the whole registry (scope "") is also its
-// registry-wide read answering again: a registry-wide error before it no
-// longer makes the registry stale, whether or not a service's read follows
-// (none does when nothing changed). A scope's listing says nothing of the
-// other scopes, and a registry-wide error names none, so it clears nothing.
+// A complete listing of a scope is also that scope's listing answering
+// again: it ends the scope's failed-listing error (Snapshot.Scope), whether
+// or not a service's read follows (none does when nothing changed); a
+// listing of the whole registry (scope "") ends them all.
 func (s *Syncer) Listing(registry, scope string, keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,8 +81,12 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 		listed[k] = true
 	}
 	s.judge(r, scope, listed, now, false)
-	if scope == "" && r.down {
-		r.down = false
+	if len(r.down) > 0 {
+		if scope == "" {
+			clear(r.down)
+		} else {
+			delete(r.down, scope)
+		}
 		s.noteRegistry(r)
 	}
 }

@@ -57,9 +57,11 @@ type registryState struct {
 	cfg    Registry
 	status RegistryStatus
 	stale  map[string]bool // services whose last read failed: served from last-known-good
-	// down is set by a registry-wide read error and cleared by the next
-	// successful read.
-	down bool
+	// down are the listing scopes whose last listing failed (a
+	// registry-wide read error, Snapshot.Scope; "" the whole registry): a
+	// scope's next listing ends its error, a listing of "" or any
+	// successful read of a service ends them all.
+	down map[string]bool
 	// guard is the engaged delete guard, nil when none; holding the
 	// disappearances waiting for their hold-down, by service key.
 	guard   *guard

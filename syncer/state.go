@@ -256,7 +256,7 @@ func (s *Syncer) takeDirty() []persistedListing {
 	defer s.mu.Unlock()
 	var out []persistedListing
 	for name, r := range s.regs.byName {
-		if !r.dirty || !r.status.Synced || r.status.FromDisk || r.down || len(r.stale) > 0 ||
+		if !r.dirty || !r.status.Synced || r.status.FromDisk || len(r.down) > 0 || len(r.stale) > 0 ||
 			r.guard != nil || len(r.holding) > 0 {
 			continue
 		}

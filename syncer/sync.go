@@ -354,7 +354,10 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		r.status.Errors++
 		r.status.LastError, r.status.LastErrorTime = snap.Err.Error(), snap.Observed
 		if snap.Service.Name == "" {
-			r.down = true
+			if r.down == nil {
+				r.down = map[string]bool{}
+			}
+			r.down[snap.Scope] = true
 		}
 		if snap.Service.Name != "" && st != nil {
 			r.stale[id.name] = true
@@ -365,12 +368,12 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 				"service", snap.Service.Name, "err", snap.Err)
 		}
 	case actGuarded:
-		r.down = false // the delete guard applies or drops it (rule 5)
+		clear(r.down) // the delete guard applies or drops it (rule 5)
 	case actHoldDown:
-		r.down = false
+		clear(r.down)
 		s.holdDown(r, id, snap)
 	default:
-		r.down = false
+		clear(r.down)
 		s.cancelHoldDown(r, id.name)
 		if !snap.Removed && r.guarded(id.name) {
 			s.unguard(r, id.name, "every held service is back")
@@ -397,7 +400,7 @@ func (s *Syncer) applySnapshot(r *registryState, id serviceID, snap registries.S
 // s.mu is held.
 func (s *Syncer) noteRegistry(r *registryState) {
 	r.status.StaleServices = len(r.stale)
-	r.status.Stale = r.down || len(r.stale) > 0 || r.status.FromDisk
+	r.status.Stale = len(r.down) > 0 || len(r.stale) > 0 || r.status.FromDisk
 	registryServices.WithLabelValues(r.cfg.Name).Set(float64(r.status.Services))
 	registryInstances.WithLabelValues(r.cfg.Name).Set(float64(r.status.Instances))
 	stale := 0.0

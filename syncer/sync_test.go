@@ -368,27 +368,34 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 	}
 }
 
-// TestListingEndsARegistryWideError: a registry-wide read error makes the
-// registry stale; a complete listing of the whole registry ends that, even
-// when no service's read follows it (nothing changed); a scope's listing
-// does not (the error names no scope).
+// TestListingEndsARegistryWideError: a failed listing (a registry-wide
+// read error, of a scope) makes the registry stale; the next complete
+// listing of that scope, or of the whole registry, ends it even when no
+// service's read follows (nothing changed); another scope's does not.
 func TestListingEndsARegistryWideError(t *testing.T) {
+	const a, b = "public/DEFAULT_GROUP/", "public/orders/"
 	for _, tc := range []struct {
-		scope     string
-		wantStale bool
-	}{{"", false}, {"public/DEFAULT_GROUP/", true}} {
-		t.Run(fmt.Sprintf("scope %q", tc.scope), func(t *testing.T) {
+		failed, listed string
+		wantStale      bool
+	}{
+		{failed: "", listed: "", wantStale: false},
+		{failed: a, listed: a, wantStale: false},
+		{failed: a, listed: "", wantStale: false},
+		{failed: a, listed: b, wantStale: true},
+		{failed: "", listed: a, wantStale: true},
+	} {
+		t.Run(fmt.Sprintf("failed %q listed %q", tc.failed, tc.listed), func(t *testing.T) {
 			sy, _, _ := newTestSyncer(t, "r")
 			sy.Listing("r", "", []string{"web"})
 			sy.Snapshot(snap("r", "web", instance("n1/web", "10.0.0.1", 8080)))
 			sy.Synced("r")
-			sy.Snapshot(registries.Snapshot{Registry: "r", Err: errors.New("list services: 429"), Observed: time.Now()})
+			sy.Snapshot(registries.Snapshot{Registry: "r", Err: errors.New("list services: 429"), Scope: tc.failed, Observed: time.Now()})
 			if st := sy.Status()[0]; !st.Stale {
-				t.Fatalf("after a registry-wide error: %+v, want stale", st)
+				t.Fatalf("after a failed listing: %+v, want stale", st)
 			}
-			sy.Listing("r", tc.scope, []string{"web"})
+			sy.Listing("r", tc.listed, []string{"web"})
 			if st := sy.Status()[0]; st.Stale != tc.wantStale {
-				t.Errorf("after a listing of scope %q: stale %v, want %v", tc.scope, st.Stale, tc.wantStale)
+				t.Errorf("stale %v, want %v", st.Stale, tc.wantStale)
 			}
 		})
 	}
