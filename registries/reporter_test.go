@@ -323,3 +323,30 @@ func TestSameInstances(t *testing.T) {
 		})
 	}
 }
+
+// scopeSink keeps the Scope of every failed listing it gets.
+type scopeSink struct{ scopes []string }
+
+func (s *scopeSink) Snapshot(snap Snapshot) {
+	if snap.Err != nil && snap.Service.Name == "" {
+		s.scopes = append(s.scopes, snap.Scope)
+	}
+}
+func (s *scopeSink) Listing(string, string, []string) {}
+func (s *scopeSink) Synced(string)                    {}
+
+// TestFailedListingNamesItsScope: a failed listing (FailListing, Down)
+// reaches the Sink with the scope that failed, so that the scope's next
+// listing can end it.
+func TestFailedListingNamesItsScope(t *testing.T) {
+	const a, b = "public/DEFAULT_GROUP/", "dev/DEFAULT_GROUP/"
+	sink := &scopeSink{}
+	r := NewReporter(ReporterConfig{Registry: "r", Sink: sink, Scopes: []string{a, b},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	now := time.Now()
+	r.FailListing(a, errors.New("list: 500"), now)
+	r.Down(b, errors.New("connection lost"), now)
+	if want := []string{a, b}; !slices.Equal(sink.scopes, want) {
+		t.Errorf("failed listings' scopes %q, want %q", sink.scopes, want)
+	}
+}
