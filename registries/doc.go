@@ -8,7 +8,9 @@
 //     instance delivered before for that service (docs/design.md §1).
 //  2. A failed or partial read is never an empty listing: a watcher that cannot
 //     read a service sends a Snapshot with Err set, and the consumer keeps the
-//     last-known-good instances (docs/design.md §8).
+//     last-known-good instances (docs/design.md §8); a failed listing is one
+//     Snapshot with Err, no Service.Name and its Scope, ended by the scope's
+//     next complete listing.
 //  3. A watcher emits nothing when a listing equals the one it sent last
 //     (Consul api/watch/plan.go: skip deep-equal results).
 //  4. Instances carry raw registry labels; sanitizing and validation happen in
