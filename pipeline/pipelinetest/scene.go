@@ -169,6 +169,31 @@ func (s *Scene) truthWith(reg, key string, svc *registries.Service) []registries
 	return out
 }
 
+// step is a Step: the Go expression that makes it, and what playing it
+// does.
+type step struct {
+	expr string
+	play func(*Scene)
+}
+
+func (st step) Play(s *Scene) {
+	s.H.T.Helper()
+	st.play(s)
+}
+
+func (st step) String() string { return st.expr }
+
+// registryStep is a step of registry, played only while the scene's
+// configuration has it (a strict scene fails otherwise).
+func registryStep(registry, expr string, play func(*Scene)) Step {
+	return step{expr: expr, play: func(s *Scene) {
+		s.H.T.Helper()
+		if s.configured(registry) {
+			play(s)
+		}
+	}}
+}
+
 // List is a registry's complete read, as a watcher makes it on its first
 // read or a catalog change: the listing of every service it lists
 // (Reporter.Listing, which sends it and the removals of those the
@@ -176,36 +201,29 @@ func (s *Scene) truthWith(reg, key string, svc *registries.Service) []registries
 // sent when it differs from the last one sent), and Synced (the
 // Reporter's, once the run's first listing was read).
 func List(registry string, services ...registries.Service) Step {
-	return listStep{registry: registry, services: services}
+	return listStep(registry, services, false)
 }
 
 // Relist is List read right after a reconnection: Reporter.Reconnected
 // first, so that the listing's removals and the reads are marked Relist
 // (Snapshot.Relist): a disappearance it reports is held down.
 func Relist(registry string, services ...registries.Service) Step {
-	return listStep{registry: registry, services: services, relist: true}
+	return listStep(registry, services, true)
 }
 
-type listStep struct {
-	registry string
-	services []registries.Service
-	relist   bool
+func listStep(registry string, services []registries.Service, relist bool) Step {
+	expr := fmt.Sprintf("pipelinetest.%s(%q%s)", pick(relist, "Relist", "List"), registry, servicesArgs(services))
+	return registryStep(registry, expr, func(s *Scene) { s.list(registry, services, relist) })
 }
 
-func (l listStep) Play(s *Scene) {
+// list plays List (Relist when relist) of registry.
+func (s *Scene) list(registry string, services []registries.Service, relist bool) {
 	s.H.T.Helper()
-	if !s.configured(l.registry) {
-		return
+	s.do(registry, ListCalls(services, relist)...)
+	s.truth[registry] = map[string]registries.Service{}
+	for _, svc := range services {
+		s.truth[registry][svc.Key()] = svc
 	}
-	s.do(l.registry, ListCalls(l.services, l.relist)...)
-	s.truth[l.registry] = map[string]registries.Service{}
-	for _, svc := range l.services {
-		s.truth[l.registry][svc.Key()] = svc
-	}
-}
-
-func (l listStep) String() string {
-	return fmt.Sprintf("pipelinetest.%s(%q%s)", pick(l.relist, "Relist", "List"), l.registry, servicesArgs(l.services))
 }
 
 // Set is a registry's read of one service: its instances now
@@ -214,80 +232,57 @@ func (l listStep) String() string {
 // lists and this one (Reporter.Listing). A watcher that has not listed yet
 // (just restarted) makes its first read instead: List of every service
 // with this one.
-func Set(registry string, svc registries.Service) Step { return setStep{registry: registry, svc: svc} }
+func Set(registry string, svc registries.Service) Step { return setStep(registry, svc, false) }
 
 // SetRelist is Set read right after its own query's index went backwards,
 // as Consul's watcher reads it: Reporter.MarkRelist, then Set; the read is
 // marked Relist (a disappearance it reports is held down).
-func SetRelist(registry string, svc registries.Service) Step {
-	return setStep{registry: registry, svc: svc, relist: true}
-}
+func SetRelist(registry string, svc registries.Service) Step { return setStep(registry, svc, true) }
 
-type setStep struct {
-	registry string
-	svc      registries.Service
-	relist   bool
-}
-
-func (st setStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(st.registry) {
-		return
-	}
-	key := st.svc.Key()
-	if s.unlisted(st.registry) {
-		listStep{registry: st.registry, services: s.truthWith(st.registry, key, &st.svc), relist: st.relist}.Play(s)
-		return
-	}
-	if _, ok := s.truth[st.registry][key]; !ok {
-		keys := slices.Collect(maps.Keys(s.truth[st.registry]))
-		s.do(st.registry, Call{Op: OpListing, Keys: append(keys, key)})
-	}
-	s.do(st.registry, Call{Op: OpSnapshot, Service: st.svc, Relist: st.relist})
-	s.truth[st.registry][key] = st.svc
-}
-
-func (st setStep) String() string {
-	return fmt.Sprintf("pipelinetest.%s(%q, %s)", pick(st.relist, "SetRelist", "Set"), st.registry, serviceString(st.svc))
+func setStep(registry string, svc registries.Service, relist bool) Step {
+	expr := fmt.Sprintf("pipelinetest.%s(%q, %s)", pick(relist, "SetRelist", "Set"), registry, serviceString(svc))
+	return registryStep(registry, expr, func(s *Scene) {
+		s.H.T.Helper()
+		key := svc.Key()
+		if s.unlisted(registry) {
+			s.list(registry, s.truthWith(registry, key, &svc), relist)
+			return
+		}
+		if _, ok := s.truth[registry][key]; !ok {
+			keys := slices.Collect(maps.Keys(s.truth[registry]))
+			s.do(registry, Call{Op: OpListing, Keys: append(keys, key)})
+		}
+		s.do(registry, Call{Op: OpSnapshot, Service: svc, Relist: relist})
+		s.truth[registry][key] = svc
+	})
 }
 
 // Remove is a registry's read that the service called name is gone:
 // Reporter.Remove, which sends the listing without it, then its removal.
 // A watcher that has not listed yet makes its first read instead: List of
 // every other service.
-func Remove(registry, name string) Step { return removeStep{registry: registry, name: name} }
+func Remove(registry, name string) Step { return removeStep(registry, name, false) }
 
 // RemoveRelist is Remove read right after a reconnection: a watcher then
 // relists, so it is Relist of every other service (the removal, inside
 // the listing, is marked Relist).
-func RemoveRelist(registry, name string) Step {
-	return removeStep{registry: registry, name: name, relist: true}
-}
+func RemoveRelist(registry, name string) Step { return removeStep(registry, name, true) }
 
-type removeStep struct {
-	registry, name string
-	relist         bool
-}
-
-func (r removeStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(r.registry) {
-		return
-	}
-	if r.relist || s.unlisted(r.registry) {
-		listStep{registry: r.registry, services: s.truthWith(r.registry, r.name, nil), relist: r.relist}.Play(s)
-		return
-	}
-	svc, ok := s.truth[r.registry][r.name]
-	if !ok {
-		svc = registries.Service{Name: r.name}
-	}
-	s.do(r.registry, Call{Op: OpRemove, Service: svc})
-	delete(s.truth[r.registry], r.name)
-}
-
-func (r removeStep) String() string {
-	return fmt.Sprintf("pipelinetest.%s(%q, %q)", pick(r.relist, "RemoveRelist", "Remove"), r.registry, r.name)
+func removeStep(registry, name string, relist bool) Step {
+	expr := fmt.Sprintf("pipelinetest.%s(%q, %q)", pick(relist, "RemoveRelist", "Remove"), registry, name)
+	return registryStep(registry, expr, func(s *Scene) {
+		s.H.T.Helper()
+		if relist || s.unlisted(registry) {
+			s.list(registry, s.truthWith(registry, name, nil), relist)
+			return
+		}
+		svc, ok := s.truth[registry][name]
+		if !ok {
+			svc = registries.Service{Name: name}
+		}
+		s.do(registry, Call{Op: OpRemove, Service: svc})
+		delete(s.truth[registry], name)
+	})
 }
 
 // Fail is a failed read of the service called name (Reporter.Fail: sent
@@ -295,33 +290,21 @@ func (r removeStep) String() string {
 // a failed listing of the whole registry (Reporter.FailListing: one
 // registry-wide error, and the next listing's removals are marked Relist).
 // The truth is unchanged: the registry still lists what it did.
-func Fail(registry, name string) Step { return failStep{registry: registry, name: name} }
-
-type failStep struct{ registry, name string }
-
-func (f failStep) Play(s *Scene) {
-	s.H.T.Helper()
-	s.do(f.registry, Call{Op: OpFail, Service: registries.Service{Name: f.name}})
-}
-
-func (f failStep) String() string {
-	return fmt.Sprintf("pipelinetest.Fail(%q, %q)", f.registry, f.name)
+func Fail(registry, name string) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.Fail(%q, %q)", registry, name), play: func(s *Scene) {
+		s.do(registry, Call{Op: OpFail, Service: registries.Service{Name: name}})
+	}}
 }
 
 // Down is an outage of the whole registry (its connection lost, its server
 // silent): Reporter.Down, a registry-wide error and a failed read of every
 // service it lists, whose next reads are marked Relist. The truth is
 // unchanged: the registry still lists what it did.
-func Down(registry string) Step { return downStep{registry: registry} }
-
-type downStep struct{ registry string }
-
-func (d downStep) Play(s *Scene) {
-	s.H.T.Helper()
-	s.do(d.registry, Call{Op: OpDown})
+func Down(registry string) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.Down(%q)", registry), play: func(s *Scene) {
+		s.do(registry, Call{Op: OpDown})
+	}}
 }
-
-func (d downStep) String() string { return fmt.Sprintf("pipelinetest.Down(%q)", d.registry) }
 
 // Listing is a registry's complete read that lists keys, before the reads
 // of that read (Reporter.Listing): the Reporter sends it, the delete guard
@@ -329,240 +312,156 @@ func (d downStep) String() string { return fmt.Sprintf("pipelinetest.Down(%q)", 
 // and the listing omits. A listed service not read yet is in no truth
 // until a Set reads it.
 func Listing(registry string, keys ...string) Step {
-	return listingStep{registry: registry, keys: keys}
-}
-
-type listingStep struct {
-	registry string
-	keys     []string
-}
-
-func (l listingStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(l.registry) {
-		return
-	}
-	s.do(l.registry, Call{Op: OpListing, Keys: l.keys})
-	for k := range s.truth[l.registry] {
-		if !slices.Contains(l.keys, k) {
-			delete(s.truth[l.registry], k)
+	return registryStep(registry, fmt.Sprintf("pipelinetest.Listing(%q%s)", registry, stringArgs(keys)), func(s *Scene) {
+		s.do(registry, Call{Op: OpListing, Keys: keys})
+		for k := range s.truth[registry] {
+			if !slices.Contains(keys, k) {
+				delete(s.truth[registry], k)
+			}
 		}
-	}
-}
-
-func (l listingStep) String() string {
-	return fmt.Sprintf("pipelinetest.Listing(%q%s)", l.registry, stringArgs(l.keys))
+	})
 }
 
 // AddRegistry is a reload that adds a registry (a consul-typed one of that
 // name) after the configured ones, or restarts it when configured: its
 // watcher, with a new Reporter, lists nothing until a List step (or a Set
 // or Remove, which make its first read).
-func AddRegistry(name string) Step { return addRegistryStep{name: name} }
-
-type addRegistryStep struct{ name string }
-
-func (a addRegistryStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if s.truth[a.name] != nil {
-		s.H.RestartRegistry(a.name)
-		return
-	}
-	s.H.AddRegistry(RegistryConfig{Name: a.name})
-	s.truth[a.name] = map[string]registries.Service{}
+func AddRegistry(name string) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.AddRegistry(%q)", name), play: func(s *Scene) {
+		if s.truth[name] != nil {
+			s.H.RestartRegistry(name)
+			return
+		}
+		s.H.AddRegistry(RegistryConfig{Name: name})
+		s.truth[name] = map[string]registries.Service{}
+	}}
 }
-
-func (a addRegistryStep) String() string { return fmt.Sprintf("pipelinetest.AddRegistry(%q)", a.name) }
 
 // RestartRegistry is a reload that changes a registry's configuration in a
 // way that needs a new watcher, with a new Reporter, which must relist
 // (Relist) before the next Check: the Syncer removes what its first
 // listing omits once it synced.
-func RestartRegistry(name string) Step { return restartStep{name: name} }
-
-type restartStep struct{ name string }
-
-func (r restartStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(r.name) {
-		return
-	}
-	s.H.RestartRegistry(r.name)
+func RestartRegistry(name string) Step {
+	return registryStep(name, fmt.Sprintf("pipelinetest.RestartRegistry(%q)", name), func(s *Scene) {
+		s.H.RestartRegistry(name)
+	})
 }
-
-func (r restartStep) String() string { return fmt.Sprintf("pipelinetest.RestartRegistry(%q)", r.name) }
 
 // RemoveRegistry is a reload that removes a registry.
-func RemoveRegistry(name string) Step { return removeRegistryStep{name: name} }
-
-type removeRegistryStep struct{ name string }
-
-func (r removeRegistryStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(r.name) {
-		return
-	}
-	s.H.RemoveRegistry(r.name)
-	delete(s.truth, r.name)
-}
-
-func (r removeRegistryStep) String() string {
-	return fmt.Sprintf("pipelinetest.RemoveRegistry(%q)", r.name)
+func RemoveRegistry(name string) Step {
+	return registryStep(name, fmt.Sprintf("pipelinetest.RemoveRegistry(%q)", name), func(s *Scene) {
+		s.H.RemoveRegistry(name)
+		delete(s.truth, name)
+	})
 }
 
 // Advance moves the Syncer's clock by d.
-func Advance(d time.Duration) Step { return advanceStep{d: d} }
-
-type advanceStep struct{ d time.Duration }
-
-func (a advanceStep) Play(s *Scene) { s.H.Advance(a.d) }
-
-func (a advanceStep) String() string {
-	return fmt.Sprintf("pipelinetest.Advance(%d * time.Millisecond)", a.d.Milliseconds())
+func Advance(d time.Duration) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.Advance(%d * time.Millisecond)", d.Milliseconds()),
+		play: func(s *Scene) { s.H.Advance(d) }}
 }
 
 // Confirm confirms the removals the registry's delete guard holds (an
 // operator's POST /debug/registryz/<registry>/confirm); a guard that holds
 // nothing is no error here.
-func Confirm(registry string) Step { return confirmStep{registry: registry} }
-
-type confirmStep struct{ registry string }
-
-func (c confirmStep) Play(s *Scene) { _, _ = s.H.Pipeline.Syncer.ConfirmDeletes(c.registry) }
-
-func (c confirmStep) String() string { return fmt.Sprintf("pipelinetest.Confirm(%q)", c.registry) }
+func Confirm(registry string) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.Confirm(%q)", registry),
+		play: func(s *Scene) { _, _ = s.H.Pipeline.Syncer.ConfirmDeletes(registry) }}
+}
 
 // Connect connects a FollowAll client called name that stays for the rest
 // of the scene.
-func Connect(name string, p Protocol) Step { return connectStep{name: name, protocol: p} }
+func Connect(name string, p Protocol) Step { return ConnectKind(name, p, FollowAll) }
 
 // ConnectKind connects a client of kind k (a Watch client watching
 // clusters) that stays for the rest of the scene.
 func ConnectKind(name string, p Protocol, k Kind, clusters ...string) Step {
-	return connectStep{name: name, protocol: p, kind: k, clusters: clusters}
-}
-
-type connectStep struct {
-	name     string
-	protocol Protocol
-	kind     Kind
-	clusters []string
-}
-
-func (c connectStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if s.lenient && !s.synced() {
-		return // the pipeline may never serve: a listing was dropped
+	proto := "pipelinetest." + pick(p == SotW, "SotW", "Delta")
+	expr := fmt.Sprintf("pipelinetest.Connect(%q, %s)", name, proto)
+	if k != FollowAll {
+		expr = fmt.Sprintf("pipelinetest.ConnectKind(%q, %s, pipelinetest.%s%s)", name, proto, k, stringArgs(clusters))
 	}
-	s.reconnect()
-	s.clients = append(s.clients, s.H.ConnectKind(c.name, c.protocol, c.kind, c.clusters...))
-}
-
-func (c connectStep) String() string {
-	p := "pipelinetest." + pick(c.protocol == SotW, "SotW", "Delta")
-	if c.kind == FollowAll {
-		return fmt.Sprintf("pipelinetest.Connect(%q, %s)", c.name, p)
-	}
-	return fmt.Sprintf("pipelinetest.ConnectKind(%q, %s, pipelinetest.%s%s)", c.name, p, c.kind, stringArgs(c.clusters))
+	return step{expr: expr, play: func(s *Scene) {
+		s.H.T.Helper()
+		if s.lenient && !s.synced() {
+			return // the pipeline may never serve: a listing was dropped
+		}
+		s.reconnect()
+		s.clients = append(s.clients, s.H.ConnectKind(name, p, k, clusters...))
+	}}
 }
 
 // Rewatch makes the scene's Watch client called name watch clusters.
 func Rewatch(name string, clusters ...string) Step {
-	return rewatchStep{name: name, clusters: clusters}
-}
-
-type rewatchStep struct {
-	name     string
-	clusters []string
-}
-
-func (r rewatchStep) Play(s *Scene) {
-	s.H.T.Helper()
-	s.reconnect()
-	for _, c := range s.clients {
-		if c.Name == r.name && c.Kind == Watch {
-			if err := c.Rewatch(r.clusters); err != nil {
-				s.fail("client %s: rewatch: %v", c.Name, err)
+	return step{expr: fmt.Sprintf("pipelinetest.Rewatch(%q%s)", name, stringArgs(clusters)), play: func(s *Scene) {
+		s.H.T.Helper()
+		s.reconnect()
+		for _, c := range s.clients {
+			if c.Name == name && c.Kind == Watch {
+				if err := c.Rewatch(clusters); err != nil {
+					s.fail("client %s: rewatch: %v", c.Name, err)
+				}
+				return
 			}
-			return
 		}
-	}
-	s.skip("no Watch client %q", r.name)
-}
-
-func (r rewatchStep) String() string {
-	return fmt.Sprintf("pipelinetest.Rewatch(%q%s)", r.name, stringArgs(r.clusters))
+		s.skip("no Watch client %q", name)
+	}}
 }
 
 // Reconnect reconnects the scene's client called name (Client.Reconnect).
-func Reconnect(name string) Step { return reconnectStep{name: name} }
-
-type reconnectStep struct{ name string }
-
-func (r reconnectStep) Play(s *Scene) {
-	s.H.T.Helper()
-	s.reconnect()
-	for _, c := range s.clients {
-		if c.Name == r.name {
-			c.Reconnect()
-			return
+func Reconnect(name string) Step {
+	return step{expr: fmt.Sprintf("pipelinetest.Reconnect(%q)", name), play: func(s *Scene) {
+		s.H.T.Helper()
+		s.reconnect()
+		for _, c := range s.clients {
+			if c.Name == name {
+				c.Reconnect()
+				return
+			}
 		}
-	}
-	s.skip("no client %q", r.name)
+		s.skip("no client %q", name)
+	}}
 }
-
-func (r reconnectStep) String() string { return fmt.Sprintf("pipelinetest.Reconnect(%q)", r.name) }
 
 // Reload is a reload that changes registry rc.Name's configuration to rc
 // (its host template, service port, resolution): the registry restarts
 // with a new watcher, which must relist (Relist) before the next Check.
-func Reload(rc RegistryConfig) Step { return reloadStep{rc: rc} }
-
-type reloadStep struct{ rc RegistryConfig }
-
-func (r reloadStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if !s.configured(r.rc.Name) {
-		return
-	}
-	rcs := slices.Clone(s.H.opts.Registries)
-	for i := range rcs {
-		if rcs[i].Name == r.rc.Name {
-			rcs[i] = r.rc
+func Reload(rc RegistryConfig) Step {
+	return registryStep(rc.Name, fmt.Sprintf("pipelinetest.Reload(%#v)", rc), func(s *Scene) {
+		rcs := slices.Clone(s.H.opts.Registries)
+		for i := range rcs {
+			if rcs[i].Name == rc.Name {
+				rcs[i] = rc
+			}
 		}
-	}
-	s.H.Configure(rcs, r.rc.Name)
+		s.H.Configure(rcs, rc.Name)
+	})
 }
-
-func (r reloadStep) String() string { return fmt.Sprintf("pipelinetest.Reload(%#v)", r.rc) }
 
 // RestartBridge restarts the bridge: the pipeline stops once its state dir
 // holds every registry's listing, and a new one starts with the same
 // options, whose registries list nothing until List steps (or the sync
 // timeout, Advance, serves their persisted listings). Every client
 // reconnects to it: a Delta client with initial_resource_versions.
-func RestartBridge() Step { return restartBridgeStep{} }
-
-type restartBridgeStep struct{}
-
-func (restartBridgeStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if s.H.opts.StateDir != "" {
-		s.H.Advance(stateWriteDelay)
-		truth := s.Truth()
-		kept := s.H.Pipeline.Syncer.KeptPorts()
-		harness.Eventually(s.H.T, checkTimeout, "every registry's listing and the kept ports persisted", func() error {
-			for name, svcs := range truth {
-				if err := persisted(s.H.opts.StateDir, name, svcs); err != nil {
-					return err
+func RestartBridge() Step {
+	return step{expr: "pipelinetest.RestartBridge()", play: func(s *Scene) {
+		if s.H.opts.StateDir != "" {
+			s.H.Advance(stateWriteDelay)
+			truth := s.Truth()
+			kept := s.H.Pipeline.Syncer.KeptPorts()
+			harness.Eventually(s.H.T, checkTimeout, "every registry's listing and the kept ports persisted", func() error {
+				for name, svcs := range truth {
+					if err := persisted(s.H.opts.StateDir, name, svcs); err != nil {
+						return err
+					}
 				}
-			}
-			return persistedPorts(s.H.opts.StateDir, kept)
-		})
-	}
-	s.H.Stop()
-	s.H = Start(s.H.T, s.H.opts)
-	s.restarted = true
+				return persistedPorts(s.H.opts.StateDir, kept)
+			})
+		}
+		s.H.Stop()
+		s.H = Start(s.H.T, s.H.opts)
+		s.restarted = true
+	}}
 }
 
 // reconnect reconnects every client after a RestartBridge, once the new
@@ -579,58 +478,45 @@ func (s *Scene) reconnect() {
 	}
 }
 
-func (restartBridgeStep) String() string { return "pipelinetest.RestartBridge()" }
-
 // Expect waits until every client of the scene holds cluster and its
 // ClusterLoadAssignment with exactly endpoints ("address:port", any
 // order): the target a scenario names, checked apart from the oracle.
 func Expect(cluster string, endpoints ...string) Step {
-	return expectStep{cluster: cluster, endpoints: endpoints}
-}
-
-type expectStep struct {
-	cluster   string
-	endpoints []string
-}
-
-func (e expectStep) Play(s *Scene) {
-	s.H.T.Helper()
-	s.reconnect()
-	want := slices.Sorted(slices.Values(e.endpoints))
-	for _, c := range s.clients {
-		if c.Kind == Watch && !slices.Contains(c.watched, e.cluster) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		err := c.wait(ctx, func() error {
-			served := c.Served()
-			// A ClusterLoadAssignment a client holds for a cluster it no
-			// longer has (SotW keeps it) is not served to it.
-			if _, ok := served[resourcev3.ClusterType][e.cluster]; !ok {
-				return fmt.Errorf("no Cluster %s", e.cluster)
+	return step{expr: fmt.Sprintf("pipelinetest.Expect(%q%s)", cluster, stringArgs(endpoints)), play: func(s *Scene) {
+		s.H.T.Helper()
+		s.reconnect()
+		want := slices.Sorted(slices.Values(endpoints))
+		for _, c := range s.clients {
+			if c.Kind == Watch && !slices.Contains(c.watched, cluster) {
+				continue
 			}
-			got, ok := served[resourcev3.EndpointType][e.cluster]
-			if !ok {
-				return fmt.Errorf("no ClusterLoadAssignment %s", e.cluster)
-			}
-			_, eps, err := ads.Endpoints(&anypb.Any{TypeUrl: resourcev3.EndpointType, Value: []byte(got)})
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			err := c.wait(ctx, func() error {
+				served := c.Served()
+				// A ClusterLoadAssignment a client holds for a cluster it no
+				// longer has (SotW keeps it) is not served to it.
+				if _, ok := served[resourcev3.ClusterType][cluster]; !ok {
+					return fmt.Errorf("no Cluster %s", cluster)
+				}
+				got, ok := served[resourcev3.EndpointType][cluster]
+				if !ok {
+					return fmt.Errorf("no ClusterLoadAssignment %s", cluster)
+				}
+				_, eps, err := ads.Endpoints(&anypb.Any{TypeUrl: resourcev3.EndpointType, Value: []byte(got)})
+				if err != nil {
+					return err
+				}
+				if slices.Sort(eps); !slices.Equal(eps, want) {
+					return fmt.Errorf("endpoints %v", eps)
+				}
+				return nil
+			})
+			cancel()
 			if err != nil {
-				return err
+				s.fail("client %s: %s should hold %v: %v", c.Name, cluster, want, err)
 			}
-			if slices.Sort(eps); !slices.Equal(eps, want) {
-				return fmt.Errorf("endpoints %v", eps)
-			}
-			return nil
-		})
-		cancel()
-		if err != nil {
-			s.fail("client %s: %s should hold %v: %v", c.Name, e.cluster, want, err)
 		}
-	}
-}
-
-func (e expectStep) String() string {
-	return fmt.Sprintf("pipelinetest.Expect(%q%s)", e.cluster, stringArgs(e.endpoints))
+	}}
 }
 
 // Holding checks that registry's delete guard holds the removals of
@@ -639,62 +525,42 @@ func (e expectStep) String() string {
 // scenario's check that a disappearance did not take effect, apart from
 // what the clients hold.
 func Holding(registry string, guarded, heldDown int) Step {
-	return holdingStep{registry: registry, guarded: guarded, heldDown: heldDown}
-}
-
-type holdingStep struct {
-	registry          string
-	guarded, heldDown int
-}
-
-func (h holdingStep) Play(s *Scene) {
-	s.H.T.Helper()
-	for _, st := range s.H.Pipeline.Syncer.Status() {
-		if st.Name != h.registry {
-			continue
+	return step{expr: fmt.Sprintf("pipelinetest.Holding(%q, %d, %d)", registry, guarded, heldDown), play: func(s *Scene) {
+		s.H.T.Helper()
+		for _, st := range s.H.Pipeline.Syncer.Status() {
+			if st.Name != registry {
+				continue
+			}
+			got := 0
+			if st.DeleteGuard != nil {
+				got = st.DeleteGuard.Services
+			}
+			if got != guarded || st.HeldDown != heldDown {
+				s.fail("registry %s: the delete guard holds %d services and %d are held down, want %d and %d",
+					registry, got, st.HeldDown, guarded, heldDown)
+			}
+			return
 		}
-		guarded := 0
-		if st.DeleteGuard != nil {
-			guarded = st.DeleteGuard.Services
-		}
-		if guarded != h.guarded || st.HeldDown != h.heldDown {
-			s.fail("registry %s: the delete guard holds %d services and %d are held down, want %d and %d",
-				h.registry, guarded, st.HeldDown, h.guarded, h.heldDown)
-		}
-		return
-	}
-	s.skip("no registry %q", h.registry)
-}
-
-func (h holdingStep) String() string {
-	return fmt.Sprintf("pipelinetest.Holding(%q, %d, %d)", h.registry, h.guarded, h.heldDown)
+		s.skip("no registry %q", registry)
+	}}
 }
 
 // Under plays steps only when the pipeline's conflict policy is policy
 // (a scenario's Expect that differs between the policies).
-func Under(policy string, steps ...Step) Step { return underStep{policy: policy, steps: steps} }
-
-type underStep struct {
-	policy string
-	steps  []Step
-}
-
-func (u underStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if cmp.Or(s.H.opts.ConflictPolicy, syncer.ConflictMerge) != u.policy {
-		return
-	}
-	for _, st := range u.steps {
-		st.Play(s)
-	}
-}
-
-func (u underStep) String() string {
-	parts := make([]string, len(u.steps))
-	for i, st := range u.steps {
+func Under(policy string, steps ...Step) Step {
+	parts := make([]string, len(steps))
+	for i, st := range steps {
 		parts[i] = st.String()
 	}
-	return fmt.Sprintf("pipelinetest.Under(%q, %s)", u.policy, strings.Join(parts, ", "))
+	return step{expr: fmt.Sprintf("pipelinetest.Under(%q, %s)", policy, strings.Join(parts, ", ")), play: func(s *Scene) {
+		s.H.T.Helper()
+		if cmp.Or(s.H.opts.ConflictPolicy, syncer.ConflictMerge) != policy {
+			return
+		}
+		for _, st := range steps {
+			st.Play(s)
+		}
+	}}
 }
 
 func stringArgs(ss []string) string {
@@ -722,35 +588,31 @@ const checkTimeout = 20 * time.Second
 // and a new one) must hold, byte for byte, what a freshly built pipeline
 // fed the registries' truth serves a new client, and the Store must hold
 // exactly the objects that pipeline's Store holds.
-func Check() Step { return checkStep{} }
-
-type checkStep struct{}
-
-func (checkStep) Play(s *Scene) {
-	s.H.T.Helper()
-	if s.lenient && !s.synced() {
-		return // a listing this check needs was dropped
-	}
-	s.quiesce()
-	want, wantStore := s.H.Oracle(s.Truth())
-	s.checks++
-	// The pipeline serves once every registry synced (or the sync timeout
-	// passed): no client connects before.
-	s.H.WaitReady()
-	s.reconnect()
-	late := s.H.Connect(fmt.Sprintf("late-%d", s.checks), Protocol(s.checks%2))
-	defer late.Close()
-	for _, c := range append(slices.Clone(s.clients), late) {
-		if err := c.AwaitErr(want, s.timeout); err != nil {
-			s.fail("check %d: %v", s.checks, err)
+func Check() Step {
+	return step{expr: "pipelinetest.Check()", play: func(s *Scene) {
+		s.H.T.Helper()
+		if s.lenient && !s.synced() {
+			return // a listing this check needs was dropped
 		}
-	}
-	if got := s.H.StoreObjects(); !maps.Equal(got, wantStore) {
-		s.fail("check %d: the store holds\n%s\nwant (a fresh pipeline's)\n%s", s.checks, objectsString(got), objectsString(wantStore))
-	}
+		s.quiesce()
+		want, wantStore := s.H.Oracle(s.Truth())
+		s.checks++
+		// The pipeline serves once every registry synced (or the sync timeout
+		// passed): no client connects before.
+		s.H.WaitReady()
+		s.reconnect()
+		late := s.H.Connect(fmt.Sprintf("late-%d", s.checks), Protocol(s.checks%2))
+		defer late.Close()
+		for _, c := range append(slices.Clone(s.clients), late) {
+			if err := c.AwaitErr(want, s.timeout); err != nil {
+				s.fail("check %d: %v", s.checks, err)
+			}
+		}
+		if got := s.H.StoreObjects(); !maps.Equal(got, wantStore) {
+			s.fail("check %d: the store holds\n%s\nwant (a fresh pipeline's)\n%s", s.checks, objectsString(got), objectsString(wantStore))
+		}
+	}}
 }
-
-func (checkStep) String() string { return "pipelinetest.Check()" }
 
 // synced reports whether every registry the Syncer knows synced.
 func (s *Scene) synced() bool {
