@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -81,5 +82,42 @@ func RunLeaderElection(ctx context.Context, client kubernetes.Interface, cfg Lea
 	for ctx.Err() == nil {
 		le.Run(ctx) // returns when leadership is lost or ctx is done
 	}
+	releaseIfHeld(lock, cfg.Identity, log)
 	return nil
+}
+
+// releaseTimeout bounds releaseIfHeld's requests.
+const releaseTimeout = 5 * time.Second
+
+// releaseIfHeld releases the Lease when its record names identity, as
+// client-go's ReleaseOnCancel does for a lease the elector knows it holds:
+// holder cleared, duration 1 s, so that another replica takes over at once.
+// The elector does not know it holds a Lease whose creation (or renewal)
+// the apiserver applied after the elector's context was cancelled, as a
+// SIGTERM right after start cancels it ("Error initially creating lease
+// lock ... context canceled"); without this, the Lease would stay held for
+// LeaseDuration with nobody writing. Errors are logged: the Lease then
+// expires on its own.
+func releaseIfHeld(lock *resourcelock.LeaseLock, identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return
+	case err != nil:
+		log.Warn("Could not check the lease at shutdown; it expires on its own", "err", err)
+		return
+	case rec.HolderIdentity != identity:
+		return
+	}
+	now := metav1.Now()
+	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+	})
+	if err != nil {
+		log.Warn("Could not release the lease at shutdown; it expires on its own", "err", err)
+		return
+	}
+	log.Info("Released the lease")
 }

@@ -2,11 +2,15 @@ package kube
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -90,4 +94,47 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 	}
 	follower.p.settle()
 	follower.p.checkMatchesStore()
+}
+
+// TestLeaseReleasedAtShutdownWhenHeld: a Lease whose record names this
+// replica is released at shutdown even when the elector never learnt it
+// holds it (its creation was applied after the elector's context was
+// cancelled, as by a SIGTERM right after start); one another replica holds
+// is left alone.
+func TestLeaseReleasedAtShutdownWhenHeld(t *testing.T) {
+	k := harness.SharedKube(t)
+	ns := k.Namespace(t)
+	client, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		holder, self string
+		wantHolder   string
+	}{{"a", "a", ""}, {"b", "a", "b"}} {
+		name := "lease-" + tc.holder + "-" + tc.self
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: name, Namespace: ns},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: tc.self},
+		}
+		now := metav1.Now()
+		if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: tc.holder, LeaseDurationSeconds: 15,
+			AcquireTime: now, RenewTime: now}); err != nil {
+			t.Fatal(err)
+		}
+		releaseIfHeld(lock, tc.self, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if l.Spec.HolderIdentity != nil {
+			got = *l.Spec.HolderIdentity
+		}
+		if got != tc.wantHolder {
+			t.Errorf("held by %q, released by %q: holder %q, want %q", tc.holder, tc.self, got, tc.wantHolder)
+		}
+	}
 }
