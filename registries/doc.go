@@ -15,9 +15,12 @@
 //     (Consul api/watch/plan.go: skip deep-equal results).
 //  4. Instances carry raw registry labels; sanitizing and validation happen in
 //     translate, so that a rejected instance is counted where the rule lives.
-//  5. Rules 1-3, the Sink contract, are written once: every watcher feeds a
-//     Reporter its reads, listings, failures and reconnections, and the
-//     Reporter alone calls the Sink (reporter.go, with its own rules).
+//  5. Rules 1-3, the Sink contract, and the read health are written once:
+//     every watcher feeds one Session per run (session.go) its reads,
+//     listings, failures and reconnections, and each reader's failed or
+//     successful reads; its Reporter alone calls the Sink (reporter.go, with
+//     its own rules) and its Health alone logs and counts outages
+//     (health.go), the registry up only when no reader is failing.
 //  6. A server that accepts requests but does not answer is down: every
 //     watcher runs a Liveness probe (liveness.go), so that a hung server is
 //     seen within seconds, as a killed one is, and not when a blocking

@@ -28,8 +28,9 @@ const DefaultReminder = time.Minute
 //  3. Every failure is counted in meshbridge_registry_errors_total under its
 //     reason, whatever is logged.
 //
-// A registry calls OK after every successful read and Fail after every
-// failed one, from any goroutine. Health does not decide what is served: the
+// A registry's Session (session.go) calls OK when none of its readers is
+// failing and Fail after every failed read, from any goroutine; a watcher
+// never calls Health itself. Health does not decide what is served: the
 // consumer keeps last-known-good state on a Snapshot with Err.
 type Health struct {
 	registry string
@@ -102,10 +103,10 @@ func NewHealth(registry string, log *slog.Logger) *Health {
 // its services until its new watcher lists them.
 var listedRegistries sync.Map // registry name → struct{}
 
-// Track returns sink, telling h when the registry delivered its first
+// track returns sink, telling h when the registry delivered its first
 // complete listing (Sink.Synced): from then on a failed read serves its
-// last-known-good state. A registry runs its reads through it.
-func (h *Health) Track(sink Sink) Sink { return trackedSink{Sink: sink, h: h} }
+// last-known-good state. NewSession runs a registry's Sink through it.
+func (h *Health) track(sink Sink) Sink { return trackedSink{Sink: sink, h: h} }
 
 // trackedSink is a Sink whose Synced also calls Health.Listed.
 type trackedSink struct {
@@ -119,7 +120,7 @@ func (s trackedSink) Synced(registry string) {
 }
 
 // Listed records that the registry delivered its first complete listing
-// (Track calls it): from then on a failed read serves its last-known-good
+// (the Sink track returns calls it): from then on a failed read serves its last-known-good
 // state. Before, nothing of it is served.
 func (h *Health) Listed() {
 	listedRegistries.Store(h.registry, struct{}{})

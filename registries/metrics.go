@@ -6,9 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// RegistryErrors counts failed registry reads; every watcher increments it,
-// through Health.Fail. The reason label is low-cardinality (e.g. "catalog",
-// "health", "parse", "read", "unavailable", "forbidden"). The name is part
+// RegistryErrors counts failed registry reads; every watcher increments it
+// through its Session (Health.Fail). The reason label is low-cardinality
+// (e.g. "catalog", "health", "parse", "read", "unavailable", "forbidden").
+// The name is part
 // of the README's metrics contract.
 var RegistryErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "meshbridge_registry_errors_total",

@@ -25,8 +25,8 @@ type Type struct {
 	// a registry's hostTemplate would be ignored, so it is refused, with
 	// this in the error.
 	HostsFrom string
-	// ErrorReasons are the reasons its watcher passes to Health.Fail, the
-	// values of meshbridge_registry_errors_total's reason label: each
+	// ErrorReasons are the reasons its watcher passes to its Session
+	// (ReadFailed), the values of meshbridge_registry_errors_total's reason label: each
 	// series is created at 0 when a registry of the type is built
 	// (InitMetrics), so that the first failure shows in increase() and
 	// rate().

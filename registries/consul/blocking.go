@@ -21,9 +21,9 @@ import (
 //  5. a failed read (as the gate reports it: a read a hang cut short fails
 //     with the hang) goes to failed, then the loop backs off (retry: 250 ms
 //     doubling up to 10 s, jittered), keeping its index, until the backoff
-//     ends or another failing reader gets through (Registry.recovery);
+//     ends or another failing reader gets through (registries.Session.Recovery);
 //  6. a successful one resets the backoff, marks reader as answering
-//     (Registry.noteOK) and goes to answered with what its X-Consul-Index
+//     (registries.Session.ReadOK) and goes to answered with what its X-Consul-Index
 //     means (answer); except an answer whose index went backwards, which is
 //     logged and not applied: the next read is a consistent read
 //     (blockState.consistent) with WaitIndex 0, and its answer goes to
@@ -32,7 +32,7 @@ import (
 // run returns when ctx is done (in hold, a wait, or a read cut short by it,
 // which is not reported); it never gives up otherwise.
 type blockingQuery[T any] struct {
-	// reader names the loop in the read health (Registry.failing).
+	// reader names the loop in the read health (registries.Session).
 	reader string
 	// hold, optional, blocks until the loop has something to follow;
 	// failing is true after a failed read. It returns false when ctx ended.
@@ -59,7 +59,7 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 			return
 		}
 		q := &api.QueryOptions{WaitIndex: st.waitIndex(), WaitTime: w.cfg.WaitTime, RequireConsistent: st.consistent()}
-		wake := w.reg.recovery()
+		wake := w.session.Recovery()
 		rctx, done, ok := w.gate.begin(ctx)
 		if !ok {
 			return
@@ -79,7 +79,7 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 			continue
 		}
 		retry.reset()
-		w.reg.noteOK(b.reader)
+		w.session.ReadOK(b.reader)
 		var a answer
 		st, a = st.answered(meta.LastIndex)
 		if a.backwards {

@@ -64,11 +64,12 @@
 //     Synced once after the first listing and each of its services' first
 //     successful read. A read right after a failed read of its service, or
 //     after its own or the catalog's index went backwards, is marked Relist.
-//  8. Read health (registries.Health): every failed read calls Fail, under
-//     the reason of its loop or status code (meshbridge_registry_errors_total);
-//     the registry is up again when no reader's last read failed (the
-//     catalog loop, the state/any loop, each service), so an outage logs one
-//     line down and one up whatever the number of reads.
+//  8. Read health (registries.Session): every failed read is reported as
+//     its reader's, under the reason of its loop or status code
+//     (meshbridge_registry_errors_total); the readers are the catalog loop,
+//     the state/any loop, each service and the liveness probe, and the
+//     Session's per-reader rule brings the registry up when none is failing,
+//     so an outage logs one line down and one up whatever the number of reads.
 //  9. Permanent errors (registries.Permanent), kept retrying while running:
 //     401/403 (ACL not found, permission denied), a certificate refused on
 //     either side of the TLS handshake, HTTPS to an HTTP port and HTTP to an

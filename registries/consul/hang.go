@@ -13,7 +13,7 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 )
 
-// readerLiveness is the liveness probe's reader (Registry.failing).
+// readerLiveness is the liveness probe's reader (registries.Session).
 const readerLiveness = "liveness"
 
 // errNoLeader is a liveness probe's answer without a cluster leader.
@@ -125,14 +125,14 @@ func (w *watcher) runLiveness(ctx context.Context, probe *api.Client) {
 		Down: func(err error, since time.Time) {
 			reason := registries.LivenessReason(err, errorReason(readerLiveness, err))
 			err = fmt.Errorf("Consul agent at %s: %w", w.reg.status.Address, err)
-			w.reg.noteFailureSince(readerLiveness, reason, err, since)
+			w.session.ReadFailedSince(readerLiveness, reason, w.reg.redact(err), since)
 			if errors.Is(err, registries.ErrHung) {
 				w.gate.down(err)
 			}
 		},
 		Up: func() {
 			w.gate.open()
-			w.reg.noteOK(readerLiveness)
+			w.session.ReadOK(readerLiveness)
 		},
 	}
 	l.Run(ctx)

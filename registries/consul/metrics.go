@@ -25,7 +25,7 @@ const (
 )
 
 // errorsTotal is the failed-read counter every registry shares
-// (registries.RegistryErrors, incremented by registries.Health.Fail). The
+// (registries.RegistryErrors, incremented by registries.Session through Health.Fail). The
 // meshbridge_registry_services and _instances gauges belong to the sync step
 // (package serviceentry), which counts every registry type alike; this
 // package's own counts show on /debug/registryz through Status.

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -28,19 +26,13 @@ type Registry struct {
 	// environment): the agent applies its anonymous token.
 	anonymous bool
 
-	mu     sync.Mutex // guards status and failing
+	mu     sync.Mutex // guards status and session
 	status Status
-	// failing holds the readers whose last read failed: readerCatalog,
-	// readerState, serviceReader(name).
-	failing map[string]bool
-	// recovered is closed, and replaced, when a failing reader gets through
-	// while others still fail: they stop waiting out their backoff.
-	recovered chan struct{}
-	// rep is the running watcher's Reporter; nil before Run.
-	rep *registries.Reporter
+	// session is the running watcher's; nil before Run.
+	session *registries.Session
 }
 
-// Readers, for Registry.failing: the catalog loop (with the datacenter
+// Readers, for registries.Session: the catalog loop (with the datacenter
 // lookup), the state/any loop, and each service's reads (its watch or its
 // re-reads).
 const (
@@ -96,13 +88,11 @@ func New(cfg Config) (*Registry, error) {
 	logger := cfg.Logger.With("component", "consul", "registry", cfg.Name)
 	address := ep.scheme + "://" + ep.hostport
 	return &Registry{
-		cfg:       cfg,
-		logger:    logger,
-		ep:        ep,
-		tls:       tlsCfg,
-		health:    registries.NewHealth(cfg.Name, logger),
-		failing:   map[string]bool{},
-		recovered: make(chan struct{}),
+		cfg:    cfg,
+		logger: logger,
+		ep:     ep,
+		tls:    tlsCfg,
+		health: registries.NewHealth(cfg.Name, logger),
 		anonymous: cfg.Token == "" && cfg.TokenFile == "" &&
 			os.Getenv(api.HTTPTokenEnvName) == "" && os.Getenv(api.HTTPTokenFileEnvName) == "",
 		status: Status{Registry: cfg.Name, Address: address, Datacenter: cfg.Datacenter},
@@ -117,7 +107,6 @@ func (r *Registry) Name() string { return r.cfg.Name }
 // an error only when the API client cannot be built (e.g. an unreadable token
 // file).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	sink = r.health.Track(sink)
 	tr := newTransport(r.cfg, r.tls)
 	client, err := newClient(r.cfg, r.ep, tr)
 	if err != nil {
@@ -138,7 +127,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 func (r *Registry) Status() Status {
 	r.mu.Lock()
 	st := r.status
-	rep := r.rep
+	rep := r.session
 	r.mu.Unlock()
 	if rep != nil {
 		st.Services, st.Instances = rep.Counts()
@@ -154,97 +143,10 @@ func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 // WatcherStatus implements registries.StatusReporter: Status.
 func (r *Registry) WatcherStatus() any { return r.Status() }
 
-// noteFailure records a failed read by loop (reasonCatalog, reasonState,
-// or reasonHealth for a read of service) with Health, and returns err marked
-// permanent when retrying cannot fix it and with the token redacted: the
-// error to put in a Snapshot.
-func (r *Registry) noteFailure(loop, service string, err error) error {
-	reader := loop
-	if service != "" {
-		reader = serviceReader(service)
-	}
-	err = r.redact(classify(withoutQuery(err)))
-	logged := err
-	if service != "" {
-		logged = fmt.Errorf("read Consul service %q: %w", service, err)
-	}
-	r.noteFailureSince(reader, errorReason(loop, err), logged, time.Time{})
-	return err
-}
-
-// noteFailureSince records a failed read by reader with Health, under
-// reason, as of since (registries.Health.FailSince).
-func (r *Registry) noteFailureSince(reader, reason string, err error, since time.Time) {
+// noteSession makes Status count what the session sent.
+func (r *Registry) noteSession(s *registries.Session) {
 	r.mu.Lock()
-	r.failing[reader] = true
-	r.mu.Unlock()
-	r.health.FailSince(reason, r.redact(err), since)
-}
-
-// withoutQuery drops the query string from the URL of a failed request's
-// error: it holds the blocking query's index and wait, which change from
-// one failed read to the next, and an error's text is what tells one
-// failure from another (registries.Reporter sends a registry-wide error
-// once per run of the same text).
-func withoutQuery(err error) error {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return err
-	}
-	u, perr := url.Parse(ue.URL)
-	if perr != nil || u.RawQuery == "" {
-		return err
-	}
-	u.RawQuery = ""
-	return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
-}
-
-// noteOK records a successful read by reader. The registry is up again
-// (registries.Health.OK) only when no reader's last read failed: a read that
-// succeeds says nothing about the others, and a stopping agent answers some
-// endpoints while it fails others (its streaming health queries first), so
-// reporting every success would log the registry up and down several times
-// in one outage.
-//
-// A reader that failed and now got through wakes the other failing readers
-// (see recovery), so that the registry catches up within one round trip of
-// the agent's return rather than after the longest backoff (10 s).
-func (r *Registry) noteOK(reader string) {
-	r.mu.Lock()
-	recovered := r.failing[reader]
-	delete(r.failing, reader)
-	up := len(r.failing) == 0
-	if recovered && !up {
-		close(r.recovered)
-		r.recovered = make(chan struct{})
-	}
-	r.mu.Unlock()
-	if up {
-		r.health.OK()
-	}
-}
-
-// recovery returns a channel closed when a failing reader next gets
-// through. A reader takes it before each read and waits on it with its
-// backoff after a failure.
-func (r *Registry) recovery() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.recovered
-}
-
-// forgetReader drops a reader that stopped for good (its service left the
-// catalog or the allow-list) from the failing ones.
-func (r *Registry) forgetReader(reader string) {
-	r.mu.Lock()
-	delete(r.failing, reader)
-	r.mu.Unlock()
-}
-
-// noteReporter makes Status count what rep sent.
-func (r *Registry) noteReporter(rep *registries.Reporter) {
-	r.mu.Lock()
-	r.rep = rep
+	r.session = s
 	r.mu.Unlock()
 }
 

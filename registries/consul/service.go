@@ -54,9 +54,9 @@ func (w *watcher) apply(s *service, owner uint64, entries []*api.ServiceEntry, o
 	}
 	svc := w.serviceOf(s.name, instances)
 	if relist {
-		w.rep.MarkRelist(svc.Key())
+		w.session.MarkRelist(svc.Key())
 	}
-	w.rep.Read(svc, observed)
+	w.session.Read(svc, observed)
 }
 
 // failRead records a failed read of s by owner (registry health) and
@@ -67,7 +67,7 @@ func (w *watcher) failRead(s *service, owner uint64, err error, observed time.Ti
 	if s.owner != owner || s.stopped {
 		return
 	}
-	w.failLocked(s, w.reg.noteFailure(reasonHealth, s.name, err), observed)
+	w.failLocked(s, w.noteFailure(reasonHealth, s.name, err), observed)
 }
 
 // fail reports a failed read of s after a failed registry-wide read
@@ -85,7 +85,7 @@ func (w *watcher) fail(s *service, owner uint64, err error, observed time.Time) 
 // snapshot per run of failures, and the consumer keeps the last-known-good
 // instances (a failed read is never an empty list). s.mu is held.
 func (w *watcher) failLocked(s *service, err error, observed time.Time) {
-	w.rep.Fail(w.serviceOf(s.name, nil), fmt.Errorf("read Consul service %q: %w", s.name, err), observed)
+	w.session.Fail(w.serviceOf(s.name, nil), fmt.Errorf("read Consul service %q: %w", s.name, err), observed)
 }
 
 func (w *watcher) serviceOf(name string, instances []registries.Instance) registries.Service {

@@ -217,7 +217,7 @@ func (w *watcher) runState(ctx context.Context) {
 			return w.client.Health().State(api.HealthAny, q)
 		},
 		failed: func(err error, now time.Time) {
-			err = w.reg.noteFailure(reasonState, "", err)
+			err = w.noteFailure(reasonState, "", err)
 			for _, m := range w.polled.all() {
 				w.fail(m.svc, m.owner, err, now)
 			}
@@ -265,7 +265,7 @@ func (w *watcher) runPollReads(ctx context.Context) {
 			if len(targets) == 0 {
 				break
 			}
-			wake := w.reg.recovery()
+			wake := w.session.Recovery()
 			if w.reread(ctx, targets) == 0 {
 				retry.reset()
 				continue
@@ -328,7 +328,7 @@ func (w *watcher) readPolled(ctx context.Context, t pollTarget) bool {
 		}
 		return false
 	}
-	w.reg.noteOK(serviceReader(s.name))
+	w.session.ReadOK(serviceReader(s.name))
 	w.apply(s, t.owner, entries, now, false)
 	w.polled.setBaseline(s.name, t.owner, baselineOf(entries))
 	return true

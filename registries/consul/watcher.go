@@ -2,8 +2,10 @@ package consul
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -22,8 +24,9 @@ type watcher struct {
 	cfg    Config
 	logger *slog.Logger
 	client *api.Client
-	// rep is the one caller of the Sink (registries.Reporter).
-	rep *registries.Reporter
+	// session is the one caller of the Sink (its registries.Reporter) and
+	// of the registry's Health.
+	session *registries.Session
 	// gate holds every read while the agent does not answer (hang.go).
 	gate *gate
 	// remoteDC is Config.Datacenter when it is not the agent's own; set
@@ -43,14 +46,14 @@ type watch struct {
 }
 
 func newWatcher(reg *Registry, client *api.Client, sink registries.Sink) *watcher {
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: reg.cfg.Name, Sink: sink, Logger: reg.logger})
-	reg.noteReporter(rep)
+	session := registries.NewSession(reg.health, registries.ReporterConfig{Registry: reg.cfg.Name, Sink: sink, Logger: reg.logger})
+	reg.noteSession(session)
 	return &watcher{
 		reg:     reg,
 		cfg:     reg.cfg,
 		logger:  reg.logger,
 		client:  client,
-		rep:     rep,
+		session: session,
 		gate:    newGate(),
 		polled:  newPollSet(),
 		rereads: rate.NewLimiter(rereadRate, rereadBurst),
@@ -80,7 +83,7 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 			return w.client.Catalog().Services(q)
 		},
 		failed: func(err error, now time.Time) {
-			w.failListing(w.reg.noteFailure(reasonCatalog, "", err), now)
+			w.failListing(w.noteFailure(reasonCatalog, "", err), now)
 		},
 		answered: func(ctx context.Context, names map[string][]string, meta *api.QueryMeta, a answer, now time.Time) {
 			w.reg.noteACL(meta, len(names))
@@ -88,7 +91,7 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 				return
 			}
 			if a.reset() {
-				w.rep.Reconnected("", now)
+				w.session.Reconnected("", now)
 			}
 			w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
 			if listed {
@@ -112,7 +115,7 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 	}
 	retry := newRetry()
 	for {
-		wake := w.reg.recovery()
+		wake := w.session.Recovery()
 		rctx, done, ok := w.gate.begin(ctx)
 		if !ok {
 			return false
@@ -124,13 +127,13 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 			return false
 		}
 		if err == nil {
-			w.reg.noteOK(readerCatalog)
+			w.session.ReadOK(readerCatalog)
 			if dc, _ := self["Config"]["Datacenter"].(string); dc != w.cfg.Datacenter {
 				w.remoteDC = w.cfg.Datacenter
 			}
 			return true
 		}
-		w.failListing(w.reg.noteFailure(reasonCatalog, "", err), time.Now())
+		w.failListing(w.noteFailure(reasonCatalog, "", err), time.Now())
 		if !retry.wait(ctx, wake) {
 			return false
 		}
@@ -143,7 +146,7 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 // stays, and a one-shot reader learns that nothing can be listed
 // (permanently so for a refused token or certificate).
 func (w *watcher) failListing(err error, observed time.Time) {
-	w.rep.FailListing("", fmt.Errorf("list Consul services: %w", err), observed)
+	w.session.FailListing("", fmt.Errorf("list Consul services: %w", err), observed)
 }
 
 // reconcile brings readers in line with the wanted services (sorted by name):
@@ -155,7 +158,7 @@ func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time)
 	for i, name := range wanted {
 		keys[i] = w.serviceOf(name, nil).Key()
 	}
-	for _, key := range w.rep.Listing("", keys, now) {
+	for _, key := range w.session.Listing("", keys, now) {
 		name := w.nameOf(key)
 		w.stopWatch(name)
 		w.polled.remove(name)
@@ -163,7 +166,7 @@ func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time)
 			s.stop()
 			delete(w.listed, name)
 		}
-		w.reg.forgetReader(serviceReader(name))
+		w.session.ForgetReader(serviceReader(name))
 		w.logger.Debug("Removed Consul service", "service", name)
 	}
 	for i, name := range wanted {
@@ -226,4 +229,40 @@ func (w *watcher) watchService(ctx context.Context, s *service, owner uint64) {
 			}
 		},
 	}.run(ctx, w)
+}
+
+// noteFailure records a failed read by loop (reasonCatalog, reasonState,
+// or reasonHealth for a read of service) with the session, and returns err
+// marked permanent when retrying cannot fix it and with the token redacted:
+// the error to put in a Snapshot.
+func (w *watcher) noteFailure(loop, service string, err error) error {
+	reader := loop
+	if service != "" {
+		reader = serviceReader(service)
+	}
+	err = w.reg.redact(classify(withoutQuery(err)))
+	logged := err
+	if service != "" {
+		logged = fmt.Errorf("read Consul service %q: %w", service, err)
+	}
+	w.session.ReadFailed(reader, errorReason(loop, err), logged)
+	return err
+}
+
+// withoutQuery drops the query string from the URL of a failed request's
+// error: it holds the blocking query's index and wait, which change from
+// one failed read to the next, and an error's text is what tells one
+// failure from another (registries.Reporter sends a registry-wide error
+// once per run of the same text).
+func withoutQuery(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil || u.RawQuery == "" {
+		return err
+	}
+	u.RawQuery = ""
+	return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
 }

@@ -74,7 +74,7 @@ func BenchmarkReloadOneChange(b *testing.B) {
 			if err := os.WriteFile(path, versions[0], 0o644); err != nil {
 				b.Fatal(err)
 			}
-			rep := registries.NewReporter(registries.ReporterConfig{Registry: "bench", Sink: sink, Logger: r.log})
+			rep := registries.NewSession(r.health, registries.ReporterConfig{Registry: "bench", Sink: sink, Logger: r.log})
 			if !r.reload(rep) {
 				b.Fatal("first read failed")
 			}

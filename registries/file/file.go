@@ -119,7 +119,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 		return fmt.Errorf("file registry %q: watch: %w", r.cfg.Name, err)
 	}
 	defer w.Close()
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: r.health.Track(sink), Logger: r.log})
+	rep := registries.NewSession(r.health, registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Logger: r.log})
 	dir := filepath.Dir(r.cfg.Path)
 	watching, warned := false, false
 	watch := func() {
@@ -178,7 +178,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 
 // reload reads the file and reports what it lists. It reports whether the
 // file was read successfully.
-func (r *Registry) reload(rep *registries.Reporter) bool {
+func (r *Registry) reload(rep *registries.Session) bool {
 	now := time.Now()
 	data, err := readFile(r.cfg.Path, r.cfg.MaxSize)
 	if err != nil {
@@ -187,7 +187,7 @@ func (r *Registry) reload(rep *registries.Reporter) bool {
 	}
 	sum := sha256.Sum256(data)
 	if r.read && !r.failing && bytes.Equal(sum[:], r.sum[:]) {
-		r.health.OK()
+		rep.ReadOK(readerFile)
 		return true
 	}
 	services, skipped, err := r.parser.parse(data)
@@ -210,7 +210,7 @@ func (r *Registry) reload(rep *registries.Reporter) bool {
 	for _, svc := range services {
 		rep.Read(svc, now)
 	}
-	r.health.OK()
+	rep.ReadOK(readerFile)
 	r.log.Info("Read registry file", "count", len(services))
 	return true
 }
@@ -293,12 +293,13 @@ func readAtMost(path string, maxSize int64) ([]byte, error) {
 	return data, nil
 }
 
-// fail records a failed read with Health (one log line when the registry
-// goes down, see registries.Health) and reports it: the registry-wide error
-// snapshot goes out once per run of the same failure, and the last good
-// listing, if any, stays.
-func (r *Registry) fail(rep *registries.Reporter, reason string, err error, now time.Time) {
+// fail records a failed read and reports it (registries.Session.ListingFailed:
+// one log line when the registry goes down, the registry-wide error snapshot
+// once per run of the same failure, the last good listing, if any, kept).
+func (r *Registry) fail(rep *registries.Session, reason string, err error, now time.Time) {
 	r.failing = true
-	r.health.Fail(reason, err)
-	rep.FailListing("", err, now)
+	rep.ListingFailed(readerFile, reason, "", err, now)
 }
+
+// readerFile is the registry's one reader (registries.Session).
+const readerFile = "file"

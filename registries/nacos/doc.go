@@ -148,10 +148,11 @@
 //     SDK gets CacheDir as its cache and log directory with
 //     NotLoadCacheAtStart, and with its naming client unused writes nothing
 //     there.
-//  10. Read health (registries.Health): every failed connection, listing,
-//     read and login calls Fail under its reason (connect, list, read,
-//     login, forbidden); the registry is up again when no reader's last
-//     attempt failed, so an outage logs one line down and one up. A server
+//  10. Read health (registries.Session): every failed connection, listing,
+//     read and login is reported as its reader's, under its reason (connect,
+//     list, read, login, forbidden); the Session's per-reader rule brings the
+//     registry up when no reader's last attempt failed, so an outage logs one
+//     line down and one up. A server
 //     that does not answer on its gRPC port but whose HTTP API says it is
 //     Nacos 1.x is a permanent error naming the address; that connection is
 //     closed and dialled again each RelistInterval instead of being retried

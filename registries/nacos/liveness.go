@@ -36,12 +36,12 @@ func (w *nsWatcher) runLiveness(ctx context.Context) {
 			return c.healthCheck()
 		},
 		Down: func(err error, since time.Time) {
-			err = w.reg.noteFailureSince(livenessReader(w.ns), registries.LivenessReason(err, reasonConnect),
+			err = w.noteFailureSince(livenessReader(w.ns), registries.LivenessReason(err, reasonConnect),
 				fmt.Errorf("Nacos gRPC connection (namespace %q): %w", w.ns, err), since)
 			w.wasDown.Store(true)
 			now := time.Now()
 			for _, g := range w.cfg.Groups {
-				w.rep.Down(w.scope(g), err, now)
+				w.session.Down(w.scope(g), err, now)
 			}
 		},
 		Up: func() {
@@ -52,9 +52,9 @@ func (w *nsWatcher) runLiveness(ctx context.Context) {
 			// loop's next listing.
 			now := time.Now()
 			for _, g := range w.cfg.Groups {
-				w.rep.Reconnected(w.scope(g), now)
+				w.session.Reconnected(w.scope(g), now)
 			}
-			w.reg.noteOK(livenessReader(w.ns))
+			w.session.ReadOK(livenessReader(w.ns))
 			w.wakeList()
 		},
 	}

@@ -3,7 +3,6 @@ package nacos
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,15 +34,11 @@ type Registry struct {
 	health  *registries.Health
 	dubbo   *dubbo.Builder // Dubbo services, under cfg.Dubbo (doc.go rule 8)
 
-	mu     sync.Mutex // guards status, failing and namespaces
-	status Status
-	// failing holds the readers whose last read failed (readerLogin,
-	// connectReader, listReader, serviceReader): the registry is up when
-	// none is.
-	failing    map[string]bool
+	mu         sync.Mutex // guards status, namespaces and session
+	status     Status
 	namespaces map[string]*nsStatus
-	// rep is the running Run's Reporter; nil before Run.
-	rep *registries.Reporter
+	// session is the running Run's; nil before Run.
+	session *registries.Session
 }
 
 var (
@@ -135,7 +130,6 @@ func New(cfg Config) (*Registry, error) {
 		agent:      newHTTPAgent(tlsCfg, sec.username),
 		health:     registries.NewHealth(cfg.Name, logger),
 		dubbo:      dubbo.NewBuilder(cfg.Dubbo),
-		failing:    map[string]bool{},
 		namespaces: map[string]*nsStatus{},
 		status:     st,
 	}, nil
@@ -159,15 +153,15 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 			scopes = append(scopes, registries.ScopeOf(ns, g))
 		}
 	}
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.cfg.Name, Sink: r.health.Track(sink), Scopes: scopes,
+	session := registries.NewSession(r.health, registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Scopes: scopes,
 		ReconnectGrace: reconnectGrace(r.cfg), Logger: r.logger})
 	r.mu.Lock()
-	r.rep = rep
+	r.session = session
 	registries.SetProtected(r.cfg.Name, r.status.Protected)
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ns := range r.cfg.Namespaces {
-		w := newNSWatcher(r, rep, ns)
+		w := newNSWatcher(r, session, ns)
 		r.mu.Lock()
 		r.namespaces[ns] = &nsStatus{conn: w.getConn}
 		r.mu.Unlock()
@@ -196,7 +190,7 @@ func (r *Registry) Status() Status {
 			Namespace: ns, Connected: c != nil && c.connected(), Reconnects: n.reconnects,
 		})
 	}
-	rep := r.rep
+	rep := r.session
 	r.mu.Unlock()
 	if rep != nil {
 		st.Services, st.Instances = rep.Counts()
@@ -212,7 +206,7 @@ func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
 // WatcherStatus implements registries.StatusReporter: Status.
 func (r *Registry) WatcherStatus() any { return r.Status() }
 
-// Readers, for Registry.failing.
+// Readers, for registries.Session.
 const readerLogin = "login"
 
 func connectReader(ns string) string     { return "connect/" + ns }
@@ -230,68 +224,6 @@ const (
 	reasonLogin     = "login"
 	reasonForbidden = "forbidden"
 )
-
-// noteFailure records a failed read by reader with Health under reason (or
-// "forbidden" when Nacos's auth refused it) and returns err with every
-// secret redacted and marked permanent when retrying cannot fix it: the
-// error to put in a Snapshot.
-func (r *Registry) noteFailure(reader, reason string, err error) error {
-	return r.noteFailureSince(reader, reason, err, time.Time{})
-}
-
-// noteFailureSince is noteFailure for a failure that started at since
-// (registries.Health.FailSince).
-func (r *Registry) noteFailureSince(reader, reason string, err error, since time.Time) error {
-	var se *serverError
-	if errors.As(err, &se) && se.forbidden() {
-		reason = reasonForbidden
-		err = registries.Permanent(err)
-	}
-	err = r.redact(err)
-	r.mu.Lock()
-	r.failing[reader] = true
-	r.mu.Unlock()
-	r.health.FailSince(reason, err, since)
-	return err
-}
-
-// noteOK records a successful read by reader. The registry is up again
-// (registries.Health.OK) only when no reader's last read failed, so that an
-// outage logs one line down and one up whatever the number of reads.
-func (r *Registry) noteOK(reader string) {
-	r.mu.Lock()
-	delete(r.failing, reader)
-	up := len(r.failing) == 0
-	r.mu.Unlock()
-	if up {
-		r.health.OK()
-	}
-}
-
-// forgetReader drops a reader that stopped for good (its service left).
-func (r *Registry) forgetReader(reader string) {
-	r.mu.Lock()
-	delete(r.failing, reader)
-	r.mu.Unlock()
-}
-
-// checkLogin reports the last login the SDK attempted (httpAgent records
-// it): a refused one keeps the registry down with a clear error until a
-// login succeeds, even while reads succeed (a server without auth answers
-// them anyway).
-func (r *Registry) checkLogin() {
-	if r.secrets.username == "" {
-		return
-	}
-	err, answered := r.agent.login()
-	switch {
-	case !answered:
-	case err != nil:
-		r.noteFailure(readerLogin, reasonLogin, err)
-	default:
-		r.noteOK(readerLogin)
-	}
-}
 
 // noteReconnect counts a namespace's reconnection.
 func (r *Registry) noteReconnect(ns string) {

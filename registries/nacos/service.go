@@ -121,7 +121,7 @@ func (w *nsWatcher) process(s *service, o op) {
 	case opRead:
 		w.processRead(s, o)
 	case opErr:
-		w.rep.Fail(w.serviceOf(s, nil, nil), fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w",
+		w.session.Fail(w.serviceOf(s, nil, nil), fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w",
 			s.name, w.ns, s.group, o.err), o.observed)
 	}
 }
@@ -132,7 +132,7 @@ func (w *nsWatcher) processRead(s *service, o op) {
 		return
 	}
 	w.noteProtection(s, o.info, len(instances))
-	switch w.rep.Read(w.serviceOf(s, instances, dubboSvc), o.observed) {
+	switch w.session.Read(w.serviceOf(s, instances, dubboSvc), o.observed) {
 	case registries.ReadChanged:
 		if o.from == fromReconcile {
 			w.reg.noteCounts(0, 0, 1)
@@ -232,14 +232,14 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 	w.mu.Unlock()
 	w.wakeList()
 	// The group's services without s, then its removal.
-	w.rep.Remove(w.keyOf(s), observed)
+	w.session.Remove(w.keyOf(s), observed)
 	if skip {
 		w.countSkipped(s.group, s.name, "Dubbo 3 application-level instances (dubbo.metadata.revision or dubbo.endpoints metadata)")
 	} else {
 		w.log.Debug("Left out a Dubbo application-level service (dubbo.mode)", "group", s.group, "service", s.name,
 			"mode", string(w.reg.dubbo.Mode()))
 	}
-	w.reg.forgetReader(serviceReader(w.ns, s.group, s.name))
+	w.session.ForgetReader(serviceReader(w.ns, s.group, s.name))
 }
 
 // keyOf is s's key (registries.Service.Key).

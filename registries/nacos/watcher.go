@@ -47,11 +47,11 @@ func reconnectGrace(cfg Config) time.Duration { return max(minReconnectGrace, 2*
 // subscribes), the emitter (the only caller of the Sink for its services)
 // and the reconcile loop.
 type nsWatcher struct {
-	reg *Registry
-	cfg Config
-	log *slog.Logger
-	rep *registries.Reporter // the one caller of the Sink, shared by the namespaces
-	ns  string
+	reg     *Registry
+	cfg     Config
+	log     *slog.Logger
+	session *registries.Session // the one caller of the Sink and of Health, shared by the namespaces
+	ns      string
 
 	connMu sync.Mutex
 	conn   *conn
@@ -78,12 +78,12 @@ type nsWatcher struct {
 	listFailing map[string]bool // group → its listing's error snapshot was sent
 }
 
-func newNSWatcher(reg *Registry, rep *registries.Reporter, ns string) *nsWatcher {
+func newNSWatcher(reg *Registry, session *registries.Session, ns string) *nsWatcher {
 	return &nsWatcher{
 		reg:         reg,
 		cfg:         reg.cfg,
 		log:         reg.logger.With("namespace", ns),
-		rep:         rep,
+		session:     session,
 		ns:          ns,
 		relistNow:   make(chan struct{}, 1),
 		services:    map[string]*service{},
@@ -263,7 +263,7 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 			return
 		}
 	}
-	w.reg.checkLogin()
+	w.checkLogin()
 	if !c.connected() {
 		// The listings below fail; their error says why.
 		c.setWhy(w.reg.probeGRPCPorts(ctx))
@@ -282,10 +282,10 @@ func (w *nsWatcher) cycle(ctx context.Context, lim *rate.Limiter) {
 			return
 		}
 		if err != nil {
-			w.failListing(g, w.reg.noteFailure(listReader(w.ns, g), reasonList, err), now)
+			w.failListing(g, w.noteFailure(listReader(w.ns, g), reasonList, err), now)
 			continue
 		}
-		w.reg.noteOK(listReader(w.ns, g))
+		w.session.ReadOK(listReader(w.ns, g))
 		listings[g], partial[g] = names, part
 		recovered = recovered || w.listFailing[g]
 	}
@@ -330,20 +330,20 @@ func (w *nsWatcher) connect(ctx context.Context) (*conn, bool) {
 	}
 	now := time.Now()
 	if err != nil {
-		w.failAll(w.reg.noteFailure(connectReader(w.ns), reasonConnect, err), now)
+		w.failAll(w.noteFailure(connectReader(w.ns), reasonConnect, err), now)
 		return nil, false
 	}
 	if !c.connected() {
 		if err := w.reg.diagnose(ctx); errors.Is(err, errNacos1) {
 			c.close()
-			w.failAll(w.reg.noteFailure(connectReader(w.ns), reasonConnect, err), now)
+			w.failAll(w.noteFailure(connectReader(w.ns), reasonConnect, err), now)
 			return nil, false
 		}
 	}
 	if !w.setConn(c) {
 		return nil, false
 	}
-	w.reg.noteOK(connectReader(w.ns))
+	w.session.ReadOK(connectReader(w.ns))
 	return c, true
 }
 
@@ -362,7 +362,7 @@ func (w *nsWatcher) failAll(err error, now time.Time) {
 // are read again when a listing succeeds.
 func (w *nsWatcher) failListing(group string, err error, now time.Time) {
 	w.listFailing[group] = true
-	w.rep.Down(w.scope(group), fmt.Errorf("list Nacos services (namespace %q, group %q): %w", w.ns, group, err), now)
+	w.session.Down(w.scope(group), fmt.Errorf("list Nacos services (namespace %q, group %q): %w", w.ns, group, err), now)
 }
 
 // afterReconnect: the server may have lost every subscription (a restarted
@@ -384,7 +384,7 @@ func (w *nsWatcher) afterReconnect(now time.Time) {
 	total := len(w.services)
 	w.mu.Unlock()
 	for _, g := range w.cfg.Groups {
-		w.rep.Reconnected(w.scope(g), now)
+		w.session.Reconnected(w.scope(g), now)
 	}
 	w.log.Debug("Reconnected to Nacos; subscribing again", "services", total, "grace", reconnectGrace(w.cfg))
 }
@@ -490,9 +490,9 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 	w.mu.Unlock()
 	var removed []string
 	if partial {
-		w.rep.PartialListing(w.scope(group), keys, now)
+		w.session.PartialListing(w.scope(group), keys, now)
 	} else {
-		removed = w.rep.Listing(w.scope(group), keys, now)
+		removed = w.session.Listing(w.scope(group), keys, now)
 	}
 	w.mu.Lock()
 	for _, key := range removed {
@@ -508,7 +508,7 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 			s.subscribed = false
 			w.reg.noteCounts(-1, 0, 0)
 		}
-		w.reg.forgetReader(serviceReader(w.ns, s.group, s.name))
+		w.session.ForgetReader(serviceReader(w.ns, s.group, s.name))
 	}
 	for key := range w.skipped {
 		if strings.HasPrefix(key, group+"@@") && !listed[key] && !partial {
@@ -593,7 +593,7 @@ func (w *nsWatcher) subscribePending(ctx context.Context, c *conn, lim *rate.Lim
 // that one whose group gets no pushes (Polaris pushes DEFAULT_GROUP only)
 // recovers within a RelistInterval of its instances' return.
 func (w *nsWatcher) recheckUnconfirmed(ctx context.Context, c *conn, lim *rate.Limiter) {
-	for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed && w.rep.Held(w.keyOf(s)) }) {
+	for _, s := range w.servicesWhere(func(s *service) bool { return s.subscribed && w.session.Held(w.keyOf(s)) }) {
 		if lim.Wait(ctx) != nil {
 			return
 		}
@@ -632,7 +632,7 @@ func (w *nsWatcher) read(c *conn, s *service, from source) {
 	now := time.Now()
 	reader := serviceReader(w.ns, s.group, s.name)
 	if err != nil {
-		err = w.reg.noteFailure(reader, reasonRead, err)
+		err = w.noteFailure(reader, reasonRead, err)
 		w.mu.Lock()
 		if s.subscribed {
 			s.subscribed = false
@@ -642,7 +642,7 @@ func (w *nsWatcher) read(c *conn, s *service, from source) {
 		w.mu.Unlock()
 		return
 	}
-	w.reg.noteOK(reader)
+	w.session.ReadOK(reader)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s.gone {
@@ -680,5 +680,44 @@ func (w *nsWatcher) runReconcile(ctx context.Context) {
 			}
 			w.read(c, s, fromReconcile)
 		}
+	}
+}
+
+// noteFailure records a failed read by reader with the session under reason
+// (or "forbidden" when Nacos's auth refused it) and returns err with every
+// secret redacted and marked permanent when retrying cannot fix it: the
+// error to put in a Snapshot.
+func (w *nsWatcher) noteFailure(reader, reason string, err error) error {
+	return w.noteFailureSince(reader, reason, err, time.Time{})
+}
+
+// noteFailureSince is noteFailure for a failure that started at since
+// (registries.Session.ReadFailedSince).
+func (w *nsWatcher) noteFailureSince(reader, reason string, err error, since time.Time) error {
+	var se *serverError
+	if errors.As(err, &se) && se.forbidden() {
+		reason = reasonForbidden
+		err = registries.Permanent(err)
+	}
+	err = w.reg.redact(err)
+	w.session.ReadFailedSince(reader, reason, err, since)
+	return err
+}
+
+// checkLogin reports the last login the SDK attempted (httpAgent records
+// it): a refused one keeps the registry down with a clear error until a
+// login succeeds, even while reads succeed (a server without auth answers
+// them anyway).
+func (w *nsWatcher) checkLogin() {
+	if w.reg.secrets.username == "" {
+		return
+	}
+	err, answered := w.reg.agent.login()
+	switch {
+	case !answered:
+	case err != nil:
+		w.noteFailure(readerLogin, reasonLogin, err)
+	default:
+		w.session.ReadOK(readerLogin)
 	}
 }

@@ -26,10 +26,10 @@ func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *registrytest.Recorde
 		t.Fatal(err)
 	}
 	rec := registrytest.NewRecorder(t)
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: reg.cfg.Name, Sink: rec,
+	session := registries.NewSession(reg.health, registries.ReporterConfig{Registry: reg.cfg.Name, Sink: rec,
 		Scopes: []string{registries.ScopeOf("public", DefaultGroup)}, ReconnectGrace: reconnectGrace(reg.cfg), Logger: reg.logger})
-	reg.rep = rep
-	return newNSWatcher(reg, rep, "public"), rec
+	reg.session = session
+	return newNSWatcher(reg, session, "public"), rec
 }
 
 // drain runs the emitter's work queue to the end.

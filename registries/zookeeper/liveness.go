@@ -34,8 +34,8 @@ func (w *watcher) runLiveness(ctx context.Context) {
 		Down: func(err error, since time.Time) {
 			reason := registries.LivenessReason(err, "unavailable")
 			err = fmt.Errorf("zookeeper: %w", err)
-			w.r.health.FailSince(reason, err, since)
-			w.rep.FailListing("", err, time.Now())
+			w.session.ReadFailedSince(readerEnsemble, reason, err, since)
+			w.session.FailListing("", err, time.Now())
 		},
 		Up: func() {
 			select {

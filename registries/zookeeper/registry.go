@@ -97,7 +97,7 @@ func (r *Registry) setStatus(f func(*Status)) {
 // watches until ctx is done (doc.go). It returns an error only when the
 // client cannot be created (an invalid server list).
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	w := newWatcher(r, r.health.Track(sink))
+	w := newWatcher(r, sink)
 	if err := w.connect(); err != nil {
 		return err
 	}
@@ -165,13 +165,18 @@ type fire struct {
 	gen int64
 }
 
+// readerEnsemble is the watcher's one reader (registries.Session): every
+// read, watch and probe goes through the one ZooKeeper session, so any
+// success brings the registry up.
+const readerEnsemble = "ensemble"
+
 // watcher is Run's state. Everything but sessionEvent and the watch
 // goroutines runs on the loop goroutine.
 type watcher struct {
-	r    *Registry
-	rep  *registries.Reporter // the one caller of the Sink
-	conn *zk.Conn
-	log  *slog.Logger
+	r       *Registry
+	session *registries.Session // the one caller of the Sink and of Health
+	conn    *zk.Conn
+	log     *slog.Logger
 	// current is conn, for the liveness probe's goroutine.
 	current atomic.Pointer[zk.Conn]
 
@@ -241,9 +246,9 @@ type parsedInstance struct {
 func newWatcher(r *Registry, sink registries.Sink) *watcher {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 30*time.Second, 0
-	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.name, Sink: sink, Logger: r.log})
+	session := registries.NewSession(r.health, registries.ReporterConfig{Registry: r.name, Sink: sink, Logger: r.log})
 	return &watcher{
-		r: r, rep: rep, log: r.log,
+		r: r, session: session, log: r.log,
 		kick:       make(chan struct{}, 1),
 		relistNow:  make(chan struct{}, 1),
 		fired:      make(chan fire, 256),
@@ -427,11 +432,11 @@ func (w *watcher) relist(session int64) <-chan time.Time {
 	}
 	w.relisted = session
 	w.retry.Reset()
-	w.r.health.OK()
+	w.session.ReadOK(readerEnsemble)
 	// The first session's listing is the start, not a re-list.
 	w.relisting = w.listed != nil
 	if w.relisting {
-		w.rep.Reconnected("", w.observed)
+		w.session.Reconnected("", w.observed)
 	}
 	w.publish()
 	w.relisting = false

@@ -242,15 +242,13 @@ func (w *watcher) fail(reason string, err error) {
 	if errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrAuthFailed) {
 		reason, err = "forbidden", registries.Permanent(err)
 	}
-	w.r.health.Fail(reason, err)
-	w.rep.FailListing("", err, w.observed)
+	w.session.ListingFailed(readerEnsemble, reason, "", err, w.observed)
 }
 
 // outage records a lost connection: nothing is read until the session is
 // back, and what was read stays served.
 func (w *watcher) outage(err error) {
-	w.r.health.Fail("unavailable", err)
-	w.rep.FailListing("", err, time.Now())
+	w.session.ListingFailed(readerEnsemble, "unavailable", "", err, time.Now())
 }
 
 // publish reports the services of every dirty interface or application
@@ -286,13 +284,13 @@ func (w *watcher) publish() {
 		}
 	}
 	if w.listed == nil || w.relisting || !maps.Equal(keys, w.listed) {
-		w.rep.Listing("", slices.Sorted(maps.Keys(keys)), w.observed)
+		w.session.Listing("", slices.Sorted(maps.Keys(keys)), w.observed)
 		w.listed = keys
 	}
 	for _, svc := range read {
-		w.rep.Read(svc, w.observed)
+		w.session.Read(svc, w.observed)
 	}
-	services, _ := w.rep.Counts()
+	services, _ := w.session.Counts()
 	w.r.setStatus(func(s *Status) { s.Services, s.Watches = services, len(w.armed) })
 }
 
