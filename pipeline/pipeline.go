@@ -1,7 +1,8 @@
 // Package pipeline builds and runs meshbridge's data path, the one way
 // cmd/bridge, the benchmarks and the tests wire it: registries → Syncer
-// (package syncer) → Store → Controller (package serviceentry) →
-// DiscoveryServer (package xds).
+// (package syncer) → Store → Controller (package serviceentry) → DNS
+// (package xds/dns: endpoint names resolved) → DiscoveryServer (package
+// xds), and the Store → MCP (validated by package translate).
 //
 // Rules:
 //  1. Ready gate: the xDS server serves only once the Syncer is ready (every
@@ -39,7 +40,9 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
+	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/dns"
 )
 
 // Registry is one configured registry: its watcher and the Syncer's view
@@ -60,8 +63,12 @@ type Options struct {
 	// Sync configures the Syncer; its Registries are Options.Registries'.
 	Sync syncer.Config
 	// XDS configures the DiscoveryServer. With MCP set, XDS.MCP is filled
-	// in with the Store as its source.
+	// in with the Store as its source and translate.ValidateConfig as its
+	// validation.
 	XDS xds.Options
+	// DNS configures the resolution of endpoint names between the
+	// Controller and the DiscoveryServer; its Logger is Logger.
+	DNS dns.Options
 	// MCP serves the Store's ServiceEntries and WorkloadEntries to istiod
 	// (config key mcp.enabled).
 	MCP    bool
@@ -74,7 +81,10 @@ type Pipeline struct {
 	Store      *serviceentry.Store
 	Syncer     *syncer.Syncer
 	Controller *serviceentry.Controller
-	XDS        *xds.DiscoveryServer
+	// DNS is the Controller's XDSUpdater: it hands XDS the endpoints with
+	// their DNS names resolved.
+	DNS *dns.Updater
+	XDS *xds.DiscoveryServer
 
 	log   *slog.Logger
 	ready chan struct{}
@@ -109,7 +119,7 @@ func New(opts Options) *Pipeline {
 	if log == nil {
 		log = slog.Default()
 	}
-	opts.Sync.Logger, opts.XDS.Logger = log, log
+	opts.Sync.Logger, opts.XDS.Logger, opts.DNS.Logger = log, log, log
 	opts.Sync.Registries = nil
 	for _, r := range opts.Registries {
 		opts.Sync.Registries = append(opts.Sync.Registries, r.Sync)
@@ -118,10 +128,11 @@ func New(opts Options) *Pipeline {
 	p.Store = serviceentry.NewStore(nil, model.KindServiceEntry, model.KindWorkloadEntry)
 	p.Syncer = syncer.New(p.Store, opts.Sync)
 	if opts.MCP {
-		opts.XDS.MCP = &xds.MCPOptions{Source: p.Store}
+		opts.XDS.MCP = &xds.MCPOptions{Source: p.Store, Validate: translate.ValidateConfig}
 	}
 	p.XDS = xds.NewDiscoveryServer(sourceFunc(func() []*model.Service { return p.Controller.Services() }), opts.XDS)
-	p.Controller = serviceentry.NewController(p.Store, p.XDS, log)
+	p.DNS = dns.New(p.XDS, opts.DNS)
+	p.Controller = serviceentry.NewController(p.Store, p.DNS, log)
 	if opts.MCP {
 		for _, kind := range []model.Kind{model.KindServiceEntry, model.KindWorkloadEntry} {
 			p.Store.RegisterEventHandler(kind, func(_, _ model.Object, _ model.Event) { p.XDS.MCPConfigChanged(kind) })
@@ -133,10 +144,10 @@ func New(opts Options) *Pipeline {
 // Ready is closed once the ready gate opened (rule 1).
 func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 
-// Run runs the store, the Syncer, the registries' watchers and the xDS
-// server until ctx is done, then stops every watcher and returns. It
-// returns the xDS server's error (a port that cannot be bound) at once,
-// having stopped the rest.
+// Run runs the store, the Syncer, the registries' watchers, the DNS
+// lookups and the xDS server until ctx is done, then stops every watcher
+// and returns. It returns the xDS server's error (a port that cannot be
+// bound) at once, having stopped the rest.
 func (p *Pipeline) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -149,6 +160,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Store.Run(ctx) })
 	wg.Go(func() { p.Syncer.Run(ctx) })
+	wg.Go(func() { p.DNS.Run(ctx) })
 	for _, r := range regs {
 		p.start(r.Watcher)
 	}
@@ -191,6 +203,19 @@ func (p *Pipeline) WaitReady(ctx context.Context, timeout time.Duration) error {
 	case <-t.C:
 		return fmt.Errorf("the aggregate registry did not sync within %s", timeout)
 	}
+}
+
+// WaitIdle returns once every endpoint name in use has been looked up once
+// and the shards using it handed to the xDS server, then once every push
+// request made so far (an XDSUpdater call, a name's new addresses) has been
+// pushed, or ctx's error. It is a test hook, as serviceentry.Store.Flush is
+// for the store's handlers: once both return with nothing changing, a new
+// client is answered from what the server will keep serving.
+func (p *Pipeline) WaitIdle(ctx context.Context) error {
+	if err := p.DNS.WaitResolved(ctx); err != nil {
+		return err
+	}
+	return p.XDS.WaitIdle(ctx)
 }
 
 // start runs r's watcher on its own context (rule 2); before Run, Run

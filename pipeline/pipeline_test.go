@@ -6,19 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
+	"github.com/meshbridge/meshbridge/test/harness/ads"
 	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/dns"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -149,4 +156,102 @@ func TestRegistryChangedBeforeRun(t *testing.T) {
 		p.Configure([]Registry{a2})
 	})
 	waitHosts(t, p, "a2.local")
+}
+
+// TestHostnameEndpointServedResolved: an instance registered by DNS name is
+// served by the pipeline's xDS server as the address the name resolves to
+// (package xds/dns between the Controller and the server), beside the IP
+// instance, and the name's new address replaces it at the next refresh;
+// WaitIdle waits for the name's first lookup.
+func TestHostnameEndpointServedResolved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.yaml")
+	body := "services:\n- host: web.local\n  ports: [{number: 8080, protocol: grpc}]\n" +
+		"  instances: [{address: 10.0.0.1, port: 8080}, {address: App.Example, port: 8081}]\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := file.New(file.Config{Name: "a", Path: path, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := translate.New(translate.Options{Registry: "a", HostTemplate: file.HostTemplate, Namespace: "mesh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		answer  = "10.9.0.1"
+		lookups []string
+	)
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups = append(lookups, host)
+		return []netip.Addr{netip.MustParseAddr(answer)}, nil
+	}
+	p := New(Options{
+		Registries: []Registry{{Watcher: reg, Sync: syncer.Registry{Name: "a", Type: "file", Translator: tr}}},
+		Sync:       syncer.Config{Timeout: time.Second},
+		XDS:        xds.Options{Address: "127.0.0.1:0", DebounceAfter: time.Millisecond, DebounceMax: time.Second},
+		DNS:        dns.Options{Lookup: lookup, RefreshRate: 50 * time.Millisecond},
+		Logger:     quiet,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if err := p.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHosts(t, p, "web.local")
+	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelIdle()
+	if err := p.WaitIdle(idle); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	looked := slices.Clone(lookups)
+	mu.Unlock()
+	if !slices.Contains(looked, "app.example") {
+		t.Fatalf("WaitIdle returned before the name was looked up (lookups %v)", looked)
+	}
+
+	<-p.XDS.Serving()
+	conn, err := ads.Dial(p.XDS.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := ads.NewSotW(t, conn, ads.Options{Node: &core.Node{Id: "hostname-test"}, FollowCDS: true}, nil)
+	if err := client.Subscribe(resourcev3.ClusterType, nil); err != nil {
+		t.Fatal(err)
+	}
+	const cluster = "outbound|8080||web.local"
+	served := func(want ...string) func() error {
+		return func() error {
+			cla, ok := client.Resources(resourcev3.EndpointType)[cluster]
+			if !ok {
+				return fmt.Errorf("no ClusterLoadAssignment %s", cluster)
+			}
+			_, eps, err := ads.Endpoints(cla)
+			if err != nil {
+				return err
+			}
+			if slices.Sort(eps); !slices.Equal(eps, want) {
+				return fmt.Errorf("endpoints %v", eps)
+			}
+			return nil
+		}
+	}
+	client.Await(t, 10*time.Second, "the name served as its address", served("10.0.0.1:8080", "10.9.0.1:8081"))
+
+	mu.Lock()
+	answer = "10.9.0.2"
+	mu.Unlock()
+	client.Await(t, 10*time.Second, "the name's new address served", served("10.0.0.1:8080", "10.9.0.2:8081"))
 }

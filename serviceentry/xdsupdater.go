@@ -7,7 +7,8 @@ import (
 )
 
 // XDSUpdater receives the ServiceEntry controller's push decisions. It is
-// declared here, by its caller, and implemented by xds.DiscoveryServer. It
+// declared here, by its caller, and implemented by xds.DiscoveryServer and
+// by dns.Updater (package xds/dns), which wraps it in the pipeline. It
 // mirrors Istio's pilot/pkg/model.XDSUpdater; every method must return quickly
 // and never call back into the controller.
 type XDSUpdater interface {

@@ -12,7 +12,7 @@ import (
 // registered by DNS name (Spring Cloud Consul's default registers the
 // machine's hostname). Istio allows IP endpoints beside names under DNS, and
 // meshbridge's direct xDS serves a name as the addresses it resolves to
-// (package xds), so nothing is lost by the switch. It is meshbridge's
+// (package xds/dns), so nothing is lost by the switch. It is meshbridge's
 // setting, not an Istio resolution: the objects carry STATIC or DNS.
 const ResolutionAuto model.Resolution = "AUTO"
 

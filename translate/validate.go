@@ -11,6 +11,7 @@ import (
 
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -263,6 +264,25 @@ func ValidateWorkloadEntry(we *networking.WorkloadEntry) error {
 		return errors.New("workload entry is nil")
 	}
 	return validateWorkloadEntry(we, true, nil)
+}
+
+// ValidateConfig checks a ServiceEntry or WorkloadEntry object by its kind
+// (ValidateServiceEntry, ValidateWorkloadEntry); an object of another kind,
+// or whose spec is not its kind's, is an error. It is the validation the
+// pipeline gives MCP (xds.MCPOptions.Validate): istiod's rules, so that
+// what istiod would drop never reaches it.
+func ValidateConfig(cfg *model.Config) error {
+	switch cfg.Kind {
+	case model.KindServiceEntry:
+		if se := cfg.ServiceEntry(); se != nil {
+			return ValidateServiceEntry(se)
+		}
+	case model.KindWorkloadEntry:
+		if we := cfg.WorkloadEntry(); we != nil {
+			return ValidateWorkloadEntry(we)
+		}
+	}
+	return fmt.Errorf("spec %T is not a %s", cfg.Spec, cfg.Kind)
 }
 
 // labelCheck validates label maps, remembering the last valid one: entries

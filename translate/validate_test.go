@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
 )
 
 func validSE() *networking.ServiceEntry {
@@ -142,6 +144,30 @@ func TestValidateWorkloadEntry(t *testing.T) {
 			tc.mutate(we)
 			checkValidation(t, ValidateWorkloadEntry(we), tc.wantErr)
 		})
+	}
+}
+
+// TestValidateConfig: an object is checked by its kind's validation, and
+// one whose spec is not its kind's (or of another kind) is refused.
+func TestValidateConfig(t *testing.T) {
+	noHosts := validSE()
+	noHosts.Hosts = nil
+	cases := map[string]struct {
+		cfg     *model.Config
+		wantErr string
+	}{
+		"a valid ServiceEntry": {&model.Config{Meta: model.Meta{Kind: model.KindServiceEntry}, Spec: validSE()}, ""},
+		"an invalid ServiceEntry": {&model.Config{Meta: model.Meta{Kind: model.KindServiceEntry}, Spec: noHosts},
+			"at least one host"},
+		"a valid WorkloadEntry": {&model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry},
+			Spec: &networking.WorkloadEntry{Address: "10.0.0.1"}}, ""},
+		"an invalid WorkloadEntry": {&model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry},
+			Spec: &networking.WorkloadEntry{}}, "address is required"},
+		"a spec of another kind": {&model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry}, Spec: validSE()},
+			"is not a"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) { checkValidation(t, ValidateConfig(tc.cfg), tc.wantErr) })
 	}
 }
 

@@ -8,8 +8,11 @@
 // Its subpackages, imported one way (xds → xds/cache, xds/gen →
 // internal/wire): xds/gen builds and encodes the resources (pure
 // functions of a service and its endpoints), xds/cache holds them for the
-// streams (a per-resource cache per type, and MCP's). Neither imports xds
-// nor the other.
+// streams (a per-resource cache per type, and MCP's, which validates with
+// the function MCPOptions.Validate gives it). Neither imports xds nor the
+// other. xds/dns is the stage before the server: it wraps it as the
+// ServiceEntry controller's XDSUpdater and hands it endpoints whose DNS
+// names are resolved; xds does not import it.
 //
 // Rules:
 //  1. Endpoints are kept per service (host, namespace) and per shard; the
@@ -106,7 +109,8 @@
 //     with Options.MCPAddress only on a listener of its own (its own gRPC
 //     server over the same caches; the ADS port then refuses Istio config
 //     types, the MCP port everything else), from one cache.MCP (its rules:
-//     xds/cache). Store changes (MCPConfigChanged) are debounced like
+//     xds/cache), which serves only the objects MCPOptions.Validate
+//     accepts (required; the pipeline gives translate's). Store changes (MCPConfigChanged) are debounced like
 //     pushes. mcp.go.
 //  16. Each stream's first request is logged at info: listener, node ID,
 //     generator (grpc, envoy, or mcp for istiod), peer address and, when
@@ -126,10 +130,6 @@
 //     push's, ack the last such stream's ACK, both from
 //     PushRequest.Start. At most 8 pushes are followed at once, each for
 //     at most 60s. convergence.go.
-//  20. An endpoint whose address is a DNS name is served as the addresses
-//     it resolves to (gRPC C-core and grpc-java refuse a name in an
-//     assignment), resolved again every Options.DNSRefreshRate, a failed
-//     lookup keeping the last ones. dns.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One
@@ -138,7 +138,10 @@
 // own goroutines and reads the caches under their own locks.
 //
 // Not here: push decisions about ServiceEntries (serviceentry), resource
-// building (xds/gen), the caches' watch rules (xds/cache), MCP over Delta
-// (Unimplemented), authentication beyond TLS, SDS/RTDS/ECDS (answered
-// empty), the REST and per-type (non-ADS) xDS services.
+// building (xds/gen), the caches' watch rules (xds/cache), resolving the
+// DNS names in endpoints (xds/dns: endpoints are served as they arrive,
+// and in the pipeline they arrive resolved), which objects are valid for
+// MCP (given by MCPOptions.Validate), MCP over Delta (Unimplemented),
+// authentication beyond TLS, SDS/RTDS/ECDS (answered empty), the REST and
+// per-type (non-ADS) xDS services.
 package xds

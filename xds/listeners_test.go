@@ -129,7 +129,7 @@ func TestMCPOnItsOwnListener(t *testing.T) {
 	var logs harness.LockedBuffer
 	ts := runServer(t, src, Options{
 		Address: "127.0.0.1:0", DebounceAfter: time.Millisecond, TLS: pki.mutualTLS(),
-		MCP: &MCPOptions{Source: configs}, MCPAddress: mcpAddr, MCPTLS: pki.serverTLS(),
+		MCP: mcpOptions(configs), MCPAddress: mcpAddr, MCPTLS: pki.serverTLS(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 
@@ -208,7 +208,7 @@ func TestRunStopsBothListenersGracefully(t *testing.T) {
 	configs.put(serviceEntry("a", "h-a"))
 	srv := NewDiscoveryServer(src, Options{
 		Address: "127.0.0.1:0", DebounceAfter: time.Millisecond,
-		MCP: &MCPOptions{Source: configs}, MCPAddress: "127.0.0.1:0",
+		MCP: mcpOptions(configs), MCPAddress: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -252,7 +252,7 @@ func TestRunStopsBothListenersGracefully(t *testing.T) {
 // registries are synced, for options that could never serve.
 func TestOptionsThatCannotServeAreRefused(t *testing.T) {
 	pki := newTestPKI(t)
-	mcp := &MCPOptions{Source: &fakeConfigs{}}
+	mcp := mcpOptions(&fakeConfigs{})
 	tests := map[string]struct {
 		opts     Options
 		mentions string

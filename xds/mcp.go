@@ -12,6 +12,13 @@ type MCPOptions struct {
 	// are served; required. Tell the server of changes with
 	// DiscoveryServer.MCPConfigChanged.
 	Source cache.ConfigSource
+	// Validate checks an object before it is served: one it fails is
+	// logged and left off the wire (istiod would drop it with a log line
+	// only). Required: NewDiscoveryServer panics without it, so that no
+	// wiring serves MCP unvalidated. The pipeline gives
+	// translate.ValidateConfig, istiod's rules; this package imports no
+	// translation.
+	Validate func(*model.Config) error
 }
 
 // MCPConfigChanged tells the server that objects of kind changed in the

@@ -12,6 +12,7 @@ import (
 	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/translate"
 	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
@@ -89,13 +90,19 @@ func workloadEntry(name, addr, hash string) *model.Config {
 	}
 }
 
+// mcpOptions serves src over MCP validated as the pipeline validates it
+// (translate's istiod rules).
+func mcpOptions(src cache.ConfigSource) *MCPOptions {
+	return &MCPOptions{Source: src, Validate: translate.ValidateConfig}
+}
+
 // startMCPServer serves src over ADS with MCP on a free port.
 func startMCPServer(t *testing.T, src cache.ConfigSource) *testServer {
 	t.Helper()
 	ts := runServer(t, sourceOf(), Options{
 		Address:       "127.0.0.1:0",
 		DebounceAfter: time.Millisecond,
-		MCP:           &MCPOptions{Source: src},
+		MCP:           mcpOptions(src),
 	})
 	close(ts.ready)
 	<-ts.Serving()
@@ -225,6 +232,17 @@ func TestMCPInvalidObjectsNeverReachTheWire(t *testing.T) {
 		got[resp.GetTypeUrl()] = decodeMCP(t, resp)
 	}
 	assertEqual(t, map[string]map[string]string{seV1: {"mesh/a": "h-a"}, weV1: {}}, got)
+}
+
+// TestMCPRequiresValidate: MCP without its validation is refused when the
+// server is built, not served unvalidated.
+func TestMCPRequiresValidate(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("NewDiscoveryServer served MCP without MCPOptions.Validate")
+		}
+	}()
+	NewDiscoveryServer(sourceOf(), Options{MCP: &MCPOptions{Source: &fakeConfigs{}}})
 }
 
 func TestMCPNewStreamWithMatchingVersionIsAnswered(t *testing.T) {

@@ -21,7 +21,6 @@ const (
 	metricStreams      = "meshbridge_xds_streams"
 	metricTLSErrors    = "meshbridge_xds_tls_handshake_errors_total"
 	metricScaled       = "meshbridge_xds_scaled_weights_total"
-	metricDNSLookups   = "meshbridge_xds_dns_lookups_total"
 	modeSotW           = "sotw"
 	modeDelta          = "delta"
 	pushTypeFull       = "full"
@@ -116,9 +115,6 @@ func Collectors() []prometheus.Collector {
 	for _, l := range []string{listenerXDS, listenerMCP} {
 		tlsHandshakeErrors.WithLabelValues(l)
 	}
-	for _, r := range []string{"success", "failure"} {
-		dnsLookups.WithLabelValues(r)
-	}
 	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal,
-		xdsStreams, tlsHandshakeErrors, scaledWeights, dnsLookups}, cache.Collectors()...)
+		xdsStreams, tlsHandshakeErrors, scaledWeights}, cache.Collectors()...)
 }

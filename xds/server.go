@@ -75,10 +75,6 @@ type Options struct {
 	// (istio pilot/pkg/bootstrap/configcontroller.go), so a ClientCAFile is
 	// an error. Requires MCPAddress. Nil serves MCPAddress in plaintext.
 	MCPTLS *TLSConfig
-	// DNSRefreshRate is how often the DNS names in endpoints are resolved
-	// again (dns.go; config key xds.dnsRefreshRate, after Envoy's
-	// dns_refresh_rate); 0 looks a name up once, when first used.
-	DNSRefreshRate time.Duration
 }
 
 // Validate reports the first inconsistency of o, naming the configuration
@@ -110,8 +106,7 @@ type DiscoveryServer struct {
 	shards *endpointShards
 	queue  *requestQueue
 	caches *caches
-	sends  *sendLimiter  // shared by the listeners: it bounds the CPU spent on sends
-	dns    *dnsEndpoints // resolves the DNS names in endpoints
+	sends  *sendLimiter // shared by the listeners: it bounds the CPU spent on sends
 
 	pushMu sync.Mutex // serialises pushes; guards synced and the caches' content
 	synced bool       // the first full push is done
@@ -141,13 +136,13 @@ type DiscoveryServer struct {
 
 // NewDiscoveryServer returns a server that generates from src. It starts
 // nothing; XDSUpdater calls made before Run are kept and pushed by Run's first
-// full push.
+// full push. It panics when opts.MCP is set without MCP.Validate.
 func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.Address = cmp.Or(opts.Address, "127.0.0.1:15010")
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
 	var mcp *cache.MCP
 	if opts.MCP != nil {
-		mcp = cache.NewMCP(opts.MCP.Source, logger)
+		mcp = cache.NewMCP(opts.MCP.Source, opts.MCP.Validate, logger)
 	}
 	s := &DiscoveryServer{
 		src:     src,
@@ -164,7 +159,6 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 			listenerMCP: newCallbacks(logger, listenerMCP),
 		},
 	}
-	s.dns = newDNSEndpoints(systemLookup, opts.DNSRefreshRate, logger, s.applyEndpoints)
 	s.SetDebounce(Debounce{After: opts.DebounceAfter, Max: opts.DebounceMax, EDSMax: opts.DebounceEDSMax, EDS: opts.EnableEDSDebounce})
 	s.conv = newConvergence(s.listeners[listenerXDS], s.listeners[listenerMCP])
 	for _, set := range s.caches.generated() {
@@ -273,7 +267,6 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 		loop.Wait()
 	}()
 	loop.Go(func() { debounce(ctx, s.queue, s.debounceOptions, time.Now, s.push) })
-	loop.Go(func() { s.dns.run(ctx) })
 
 	select {
 	case <-ready:
@@ -455,16 +448,13 @@ func (s *DiscoveryServer) Serving() <-chan struct{} {
 	return s.serving
 }
 
-// WaitIdle returns once every endpoint name in use has been looked up once
-// and every push request made so far (an XDSUpdater call, a name's new
-// addresses) has been pushed, or ctx's error. It is a test hook, as
+// WaitIdle returns once every push request made so far (an XDSUpdater
+// call) has been pushed, or ctx's error. It is a test hook, as
 // serviceentry.Store.Flush is for the store's handlers: once both return
 // with nothing changing, a new client is answered from what the server
-// will keep serving.
+// will keep serving. Endpoint names still being resolved (package xds/dns)
+// are not its business: pipeline.Pipeline.WaitIdle waits for them first.
 func (s *DiscoveryServer) WaitIdle(ctx context.Context) error {
-	if err := s.dns.waitResolved(ctx); err != nil {
-		return err
-	}
 	return s.queue.waitIdle(ctx)
 }
 

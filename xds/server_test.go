@@ -173,7 +173,7 @@ func TestRunFailsAtOnceOnATakenPort(t *testing.T) {
 	defer taken.Close()
 	for name, opts := range map[string]Options{
 		"xds": {Address: taken.Addr().String()},
-		"mcp": {Address: "127.0.0.1:0", MCP: &MCPOptions{Source: &fakeConfigs{}}, MCPAddress: taken.Addr().String()},
+		"mcp": {Address: "127.0.0.1:0", MCP: mcpOptions(&fakeConfigs{}), MCPAddress: taken.Addr().String()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

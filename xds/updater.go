@@ -10,29 +10,29 @@ import (
 var _ serviceentry.XDSUpdater = (*DiscoveryServer)(nil)
 
 // EDSUpdate replaces the endpoints shard contributes to (host, namespace) and
-// requests the push doc.go's rule 1 decides (endpointShards.update), an
-// endpoint whose address is a DNS name served as the addresses it resolves
-// to (dns.go). start is the request's Start (zero: now). Never blocks on
-// DNS: a name not yet resolved is pushed when it is.
+// requests the push doc.go's rule 1 decides (endpointShards.update). start
+// is the request's Start (zero: now). Endpoints are served as given: a DNS
+// name is resolved before it gets here (package xds/dns, which wraps the
+// server in the pipeline).
 func (s *DiscoveryServer) EDSUpdate(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time) {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	s.dns.update(shardKey{shard, host, namespace}, endpoints, start)
+	s.applyEndpoints(shard, host, namespace, endpoints, start)
 }
 
-// applyEndpoints replaces a shard's endpoints (names already resolved) and
-// requests the push they need; a zero start requests none.
-func (s *DiscoveryServer) applyEndpoints(k shardKey, endpoints []*model.Endpoint, start time.Time) {
-	kind := s.shards.update(k.shard, k.host, k.namespace, endpoints)
-	s.log.Debug("Updated endpoints", "host", k.host, "namespace", k.namespace, "shard", k.shard, "count", len(endpoints), "push", kind)
+// applyEndpoints replaces a shard's endpoints and requests the push they
+// need; a zero start requests none.
+func (s *DiscoveryServer) applyEndpoints(shard, host, namespace string, endpoints []*model.Endpoint, start time.Time) {
+	kind := s.shards.update(shard, host, namespace, endpoints)
+	s.log.Debug("Updated endpoints", "host", host, "namespace", namespace, "shard", shard, "count", len(endpoints), "push", kind)
 	if start.IsZero() || kind == noPush || !s.queueing() {
 		return
 	}
 	// Istio keeps reason EndpointUpdate also when it escalates to a full push.
 	s.queue.add(&model.PushRequest{
 		Full:           kind == fullPush,
-		ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey(k.namespace, k.host): {}},
+		ConfigsUpdated: map[model.ConfigKey]struct{}{model.ServiceKey(namespace, host): {}},
 		Reason:         model.NewReason(model.EndpointUpdate),
 		Start:          start,
 	})
@@ -41,7 +41,7 @@ func (s *DiscoveryServer) applyEndpoints(k shardKey, endpoints []*model.Endpoint
 // EDSCacheUpdate replaces the endpoints like EDSUpdate but requests no push:
 // the caller follows it with a full push (ConfigUpdate) that picks them up.
 func (s *DiscoveryServer) EDSCacheUpdate(shard, host, namespace string, endpoints []*model.Endpoint) {
-	s.dns.update(shardKey{shard, host, namespace}, endpoints, time.Time{})
+	s.applyEndpoints(shard, host, namespace, endpoints, time.Time{})
 }
 
 // SvcUpdate drops the endpoints of (host, namespace) on EventDelete. On add
@@ -55,7 +55,6 @@ func (s *DiscoveryServer) EDSCacheUpdate(shard, host, namespace string, endpoint
 // shard, as in Istio's SvcUpdate.
 func (s *DiscoveryServer) SvcUpdate(_, host, namespace string, event model.Event) {
 	if event == model.EventDelete {
-		s.dns.forget(host, namespace)
 		s.shards.delete(host, namespace)
 		return
 	}

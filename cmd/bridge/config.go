@@ -302,7 +302,8 @@ type XDSConfig struct {
 	TLS *ServerTLSConfig `json:"tls,omitempty"`
 	// DNSRefreshRate is how often the DNS names of endpoints (instances
 	// registered by hostname, under resolution AUTO or DNS) are resolved again for
-	// direct xDS, which serves the addresses they resolve to; default 30s.
+	// direct xDS, which serves the addresses they resolve to (package
+	// xds/dns, dns.Options.RefreshRate); default 30s.
 	DNSRefreshRate Duration `json:"dnsRefreshRate"`
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/dns"
 )
 
 var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -49,7 +50,7 @@ func metricCollectors() []prometheus.Collector {
 		configReloads.WithLabelValues(result)
 	}
 	return slices.Concat([]prometheus.Collector{buildInfo, configReloads},
-		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), kube.Collectors())
+		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), dns.Collectors(), kube.Collectors())
 }
 
 // httpHandler serves http.address: what a kubelet and Prometheus need and

@@ -17,6 +17,7 @@ import (
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
+	"github.com/meshbridge/meshbridge/xds/dns"
 )
 
 // shutdownGrace bounds how long in-flight HTTP requests may finish after a
@@ -112,8 +113,8 @@ func pipelineOptions(cfg *Config, regs []pipeline.Registry, log *slog.Logger) pi
 			TLS:               xdsTLS(cfg.XDS.TLS),
 			MCPAddress:        cfg.MCP.Address,
 			MCPTLS:            xdsTLS(cfg.MCP.TLS),
-			DNSRefreshRate:    cfg.XDS.DNSRefreshRate.Duration,
 		},
+		DNS:    dns.Options{RefreshRate: cfg.XDS.DNSRefreshRate.Duration},
 		MCP:    cfg.MCP.Enabled,
 		Logger: log,
 	}

@@ -1,5 +1,5 @@
 // Package pipelinetest runs the real pipeline (pipeline.New: Syncer →
-// Store → Controller → DiscoveryServer, MCP on) for tests, in the manner of
+// Store → Controller → DNS → DiscoveryServer, MCP on) for tests, in the manner of
 // Contour's featuretests: scripted registries feed it through a
 // registries.Reporter per watcher run, the one caller of every real
 // registry's Sink, so that it hears what real watchers send; a fake clock
@@ -171,12 +171,13 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	}
 	fresh.WaitReady()
 	fresh.Settle()
-	// Endpoints registered by name are served once resolved (package xds):
-	// the client connects once every name was looked up and pushed, so its
-	// first answers are what the fresh pipeline keeps serving.
+	// Endpoints registered by name are served once resolved (package
+	// xds/dns): the client connects once every name was looked up and
+	// pushed, so its first answers are what the fresh pipeline keeps
+	// serving.
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := fresh.Pipeline.XDS.WaitIdle(ctx); err != nil {
+	if err := fresh.Pipeline.WaitIdle(ctx); err != nil {
 		h.T.Fatalf("the fresh pipeline's pushes: %v", err)
 	}
 	c := fresh.Connect("oracle", SotW)

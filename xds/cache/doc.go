@@ -28,9 +28,10 @@
 //     as istiod syncs only after a response for every type it asked for.
 //     Each object is an istio.mcp.v1alpha1.Resource ("<namespace>/<name>",
 //     version = content hash), marshalled once per version; objects failing
-//     translate's validation are skipped. A stream is answered when it was
-//     not yet sent the current set, read from its subscription, not its
-//     request: istiod's first request carries a made-up nonce. Changes are
+//     the validation NewMCP is given (required; the pipeline gives
+//     translate's, istiod's rules) are skipped. A stream is answered when
+//     it was not yet sent the current set, read from its subscription, not
+//     its request: istiod's first request carries a made-up nonce. Changes are
 //     debounced (Run). mcp.go.
 //
 // Concurrency: every cache is safe for concurrent use; go-control-plane's

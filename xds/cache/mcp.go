@@ -21,7 +21,6 @@ import (
 	mcp "istio.io/api/mcp/v1alpha1"
 
 	"github.com/meshbridge/meshbridge/model"
-	"github.com/meshbridge/meshbridge/translate"
 )
 
 // ConfigSource lists the objects MCP serves; serviceentry.Store implements
@@ -91,8 +90,9 @@ type mcpWatch struct {
 // version (content hash) and the set of a kind is shared by all streams; only
 // the DiscoveryResponse envelope is per response.
 type MCP struct {
-	src ConfigSource
-	log *slog.Logger
+	src      ConfigSource
+	validate func(*model.Config) error
+	log      *slog.Logger
 
 	changed chan struct{} // capacity 1: some kind is dirty
 
@@ -107,16 +107,24 @@ type MCP struct {
 var _ cachev3.Cache = (*MCP)(nil)
 
 // NewMCP returns the MCP cache of src's objects; it holds nothing until
-// RebuildAll.
-func NewMCP(src ConfigSource, logger *slog.Logger) *MCP {
+// RebuildAll. validate decides which objects are served (rule 5): one it
+// fails is left off the wire. It is required, and NewMCP panics when it is
+// nil: a cache that silently served unvalidated objects would hand istiod
+// what it drops. This package imports no validation of its own; the
+// pipeline gives translate.ValidateConfig (through xds.MCPOptions).
+func NewMCP(src ConfigSource, validate func(*model.Config) error, logger *slog.Logger) *MCP {
+	if validate == nil {
+		panic("cache.NewMCP: validate is nil; give the validation objects must pass to be served (translate.ValidateConfig)")
+	}
 	return &MCP{
-		src:     src,
-		log:     logger,
-		changed: make(chan struct{}, 1),
-		dirty:   make(map[model.Kind]bool),
-		entries: make(map[model.Kind]map[model.Object]*mcpEntry),
-		sets:    make(map[model.Kind]*mcpSet),
-		watches: make(map[*mcpWatch]struct{}),
+		src:      src,
+		validate: validate,
+		log:      logger,
+		changed:  make(chan struct{}, 1),
+		dirty:    make(map[model.Kind]bool),
+		entries:  make(map[model.Kind]map[model.Object]*mcpEntry),
+		sets:     make(map[model.Kind]*mcpSet),
+		watches:  make(map[*mcpWatch]struct{}),
 	}
 }
 
@@ -299,12 +307,12 @@ func (c *MCP) rebuild(kind model.Kind) {
 }
 
 // build validates cfg and marshals its mcp.Resource. An object that fails
-// istiod's validation is logged and left off the wire (istiod would drop it
-// with a log line only); the entry remembers that for as long as the
-// object is listed.
+// the validation (NewMCP's validate: istiod's) is logged and left off the
+// wire (istiod would drop it with a log line only); the entry remembers
+// that for as long as the object is listed.
 func (c *MCP) build(cfg *model.Config) *mcpEntry {
 	name := cfg.Namespace + "/" + cfg.Name
-	if err := validateMCP(cfg); err != nil {
+	if err := c.validate(cfg); err != nil {
 		c.log.Warn("Skipped invalid object for MCP", "kind", cfg.Kind, "namespace", cfg.Namespace, "name", cfg.Name, "err", err)
 		return &mcpEntry{name: name}
 	}
@@ -314,20 +322,6 @@ func (c *MCP) build(cfg *model.Config) *mcpEntry {
 		return &mcpEntry{name: name}
 	}
 	return res
-}
-
-func validateMCP(cfg *model.Config) error {
-	switch cfg.Kind {
-	case model.KindServiceEntry:
-		if se := cfg.ServiceEntry(); se != nil {
-			return translate.ValidateServiceEntry(se)
-		}
-	case model.KindWorkloadEntry:
-		if we := cfg.WorkloadEntry(); we != nil {
-			return translate.ValidateWorkloadEntry(we)
-		}
-	}
-	return fmt.Errorf("spec %T is not a %s", cfg.Spec, cfg.Kind)
 }
 
 var deterministic = proto.MarshalOptions{Deterministic: true}

@@ -68,7 +68,7 @@ func BenchmarkMCPChange(b *testing.B) {
 			}
 		}
 	}
-	c := NewMCP(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := NewMCP(store, translate.ValidateConfig, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.RebuildAll()
 	b.ReportAllocs()
 	n := 0

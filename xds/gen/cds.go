@@ -25,7 +25,7 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 // Every cluster is type EDS, also for DNS resolution: grpc-go supports only
 // EDS, LOGICAL_DNS and aggregate clusters (gRFC A27/A37), so STRICT_DNS would
 // be NACKed; a DNS-resolution service's endpoints go into its
-// ClusterLoadAssignment, resolved by the bridge (xds/dns.go).
+// ClusterLoadAssignment, resolved by the bridge (package xds/dns).
 func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
 	out := make(map[string]*cluster.Cluster)
 	for _, svc := range services {
