@@ -2,6 +2,7 @@ package registries
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -27,21 +28,21 @@ type Sink interface {
 	// listing: one Snapshot for every service it knows. It is called once.
 	Synced(registry string)
 	// Listing reports the keys (Service.Key) of every service one complete
-	// read of the registry's catalog found within scope, a prefix of the
-	// keys: "" for the whole registry, "<namespace>/<group>/" for a Nacos
+	// read of the registry's catalog found within scope: the zero Scope for
+	// the whole registry, a namespace and group (ScopeOf) for a Nacos
 	// registry, which lists one namespace and group at a time. It is
 	// called after every complete read (the first, a re-list, a catalog
 	// change), before the Snapshots of that read, so that the consumer can
 	// judge the services the read removes together (the delete guard of
 	// package syncer) before any of them is applied.
-	Listing(registry, scope string, keys []string)
+	Listing(registry string, scope Scope, keys []ServiceKey)
 }
 
 // SinkFuncs adapts functions to a Sink; a nil field ignores that call.
 type SinkFuncs struct {
 	SnapshotFunc func(Snapshot)
 	SyncedFunc   func(registry string)
-	ListingFunc  func(registry, scope string, keys []string)
+	ListingFunc  func(registry string, scope Scope, keys []ServiceKey)
 }
 
 var _ Sink = SinkFuncs{}
@@ -61,7 +62,7 @@ func (f SinkFuncs) Synced(registry string) {
 }
 
 // Listing implements Sink.
-func (f SinkFuncs) Listing(registry, scope string, keys []string) {
+func (f SinkFuncs) Listing(registry string, scope Scope, keys []ServiceKey) {
 	if f.ListingFunc != nil {
 		f.ListingFunc(registry, scope, keys)
 	}
@@ -83,8 +84,9 @@ type Snapshot struct {
 	// listing of which (Sink.Listing) ends the error.
 	Err error
 	// Scope, on a failed listing (Err set, Service.Name empty), is the
-	// listing scope that failed (Sink.Listing's; "" the whole registry).
-	Scope string
+	// listing scope that failed (Sink.Listing's; the zero Scope the whole
+	// registry).
+	Scope Scope
 	// Observed is when the watcher saw the change: the start of the
 	// event-to-push latency.
 	Observed time.Time
@@ -144,21 +146,103 @@ type DubboService struct {
 	Application string
 }
 
-// Key identifies the service within its registry: its name, qualified by
-// namespace, group and datacenter when any is set
-// ("<namespace>/<group>/<datacenter>/<name>"), since the same name in two
-// Nacos namespaces or groups is two services.
-func (s Service) Key() string {
-	if s.Namespace == "" && s.Group == "" && s.Datacenter == "" {
-		return s.Name
-	}
-	return s.Namespace + "/" + s.Group + "/" + s.Datacenter + "/" + s.Name
+// ServiceKey identifies a service within its registry: its name, qualified
+// by namespace, group and datacenter, since the same name in two Nacos
+// namespaces or groups, or two Consul datacenters, is two services. It is
+// comparable (a map key), and never parsed from its String.
+type ServiceKey struct {
+	Namespace, Group, Datacenter, Name string
 }
 
-// ScopeOf returns the prefix of Key for every service of namespace and
-// group, group not empty: the scope of a listing of that namespace and
-// group (Sink.Listing).
-func ScopeOf(namespace, group string) string { return namespace + "/" + group + "/" }
+// Key returns the service's ServiceKey.
+func (s Service) Key() ServiceKey {
+	return ServiceKey{Namespace: s.Namespace, Group: s.Group, Datacenter: s.Datacenter, Name: s.Name}
+}
+
+// Service returns the Service k names, without instances: the identity of
+// a removal or a failed read when nothing more is known.
+func (k ServiceKey) Service() Service {
+	return Service{Namespace: k.Namespace, Group: k.Group, Datacenter: k.Datacenter, Name: k.Name}
+}
+
+// String is the key as logs, /debug pages and orderings show it: the name
+// alone when no qualifier is set, else "<namespace>/<group>/<datacenter>/<name>".
+func (k ServiceKey) String() string {
+	p, n := k.parts()
+	return strings.Join(p[:n], "")
+}
+
+// parts returns the pieces String joins, and how many there are.
+func (k ServiceKey) parts() ([7]string, int) {
+	if k.Namespace == "" && k.Group == "" && k.Datacenter == "" {
+		return [7]string{k.Name}, 1
+	}
+	return [7]string{k.Namespace, "/", k.Group, "/", k.Datacenter, "/", k.Name}, 7
+}
+
+// MarshalText encodes k as its String (a JSON object key).
+func (k ServiceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Compare orders keys as their Strings compare (strings.Compare), without
+// building them: the order of listings and of same-host claimants (package
+// syncer).
+func (k ServiceKey) Compare(o ServiceKey) int {
+	a, na := k.parts()
+	b, nb := o.parts()
+	if na == 1 && nb == 1 {
+		return strings.Compare(a[0], b[0])
+	}
+	// Walk both joined strings a byte at a time, piece by piece.
+	i, j, x, y := 0, 0, 0, 0 // piece and offset in a, in b
+	for {
+		for i < na && x == len(a[i]) {
+			i, x = i+1, 0
+		}
+		for j < nb && y == len(b[j]) {
+			j, y = j+1, 0
+		}
+		switch {
+		case i == na && j == nb:
+			return 0
+		case i == na:
+			return -1
+		case j == nb:
+			return 1
+		}
+		if c, d := a[i][x], b[j][y]; c != d {
+			if c < d {
+				return -1
+			}
+			return 1
+		}
+		x, y = x+1, y+1
+	}
+}
+
+// Scope is a listing scope (Sink.Listing): the services of one Nacos
+// namespace and group (ScopeOf), or, the zero Scope, every service of the
+// registry.
+type Scope struct {
+	Namespace, Group string
+}
+
+// ScopeOf returns the scope of a listing of namespace and group, group not
+// empty.
+func ScopeOf(namespace, group string) Scope { return Scope{Namespace: namespace, Group: group} }
+
+// Holds reports whether the service k names is within sc.
+func (sc Scope) Holds(k ServiceKey) bool {
+	return sc == Scope{} || (k.Namespace == sc.Namespace && k.Group == sc.Group)
+}
+
+// String is the scope as logs show it: "" for the whole registry, else
+// "<namespace>/<group>".
+func (sc Scope) String() string {
+	if sc == (Scope{}) {
+		return ""
+	}
+	return sc.Namespace + "/" + sc.Group
+}
 
 // Port is a port a registry declares for a service.
 type Port struct {

@@ -2,6 +2,7 @@ package registries
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -31,5 +32,27 @@ func TestInstanceAccessors(t *testing.T) {
 	bad := InvalidInstance("raw", "no port")
 	if bad.ID != "raw" || bad.Invalid() != "no port" || bad.Ports() != nil || bad.Methods() != nil {
 		t.Errorf("InvalidInstance = %+v (Extra %+v)", bad, bad.Extra)
+	}
+}
+
+// TestServiceKeyCompare: Compare orders keys exactly as their Strings
+// compare, qualified or not, a name holding "/" included.
+func TestServiceKeyCompare(t *testing.T) {
+	keys := []ServiceKey{
+		{Name: "web"}, {Name: "Web"}, {Name: "web2"}, {Name: ""}, {Name: "a/b/c/d"}, {Name: "a/b/c/"},
+		{Namespace: "a", Group: "b", Datacenter: "c", Name: "d"}, {Namespace: "a", Group: "b", Name: "d"},
+		{Namespace: "public", Group: "DEFAULT_GROUP", Name: "web"}, {Datacenter: "dc2", Name: "web"},
+		{Namespace: "public", Group: "DEFAULT_GROUP", Name: "we"}, {Group: "G"}, {Namespace: "a/b"},
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := a.Compare(b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("%#v.Compare(%#v) = %d, want %d (their Strings %q, %q)", a, b, got, want, a.String(), b.String())
+			}
+		}
+	}
+	// Two keys with one String are still two services.
+	if a, b := (ServiceKey{Name: "a/b/c/d"}), (ServiceKey{Namespace: "a", Group: "b", Datacenter: "c", Name: "d"}); a == b {
+		t.Errorf("%#v == %#v", a, b)
 	}
 }

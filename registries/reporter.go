@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -22,8 +21,8 @@ type ReporterConfig struct {
 	// Sink receives what the Reporter decides to send.
 	Sink Sink
 	// Scopes are the listing scopes (Sink.Listing) whose first listing
-	// Synced waits for; nil means the one scope "" (the whole registry).
-	Scopes []string
+	// Synced waits for; nil means the zero Scope (the whole registry).
+	Scopes []Scope
 	// ReconnectGrace, when positive, is how long after an outage or a
 	// reconnection of a scope an empty read, or a listing that omits a
 	// service, is not trusted for a service that had instances (rule 6).
@@ -100,8 +99,8 @@ type Reporter struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	services map[string]*reported // by Service.Key: the listed services
-	scopes   map[string]*scopeState
+	services map[ServiceKey]*reported // the listed services
+	scopes   map[Scope]*scopeState
 	// pendingScopes and pendingReads count what Synced still waits for;
 	// synced is set once it was called.
 	pendingScopes, pendingReads int
@@ -125,7 +124,7 @@ type reported struct {
 
 // scopeState is one listing scope.
 type scopeState struct {
-	prefix  string
+	scope   Scope
 	listed  bool   // its first listing came
 	failing string // the registry-wide error sent in the current run; "" none
 	relist  bool   // its next listing's removals are marked Relist
@@ -138,12 +137,12 @@ func NewReporter(cfg ReporterConfig) *Reporter {
 		cfg.Logger = slog.Default()
 	}
 	if len(cfg.Scopes) == 0 {
-		cfg.Scopes = []string{""}
+		cfg.Scopes = []Scope{{}}
 	}
-	r := &Reporter{cfg: cfg, log: cfg.Logger, services: map[string]*reported{}, scopes: map[string]*scopeState{}}
+	r := &Reporter{cfg: cfg, log: cfg.Logger, services: map[ServiceKey]*reported{}, scopes: map[Scope]*scopeState{}}
 	for _, s := range cfg.Scopes {
 		if _, ok := r.scopes[s]; !ok {
-			r.scopes[s] = &scopeState{prefix: s}
+			r.scopes[s] = &scopeState{scope: s}
 			r.pendingScopes++
 		}
 	}
@@ -152,11 +151,11 @@ func NewReporter(cfg ReporterConfig) *Reporter {
 
 // scopeLocked returns the scope called name, adding one Synced does not
 // wait for when it is not configured. r.mu is held.
-func (r *Reporter) scopeLocked(name string) *scopeState {
-	sc := r.scopes[name]
+func (r *Reporter) scopeLocked(scope Scope) *scopeState {
+	sc := r.scopes[scope]
 	if sc == nil {
-		sc = &scopeState{prefix: name, listed: true}
-		r.scopes[name] = sc
+		sc = &scopeState{scope: scope, listed: true}
+		r.scopes[scope] = sc
 	}
 	return sc
 }
@@ -239,21 +238,20 @@ func (r *Reporter) failLocked(s *reported, svc Service, err error, observed time
 	r.log.Debug("Sent a failed read", "service", s.id.Key(), "err", err)
 }
 
-// Listing reports a complete listing of scope (a prefix of every key, as
-// for Sink.Listing): the Sink gets it, then the removal of every service of
+// Listing reports a complete listing of scope (as for Sink.Listing): the Sink gets it, then the removal of every service of
 // the scope the listing omits (rules 3, 5, 6). It returns the keys removed,
 // which the registry stops following.
-func (r *Reporter) Listing(scope string, keys []string, observed time.Time) (removed []string) {
+func (r *Reporter) Listing(scope Scope, keys []ServiceKey, observed time.Time) (removed []ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.scopeLocked(scope)
 	keys = slices.Clip(keys) // the services kept by rule 6 are appended: never into the caller's array
-	listed := make(map[string]bool, len(keys))
+	listed := make(map[ServiceKey]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
 	}
 	var gone []*reported
-	var goneKeys []string
+	var goneKeys []ServiceKey
 	for k, s := range r.services {
 		if s.scope != sc || listed[k] {
 			continue
@@ -267,7 +265,7 @@ func (r *Reporter) Listing(scope string, keys []string, observed time.Time) (rem
 	}
 	r.addLocked(sc, keys)
 	r.cfg.Sink.Listing(r.cfg.Registry, scope, keys)
-	slices.Sort(goneKeys)
+	slices.SortFunc(goneKeys, ServiceKey.Compare)
 	for _, k := range goneKeys {
 		s := r.services[k]
 		r.removeLocked(k, s, observed, sc.relist || s.relist)
@@ -281,7 +279,7 @@ func (r *Reporter) Listing(scope string, keys []string, observed time.Time) (rem
 // PartialListing reports a listing of scope known to be incomplete: it
 // adds the services it holds and removes none; the Sink does not get it
 // (Sink.Listing is for complete reads).
-func (r *Reporter) PartialListing(scope string, keys []string, observed time.Time) {
+func (r *Reporter) PartialListing(scope Scope, keys []ServiceKey, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.scopeLocked(scope)
@@ -292,15 +290,15 @@ func (r *Reporter) PartialListing(scope string, keys []string, observed time.Tim
 
 // addLocked adds the services of a listing of sc; the scope's first
 // listing makes Synced wait for them. r.mu is held.
-func (r *Reporter) addLocked(sc *scopeState, keys []string) {
+func (r *Reporter) addLocked(sc *scopeState, keys []ServiceKey) {
 	first := !sc.listed
 	if first {
 		sc.listed = true
 		r.pendingScopes--
 	}
 	for _, k := range keys {
-		if !strings.HasPrefix(k, sc.prefix) {
-			r.log.Error("Ignored a listed service outside its listing's scope", "service", k, "scope", sc.prefix)
+		if !sc.scope.Holds(k) {
+			r.log.Error("Ignored a listed service outside its listing's scope", "service", k, "scope", sc.scope)
 			continue
 		}
 		s := r.services[k]
@@ -318,28 +316,28 @@ func (r *Reporter) addLocked(sc *scopeState, keys []string) {
 // Remove reports that the registry leaves out one listed service by a rule
 // of its own (not a listing): the Sink gets the listing of its scope
 // without it, then its removal (rule 3).
-func (r *Reporter) Remove(key string, observed time.Time) {
+func (r *Reporter) Remove(key ServiceKey, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.services[key]
 	if s == nil {
 		return
 	}
-	var keys []string
+	var keys []ServiceKey
 	for k, o := range r.services {
 		if o.scope == s.scope && k != key {
 			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
-	r.cfg.Sink.Listing(r.cfg.Registry, s.scope.prefix, keys)
+	slices.SortFunc(keys, ServiceKey.Compare)
+	r.cfg.Sink.Listing(r.cfg.Registry, s.scope.scope, keys)
 	r.removeLocked(key, s, observed, false)
 	r.checkSyncedLocked()
 }
 
 // removeLocked forgets s, sending its removal when anything was sent for
 // it. r.mu is held.
-func (r *Reporter) removeLocked(key string, s *reported, observed time.Time, relist bool) {
+func (r *Reporter) removeLocked(key ServiceKey, s *reported, observed time.Time, relist bool) {
 	delete(r.services, key)
 	if s.hasLast {
 		r.sent--
@@ -354,27 +352,17 @@ func (r *Reporter) removeLocked(key string, s *reported, observed time.Time, rel
 	}
 	id := s.id
 	if id.Name == "" {
-		id = serviceOfKey(key)
+		id = key.Service()
 	}
 	r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Service: id, Removed: true, Observed: observed, Relist: relist})
 	r.log.Debug("Sent a removal", "service", key, "relist", relist)
-}
-
-// serviceOfKey is the Service a key names, for a removal when nothing
-// better is known (Service.Key's inverse).
-func serviceOfKey(key string) Service {
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) != 4 {
-		return Service{Name: key}
-	}
-	return Service{Namespace: parts[0], Group: parts[1], Datacenter: parts[2], Name: parts[3]}
 }
 
 // FailListing reports a failed listing of scope: one registry-wide error
 // per run of the same failure (rule 2); the scope's next listing's removals
 // are marked Relist, and it counts as trouble for rule 6. The services
 // keep their state: their own reads are separate.
-func (r *Reporter) FailListing(scope string, err error, observed time.Time) {
+func (r *Reporter) FailListing(scope Scope, err error, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failListingLocked(r.scopeLocked(scope), err, observed)
@@ -387,15 +375,15 @@ func (r *Reporter) failListingLocked(sc *scopeState, err error, observed time.Ti
 	}
 	if msg := err.Error(); msg != sc.failing {
 		sc.failing = msg
-		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Err: err, Scope: sc.prefix, Observed: observed})
-		r.log.Debug("Sent a failed listing", "scope", sc.prefix, "err", err)
+		r.cfg.Sink.Snapshot(Snapshot{Registry: r.cfg.Registry, Err: err, Scope: sc.scope, Observed: observed})
+		r.log.Debug("Sent a failed listing", "scope", sc.scope, "err", err)
 	}
 }
 
 // Down reports that scope cannot be read at all (its connection is lost,
 // its server does not answer): FailListing, and a failed read of each of
 // its services (rule 2).
-func (r *Reporter) Down(scope string, err error, observed time.Time) {
+func (r *Reporter) Down(scope Scope, err error, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.scopeLocked(scope)
@@ -403,7 +391,7 @@ func (r *Reporter) Down(scope string, err error, observed time.Time) {
 	for _, k := range r.keysLocked(sc) {
 		s := r.services[k]
 		s.held = false
-		r.failLocked(s, serviceOfKey(k), err, observed)
+		r.failLocked(s, k.Service(), err, observed)
 	}
 }
 
@@ -411,7 +399,7 @@ func (r *Reporter) Down(scope string, err error, observed time.Time) {
 // registry restart or an index reset, when the registry may still be
 // filling in: the next read of each of its services and its next listing's
 // removals are marked Relist (rule 5), and it counts as trouble for rule 6.
-func (r *Reporter) Reconnected(scope string, observed time.Time) {
+func (r *Reporter) Reconnected(scope Scope, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.scopeLocked(scope)
@@ -428,7 +416,7 @@ func (r *Reporter) Reconnected(scope string, observed time.Time) {
 
 // MarkRelist marks the next read of one service Relist (rule 5): its own
 // query's index went backwards.
-func (r *Reporter) MarkRelist(key string) {
+func (r *Reporter) MarkRelist(key ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s := r.services[key]; s != nil {
@@ -438,7 +426,7 @@ func (r *Reporter) MarkRelist(key string) {
 
 // Held reports whether the service's last read was an empty one held back
 // by rule 6: the registry should read it again soon.
-func (r *Reporter) Held(key string) bool {
+func (r *Reporter) Held(key ServiceKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.services[key]
@@ -446,7 +434,7 @@ func (r *Reporter) Held(key string) bool {
 }
 
 // Listed reports whether a listing holds the service.
-func (r *Reporter) Listed(key string) bool {
+func (r *Reporter) Listed(key ServiceKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.services[key] != nil
@@ -461,14 +449,14 @@ func (r *Reporter) Counts() (services, instances int) {
 }
 
 // keysLocked returns the keys of sc's services, sorted. r.mu is held.
-func (r *Reporter) keysLocked(sc *scopeState) []string {
-	var keys []string
+func (r *Reporter) keysLocked(sc *scopeState) []ServiceKey {
+	var keys []ServiceKey
 	for k, s := range r.services {
 		if s.scope == sc {
 			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, ServiceKey.Compare)
 	return keys
 }
 

@@ -24,9 +24,9 @@ func (c *callLog) Snapshot(s Snapshot) {
 	case s.Err != nil && s.Service.Name == "":
 		line = "registry error: " + s.Err.Error()
 	case s.Err != nil:
-		line = "error " + s.Service.Key() + ": " + s.Err.Error()
+		line = "error " + s.Service.Key().String() + ": " + s.Err.Error()
 	case s.Removed:
-		line = "removed " + s.Service.Key()
+		line = "removed " + s.Service.Key().String()
 	default:
 		ids := []string{}
 		for _, in := range s.Service.Instances {
@@ -42,9 +42,43 @@ func (c *callLog) Snapshot(s Snapshot) {
 
 func (c *callLog) Synced(string) { c.lines = append(c.lines, "synced") }
 
-func (c *callLog) Listing(_, scope string, keys []string) {
-	keys = slices.Sorted(slices.Values(keys))
-	c.lines = append(c.lines, fmt.Sprintf("listing %q %v", scope, keys))
+func (c *callLog) Listing(_ string, scope Scope, keys []ServiceKey) {
+	keys = slices.SortedFunc(slices.Values(keys), ServiceKey.Compare)
+	c.lines = append(c.lines, fmt.Sprintf("listing %q %v", prefixOf(scope), keys))
+}
+
+// key is the ServiceKey written "name" or "<namespace>/<group>/<datacenter>/<name>"
+// (ServiceKey.String), for short tables.
+func key(s string) ServiceKey {
+	if p := strings.SplitN(s, "/", 4); len(p) == 4 {
+		return ServiceKey{Namespace: p[0], Group: p[1], Datacenter: p[2], Name: p[3]}
+	}
+	return ServiceKey{Name: s}
+}
+
+// keys is key of each of ss.
+func keys(ss ...string) []ServiceKey {
+	out := make([]ServiceKey, len(ss))
+	for i, s := range ss {
+		out[i] = key(s)
+	}
+	return out
+}
+
+// scope is the Scope written "" (the whole registry) or "<namespace>/<group>/".
+func scope(s string) Scope {
+	if p := strings.Split(s, "/"); len(p) == 3 {
+		return ScopeOf(p[0], p[1])
+	}
+	return Scope{}
+}
+
+// prefixOf writes sc as scope reads it.
+func prefixOf(sc Scope) string {
+	if sc == (Scope{}) {
+		return ""
+	}
+	return sc.Namespace + "/" + sc.Group + "/"
 }
 
 // svc is service name with instances of the given IDs.
@@ -72,11 +106,11 @@ func TestReporterRules(t *testing.T) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	type step func(r *Reporter)
 	read := func(s Service, d time.Duration) step { return func(r *Reporter) { r.Read(s, at(d)) } }
-	list := func(scope string, keys ...string) step {
-		return func(r *Reporter) { r.Listing(scope, keys, t0) }
+	list := func(sc string, ks ...string) step {
+		return func(r *Reporter) { r.Listing(scope(sc), keys(ks...), t0) }
 	}
-	listAt := func(d time.Duration, scope string, keys ...string) step {
-		return func(r *Reporter) { r.Listing(scope, keys, at(d)) }
+	listAt := func(d time.Duration, sc string, ks ...string) step {
+		return func(r *Reporter) { r.Listing(scope(sc), keys(ks...), at(d)) }
 	}
 	fail := func(name string) step { return func(r *Reporter) { r.Fail(svc(name), errRead, t0) } }
 	cases := map[string]struct {
@@ -138,64 +172,64 @@ func TestReporterRules(t *testing.T) {
 		},
 		"a partial listing adds and removes nothing, and the Sink does not get it": {
 			steps: []step{list("", "a"), read(svc("a", "1"), 0),
-				func(r *Reporter) { r.PartialListing("", []string{"b"}, t0) }, read(svc("b", "2"), 0)},
+				func(r *Reporter) { r.PartialListing(Scope{}, keys("b"), t0) }, read(svc("b", "2"), 0)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced", "snapshot b [2]"},
 		},
 		"a failed listing is sent once per run of the same error, again when it changes": {
 			steps: []step{
-				func(r *Reporter) { r.FailListing("", errors.New("refused"), t0) },
-				func(r *Reporter) { r.FailListing("", errors.New("refused"), t0) },
-				func(r *Reporter) { r.FailListing("", errors.New("timeout"), t0) },
+				func(r *Reporter) { r.FailListing(Scope{}, errors.New("refused"), t0) },
+				func(r *Reporter) { r.FailListing(Scope{}, errors.New("refused"), t0) },
+				func(r *Reporter) { r.FailListing(Scope{}, errors.New("timeout"), t0) },
 				list(""),
-				func(r *Reporter) { r.FailListing("", errors.New("timeout"), t0) },
+				func(r *Reporter) { r.FailListing(Scope{}, errors.New("timeout"), t0) },
 			},
 			want: []string{"registry error: refused", "registry error: timeout", `listing "" []`, "synced",
 				"registry error: timeout"},
 		},
 		"the listing after a failed one marks its removals relist": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b", "2"), 0),
-				func(r *Reporter) { r.FailListing("", errRead, t0) }, list("", "b"), list("")},
+				func(r *Reporter) { r.FailListing(Scope{}, errRead, t0) }, list("", "b"), list("")},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b [2]", "synced", "registry error: read failed",
 				`listing "" [b]`, "removed a relist", `listing "" []`, "removed b"},
 		},
 		"Down fails the scope and each of its services": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b", "2"), 0),
-				func(r *Reporter) { r.Down("", errRead, t0) }, read(svc("a", "1"), 0)},
+				func(r *Reporter) { r.Down(Scope{}, errRead, t0) }, read(svc("a", "1"), 0)},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b [2]", "synced", "registry error: read failed",
 				"error a: read failed", "error b: read failed", "snapshot a [1] relist"},
 		},
 		"after Reconnected, each service's next read and the next removals are marked relist": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b", "2"), 0),
-				func(r *Reporter) { r.Reconnected("", t0) }, read(svc("a"), 0), read(svc("a", "3"), 0), list("", "a")},
+				func(r *Reporter) { r.Reconnected(Scope{}, t0) }, read(svc("a"), 0), read(svc("a", "3"), 0), list("", "a")},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b [2]", "synced", "snapshot a [] relist",
 				"snapshot a [3]", `listing "" [a]`, "removed b relist"},
 		},
 		"an unchanged read clears the relist mark": {
-			steps: []step{list("", "a"), read(svc("a", "1"), 0), func(r *Reporter) { r.Reconnected("", t0) },
+			steps: []step{list("", "a"), read(svc("a", "1"), 0), func(r *Reporter) { r.Reconnected(Scope{}, t0) },
 				read(svc("a", "1"), 0), read(svc("a"), 0)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced", "snapshot a []"},
 		},
 		"MarkRelist marks one service's next read": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b", "2"), 0),
-				func(r *Reporter) { r.MarkRelist("a") }, read(svc("a", "3"), 0), read(svc("b", "3"), 0)},
+				func(r *Reporter) { r.MarkRelist(key("a")) }, read(svc("a", "3"), 0), read(svc("b", "3"), 0)},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b [2]", "synced", "snapshot a [3] relist",
 				"snapshot b [3]"},
 		},
 		"Remove lists the scope without the service, then removes it": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b", "2"), 0),
-				func(r *Reporter) { r.Remove("a", t0) }},
+				func(r *Reporter) { r.Remove(key("a"), t0) }},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b [2]", "synced", `listing "" [b]`,
 				"removed a"},
 		},
 		"Synced waits for every configured scope": {
-			cfg: ReporterConfig{Scopes: []string{"ns/G1/", "ns/G2/"}},
+			cfg: ReporterConfig{Scopes: []Scope{ScopeOf("ns", "G1"), ScopeOf("ns", "G2")}},
 			steps: []step{list("ns/G1/", "ns/G1//a"), read(nsSvc("ns", "G1", "a", "1"), 0), list("ns/G2/"),
 				list("ns/G2/")},
 			want: []string{`listing "ns/G1/" [ns/G1//a]`, "snapshot ns/G1//a [1]", `listing "ns/G2/" []`, "synced",
 				`listing "ns/G2/" []`},
 		},
 		"a listing removes within its scope only": {
-			cfg: ReporterConfig{Scopes: []string{"ns/G1/", "ns/G2/"}},
+			cfg: ReporterConfig{Scopes: []Scope{ScopeOf("ns", "G1"), ScopeOf("ns", "G2")}},
 			steps: []step{list("ns/G1/", "ns/G1//a"), list("ns/G2/", "ns/G2//b"), read(nsSvc("ns", "G1", "a", "1"), 0),
 				read(nsSvc("ns", "G2", "b", "2"), 0), list("ns/G2/")},
 			want: []string{`listing "ns/G1/" [ns/G1//a]`, `listing "ns/G2/" [ns/G2//b]`, "snapshot ns/G1//a [1]",
@@ -204,7 +238,7 @@ func TestReporterRules(t *testing.T) {
 		"grace: an empty read right after trouble is held as an error, by whatever path it comes": {
 			cfg: ReporterConfig{ReconnectGrace: 30 * time.Second},
 			steps: []step{list("", "a"), read(svc("a", "1"), 0),
-				func(r *Reporter) { r.Down("", errRead, at(time.Second)) },
+				func(r *Reporter) { r.Down(Scope{}, errRead, at(time.Second)) },
 				read(svc("a"), 2*time.Second), read(svc("a"), 10*time.Second)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced", "registry error: read failed",
 				"error a: read failed"},
@@ -212,7 +246,7 @@ func TestReporterRules(t *testing.T) {
 		"grace: an empty read after a reconnection is held, one with instances is sent": {
 			cfg: ReporterConfig{ReconnectGrace: 30 * time.Second},
 			steps: []step{list("", "a"), read(svc("a", "1"), 0),
-				func(r *Reporter) { r.Reconnected("", at(time.Second)) },
+				func(r *Reporter) { r.Reconnected(Scope{}, at(time.Second)) },
 				read(svc("a"), 2*time.Second), read(svc("a", "2"), 3*time.Second)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced",
 				"error a: " + ErrEmptyAfterReconnect.Error(), "snapshot a [2] relist"},
@@ -220,7 +254,7 @@ func TestReporterRules(t *testing.T) {
 		"grace: an empty read after the grace is sent": {
 			cfg: ReporterConfig{ReconnectGrace: 30 * time.Second},
 			steps: []step{list("", "a"), read(svc("a", "1"), 0),
-				func(r *Reporter) { r.Reconnected("", at(time.Second)) },
+				func(r *Reporter) { r.Reconnected(Scope{}, at(time.Second)) },
 				read(svc("a"), 2*time.Second), read(svc("a"), 40*time.Second)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced",
 				"error a: " + ErrEmptyAfterReconnect.Error(), "snapshot a [] relist"},
@@ -228,14 +262,14 @@ func TestReporterRules(t *testing.T) {
 		"grace: a listing that omits a service with instances keeps it until the grace ends": {
 			cfg: ReporterConfig{ReconnectGrace: 30 * time.Second},
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b"), 0),
-				func(r *Reporter) { r.Reconnected("", at(time.Second)) },
+				func(r *Reporter) { r.Reconnected(Scope{}, at(time.Second)) },
 				listAt(2*time.Second, ""), listAt(40*time.Second, "")},
 			want: []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b []", "synced",
 				`listing "" [a]`, "removed b relist", `listing "" []`, "removed a relist"},
 		},
 		"grace off: an empty read after a reconnection is sent, marked relist": {
 			steps: []step{list("", "a"), read(svc("a", "1"), 0),
-				func(r *Reporter) { r.Reconnected("", at(time.Second)) }, read(svc("a"), 2*time.Second)},
+				func(r *Reporter) { r.Reconnected(Scope{}, at(time.Second)) }, read(svc("a"), 2*time.Second)},
 			want: []string{`listing "" [a]`, "snapshot a [1]", "synced", "snapshot a [] relist"},
 		},
 	}
@@ -262,7 +296,7 @@ func TestReporterReadOutcome(t *testing.T) {
 	var log callLog
 	r := NewReporter(ReporterConfig{Registry: "r", Sink: &log, ReconnectGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	r.Listing("", []string{"a"}, t0)
+	r.Listing(Scope{}, keys("a"), t0)
 	steps := []struct {
 		s    Service
 		want ReadOutcome
@@ -280,12 +314,12 @@ func TestReporterReadOutcome(t *testing.T) {
 	if s, i := r.Counts(); s != 1 || i != 1 {
 		t.Errorf("Counts = %d, %d; want 1 service, 1 instance", s, i)
 	}
-	r.Reconnected("", t0)
-	if got := r.Read(svc("a"), t0.Add(time.Second)); got != ReadHeld || !r.Held("a") {
-		t.Errorf("Read(empty) after Reconnected = %v, held %v; want ReadHeld, held", got, r.Held("a"))
+	r.Reconnected(Scope{}, t0)
+	if got := r.Read(svc("a"), t0.Add(time.Second)); got != ReadHeld || !r.Held(key("a")) {
+		t.Errorf("Read(empty) after Reconnected = %v, held %v; want ReadHeld, held", got, r.Held(key("a")))
 	}
-	if got := r.Read(svc("a", "3"), t0.Add(2*time.Second)); got != ReadSent || r.Held("a") {
-		t.Errorf("Read after a held read = %v, held %v; want ReadSent, not held", got, r.Held("a"))
+	if got := r.Read(svc("a", "3"), t0.Add(2*time.Second)); got != ReadSent || r.Held(key("a")) {
+		t.Errorf("Read after a held read = %v, held %v; want ReadSent, not held", got, r.Held(key("a")))
 	}
 	if !strings.Contains(log.lines[len(log.lines)-2], ErrEmptyAfterReconnect.Error()) {
 		t.Errorf("calls = %v; want the held read sent as ErrEmptyAfterReconnect", log.lines)
@@ -325,28 +359,28 @@ func TestSameInstances(t *testing.T) {
 }
 
 // scopeSink keeps the Scope of every failed listing it gets.
-type scopeSink struct{ scopes []string }
+type scopeSink struct{ scopes []Scope }
 
 func (s *scopeSink) Snapshot(snap Snapshot) {
 	if snap.Err != nil && snap.Service.Name == "" {
 		s.scopes = append(s.scopes, snap.Scope)
 	}
 }
-func (s *scopeSink) Listing(string, string, []string) {}
-func (s *scopeSink) Synced(string)                    {}
+func (s *scopeSink) Listing(string, Scope, []ServiceKey) {}
+func (s *scopeSink) Synced(string)                       {}
 
 // TestFailedListingNamesItsScope: a failed listing (FailListing, Down)
 // reaches the Sink with the scope that failed, so that the scope's next
 // listing can end it.
 func TestFailedListingNamesItsScope(t *testing.T) {
-	const a, b = "public/DEFAULT_GROUP/", "dev/DEFAULT_GROUP/"
+	a, b := ScopeOf("public", "DEFAULT_GROUP"), ScopeOf("dev", "DEFAULT_GROUP")
 	sink := &scopeSink{}
-	r := NewReporter(ReporterConfig{Registry: "r", Sink: sink, Scopes: []string{a, b},
+	r := NewReporter(ReporterConfig{Registry: "r", Sink: sink, Scopes: []Scope{a, b},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	now := time.Now()
 	r.FailListing(a, errors.New("list: 500"), now)
 	r.Down(b, errors.New("connection lost"), now)
-	if want := []string{a, b}; !slices.Equal(sink.scopes, want) {
-		t.Errorf("failed listings' scopes %q, want %q", sink.scopes, want)
+	if want := []Scope{a, b}; !slices.Equal(sink.scopes, want) {
+		t.Errorf("failed listings' scopes %v, want %v", sink.scopes, want)
 	}
 }

@@ -70,7 +70,7 @@ func (s *Session) ReadFailedSince(reader, reason string, err error, since time.T
 // ListingFailed records that reader's listing of scope failed (ReadFailed)
 // and reports it (Reporter.FailListing): one registry-wide error per run of
 // the same error, the last-known-good state kept.
-func (s *Session) ListingFailed(reader, reason, scope string, err error, observed time.Time) {
+func (s *Session) ListingFailed(reader, reason string, scope Scope, err error, observed time.Time) {
 	s.ReadFailed(reader, reason, err)
 	s.FailListing(scope, err, observed)
 }

@@ -61,7 +61,7 @@ func TestSessionPerReaderRule(t *testing.T) {
 				case "fail":
 					s.ReadFailed(st.reader, "read", errors.New("boom"))
 				case "listing-failed":
-					s.ListingFailed(st.reader, "list", "", errors.New("list failed"), time.Now())
+					s.ListingFailed(st.reader, "list", Scope{}, errors.New("list failed"), time.Now())
 				case "ok":
 					s.ReadOK(st.reader)
 				case "forget":

@@ -5,7 +5,8 @@
 // Registry snapshots are translated and written to the Store by the sync
 // step (package syncer); the Store's
 // handlers, in registration order on one worker queue, drive the Controller,
-// which calls an XDSUpdater (implemented by package xds), and any other
+// which calls an XDSUpdater (package xds/dns, which resolves endpoint names and
+// hands on to package xds), and any other
 // handler (the Kubernetes writer, package kube; MCP change notices).
 //
 // Rules:

@@ -19,17 +19,17 @@ import (
 // rules are table-tested in decide_test.go.
 
 // claimant is a service that produces a host: its registry's position in
-// the configuration (rank) and its Service.Key.
+// the configuration (rank) and its service's key.
 type claimant struct {
 	rank     int
 	registry string
-	service  string
+	service  registries.ServiceKey
 }
 
 // compareClaimants is rule 1's order: configuration order of the
 // registries, then service key.
 func compareClaimants(a, b claimant) int {
-	return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.registry, b.registry), strings.Compare(a.service, b.service))
+	return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.registry, b.registry), a.service.Compare(b.service))
 }
 
 // role is what a claimant's service is to its host.
@@ -185,10 +185,10 @@ func decideSnapshot(snap registries.Snapshot, servesInstances, guarded, holdDown
 // (rule 5).
 type listingJudgement struct {
 	// back are held services the listing has again: the guard drops them.
-	back []string
+	back []registries.ServiceKey
 	// hold are the services the listing removes that the guard now holds,
 	// sorted, and lost their instances; empty when it holds nothing new.
-	hold []string
+	hold []registries.ServiceKey
 	lost int
 }
 
@@ -197,22 +197,22 @@ type listingJudgement struct {
 // holds already, the registry's instances and whether the guard applies at
 // all (a listing before the registry's first complete one, or with the
 // guard off, is not judged).
-func judgeListing(p OutagePolicy, judged bool, scope string, listed map[string]bool, services map[string]int,
-	held map[string]bool, instances int) listingJudgement {
+func judgeListing(p OutagePolicy, judged bool, scope registries.Scope, listed map[registries.ServiceKey]bool,
+	services map[registries.ServiceKey]int, held map[registries.ServiceKey]bool, instances int) listingJudgement {
 	var j listingJudgement
 	for k := range held {
-		if strings.HasPrefix(k, scope) && listed[k] {
+		if scope.Holds(k) && listed[k] {
 			j.back = append(j.back, k)
 		}
 	}
-	slices.Sort(j.back)
+	slices.SortFunc(j.back, registries.ServiceKey.Compare)
 	if !judged || p.MaxDeleteRatio <= 0 || p.MaxDeleteRatio >= 1 {
 		return j
 	}
-	var gone []string
+	var gone []registries.ServiceKey
 	lost := 0
 	for k, n := range services {
-		if strings.HasPrefix(k, scope) && !listed[k] && !held[k] {
+		if scope.Holds(k) && !listed[k] && !held[k] {
 			gone = append(gone, k)
 			lost += n
 		}
@@ -220,7 +220,7 @@ func judgeListing(p OutagePolicy, judged bool, scope string, listed map[string]b
 	if lost <= p.DeleteGuardFloor || float64(lost) <= p.MaxDeleteRatio*float64(instances) {
 		return j
 	}
-	slices.Sort(gone)
+	slices.SortFunc(gone, registries.ServiceKey.Compare)
 	j.hold, j.lost = gone, lost
 	return j
 }

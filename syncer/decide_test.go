@@ -15,7 +15,7 @@ import (
 
 func TestPlanHost(t *testing.T) {
 	c := func(rank int, registry, service string) claimant {
-		return claimant{rank: rank, registry: registry, service: service}
+		return claimant{rank: rank, registry: registry, service: registries.ServiceKey{Name: service}}
 	}
 	cases := map[string]struct {
 		claims []claimant // in rule 1's order
@@ -89,11 +89,11 @@ func TestHostPorts(t *testing.T) {
 func TestCompareClaimants(t *testing.T) {
 	// Configuration order first, then the service key; the order of
 	// arrival plays no part.
-	got := []claimant{{rank: 1, registry: "a", service: "web"}, {rank: 0, registry: "b", service: "web"},
-		{rank: 0, registry: "b", service: "Web"}, {rank: 0, registry: "b", service: "a-web"}}
+	got := []claimant{{rank: 1, registry: "a", service: registries.ServiceKey{Name: "web"}}, {rank: 0, registry: "b", service: registries.ServiceKey{Name: "web"}},
+		{rank: 0, registry: "b", service: registries.ServiceKey{Name: "Web"}}, {rank: 0, registry: "b", service: registries.ServiceKey{Name: "a-web"}}}
 	slices.SortFunc(got, compareClaimants)
-	want := []claimant{{rank: 0, registry: "b", service: "Web"}, {rank: 0, registry: "b", service: "a-web"},
-		{rank: 0, registry: "b", service: "web"}, {rank: 1, registry: "a", service: "web"}}
+	want := []claimant{{rank: 0, registry: "b", service: registries.ServiceKey{Name: "Web"}}, {rank: 0, registry: "b", service: registries.ServiceKey{Name: "a-web"}},
+		{rank: 0, registry: "b", service: registries.ServiceKey{Name: "web"}}, {rank: 1, registry: "a", service: registries.ServiceKey{Name: "web"}}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
@@ -163,20 +163,37 @@ func TestDecideSnapshot(t *testing.T) {
 func TestJudgeListing(t *testing.T) {
 	p := OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 2}
 	p2 := OutagePolicy{MaxDeleteRatio: 0.2, DeleteGuardFloor: 2}
-	services := map[string]int{"a": 2, "b": 2, "c": 2, "g/x": 3}
-	listed := func(keys ...string) map[string]bool {
-		m := map[string]bool{}
+	// "g/x" is service x of the listing scope "g/" (namespace g, group G);
+	// the others are of no scope.
+	key := func(s string) registries.ServiceKey {
+		if name, ok := strings.CutPrefix(s, "g/"); ok {
+			return registries.ServiceKey{Namespace: "g", Group: "G", Name: name}
+		}
+		return registries.ServiceKey{Name: s}
+	}
+	show := func(keys []registries.ServiceKey) []string {
+		var out []string
 		for _, k := range keys {
-			m[k] = true
+			out = append(out, strings.TrimPrefix(k.Namespace+"/", "/")+k.Name)
+		}
+		return out
+	}
+	set := func(keys ...string) map[registries.ServiceKey]bool {
+		m := map[registries.ServiceKey]bool{}
+		for _, k := range keys {
+			m[key(k)] = true
 		}
 		return m
 	}
+	listed := set
+	services := map[registries.ServiceKey]int{key("a"): 2, key("b"): 2, key("c"): 2, key("g/x"): 3}
+	scopes := map[string]registries.Scope{"": {}, "g/": registries.ScopeOf("g", "G")}
 	cases := map[string]struct {
 		policy   OutagePolicy
 		judged   bool
 		scope    string
-		listed   map[string]bool
-		held     map[string]bool
+		listed   map[registries.ServiceKey]bool
+		held     map[registries.ServiceKey]bool
 		wantBack []string
 		wantHold []string
 		wantLost int
@@ -187,15 +204,15 @@ func TestJudgeListing(t *testing.T) {
 		"guard off":                             {policy: OutagePolicy{}, judged: true, listed: listed()},
 		"within the floor":                      {policy: OutagePolicy{MaxDeleteRatio: 0.1, DeleteGuardFloor: 3}, judged: true, listed: listed("a", "b", "g/x")},
 		"a scope judges its own services only":  {policy: p2, judged: true, scope: "g/", listed: listed(), wantHold: []string{"g/x"}, wantLost: 3},
-		"held services listed again come back": {policy: p, judged: true, listed: listed("a", "b", "c", "g/x"), held: map[string]bool{"b": true, "c": true},
+		"held services listed again come back": {policy: p, judged: true, listed: listed("a", "b", "c", "g/x"), held: set("b", "c"),
 			wantBack: []string{"b", "c"}},
-		"held services are not held twice": {policy: p2, judged: true, listed: listed("a"), held: map[string]bool{"b": true, "c": true},
+		"held services are not held twice": {policy: p2, judged: true, listed: listed("a"), held: set("b", "c"),
 			wantHold: []string{"g/x"}, wantLost: 3},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			j := judgeListing(tc.policy, tc.judged, tc.scope, tc.listed, services, tc.held, 9)
-			if !slices.Equal(j.back, tc.wantBack) || !slices.Equal(j.hold, tc.wantHold) || j.lost != tc.wantLost {
+			j := judgeListing(tc.policy, tc.judged, scopes[tc.scope], tc.listed, services, tc.held, 9)
+			if !slices.Equal(show(j.back), tc.wantBack) || !slices.Equal(show(j.hold), tc.wantHold) || j.lost != tc.wantLost {
 				t.Fatalf("judgement %+v, want back %v hold %v lost %d", j, tc.wantBack, tc.wantHold, tc.wantLost)
 			}
 		})

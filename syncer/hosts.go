@@ -41,7 +41,7 @@ type servedBy struct {
 
 // claimantOf is id as rule 1 orders it. s.mu is held.
 func (s *Syncer) claimantOf(id serviceID) claimant {
-	return claimant{rank: s.regs.rankOf(id.registry), registry: id.registry, service: id.name}
+	return claimant{rank: s.regs.rankOf(id.registry), registry: id.registry, service: id.key}
 }
 
 // sortClaims puts claims in rule 1's order and reports whether it changed
@@ -316,7 +316,7 @@ func (s *Syncer) rejectCollisions(h *hostState, roles []role) {
 func (s *Syncer) rejectCollision(h *hostState, id serviceID, st *serviceState) {
 	winner := h.claims[0]
 	s.setRejection(id, st, "host-collision", fmt.Errorf("host %q is produced by service %q of registry %q, which comes first",
-		st.result.Host, winner.name, winner.registry))
+		st.result.Host, winner.key, winner.registry))
 }
 
 // translator is the Translator of id's registry. s.mu is held.

@@ -48,7 +48,7 @@ var DefaultOutagePolicy = OutagePolicy{
 type guard struct {
 	since time.Time
 	// keys are the services the held listings removed, by key.
-	keys map[string]bool
+	keys map[registries.ServiceKey]bool
 	// instances is what they held when the guard engaged.
 	instances int
 	timer     clock.Timer
@@ -65,8 +65,8 @@ type heldDown struct {
 // A complete listing of a scope is also that scope's listing answering
 // again: it ends the scope's failed-listing error (Snapshot.Scope), whether
 // or not a service's read follows (none does when nothing changed); a
-// listing of the whole registry (scope "") ends them all.
-func (s *Syncer) Listing(registry, scope string, keys []string) {
+// listing of the whole registry (the zero Scope) ends them all.
+func (s *Syncer) Listing(registry string, scope registries.Scope, keys []registries.ServiceKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs.byName[registry]
@@ -76,13 +76,13 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 	now := s.clock.Now()
 	r.status.LastListing = now
 	registryLastSync.WithLabelValues(registry).Set(float64(now.UnixNano()) / 1e9)
-	listed := make(map[string]bool, len(keys))
+	listed := make(map[registries.ServiceKey]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
 	}
 	s.judge(r, scope, listed, now, false)
 	if len(r.down) > 0 {
-		if scope == "" {
+		if scope == (registries.Scope{}) {
 			clear(r.down)
 		} else {
 			delete(r.down, scope)
@@ -94,14 +94,14 @@ func (s *Syncer) Listing(registry, scope string, keys []string) {
 // judge applies the delete guard's judgement of a complete read of r's
 // services within scope that found listed (judgeListing); removal tells
 // that it is the registry's removal from the configuration. s.mu is held.
-func (s *Syncer) judge(r *registryState, scope string, listed map[string]bool, now time.Time, removal bool) {
-	services := map[string]int{}
+func (s *Syncer) judge(r *registryState, scope registries.Scope, listed map[registries.ServiceKey]bool, now time.Time, removal bool) {
+	services := map[registries.ServiceKey]int{}
 	for id, st := range s.services {
 		if id.registry == r.cfg.Name {
-			services[id.name] = st.instances
+			services[id.key] = st.instances
 		}
 	}
-	var held map[string]bool
+	var held map[registries.ServiceKey]bool
 	if r.guard != nil {
 		held = r.guard.keys
 	}
@@ -115,7 +115,7 @@ func (s *Syncer) judge(r *registryState, scope string, listed map[string]bool, n
 	}
 	p := r.cfg.Policy
 	if r.guard == nil {
-		r.guard = &guard{since: now, keys: make(map[string]bool, len(j.hold))}
+		r.guard = &guard{since: now, keys: make(map[registries.ServiceKey]bool, len(j.hold))}
 		name := r.cfg.Name
 		if p.DeleteGuardTimeout > 0 {
 			// Timers fire on their own goroutine: a fake clock calls them
@@ -185,12 +185,12 @@ func (s *Syncer) ConfirmDeletes(registry string) (int, error) {
 // applyGuard removes every service the guard holds and releases it. s.mu is
 // held.
 func (s *Syncer) applyGuard(r *registryState, why string) {
-	keys := slices.Sorted(maps.Keys(r.guard.keys))
+	keys := slices.SortedFunc(maps.Keys(r.guard.keys), registries.ServiceKey.Compare)
 	s.releaseGuard(r, why)
 	for _, k := range keys {
 		s.cancelHoldDown(r, k)
 		delete(r.stale, k)
-		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
+		s.remove(r, serviceID{registry: r.cfg.Name, key: k})
 	}
 	s.markDirty(r)
 	s.noteRegistry(r)
@@ -201,7 +201,7 @@ func (s *Syncer) applyGuard(r *registryState, why string) {
 
 // unguard drops key from r's guard, releasing the guard when it held
 // nothing else. s.mu is held.
-func (s *Syncer) unguard(r *registryState, key, why string) {
+func (s *Syncer) unguard(r *registryState, key registries.ServiceKey, why string) {
 	if !r.guarded(key) {
 		return
 	}
@@ -228,17 +228,19 @@ func (s *Syncer) releaseGuard(r *registryState, why string) {
 }
 
 // guarded reports whether the guard holds the removal of key.
-func (r *registryState) guarded(key string) bool { return r.guard != nil && r.guard.keys[key] }
+func (r *registryState) guarded(key registries.ServiceKey) bool {
+	return r.guard != nil && r.guard.keys[key]
+}
 
 // holdDown delays a disappearance (rule 6): the first one starts the clock,
 // a later one replaces what will be applied. s.mu is held.
 func (s *Syncer) holdDown(r *registryState, id serviceID, snap registries.Snapshot) {
-	if h := r.holding[id.name]; h != nil {
+	if h := r.holding[id.key]; h != nil {
 		h.snap = snap
 		return
 	}
 	name := r.cfg.Name
-	r.holding[id.name] = &heldDown{snap: snap, timer: s.clock.AfterFunc(r.cfg.Policy.HoldDown, func() {
+	r.holding[id.key] = &heldDown{snap: snap, timer: s.clock.AfterFunc(r.cfg.Policy.HoldDown, func() {
 		go s.holdDownDone(name, id)
 	})}
 	r.status.HeldDown = len(r.holding)
@@ -254,13 +256,13 @@ func (s *Syncer) holdDownDone(registry string, id serviceID) {
 	if r == nil {
 		return
 	}
-	h := r.holding[id.name]
+	h := r.holding[id.key]
 	if h == nil {
 		return
 	}
-	delete(r.holding, id.name)
+	delete(r.holding, id.key)
 	r.status.HeldDown = len(r.holding)
-	if r.guarded(id.name) {
+	if r.guarded(id.key) {
 		return // the guard decides
 	}
 	s.log.Info("Applied a disappearance after its hold-down", "registry", registry, "service", h.snap.Service.Name,
@@ -270,7 +272,7 @@ func (s *Syncer) holdDownDone(registry string, id serviceID) {
 }
 
 // cancelHoldDown drops a held disappearance of key. s.mu is held.
-func (s *Syncer) cancelHoldDown(r *registryState, key string) {
+func (s *Syncer) cancelHoldDown(r *registryState, key registries.ServiceKey) {
 	if h := r.holding[key]; h != nil {
 		h.timer.Stop()
 		delete(r.holding, key)

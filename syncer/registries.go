@@ -56,21 +56,21 @@ func (rs *registrySet) ordered() []*registryState {
 type registryState struct {
 	cfg    Registry
 	status RegistryStatus
-	stale  map[string]bool // services whose last read failed: served from last-known-good
+	stale  map[registries.ServiceKey]bool // services whose last read failed: served from last-known-good
 	// down are the listing scopes whose last listing failed (a
-	// registry-wide read error, Snapshot.Scope; "" the whole registry): a
-	// scope's next listing ends its error, a listing of "" or any
-	// successful read of a service ends them all.
-	down map[string]bool
+	// registry-wide read error, Snapshot.Scope; the zero Scope the whole
+	// registry): a scope's next listing ends its error, a listing of the
+	// whole registry or any successful read of a service ends them all.
+	down map[registries.Scope]bool
 	// guard is the engaged delete guard, nil when none; holding the
 	// disappearances waiting for their hold-down, by service key.
 	guard   *guard
-	holding map[string]*heldDown
+	holding map[registries.ServiceKey]*heldDown
 	// disk is the persisted listing read at start, until served or
 	// synced; fromDisk the services served from it and not read since;
 	// dirty whether the listing changed since it was last persisted.
 	disk     []registries.Service
-	fromDisk map[string]bool
+	fromDisk map[registries.ServiceKey]bool
 	dirty    bool
 	// pending: counted in Syncer.pending until Synced. removed: removed
 	// from the configuration, kept while the delete guard holds its
@@ -78,7 +78,7 @@ type registryState struct {
 	// has not read yet (nil when not restarting).
 	pending   bool
 	removed   bool
-	relisting map[string]bool
+	relisting map[registries.ServiceKey]bool
 }
 
 func newRegistryState(cfg Registry) *registryState {
@@ -86,7 +86,7 @@ func newRegistryState(cfg Registry) *registryState {
 	// increase sees the first engagement.
 	deleteGuardEngaged.WithLabelValues(cfg.Name)
 	return &registryState{cfg: cfg, status: RegistryStatus{Name: cfg.Name, Type: cfg.Type},
-		stale: make(map[string]bool), holding: make(map[string]*heldDown)}
+		stale: make(map[registries.ServiceKey]bool), holding: make(map[registries.ServiceKey]*heldDown)}
 }
 
 // SetOrder makes names the configuration order of the registries (rule 1),
@@ -141,10 +141,10 @@ func (s *Syncer) restart(r *registryState, reg Registry) {
 	for k := range r.holding {
 		s.cancelHoldDown(r, k) // read by the old watcher
 	}
-	r.relisting = make(map[string]bool)
+	r.relisting = make(map[registries.ServiceKey]bool)
 	for id := range s.services {
 		if id.registry == reg.Name {
-			r.relisting[id.name] = true
+			r.relisting[id.key] = true
 		}
 	}
 	r.status.Synced = false
@@ -192,17 +192,17 @@ func (s *Syncer) RemoveRegistry(name string) {
 	r.relisting = nil
 	// Judged like a complete listing of nothing: the guard's ratio and
 	// floor apply to the whole registry.
-	s.judge(r, "", nil, s.clock.Now(), true)
-	var keys []string
+	s.judge(r, registries.Scope{}, nil, s.clock.Now(), true)
+	var keys []registries.ServiceKey
 	for id := range s.services {
-		if id.registry == name && !r.guarded(id.name) {
-			keys = append(keys, id.name)
+		if id.registry == name && !r.guarded(id.key) {
+			keys = append(keys, id.key)
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, registries.ServiceKey.Compare)
 	for _, k := range keys {
 		delete(r.stale, k)
-		s.remove(r, serviceID{registry: name, name: k})
+		s.remove(r, serviceID{registry: name, key: k})
 	}
 	s.log.Info("Registry removed", "registry", name, "services", len(keys), "held", r.guard != nil)
 	if r.guard == nil {
@@ -230,7 +230,7 @@ func (s *Syncer) forget(r *registryState) {
 }
 
 // relisted notes that the registry's current watcher read key. s.mu is held.
-func (r *registryState) relisted(key string) {
+func (r *registryState) relisted(key registries.ServiceKey) {
 	if r.relisting != nil {
 		delete(r.relisting, key)
 	}
@@ -240,7 +240,7 @@ func (r *registryState) relisted(key string) {
 // new watcher did not list, unless the delete guard holds them. s.mu is
 // held.
 func (s *Syncer) endRelisting(r *registryState) {
-	keys := slices.Sorted(maps.Keys(r.relisting))
+	keys := slices.SortedFunc(maps.Keys(r.relisting), registries.ServiceKey.Compare)
 	r.relisting = nil
 	n := 0
 	for _, k := range keys {
@@ -248,7 +248,7 @@ func (s *Syncer) endRelisting(r *registryState) {
 			continue
 		}
 		delete(r.stale, k)
-		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
+		s.remove(r, serviceID{registry: r.cfg.Name, key: k})
 		n++
 	}
 	if n > 0 {

@@ -170,14 +170,14 @@ func (s *Syncer) serveFromDisk() {
 		if r.status.Synced || len(r.disk) == 0 {
 			continue
 		}
-		r.fromDisk = make(map[string]bool, len(r.disk))
+		r.fromDisk = make(map[registries.ServiceKey]bool, len(r.disk))
 		for _, svc := range r.disk {
-			id := serviceID{registry: name, name: svc.Key()}
+			id := serviceID{registry: name, key: svc.Key()}
 			if s.services[id] != nil {
 				continue // read from the registry already
 			}
 			s.upsert(r, id, svc)
-			r.fromDisk[id.name] = true
+			r.fromDisk[id.key] = true
 		}
 		r.disk = nil
 		r.status.FromDisk = true
@@ -194,11 +194,11 @@ func (s *Syncer) leaveDisk(r *registryState) {
 	if !r.status.FromDisk {
 		return
 	}
-	for _, k := range slices.Sorted(maps.Keys(r.fromDisk)) {
+	for _, k := range slices.SortedFunc(maps.Keys(r.fromDisk), registries.ServiceKey.Compare) {
 		if r.guarded(k) {
 			continue
 		}
-		s.remove(r, serviceID{registry: r.cfg.Name, name: k})
+		s.remove(r, serviceID{registry: r.cfg.Name, key: k})
 	}
 	r.fromDisk = nil
 	r.status.FromDisk = false
@@ -267,15 +267,7 @@ func (s *Syncer) takeDirty() []persistedListing {
 				pl.Services = append(pl.Services, st.svc)
 			}
 		}
-		slices.SortFunc(pl.Services, func(a, b registries.Service) int {
-			switch {
-			case a.Key() < b.Key():
-				return -1
-			case a.Key() > b.Key():
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(pl.Services, func(a, b registries.Service) int { return a.Key().Compare(b.Key()) })
 		out = append(out, pl)
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/translate"
@@ -69,7 +70,7 @@ func TestPersistedListing(t *testing.T) {
 			t.Fatalf("after sync.timeout: %d served, synced %v, status %+v", n, sy.HasSynced(), st)
 		}
 		// The registry answers with one of the three services.
-		sy.Listing("r", "", []string{"svc-00"})
+		sy.Listing("r", registries.Scope{}, keysOf([]string{"svc-00"}))
 		sy.Snapshot(snap("r", "svc-00", instance("svc-00-1", "10.0.0.9", 8080)))
 		sy.Synced("r")
 		st = sy.Status()[0]

@@ -148,10 +148,10 @@ const (
 	ConflictFirst = "first"
 )
 
-// serviceID names a service: its registry and Service.Key.
+// serviceID names a service: its registry and its key within it.
 type serviceID struct {
 	registry string
-	name     string
+	key      registries.ServiceKey
 }
 
 type serviceState struct {
@@ -344,10 +344,10 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 	}
 	r.status.LastEvent = snap.Observed
 	defer s.observing(snap.Observed)()
-	id := serviceID{registry: snap.Registry, name: snap.Service.Key()}
-	r.relisted(id.name)
+	id := serviceID{registry: snap.Registry, key: snap.Service.Key()}
+	r.relisted(id.key)
 	st := s.services[id]
-	switch decideSnapshot(snap, st != nil && st.instances > 0, r.guarded(id.name), r.cfg.Policy.HoldDown > 0) {
+	switch decideSnapshot(snap, st != nil && st.instances > 0, r.guarded(id.key), r.cfg.Policy.HoldDown > 0) {
 	case actReadError:
 		// The registry logs its outage once (registries.Health); here each
 		// failed read is a debug line.
@@ -355,12 +355,12 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		r.status.LastError, r.status.LastErrorTime = snap.Err.Error(), snap.Observed
 		if snap.Service.Name == "" {
 			if r.down == nil {
-				r.down = map[string]bool{}
+				r.down = map[registries.Scope]bool{}
 			}
 			r.down[snap.Scope] = true
 		}
 		if snap.Service.Name != "" && st != nil {
-			r.stale[id.name] = true
+			r.stale[id.key] = true
 			s.log.Debug("Kept last-known-good state after a registry read failed", "registry", snap.Registry,
 				"service", snap.Service.Name, "err", snap.Err)
 		} else {
@@ -374,9 +374,9 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 		s.holdDown(r, id, snap)
 	default:
 		clear(r.down)
-		s.cancelHoldDown(r, id.name)
-		if !snap.Removed && r.guarded(id.name) {
-			s.unguard(r, id.name, "every held service is back")
+		s.cancelHoldDown(r, id.key)
+		if !snap.Removed && r.guarded(id.key) {
+			s.unguard(r, id.key, "every held service is back")
 		}
 		s.applySnapshot(r, id, snap)
 	}
@@ -386,8 +386,8 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 // applySnapshot applies an authoritative snapshot (not an error). s.mu is
 // held.
 func (s *Syncer) applySnapshot(r *registryState, id serviceID, snap registries.Snapshot) {
-	delete(r.stale, id.name)
-	delete(r.fromDisk, id.name)
+	delete(r.stale, id.key)
+	delete(r.fromDisk, id.key)
 	s.markDirty(r)
 	if snap.Removed {
 		s.remove(r, id)

@@ -72,6 +72,15 @@ func snap(reg, name string, ins ...registries.Instance) registries.Snapshot {
 	return registries.Snapshot{Registry: reg, Service: registries.Service{Name: name, Instances: ins}}
 }
 
+// keysOf is the keys of the services called names (snap's services).
+func keysOf(names []string) []registries.ServiceKey {
+	keys := make([]registries.ServiceKey, len(names))
+	for i, n := range names {
+		keys[i] = registries.ServiceKey{Name: n}
+	}
+	return keys
+}
+
 func kinds(s *serviceentry.Store, kind model.Kind) []string {
 	var out []string
 	for _, c := range s.List(kind, "") {
@@ -331,7 +340,7 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 	sy.Snapshot(registries.Snapshot{Registry: "dc1", Observed: observed, Service: registries.Service{Name: "web",
 		Instances: []registries.Instance{instance("a/1", "10.0.0.1", 8080), instance("a/2", "10.0.0.2", 8080)}}})
 	flush(t, store)
-	st := sy.services[serviceID{registry: "dc1", name: "web"}]
+	st := sy.services[serviceID{registry: "dc1", key: registries.ServiceKey{Name: "web"}}]
 	if st == nil {
 		t.Fatal("no state for dc1/web")
 	}
@@ -373,27 +382,28 @@ func TestSyncerKeepsTheStoresObjects(t *testing.T) {
 // listing of that scope, or of the whole registry, ends it even when no
 // service's read follows (nothing changed); another scope's does not.
 func TestListingEndsARegistryWideError(t *testing.T) {
-	const a, b = "public/DEFAULT_GROUP/", "public/orders/"
+	a, b := registries.ScopeOf("public", "DEFAULT_GROUP"), registries.ScopeOf("public", "orders")
+	whole := registries.Scope{}
 	for _, tc := range []struct {
-		failed, listed string
+		failed, listed registries.Scope
 		wantStale      bool
 	}{
-		{failed: "", listed: "", wantStale: false},
+		{failed: whole, listed: whole, wantStale: false},
 		{failed: a, listed: a, wantStale: false},
-		{failed: a, listed: "", wantStale: false},
+		{failed: a, listed: whole, wantStale: false},
 		{failed: a, listed: b, wantStale: true},
-		{failed: "", listed: a, wantStale: true},
+		{failed: whole, listed: a, wantStale: true},
 	} {
-		t.Run(fmt.Sprintf("failed %q listed %q", tc.failed, tc.listed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("failed %q listed %q", tc.failed.String(), tc.listed.String()), func(t *testing.T) {
 			sy, _, _ := newTestSyncer(t, "r")
-			sy.Listing("r", "", []string{"web"})
+			sy.Listing("r", registries.Scope{}, keysOf([]string{"web"}))
 			sy.Snapshot(snap("r", "web", instance("n1/web", "10.0.0.1", 8080)))
 			sy.Synced("r")
 			sy.Snapshot(registries.Snapshot{Registry: "r", Err: errors.New("list services: 429"), Scope: tc.failed, Observed: time.Now()})
 			if st := sy.Status()[0]; !st.Stale {
 				t.Fatalf("after a failed listing: %+v, want stale", st)
 			}
-			sy.Listing("r", tc.listed, []string{"web"})
+			sy.Listing("r", tc.listed, keysOf([]string{"web"}))
 			if st := sy.Status()[0]; st.Stale != tc.wantStale {
 				t.Errorf("stale %v, want %v", st.Stale, tc.wantStale)
 			}

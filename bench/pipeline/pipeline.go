@@ -203,7 +203,7 @@ func (s *CountingSink) Snapshot(registries.Snapshot) { s.N.Add(1) }
 func (s *CountingSink) Synced(string) { close(s.synced) }
 
 // Listing implements registries.Sink.
-func (s *CountingSink) Listing(string, string, []string) {}
+func (s *CountingSink) Listing(string, registries.Scope, []registries.ServiceKey) {}
 
 // RunCounting runs r into a new CountingSink and returns once r called
 // Synced; stop cancels the run and waits for it. It fails tb when Run

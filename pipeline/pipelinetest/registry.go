@@ -47,7 +47,7 @@ type watcherRun struct {
 	mu sync.Mutex // serializes the run's calls (Do)
 	// keys are the services the run's listings hold; listed tells that it
 	// had a listing.
-	keys   map[string]bool
+	keys   map[registries.ServiceKey]bool
 	listed bool
 }
 
@@ -65,7 +65,7 @@ func (r *Registry) Name() string { return r.name }
 // reporting through a Reporter of its own.
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	rep := registries.NewReporter(registries.ReporterConfig{Registry: r.name, Sink: sink, Logger: r.log})
-	r.setRun(&watcherRun{rep: rep, keys: map[string]bool{}})
+	r.setRun(&watcherRun{rep: rep, keys: map[registries.ServiceKey]bool{}})
 	<-ctx.Done()
 	r.setRun(nil)
 	return nil
@@ -135,7 +135,7 @@ type Call struct {
 	Op      Op
 	Service registries.Service
 	Relist  bool
-	Keys    []string
+	Keys    []registries.ServiceKey
 }
 
 // Op names an observation of a watcher and the Reporter calls it makes.
@@ -206,18 +206,18 @@ func (r *Registry) Do(c Call) error {
 			delete(run.keys, key)
 			break
 		}
-		rep.Reconnected("", now)
+		rep.Reconnected(registries.Scope{}, now)
 		keys := slices.Collect(maps.Keys(run.keys))
-		run.listing(slices.DeleteFunc(keys, func(k string) bool { return k == key }), now)
+		run.listing(slices.DeleteFunc(keys, func(k registries.ServiceKey) bool { return k == key }), now)
 	case OpFail:
 		if c.Service.Name == "" {
-			rep.FailListing("", errScriptedListing, now)
+			rep.FailListing(registries.Scope{}, errScriptedListing, now)
 		} else {
 			rep.Fail(c.Service, errScriptedRead, now)
 		}
 	case OpListing:
 		if c.Relist {
-			rep.Reconnected("", now)
+			rep.Reconnected(registries.Scope{}, now)
 		}
 		run.listing(slices.Clone(c.Keys), now)
 	case OpSynced:
@@ -225,7 +225,7 @@ func (r *Registry) Do(c Call) error {
 			return fmt.Errorf("registry %s: the Reporter has not synced: a service of the watcher's first listing was not read", r.name)
 		}
 	case OpDown:
-		rep.Down("", errScriptedOutage, now)
+		rep.Down(registries.Scope{}, errScriptedOutage, now)
 	default:
 		return fmt.Errorf("unknown op %d", c.Op)
 	}
@@ -234,11 +234,11 @@ func (r *Registry) Do(c Call) error {
 
 // listing reports a complete listing of keys to the run's Reporter, which
 // sends it and the removals of the services it omits. run.mu is held.
-func (run *watcherRun) listing(keys []string, now time.Time) {
-	slices.Sort(keys)
+func (run *watcherRun) listing(keys []registries.ServiceKey, now time.Time) {
+	slices.SortFunc(keys, registries.ServiceKey.Compare)
 	keys = slices.Compact(keys)
-	run.rep.Listing("", keys, now)
-	run.keys = make(map[string]bool, len(keys))
+	run.rep.Listing(registries.Scope{}, keys, now)
+	run.keys = make(map[registries.ServiceKey]bool, len(keys))
 	for _, k := range keys {
 		run.keys[k] = true
 	}
@@ -254,11 +254,11 @@ func (run *watcherRun) listing(keys []string, now time.Time) {
 // finds make no call of their own: the Reporter removes every service it
 // holds that the listing omits.
 func ListCalls(services []registries.Service, relist bool) []Call {
-	keys := make([]string, 0, len(services))
+	keys := make([]registries.ServiceKey, 0, len(services))
 	for _, s := range services {
 		keys = append(keys, s.Key())
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, registries.ServiceKey.Compare)
 	calls := []Call{{Op: OpListing, Keys: keys, Relist: relist}}
 	for _, s := range services {
 		calls = append(calls, Call{Op: OpSnapshot, Service: s})

@@ -29,9 +29,9 @@ func (f *fakeSinkLog) Snapshot(s registries.Snapshot) {
 	case s.Err != nil && s.Service.Name == "":
 		line = "registry error"
 	case s.Err != nil:
-		line = "error " + s.Service.Key()
+		line = "error " + s.Service.Key().String()
 	case s.Removed:
-		line = "removed " + s.Service.Key()
+		line = "removed " + s.Service.Key().String()
 	default:
 		ids := []string{}
 		for _, in := range s.Service.Instances {
@@ -47,8 +47,8 @@ func (f *fakeSinkLog) Snapshot(s registries.Snapshot) {
 
 func (f *fakeSinkLog) Synced(string) { f.add("synced") }
 
-func (f *fakeSinkLog) Listing(_, _ string, keys []string) {
-	f.add(fmt.Sprintf("listing %v", slices.Sorted(slices.Values(keys))))
+func (f *fakeSinkLog) Listing(_ string, _ registries.Scope, keys []registries.ServiceKey) {
+	f.add(fmt.Sprintf("listing %v", slices.SortedFunc(slices.Values(keys), registries.ServiceKey.Compare)))
 }
 
 func (f *fakeSinkLog) add(line string) {
@@ -81,7 +81,10 @@ func TestRegistryThroughReporter(t *testing.T) {
 	sink := registries.SinkFuncs{
 		SnapshotFunc: func(s registries.Snapshot) { log.Snapshot(s); rec.Snapshot(s) },
 		SyncedFunc:   func(r string) { log.Synced(r); rec.Synced(r) },
-		ListingFunc:  func(r, scope string, keys []string) { log.Listing(r, scope, keys); rec.Listing(r, scope, keys) },
+		ListingFunc: func(r string, scope registries.Scope, keys []registries.ServiceKey) {
+			log.Listing(r, scope, keys)
+			rec.Listing(r, scope, keys)
+		},
 	}
 	reg := NewRegistry("a")
 	start := func() (stop func()) {

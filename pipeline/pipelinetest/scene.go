@@ -27,7 +27,9 @@ import (
 // Check compares every client with the Oracle of that truth.
 type Scene struct {
 	H *Harness
-	// truth: registry → service key → the service it lists.
+	// truth: registry → service name → the service it lists (a scripted
+	// registry's services have a name and no namespace, group or
+	// datacenter: the name is the key).
 	truth map[string]map[string]registries.Service
 	// clients are connected at the start and kept; Check also connects a
 	// new one each time.
@@ -154,17 +156,17 @@ func (s *Scene) unlisted(reg string) bool {
 }
 
 // truthWith returns what registry reg lists now with svc added or replaced
-// (without key when svc is nil), sorted by key.
-func (s *Scene) truthWith(reg, key string, svc *registries.Service) []registries.Service {
+// (without the service called name when svc is nil), sorted by name.
+func (s *Scene) truthWith(reg, name string, svc *registries.Service) []registries.Service {
 	var out []registries.Service
 	for _, k := range slices.Sorted(maps.Keys(s.truth[reg])) {
-		if k != key {
+		if k != name {
 			out = append(out, s.truth[reg][k])
 		}
 	}
 	if svc != nil {
 		out = append(out, *svc)
-		slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Key(), b.Key()) })
+		slices.SortFunc(out, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
 }
@@ -222,7 +224,7 @@ func (s *Scene) list(registry string, services []registries.Service, relist bool
 	s.do(registry, ListCalls(services, relist)...)
 	s.truth[registry] = map[string]registries.Service{}
 	for _, svc := range services {
-		s.truth[registry][svc.Key()] = svc
+		s.truth[registry][svc.Name] = svc
 	}
 }
 
@@ -243,17 +245,16 @@ func setStep(registry string, svc registries.Service, relist bool) Step {
 	expr := fmt.Sprintf("pipelinetest.%s(%q, %s)", pick(relist, "SetRelist", "Set"), registry, serviceString(svc))
 	return registryStep(registry, expr, func(s *Scene) {
 		s.H.T.Helper()
-		key := svc.Key()
 		if s.unlisted(registry) {
-			s.list(registry, s.truthWith(registry, key, &svc), relist)
+			s.list(registry, s.truthWith(registry, svc.Name, &svc), relist)
 			return
 		}
-		if _, ok := s.truth[registry][key]; !ok {
-			keys := slices.Collect(maps.Keys(s.truth[registry]))
-			s.do(registry, Call{Op: OpListing, Keys: append(keys, key)})
+		if _, ok := s.truth[registry][svc.Name]; !ok {
+			names := slices.Collect(maps.Keys(s.truth[registry]))
+			s.do(registry, Call{Op: OpListing, Keys: keysOf(append(names, svc.Name))})
 		}
 		s.do(registry, Call{Op: OpSnapshot, Service: svc, Relist: relist})
-		s.truth[registry][key] = svc
+		s.truth[registry][svc.Name] = svc
 	})
 }
 
@@ -306,16 +307,16 @@ func Down(registry string) Step {
 	}}
 }
 
-// Listing is a registry's complete read that lists keys, before the reads
-// of that read (Reporter.Listing): the Reporter sends it, the delete guard
-// judges it, and the Reporter sends the removal of every service it held
-// and the listing omits. A listed service not read yet is in no truth
-// until a Set reads it.
-func Listing(registry string, keys ...string) Step {
-	return registryStep(registry, fmt.Sprintf("pipelinetest.Listing(%q%s)", registry, stringArgs(keys)), func(s *Scene) {
-		s.do(registry, Call{Op: OpListing, Keys: keys})
+// Listing is a registry's complete read that lists the services called
+// names, before the reads of that read (Reporter.Listing): the Reporter
+// sends it, the delete guard judges it, and the Reporter sends the removal
+// of every service it held and the listing omits. A listed service not
+// read yet is in no truth until a Set reads it.
+func Listing(registry string, names ...string) Step {
+	return registryStep(registry, fmt.Sprintf("pipelinetest.Listing(%q%s)", registry, stringArgs(names)), func(s *Scene) {
+		s.do(registry, Call{Op: OpListing, Keys: keysOf(names)})
 		for k := range s.truth[registry] {
-			if !slices.Contains(keys, k) {
+			if !slices.Contains(names, k) {
 				delete(s.truth[registry], k)
 			}
 		}
@@ -697,10 +698,10 @@ func persisted(dir, registry string, svcs []registries.Service) error {
 	}
 	var got, want []string
 	for _, s := range pl.Services {
-		got = append(got, s.Key())
+		got = append(got, s.Key().String())
 	}
 	for _, s := range svcs {
-		want = append(want, s.Key())
+		want = append(want, s.Key().String())
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -708,4 +709,13 @@ func persisted(dir, registry string, svcs []registries.Service) error {
 		return fmt.Errorf("registry %s persisted %v, lists %v", registry, got, want)
 	}
 	return nil
+}
+
+// keysOf is the keys of the services called names (a scripted registry's).
+func keysOf(names []string) []registries.ServiceKey {
+	keys := make([]registries.ServiceKey, len(names))
+	for i, n := range names {
+		keys[i] = registries.ServiceKey{Name: n}
+	}
+	return keys
 }

@@ -29,7 +29,7 @@ func TestRemoteDatacenter(t *testing.T) {
 	})
 
 	_, rec := runRegistry(t, Config{Address: dc1.Address(), Datacenter: "dc2"})
-	remote := registries.Service{Name: "remote-svc", Datacenter: "dc2"}.Key()
+	remote := registries.Service{Name: "remote-svc", Datacenter: "dc2"}.Key().String()
 	rec.Eventually(t, "remote-svc read from dc2 through dc1's agent", func(st registrytest.State) bool {
 		return len(st.IDs(remote)) == 1
 	})

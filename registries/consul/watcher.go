@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +90,7 @@ func (w *watcher) run(ctx context.Context, probe *api.Client) {
 				return
 			}
 			if a.reset() {
-				w.session.Reconnected("", now)
+				w.session.Reconnected(registries.Scope{}, now)
 			}
 			w.reconcile(ctx, selectServices(names, w.cfg.Services), now)
 			if listed {
@@ -146,7 +145,7 @@ func (w *watcher) resolveDatacenter(ctx context.Context) bool {
 // stays, and a one-shot reader learns that nothing can be listed
 // (permanently so for a refused token or certificate).
 func (w *watcher) failListing(err error, observed time.Time) {
-	w.session.FailListing("", fmt.Errorf("list Consul services: %w", err), observed)
+	w.session.FailListing(registries.Scope{}, fmt.Errorf("list Consul services: %w", err), observed)
 }
 
 // reconcile brings readers in line with the wanted services (sorted by name):
@@ -154,12 +153,12 @@ func (w *watcher) failListing(err error, observed time.Time) {
 // holds; the first MaxWatches get their own watch and the rest go to the
 // poll set.
 func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time) {
-	keys := make([]string, len(wanted))
+	keys := make([]registries.ServiceKey, len(wanted))
 	for i, name := range wanted {
 		keys[i] = w.serviceOf(name, nil).Key()
 	}
-	for _, key := range w.session.Listing("", keys, now) {
-		name := w.nameOf(key)
+	for _, key := range w.session.Listing(registries.Scope{}, keys, now) {
+		name := key.Name
 		w.stopWatch(name)
 		w.polled.remove(name)
 		if s := w.listed[name]; s != nil {
@@ -187,15 +186,6 @@ func (w *watcher) reconcile(ctx context.Context, wanted []string, now time.Time)
 	w.reg.noteReaders(len(w.watches), len(wanted)-len(w.watches))
 	w.logger.Debug("Listed Consul services", "count", len(wanted),
 		"watched", len(w.watches), "polled", len(wanted)-len(w.watches))
-}
-
-// nameOf is the service name of a key (registries.Service.Key): the name,
-// or its last part in a remote datacenter.
-func (w *watcher) nameOf(key string) string {
-	if w.remoteDC == "" {
-		return key
-	}
-	return key[strings.LastIndexByte(key, '/')+1:]
 }
 
 func (w *watcher) startWatch(ctx context.Context, s *service) {

@@ -202,11 +202,11 @@ func (r *Registry) reload(rep *registries.Session) bool {
 	}
 	r.noteSkipped(skipped)
 	r.sum, r.read, r.failing = sum, true, false
-	keys := make([]string, len(services))
+	keys := make([]registries.ServiceKey, len(services))
 	for i, svc := range services {
 		keys[i] = svc.Key()
 	}
-	rep.Listing("", keys, now)
+	rep.Listing(registries.Scope{}, keys, now)
 	for _, svc := range services {
 		rep.Read(svc, now)
 	}
@@ -298,7 +298,7 @@ func readAtMost(path string, maxSize int64) ([]byte, error) {
 // once per run of the same failure, the last good listing, if any, kept).
 func (r *Registry) fail(rep *registries.Session, reason string, err error, now time.Time) {
 	r.failing = true
-	rep.ListingFailed(readerFile, reason, "", err, now)
+	rep.ListingFailed(readerFile, reason, registries.Scope{}, err, now)
 }
 
 // readerFile is the registry's one reader (registries.Session).

@@ -26,9 +26,9 @@ import (
 const waitTimeout = registrytest.DefaultTimeout
 
 // key is the recorder's key of service name in namespace and group
-// (registries.Service.Key).
+// (registries.ServiceKey.String).
 func key(namespace, group, name string) string {
-	return registries.Service{Namespace: namespace, Group: group, Name: name}.Key()
+	return registries.Service{Namespace: namespace, Group: group, Name: name}.Key().String()
 }
 
 // runRegistry runs a registry on cfg until the test ends. Its debug log

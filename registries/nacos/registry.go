@@ -147,7 +147,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	defer detachSDKLog(r)
 	r.logger.Info("Started watching Nacos", "addresses", r.status.Addresses, "grpcAddresses", r.status.GRPCAddresses,
 		"namespaces", r.cfg.Namespaces, "groups", r.cfg.Groups)
-	var scopes []string
+	var scopes []registries.Scope
 	for _, ns := range r.cfg.Namespaces {
 		for _, g := range r.cfg.Groups {
 			scopes = append(scopes, registries.ScopeOf(ns, g))

@@ -215,7 +215,7 @@ func TestScopes(t *testing.T) {
 		return st.Synced == 1
 	})
 	for _, s := range rec.Snapshots() {
-		if s.Service.Name != "" && want[s.Service.Key()] == nil {
+		if s.Service.Name != "" && want[s.Service.Key().String()] == nil {
 			t.Errorf("snapshot of an unexpected service %s: %+v", s.Service.Key(), s)
 		}
 	}

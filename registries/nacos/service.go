@@ -243,10 +243,10 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 }
 
 // keyOf is s's key (registries.Service.Key).
-func (w *nsWatcher) keyOf(s *service) string { return w.serviceOf(s, nil, nil).Key() }
+func (w *nsWatcher) keyOf(s *service) registries.ServiceKey { return w.serviceOf(s, nil, nil).Key() }
 
 // scope is the listing scope of a group (registries.ScopeOf).
-func (w *nsWatcher) scope(group string) string { return registries.ScopeOf(w.ns, group) }
+func (w *nsWatcher) scope(group string) registries.Scope { return registries.ScopeOf(w.ns, group) }
 
 // serviceOf is the registries.Service of s in this namespace: with
 // instances as read and, for a Dubbo service, its Dubbo identity.

@@ -448,7 +448,7 @@ func (w *nsWatcher) dropAliases(c *conn, listings map[string][]string) (held map
 func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial bool, now time.Time) {
 	recovered := w.listFailing[group]
 	w.listFailing[group] = false
-	var keys []string
+	var keys []registries.ServiceKey
 	var unsubscribe []*service
 	w.mu.Lock()
 	listed := map[string]bool{}
@@ -488,7 +488,7 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 		keys = append(keys, w.keyOf(s))
 	}
 	w.mu.Unlock()
-	var removed []string
+	var removed []registries.ServiceKey
 	if partial {
 		w.session.PartialListing(w.scope(group), keys, now)
 	} else {
@@ -496,11 +496,11 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 	}
 	w.mu.Lock()
 	for _, key := range removed {
-		s := w.services[svcKeyOf(key)]
+		s := w.services[svcKey(key.Group, key.Name)]
 		if s == nil {
 			continue
 		}
-		delete(w.services, svcKeyOf(key))
+		delete(w.services, svcKey(key.Group, key.Name))
 		s.gone, s.ops = true, nil
 		w.forgetProtectionLocked(s)
 		if s.subscribed {
@@ -527,14 +527,6 @@ func (w *nsWatcher) applyListing(c *conn, group string, names []string, partial 
 			w.log.Debug("Unsubscribe failed; its pushes are ignored", "group", s.group, "service", s.name, "err", w.reg.redact(err))
 		}
 	}
-}
-
-// svcKeyOf is the svcKey of a key (registries.Service.Key:
-// "<namespace>/<group>//<name>").
-func svcKeyOf(key string) string {
-	_, rest, _ := strings.Cut(key, "/")
-	group, name, _ := strings.Cut(rest, "//")
-	return svcKey(group, name)
 }
 
 // countSkipped counts a service skipped as Dubbo while dubbo.enabled is

@@ -27,7 +27,7 @@ func newTestWatcher(t *testing.T, cfg Config) (*nsWatcher, *registrytest.Recorde
 	}
 	rec := registrytest.NewRecorder(t)
 	session := registries.NewSession(reg.health, registries.ReporterConfig{Registry: reg.cfg.Name, Sink: rec,
-		Scopes: []string{registries.ScopeOf("public", DefaultGroup)}, ReconnectGrace: reconnectGrace(reg.cfg), Logger: reg.logger})
+		Scopes: []registries.Scope{registries.ScopeOf("public", DefaultGroup)}, ReconnectGrace: reconnectGrace(reg.cfg), Logger: reg.logger})
 	reg.session = session
 	return newNSWatcher(reg, session, "public"), rec
 }

@@ -80,7 +80,7 @@ func CheckHang(t *testing.T, rec *Recorder, h Hang) (down, up time.Duration) {
 	up = time.Since(back)
 	outage := back.Sub(paused)
 	for _, s := range rec.Snapshots()[len(before.All):] {
-		if s.Removed || (s.Err == nil && s.Service.Name != "" && len(s.Service.Instances) == 0 && len(before.Good[s.Service.Key()]) > 0) {
+		if s.Removed || (s.Err == nil && s.Service.Name != "" && len(s.Service.Instances) == 0 && len(before.Good[s.Service.Key().String()]) > 0) {
 			t.Errorf("snapshot %+v around the hang removed or emptied a service", s)
 		}
 	}

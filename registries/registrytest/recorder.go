@@ -40,13 +40,14 @@ type Recorder struct {
 	mu sync.Mutex
 	st State
 	// unlisted are the keys the last Listing covering them omitted.
-	unlisted map[string]bool
+	unlisted map[registries.ServiceKey]bool
 }
 
 var _ registries.Sink = (*Recorder)(nil)
 
-// State is what a Recorder has recorded. Services are keyed by
-// registries.Service.Key. A State returned by a Recorder is a copy: it does
+// State is what a Recorder has recorded. Services are keyed by their
+// registries.ServiceKey's String, so that a test names them as written
+// ("web", "public/DEFAULT_GROUP//web"). A State returned by a Recorder is a copy: it does
 // not change as more is recorded.
 type State struct {
 	// All is every snapshot in arrival order, registry-wide errors (an empty
@@ -66,8 +67,9 @@ type State struct {
 
 // Listing is one Listing call.
 type Listing struct {
-	Registry, Scope string
-	Keys            []string
+	Registry string
+	Scope    registries.Scope
+	Keys     []registries.ServiceKey
 }
 
 // NewRecorder returns an empty Recorder whose contract errors fail t.
@@ -84,11 +86,12 @@ func (r *Recorder) Snapshot(s registries.Snapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.All = append(r.st.All, s)
-	k := s.Service.Key()
+	key := s.Service.Key()
+	k := key.String()
 	switch {
 	case s.Service.Name == "":
 	case s.Removed:
-		if !r.unlisted[k] {
+		if !r.unlisted[key] {
 			r.t.Errorf("Removed %q without a Listing that omits it before (registries.Sink)", k)
 		}
 		delete(r.st.Last, k)
@@ -112,20 +115,20 @@ func (r *Recorder) Synced(string) {
 }
 
 // Listing implements registries.Sink.
-func (r *Recorder) Listing(registry, scope string, keys []string) {
+func (r *Recorder) Listing(registry string, scope registries.Scope, keys []registries.ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Listings = append(r.st.Listings, Listing{Registry: registry, Scope: scope, Keys: slices.Clone(keys)})
 	if r.unlisted == nil {
-		r.unlisted = map[string]bool{}
+		r.unlisted = map[registries.ServiceKey]bool{}
 	}
-	listed := make(map[string]bool, len(keys))
+	listed := make(map[registries.ServiceKey]bool, len(keys))
 	for _, k := range keys {
 		listed[k] = true
 		delete(r.unlisted, k)
 	}
-	for k := range r.st.Last {
-		if strings.HasPrefix(k, scope) && !listed[k] {
+	for _, s := range r.st.Last {
+		if k := s.Service.Key(); scope.Holds(k) && !listed[k] {
 			r.unlisted[k] = true
 		}
 	}

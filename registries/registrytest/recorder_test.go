@@ -43,13 +43,13 @@ func TestRecorderKeysServicesByKey(t *testing.T) {
 	if len(st.All) != 3 || len(st.Last) != 2 || len(st.Good) != 2 {
 		t.Fatalf("state = %s; want 3 snapshots, 2 services (the registry-wide error is none)", st)
 	}
-	if got := st.IDs(public.Key()); !slices.Equal(got, []string{"a", "b"}) {
+	if got := st.IDs(public.Key().String()); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("IDs = %v, want [a b]", got)
 	}
-	if got := st.Addrs(other.Key()); !slices.Equal(got, []string{"10.0.0.3:81"}) {
+	if got := st.Addrs(other.Key().String()); !slices.Equal(got, []string{"10.0.0.3:81"}) {
 		t.Errorf("Addrs = %v, want [10.0.0.3:81]", got)
 	}
-	if got := st.ByAddr(public.Key())["10.0.0.1:80"].ID; got != "a" {
+	if got := st.ByAddr(public.Key().String())["10.0.0.1:80"].ID; got != "a" {
 		t.Errorf("ByAddr ID = %q, want a", got)
 	}
 	if st.IDs("web") != nil || st.Addrs("web") != nil || st.ByAddr("web") != nil {
@@ -61,17 +61,17 @@ func TestRecorderKeysServicesByKey(t *testing.T) {
 	rec.Listing("", registries.ScopeOf(other.Namespace, other.Group), nil)
 	rec.Snapshot(registries.Snapshot{Service: other, Removed: true})
 	st = rec.State()
-	if len(st.Listings) != 1 || st.Listings[0].Scope != "ns2/G/" {
+	if len(st.Listings) != 1 || st.Listings[0].Scope != registries.ScopeOf("ns2", "G") {
 		t.Errorf("Listings = %+v", st.Listings)
 	}
-	if st.Last[public.Key()].Err == nil || len(st.Good[public.Key()]) != 2 {
+	if st.Last[public.Key().String()].Err == nil || len(st.Good[public.Key().String()]) != 2 {
 		t.Errorf("after a failed read: last = %+v, good = %v; want the error, the instances kept",
-			st.Last[public.Key()], st.Good[public.Key()])
+			st.Last[public.Key().String()], st.Good[public.Key().String()])
 	}
-	if _, ok := st.Last[other.Key()]; ok {
+	if _, ok := st.Last[other.Key().String()]; ok {
 		t.Errorf("a removed service is still in Last")
 	}
-	if _, ok := st.Good[other.Key()]; ok {
+	if _, ok := st.Good[other.Key().String()]; ok {
 		t.Errorf("a removed service is still in Good")
 	}
 }

@@ -35,7 +35,7 @@ func (w *watcher) runLiveness(ctx context.Context) {
 			reason := registries.LivenessReason(err, "unavailable")
 			err = fmt.Errorf("zookeeper: %w", err)
 			w.session.ReadFailedSince(readerEnsemble, reason, err, since)
-			w.session.FailListing("", err, time.Now())
+			w.session.FailListing(registries.Scope{}, err, time.Now())
 		},
 		Up: func() {
 			select {

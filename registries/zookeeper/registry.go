@@ -205,10 +205,11 @@ type watcher struct {
 	armed  map[watchKey]bool
 	ifaces map[string]*ifaceState // by interface
 	apps   map[string]*appState   // by application
-	// producedBy is the service names each interface or application
-	// produced; listed the keys of the last Listing, nil before it.
-	producedBy map[string][]string
-	listed     map[string]bool
+	// producedBy is the keys of the services each interface or
+	// application produced; listed the keys of the last Listing, nil
+	// before it.
+	producedBy map[string][]registries.ServiceKey
+	listed     map[registries.ServiceKey]bool
 	dirty      map[string]bool // "i/<interface>" or "a/<application>" to publish
 	// relisted is the session count of the last complete re-list; failed
 	// is set by a read error since then.
@@ -255,7 +256,7 @@ func newWatcher(r *Registry, sink registries.Sink) *watcher {
 		armed:      make(map[watchKey]bool),
 		ifaces:     make(map[string]*ifaceState),
 		apps:       make(map[string]*appState),
-		producedBy: make(map[string][]string),
+		producedBy: make(map[string][]registries.ServiceKey),
 		dirty:      make(map[string]bool),
 		retry:      b,
 	}
@@ -436,7 +437,7 @@ func (w *watcher) relist(session int64) <-chan time.Time {
 	// The first session's listing is the start, not a re-list.
 	w.relisting = w.listed != nil
 	if w.relisting {
-		w.session.Reconnected("", w.observed)
+		w.session.Reconnected(registries.Scope{}, w.observed)
 	}
 	w.publish()
 	w.relisting = false

@@ -242,13 +242,13 @@ func (w *watcher) fail(reason string, err error) {
 	if errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrAuthFailed) {
 		reason, err = "forbidden", registries.Permanent(err)
 	}
-	w.session.ListingFailed(readerEnsemble, reason, "", err, w.observed)
+	w.session.ListingFailed(readerEnsemble, reason, registries.Scope{}, err, w.observed)
 }
 
 // outage records a lost connection: nothing is read until the session is
 // back, and what was read stays served.
 func (w *watcher) outage(err error) {
-	w.session.ListingFailed(readerEnsemble, "unavailable", "", err, time.Now())
+	w.session.ListingFailed(readerEnsemble, "unavailable", registries.Scope{}, err, time.Now())
 }
 
 // publish reports the services of every dirty interface or application
@@ -266,7 +266,7 @@ func (w *watcher) publish() {
 			svcs = w.applicationServices(app)
 		}
 		read = append(read, svcs...)
-		names := make([]string, 0, len(svcs))
+		names := make([]registries.ServiceKey, 0, len(svcs))
 		for _, svc := range svcs {
 			names = append(names, svc.Key())
 		}
@@ -277,14 +277,14 @@ func (w *watcher) publish() {
 		}
 	}
 	clear(w.dirty)
-	keys := map[string]bool{}
+	keys := map[registries.ServiceKey]bool{}
 	for _, names := range w.producedBy {
 		for _, n := range names {
 			keys[n] = true
 		}
 	}
 	if w.listed == nil || w.relisting || !maps.Equal(keys, w.listed) {
-		w.session.Listing("", slices.Sorted(maps.Keys(keys)), w.observed)
+		w.session.Listing(registries.Scope{}, slices.SortedFunc(maps.Keys(keys), registries.ServiceKey.Compare), w.observed)
 		w.listed = keys
 	}
 	for _, svc := range read {
