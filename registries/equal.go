@@ -7,18 +7,11 @@ import (
 )
 
 // SameService reports whether a and b are the same service as a Snapshot
-// describes it, instances aside: name, host, scopes, declared ports and
-// Dubbo identity.
+// describes it, instances aside: every field of Service but Instances.
 func SameService(a, b Service) bool {
 	return a.Name == b.Name && a.Host == b.Host && a.Datacenter == b.Datacenter && a.Namespace == b.Namespace &&
-		a.Group == b.Group && slices.Equal(a.Ports, b.Ports) && sameDubbo(a.Dubbo, b.Dubbo)
-}
-
-func sameDubbo(a, b *DubboService) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
+		a.Group == b.Group && slices.Equal(a.Ports, b.Ports) && a.PortPerProtocol == b.PortPerProtocol &&
+		a.HostError == b.HostError
 }
 
 // SameInstances reports whether two instance lists hold the same instances,

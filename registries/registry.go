@@ -108,7 +108,10 @@ type Service struct {
 	// own service key in Nacos) or the application name.
 	Name string
 	// Host, when set, is used as the mesh host instead of the registry's host
-	// template (the file registry writes hosts as they are).
+	// template: a registry that names its services itself sets it (the file
+	// registry writes hosts as they are; a Dubbo service is named by the
+	// Dubbo host templates, package registries/dubbo). Package translate
+	// lower-cases and validates it like a template's result.
 	Host string
 	// Datacenter is set when the service lives in a remote Consul datacenter;
 	// host templates use it.
@@ -123,27 +126,14 @@ type Service struct {
 	// Instances are the service's usable instances: the watcher already
 	// dropped unhealthy ones. Order does not matter.
 	Instances []Instance
-	// Dubbo is set on a Dubbo service (registries/dubbo): translate names it
-	// with the Dubbo host templates instead of the registry's, and gives
-	// each of its protocols a port.
-	Dubbo *DubboService
-}
-
-// DubboService identifies a Dubbo service: interface-level when Interface
-// is set (one per interface, group and version), else Dubbo 3
-// application-level (one per application).
-type DubboService struct {
-	// Interface is the Java interface ("com.foo.DemoService") of an
-	// interface-level service; "" for an application-level one.
-	Interface string
-	// Group and Version are the Dubbo group and version of an
-	// interface-level service, as registered ("1.0.0"); either may be "".
-	Group   string
-	Version string
-	// Application is the Dubbo application: the service's own name when
-	// application-level, the application param of the first provider (by
-	// instance ID) when interface-level.
-	Application string
+	// PortPerProtocol gives each protocol the instances serve a port of
+	// its own (a Dubbo service: its dubbo and tri ports), instead of one
+	// port for the service; declared Ports win over it.
+	PortPerProtocol bool
+	// HostError, when set, is why the registry could not name the service
+	// (Host empty): its host template failed on the service's data.
+	// Package translate rejects the service with it.
+	HostError string
 }
 
 // ServiceKey identifies a service within its registry: its name, qualified

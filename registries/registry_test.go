@@ -1,6 +1,7 @@
 package registries
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -54,5 +55,33 @@ func TestServiceKeyCompare(t *testing.T) {
 	// Two keys with one String are still two services.
 	if a, b := (ServiceKey{Name: "a/b/c/d"}), (ServiceKey{Namespace: "a", Group: "b", Datacenter: "c", Name: "d"}); a == b {
 		t.Errorf("%#v == %#v", a, b)
+	}
+}
+
+// TestSameServiceKnowsEveryField: a field added to Service that SameService
+// does not compare would let a read that changes only it go unsent
+// (Reporter rule 1): every field but Instances must tell two services apart.
+func TestSameServiceKnowsEveryField(t *testing.T) {
+	typ := reflect.TypeFor[Service]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Name == "Instances" {
+			continue
+		}
+		var a, b Service
+		v := reflect.ValueOf(&b).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		default:
+			t.Fatalf("Service.%s is a %s: teach this test to set it", f.Name, v.Kind())
+		}
+		if SameService(a, b) {
+			t.Errorf("SameService ignores Service.%s", f.Name)
+		}
 	}
 }

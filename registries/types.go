@@ -107,11 +107,3 @@ func (ts Types) Check() error {
 	}
 	return nil
 }
-
-// DubboHostTemplates is implemented by the configuration blocks of
-// registries that emit Dubbo services (a dubbo block): the command passes
-// the templates to translate (Options.DubboInterfaceHostTemplate and
-// DubboApplicationHostTemplate); "" selects translate's default.
-type DubboHostTemplates interface {
-	DubboHostTemplates() (interfaceLevel, applicationLevel string)
-}

@@ -15,9 +15,36 @@ import (
 	"github.com/meshbridge/meshbridge/translate"
 )
 
-// stateVersion is the version of the persisted listing format; a file of
+// stateVersion is the version of the persisted ports format; a file of
 // another version is ignored.
 const stateVersion = 1
+
+// listingVersion is the version of the persisted listing format; a file of
+// another version is ignored, but for version 1 without Dubbo services
+// (listingV1Compatible). Version 2: a Dubbo service carries its host and
+// PortPerProtocol (named by its registry) instead of its Dubbo identity.
+const listingVersion = 2
+
+// listingV1Compatible reports whether a version 1 listing reads the same as
+// a version 2 one: none of its services carries a Dubbo identity (the only
+// field version 2 dropped), so that an upgrade keeps the listings of every
+// other registry.
+func listingV1Compatible(data []byte) bool {
+	var v1 struct {
+		Services []struct {
+			Dubbo json.RawMessage
+		} `json:"services"`
+	}
+	if json.Unmarshal(data, &v1) != nil {
+		return false
+	}
+	for _, s := range v1.Services {
+		if len(s.Dubbo) > 0 && string(s.Dubbo) != "null" {
+			return false
+		}
+	}
+	return true
+}
 
 // stateWriteDelay coalesces state writes: a change is written at most this
 // long after it, with every change made meanwhile.
@@ -148,8 +175,8 @@ func (s *Syncer) loadState() {
 		}
 		switch {
 		case err != nil:
-		case pl.Version != stateVersion:
-			err = fmt.Errorf("version %d, want %d", pl.Version, stateVersion)
+		case pl.Version != listingVersion && (pl.Version != 1 || !listingV1Compatible(data)):
+			err = fmt.Errorf("version %d, want %d", pl.Version, listingVersion)
 		case pl.Registry != name || pl.Type != r.cfg.Type:
 			err = fmt.Errorf("written for registry %q of type %q", pl.Registry, pl.Type)
 		}
@@ -261,7 +288,7 @@ func (s *Syncer) takeDirty() []persistedListing {
 			continue
 		}
 		r.dirty = false
-		pl := persistedListing{Version: stateVersion, Registry: name, Type: r.cfg.Type, Written: s.clock.Now()}
+		pl := persistedListing{Version: listingVersion, Registry: name, Type: r.cfg.Type, Written: s.clock.Now()}
 		for id, st := range s.services {
 			if id.registry == name {
 				pl.Services = append(pl.Services, st.svc)

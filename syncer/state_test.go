@@ -52,7 +52,7 @@ func TestPersistedListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(data, &pl); err != nil || pl.Version != stateVersion || len(pl.Services) != 3 {
+	if err := json.Unmarshal(data, &pl); err != nil || pl.Version != listingVersion || len(pl.Services) != 3 {
 		t.Fatalf("state file: %v, %+v", err, pl)
 	}
 
@@ -84,10 +84,14 @@ func TestPersistedListing(t *testing.T) {
 }
 
 // TestPersistedListingIgnoredWhenBad: a corrupt file, one of another version
-// and one of another registry are ignored: nothing is served from disk.
+// (a version 1 one holding a Dubbo identity, which version 2 names by its
+// host) and one of another registry are ignored: nothing is served from
+// disk.
 func TestPersistedListingIgnoredWhenBad(t *testing.T) {
 	for name, content := range map[string]string{
-		"corrupt":          "{not json",
+		"corrupt": "{not json",
+		"version 1 with a Dubbo service": `{"version": 1, "registry": "r", "type": "consul", "services": [{"Name": "x", ` +
+			`"Dubbo": {"Interface": "a.B"}, "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
 		"another version":  `{"version": 99, "registry": "r", "type": "consul", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
 		"another registry": `{"version": 1, "registry": "q", "type": "consul", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
 		"another type":     `{"version": 1, "registry": "r", "type": "nacos", "services": [{"Name": "x", "Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`,
@@ -107,6 +111,26 @@ func TestPersistedListingIgnoredWhenBad(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPersistedListingVersion1Read: a version 1 listing without Dubbo
+// services reads as version 2 does (an upgrade keeps it), and is served
+// after sync.timeout.
+func TestPersistedListingVersion1Read(t *testing.T) {
+	dir := t.TempDir()
+	v1 := `{"version": 1, "registry": "r", "type": "consul", "services": [{"Name": "x", "Dubbo": null, ` +
+		`"Instances": [{"ID": "a", "Address": "10.0.0.1", "Port": 80}]}]}`
+	if err := os.WriteFile(filepath.Join(dir, "r.json"), []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		sy, store := stateSyncer(t, dir)
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if n := served(store); n != 1 || !sy.Status()[0].FromDisk {
+			t.Fatalf("%d served from a version 1 file, status %+v; want 1, from disk", n, sy.Status()[0])
+		}
+	})
 }
 
 // TestNothingPersistedWhileStale: a registry whose service failed to read is

@@ -7,13 +7,13 @@
 //
 // Rules (docs/design.md §3 unless noted; README "Naming conventions" states the
 // ones operators see):
-//  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host, or
-//     the host template (consul: <service>.service.consul, or
-//     <service>.service.<dc>.consul for a remote datacenter; file: the name;
-//     a Dubbo service: <interface>[.<group>][.<version, "." → "-">].dubbo or
-//     <application>.dubbo), lower-cased, "_" → "-", and a valid DNS-1123
-//     subdomain / FQDN: a Dubbo interface that cannot make one (an inner
-//     class's "$") fails the service.
+//  1. One ServiceEntry per host; metadata.name = host. The host is svc.Host
+//     (a registry that names its services itself: the file registry; a Dubbo
+//     service, named by package registries/dubbo), or the host template
+//     (consul: <service>.service.consul, or <service>.service.<dc>.consul for
+//     a remote datacenter), lower-cased, "_" → "-", and a valid DNS-1123
+//     subdomain / FQDN: a name that cannot make one (a Dubbo inner class's
+//     "$"), or svc.HostError, fails the service.
 //  2. location MESH_INTERNAL; resolution AUTO (the default: STATIC while every
 //     instance of the host is an IP, DNS while one is registered by name),
 //     STATIC (an instance whose address is a DNS name is rejected,
@@ -32,20 +32,21 @@
 //     tcp; with no instance left, the one last chosen. A bridge running since
 //     before an instance changed its protocol thus serves what a bridge
 //     started after it serves. Instances on another port map through the
-//     WorkloadEntry (or endpoint) ports map. A Dubbo service gets one port
-//     per protocol its instances serve (tri → grpc-<n>), each kept the same
-//     way, and each instance maps every port to its own port of that
-//     protocol (registries.InstanceExtra.Ports).
+//     WorkloadEntry (or endpoint) ports map. A service with
+//     svc.PortPerProtocol (a Dubbo service) gets one port per protocol its
+//     instances serve (tri → grpc-<n>), each kept the same way, and each
+//     instance maps every port to its own port of that protocol
+//     (registries.InstanceExtra.Ports).
 //  4. WorkloadEntry name = <host>-<10 hex of sha256(registry/instance ID)>; its
 //     spec labels are the sanitized instance labels plus meshbridge.io/service,
 //     which the ServiceEntry's workloadSelector matches (ServiceLabelValue).
 //  5. Every object carries app.kubernetes.io/managed-by=meshbridge,
 //     meshbridge.io/registry=<name>, meshbridge.io/instance and istio.io/rev
 //     when configured, and the annotation meshbridge.io/content-hash = ContentHash(labels,
-//     annotations, spec), over meshbridge's own annotations: a Dubbo
-//     service's ServiceEntry carries meshbridge.io/dubbo-methods, the sorted
-//     union of its admitted instances' methods, at most
-//     MaxDubboMethodsBytes.
+//     annotations, spec), over meshbridge's own annotations: a ServiceEntry
+//     whose admitted instances declare methods (registries.InstanceExtra;
+//     a Dubbo service's) carries meshbridge.io/dubbo-methods, their sorted
+//     union, at most MaxDubboMethodsBytes.
 //  6. Registry labels become Kubernetes labels, sanitized or dropped by the
 //     rules of "Registry labels" below; every label not carried exactly as
 //     written is reported in Result.LabelChanges with a reason.

@@ -10,67 +10,10 @@ import (
 	"github.com/meshbridge/meshbridge/registries"
 )
 
-func TestDubboHost(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		opts  Options
-		dubbo registries.DubboService
-		want  string // "" when an error is expected
-		err   string
-	}{
-		{name: "interface only", dubbo: registries.DubboService{Interface: "com.foo.DemoService"}, want: "com.foo.demoservice.dubbo"},
-		{name: "group and version", dubbo: registries.DubboService{Interface: "com.foo.DemoService", Group: "g1", Version: "1.0.0"},
-			want: "com.foo.demoservice.g1.1-0-0.dubbo"},
-		{name: "version only", dubbo: registries.DubboService{Interface: "org.apache.dubbo.demo.GreetService", Version: "2.1"},
-			want: "org.apache.dubbo.demo.greetservice.2-1.dubbo"},
-		{name: "underscore becomes dash", dubbo: registries.DubboService{Interface: "com.foo.Demo_Service", Group: "blue_green"},
-			want: "com.foo.demo-service.blue-green.dubbo"},
-		{name: "application level", dubbo: registries.DubboService{Application: "Demo-App"}, want: "demo-app.dubbo"},
-		{name: "inner class cannot make a host", dubbo: registries.DubboService{Interface: "com.foo.Outer$Inner"},
-			err: "not a DNS-1123 subdomain"},
-		{name: "a label over 63 characters", dubbo: registries.DubboService{Interface: "com." + strings.Repeat("x", 64)},
-			err: "not a DNS-1123 subdomain"},
-		{name: "custom interface template", opts: Options{DubboInterfaceHostTemplate: "{{.Interface}}.{{.Application}}.svc"},
-			dubbo: registries.DubboService{Interface: "a.B", Application: "app"}, want: "a.b.app.svc"},
-		{name: "custom application template", opts: Options{DubboApplicationHostTemplate: "{{.Application}}.{{.Namespace}}.apps"},
-			dubbo: registries.DubboService{Application: "app"}, want: "app.prod.apps"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.HostTemplate = DefaultHostTemplate
-			tr := mustNew(t, opts)
-			d := tc.dubbo
-			got, err := tr.Host(registries.Service{Name: "providers:x", Namespace: "prod", Dubbo: &d})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Host = %q, %v; want an error containing %q", got, err, tc.err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("Host = %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}
-
-func TestDubboHostTemplateErrorsNameTheKey(t *testing.T) {
-	for _, tc := range []struct {
-		opts Options
-		key  string
-	}{
-		{Options{DubboInterfaceHostTemplate: "{{.Interface"}, "dubbo.interfaceHostTemplate:"},
-		{Options{DubboApplicationHostTemplate: "{{.Nope}}"}, "dubbo.applicationHostTemplate:"},
-	} {
-		tc.opts.Registry, tc.opts.Namespace = "zk", "mesh"
-		if _, err := New(tc.opts); err == nil || !strings.HasPrefix(err.Error(), tc.key) {
-			t.Errorf("New(%+v) = %v, want an error starting %q", tc.opts, err, tc.key)
-		}
-	}
-}
-
-// TestDubboPorts: one ServiceEntry port per protocol, each instance mapped to
-// its own port of that protocol; a protocol keeps its number while served.
+// TestDubboPorts: a service with a port per protocol (a Dubbo service, as
+// package registries/dubbo delivers it) has one ServiceEntry port per
+// protocol, each instance mapped to its own port of that protocol; a
+// protocol keeps its number while served.
 func TestDubboPorts(t *testing.T) {
 	both := func(id, addr string, dubbo, tri uint32) registries.Instance {
 		return registries.Instance{ID: id, Address: addr, Port: min(dubbo, tri), Protocol: "dubbo",
@@ -142,8 +85,7 @@ func TestDubboPorts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := mustNew(t, Options{Registry: "zk", HostTemplate: DefaultHostTemplate})
-			svc := registries.Service{Name: "providers:a.B::", Dubbo: &registries.DubboService{Interface: "a.B"},
-				Instances: tc.instances}
+			svc := registries.Service{Name: "providers:a.B::", Host: "a.B.dubbo", PortPerProtocol: true, Instances: tc.instances}
 			res := mustTranslate(t, tr, svc, tc.prev)
 			var got []port
 			for _, p := range res.ServiceEntry.ServiceEntry().GetPorts() {
@@ -178,7 +120,7 @@ func TestDubboMethodsAnnotation(t *testing.T) {
 		i.Extra = &registries.InstanceExtra{Methods: methods}
 		return i
 	}
-	svc := registries.Service{Name: "providers:a.B::", Dubbo: &registries.DubboService{Interface: "a.B"},
+	svc := registries.Service{Name: "providers:a.B::", Host: "a.B.dubbo", PortPerProtocol: true,
 		Instances: []registries.Instance{
 			withMethods("a", "10.0.0.1", "sayHello", "greet"),
 			withMethods("b", "10.0.0.2", "greet", "bye"),
@@ -206,10 +148,12 @@ func TestDubboMethodsAnnotation(t *testing.T) {
 	if err != nil || same.ServiceEntry != changed.ServiceEntry {
 		t.Errorf("an unchanged Dubbo service did not reuse its ServiceEntry (err %v)", err)
 	}
-	// A non-Dubbo service never carries the annotation.
-	plain := mustTranslate(t, tr, registries.Service{Name: "web", Instances: []registries.Instance{withMethods("a", "10.0.0.1", "x")}}, Sticky{})
+	// A service whose instances declare no methods (every non-Dubbo
+	// service: only package registries/dubbo fills InstanceExtra.Methods)
+	// never carries the annotation.
+	plain := mustTranslate(t, tr, registries.Service{Name: "web", Instances: []registries.Instance{inst("a", "10.0.0.1", 8080, "http")}}, Sticky{})
 	if _, ok := plain.ServiceEntry.Annotations[model.AnnotationDubboMethods]; ok {
-		t.Errorf("a non-Dubbo service got a methods annotation")
+		t.Errorf("a service without methods got a methods annotation")
 	}
 }
 
@@ -241,7 +185,7 @@ func TestJoinMethods(t *testing.T) {
 
 func TestMalformedInstanceIsRejected(t *testing.T) {
 	tr := mustNew(t, Options{Registry: "zk", HostTemplate: DefaultHostTemplate})
-	res := mustTranslate(t, tr, registries.Service{Name: "providers:a.B::", Dubbo: &registries.DubboService{Interface: "a.B"},
+	res := mustTranslate(t, tr, registries.Service{Name: "providers:a.B::", Host: "a.B.dubbo", PortPerProtocol: true,
 		Instances: []registries.Instance{inst("ok", "10.0.0.1", 20880, "dubbo"), registries.InvalidInstance("raw%20url", "no port")}}, Sticky{})
 	want := []Rejection{{InstanceID: "raw%20url", Reason: RejectMalformed, Detail: "no port"}}
 	if diff := cmp.Diff(want, res.Rejected); diff != "" || len(res.WorkloadEntries) != 1 {

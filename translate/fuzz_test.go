@@ -15,6 +15,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
 // Fuzz input flags: the endpoint mode, the resolution, the allow-list, the
@@ -53,10 +54,24 @@ func fuzzOptions(flags uint8, servicePort uint32) Options {
 		o.HostTemplate = "{{.Service}}.{{.Group}}.{{.Namespace}}.nacos"
 	case 3:
 		o.HostTemplate = "{{.Namespace}}.{{.Group}}.{{.Service}}.{{.Datacenter}}"
-		o.DubboInterfaceHostTemplate = "{{.Interface}}.{{.Version}}.{{.Application}}"
-		o.DubboApplicationHostTemplate = "{{.Application}}.{{.Namespace}}.svc"
 	}
 	return o
+}
+
+// fuzzDubbo is the Builder that names the Dubbo services of the options
+// flags select (package registries/dubbo): its default host templates, or
+// custom ones with the custom host template.
+func fuzzDubbo(t *testing.T, flags uint8) *dubbo.Builder {
+	var c dubbo.Config
+	if (flags&fuzzTemplates)>>4 == 3 {
+		c.InterfaceHostTemplate = "{{.Interface}}.{{.Version}}.{{.Application}}"
+		c.ApplicationHostTemplate = "{{.Application}}.{{.Namespace}}.svc"
+	}
+	b, err := dubbo.NewBuilder(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // splitEscaped splits s on sep; a backslash makes the byte after it
@@ -150,19 +165,17 @@ func fuzzLabels(s string) map[string]string {
 // fuzzService decodes a service: its first line is
 // "name|host|datacenter|namespace|group|ports|dubbo", dubbo being
 // "interface,group,version,application" and present (even empty) on a Dubbo
-// service; each further non-empty line is an instance,
+// service, which b names as package registries/dubbo does (a host set
+// wins); each further non-empty line is an instance,
 // "id|address|port|protocol|weight|locality|labels|ports|methods|invalid".
 // A backslash makes the byte after it literal.
-func fuzzService(input string) registries.Service {
+func fuzzService(input string, b *dubbo.Builder) registries.Service {
 	lines := splitEscaped(input, '\n')
 	raw := splitEscaped(lines[0], '|')
 	f := fuzzFields(lines[0], '|', 7)
 	svc := registries.Service{Name: f[0], Host: f[1], Datacenter: f[2], Namespace: f[3], Group: f[4],
 		Ports: fuzzPorts(f[5])}
-	if len(raw) >= 7 {
-		d := fuzzFields(raw[6], ',', 4)
-		svc.Dubbo = &registries.DubboService{Interface: d[0], Group: d[1], Version: d[2], Application: d[3]}
-	}
+	isDubbo := len(raw) >= 7
 	for _, line := range lines[1:] {
 		if line == "" {
 			continue
@@ -185,6 +198,16 @@ func fuzzService(input string) registries.Service {
 			inst.Extra = &extra
 		}
 		svc.Instances = append(svc.Instances, inst)
+	}
+	if isDubbo {
+		d := fuzzFields(raw[6], ',', 4)
+		named := b.Named(dubbo.Identity{Interface: d[0], Group: d[1], Version: d[2], Application: d[3]},
+			svc.Name, svc.Namespace, svc.Instances)
+		named.Datacenter, named.Group, named.Ports = svc.Datacenter, svc.Group, svc.Ports
+		if svc.Host != "" {
+			named.Host, named.HostError = svc.Host, ""
+		}
+		svc = named
 	}
 	return svc
 }
@@ -238,7 +261,7 @@ func FuzzTranslate(f *testing.F) {
 			}
 			return
 		}
-		svc := fuzzService(input)
+		svc := fuzzService(input, fuzzDubbo(t, flags))
 		var prev Sticky
 		if prevPort != 0 {
 			prev.Port = prevPort

@@ -51,8 +51,9 @@ type goldenInput struct {
 			Number   uint32 `json:"number"`
 			Protocol string `json:"protocol"`
 		} `json:"ports"`
-		Dubbo     *registries.DubboService `json:"dubbo"`
-		Instances []struct {
+		PortPerProtocol bool   `json:"portPerProtocol"`
+		HostError       string `json:"hostError"`
+		Instances       []struct {
 			ID       string            `json:"id"`
 			Address  string            `json:"address"`
 			Port     uint32            `json:"port"`
@@ -91,7 +92,7 @@ func (in goldenInput) options() Options {
 func (in goldenInput) service() registries.Service {
 	s := in.Service
 	svc := registries.Service{Name: s.Name, Host: s.Host, Datacenter: s.Datacenter, Namespace: s.Namespace, Group: s.Group,
-		Dubbo: s.Dubbo}
+		PortPerProtocol: s.PortPerProtocol, HostError: s.HostError}
 	for _, p := range s.Ports {
 		svc.Ports = append(svc.Ports, registries.Port{Number: p.Number, Protocol: p.Protocol})
 	}

@@ -3,7 +3,6 @@ package translate
 import (
 	"cmp"
 	"fmt"
-	"text/template"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/registries"
@@ -35,16 +34,6 @@ type Options struct {
 	// registry type has its own default (registries.Type.HostTemplate),
 	// which the command passes when the configuration sets none.
 	HostTemplate string
-	// DubboInterfaceHostTemplate and DubboApplicationHostTemplate are the
-	// host templates of Dubbo services (registries.Service.Dubbo set):
-	// interface-level and application-level. Each is a text/template over
-	// .Interface, .Group, .Version (with "." replaced by "-", so that
-	// 1.0.0 is one DNS label), .Application and .Namespace; "" means
-	// DefaultDubboInterfaceHostTemplate and
-	// DefaultDubboApplicationHostTemplate. Config keys
-	// <type>.dubbo.interfaceHostTemplate and applicationHostTemplate.
-	DubboInterfaceHostTemplate   string
-	DubboApplicationHostTemplate string
 	// ServicePort, when not 0, is the one ServiceEntry port (1-65535).
 	ServicePort uint32
 	// Resolution is ResolutionAuto (the default when ""), STATIC or DNS
@@ -78,22 +67,13 @@ type Options struct {
 // service name.
 const DefaultHostTemplate = "{{.Service}}"
 
-// Default Dubbo host templates: <interface>[.<group>][.<version>].dubbo
-// ("com.foo.demoservice.g1.1-0-0.dubbo" once lower-cased) and
-// <application>.dubbo.
-const (
-	DefaultDubboInterfaceHostTemplate   = "{{.Interface}}{{with .Group}}.{{.}}{{end}}{{with .Version}}.{{.}}{{end}}.dubbo"
-	DefaultDubboApplicationHostTemplate = "{{.Application}}.dubbo"
-)
-
 // Translator converts registry services of one registry into ServiceEntries
 // and WorkloadEntries. It holds no per-service state (see Sticky) and is safe
 // for concurrent use.
 type Translator struct {
 	opts Options
-	// host is the host template; dubboInterface and dubboApplication are
-	// the Dubbo host templates.
-	host, dubboInterface, dubboApplication *template.Template
+	// host is the host template.
+	host *registries.HostTemplate
 	// allow is opts.AllowLabels, compiled.
 	allow allowList
 	// ownership is ownershipLabels' map, shared by every ServiceEntry.
@@ -102,8 +82,8 @@ type Translator struct {
 
 // New validates opts and compiles the host template and the label
 // allow-list. Its errors name the option at fault (a host template's
-// error is a *registries.FieldError, its Field the configuration key:
-// hostTemplate, dubbo.interfaceHostTemplate, dubbo.applicationHostTemplate), e.g.
+// error is a *registries.FieldError, its Field the configuration key
+// hostTemplate), e.g.
 // `hostTemplate: template: host:1: unexpected "}"` or
 // `allowLabels[0]: "meshbridge.io/service" is one of meshbridge's ownership
 // and selection labels ...`.
@@ -123,14 +103,8 @@ func New(opts Options) (*Translator, error) {
 	}
 	t := &Translator{opts: opts, allow: allow}
 	t.ownership = t.newOwnershipLabels()
-	if t.host, err = compileHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate)); err != nil {
+	if t.host, err = registries.ParseHostTemplate(cmp.Or(opts.HostTemplate, DefaultHostTemplate), hostSample); err != nil {
 		return nil, &registries.FieldError{Field: "hostTemplate", Err: err}
-	}
-	if t.dubboInterface, err = compileHostTemplate(cmp.Or(opts.DubboInterfaceHostTemplate, DefaultDubboInterfaceHostTemplate)); err != nil {
-		return nil, &registries.FieldError{Field: "dubbo.interfaceHostTemplate", Err: err}
-	}
-	if t.dubboApplication, err = compileHostTemplate(cmp.Or(opts.DubboApplicationHostTemplate, DefaultDubboApplicationHostTemplate)); err != nil {
-		return nil, &registries.FieldError{Field: "dubbo.applicationHostTemplate", Err: err}
 	}
 	return t, nil
 }

@@ -152,7 +152,7 @@ func (t *Translator) planPorts(svc registries.Service, prev Sticky, insts []cand
 	if len(svc.Ports) > 0 && t.opts.ServicePort == 0 {
 		return declaredPorts(svc.Ports, prev, insts)
 	}
-	if svc.Dubbo != nil && t.opts.ServicePort == 0 {
+	if svc.PortPerProtocol && t.opts.ServicePort == 0 {
 		return protocolPorts(prev, insts), nil
 	}
 	number := t.opts.ServicePort

@@ -200,7 +200,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.W
 	rejected, changed := len(res.Rejected), len(res.LabelChanges)
 	entries := t.buildEntries(mode, host, plan, insts, reuse, &res)
 	se := t.serviceEntrySpec(mode, host, plan, entries)
-	annotations := serviceEntryAnnotations(svc, entries)
+	annotations := serviceEntryAnnotations(entries)
 	reused := reusable(lastSE, host, se, annotations)
 	// A reused inline ServiceEntry passed this check when it was built: the
 	// size depends on the spec, the annotations and this Translator's
@@ -214,7 +214,7 @@ func (t *Translator) build(svc registries.Service, prev Sticky, reuse []*model.W
 			res.Rejected, res.LabelChanges = res.Rejected[:rejected], res.LabelChanges[:changed]
 			entries = t.buildEntries(mode, host, plan, insts, reuse, &res)
 			se = t.serviceEntrySpec(mode, host, plan, entries)
-			annotations = serviceEntryAnnotations(svc, entries)
+			annotations = serviceEntryAnnotations(entries)
 			reused = reusable(lastSE, host, se, annotations)
 		}
 	}
@@ -488,13 +488,11 @@ func reusable(last *model.Config, host string, se *networking.ServiceEntry, anno
 // it, the list is cut after a whole method and ",...(+N more)" is appended.
 const MaxDubboMethodsBytes = 4096
 
-// serviceEntryAnnotations returns meshbridge's own annotations of svc's
-// ServiceEntry: for a Dubbo service whose entries serve methods,
-// meshbridge.io/dubbo-methods, the sorted union of their methods; else nil.
-func serviceEntryAnnotations(svc registries.Service, entries []entry) map[string]string {
-	if svc.Dubbo == nil {
-		return nil
-	}
+// serviceEntryAnnotations returns meshbridge's own annotations of a
+// ServiceEntry: when its entries serve methods (registries.InstanceExtra:
+// only Dubbo's do), meshbridge.io/dubbo-methods, the sorted union of their
+// methods; else nil.
+func serviceEntryAnnotations(entries []entry) map[string]string {
 	var methods []string
 	for _, e := range entries {
 		for _, m := range e.methods {

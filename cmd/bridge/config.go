@@ -739,15 +739,6 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 			add(p+".hostTemplate", "%s", msg)
 		}
 	}
-	if d, ok := r.Block.(registries.DubboHostTemplates); ok {
-		iface, app := d.DubboHostTemplates()
-		_, err := translate.New(translate.Options{Registry: "r", Namespace: "ns",
-			DubboInterfaceHostTemplate: iface, DubboApplicationHostTemplate: app})
-		if err != nil {
-			field, msg := fieldOf(err)
-			add(strings.TrimSuffix(p+"."+r.Type+"."+field, "."), "%s", msg)
-		}
-	}
 	// Credentials in a URL are refused, and never echoed: the block's own
 	// errors show such a URL with its user info redacted.
 	hide := userInfoURLs(r.Block)

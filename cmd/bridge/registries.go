@@ -54,9 +54,6 @@ func buildRegistry(cfg *Config, i int, log *slog.Logger) (pipeline.Registry, err
 		AllowLabels:  cfg.Output.AllowLabels,
 		Instance:     cfg.Output.Instance,
 	}
-	if d, ok := rc.Block.(registries.DubboHostTemplates); ok {
-		opts.DubboInterfaceHostTemplate, opts.DubboApplicationHostTemplate = d.DubboHostTemplates()
-	}
 	tr, err := translate.New(opts)
 	if err != nil {
 		// Validate reported the keys at fault; this is its backstop.

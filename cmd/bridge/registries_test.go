@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
@@ -15,6 +16,10 @@ import (
 // every registered type's default host template.
 func TestRegistryTypesDefaultHosts(t *testing.T) {
 	if err := registryTypes.Check(); err != nil {
+		t.Fatal(err)
+	}
+	dubboB, err := dubbo.NewBuilder(dubbo.Config{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]struct {
@@ -32,10 +37,12 @@ func TestRegistryTypesDefaultHosts(t *testing.T) {
 		"nacos, another namespace": {"nacos",
 			registries.Service{Name: "echo", Namespace: "dev", Group: "DEFAULT_GROUP"}, "echo.default-group.dev.nacos"},
 		"file, the host as written": {"file", registries.Service{Name: "web.static.local"}, "web.static.local"},
-		"zookeeper, interface-level": {"zookeeper", registries.Service{Name: "providers:com.foo.DemoService:1.0.0:g1",
-			Dubbo: &registries.DubboService{Interface: "com.foo.DemoService", Group: "g1", Version: "1.0.0"}}, "com.foo.demoservice.g1.1-0-0.dubbo"},
-		"zookeeper, application-level": {"zookeeper", registries.Service{Name: "demo-app",
-			Dubbo: &registries.DubboService{Application: "demo-app"}}, "demo-app.dubbo"},
+		// A Dubbo service is named by the Dubbo registry (its default
+		// templates), not by the zookeeper type's.
+		"zookeeper, interface-level": {"zookeeper", dubboB.Named(dubbo.Identity{Interface: "com.foo.DemoService", Group: "g1", Version: "1.0.0"},
+			"providers:com.foo.DemoService:1.0.0:g1", "", nil), "com.foo.demoservice.g1.1-0-0.dubbo"},
+		"zookeeper, application-level": {"zookeeper", dubboB.Named(dubbo.Identity{Application: "demo-app"}, "demo-app", "", nil),
+			"demo-app.dubbo"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

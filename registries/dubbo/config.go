@@ -41,9 +41,10 @@ type Config struct {
 	DropParams []string `json:"dropParams,omitempty"`
 	// InterfaceHostTemplate and ApplicationHostTemplate are the host
 	// templates of interface-level and application-level services; ""
-	// selects translate's defaults, "{{.Interface}}{{with .Group}}.{{.}}{{end}}{{with .Version}}.{{.}}{{end}}.dubbo"
-	// and "{{.Application}}.dubbo". Fields: .Interface, .Group, .Version
-	// (with "." replaced by "-"), .Application, .Namespace.
+	// selects DefaultInterfaceHostTemplate and
+	// DefaultApplicationHostTemplate. Fields: .Interface, .Group, .Version
+	// (with "." replaced by "-"), .Application, .Namespace (the Nacos
+	// namespace; "" in ZooKeeper).
 	InterfaceHostTemplate   string `json:"interfaceHostTemplate,omitempty"`
 	ApplicationHostTemplate string `json:"applicationHostTemplate,omitempty"`
 }
@@ -72,7 +73,8 @@ func (c Config) Validate() []error {
 			errs = append(errs, registries.Invalid(fmt.Sprintf("dropParams[%d]", i), "empty"))
 		}
 	}
-	return errs
+	_, terrs := c.parseNaming()
+	return append(errs, terrs...)
 }
 
 // frameworkParams are the URL parameters and instance metadata keys Dubbo

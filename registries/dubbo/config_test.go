@@ -90,7 +90,7 @@ func TestMode(t *testing.T) {
 			t.Errorf("Mode(%q): Interface, Application = %v, %v; want %v, %v",
 				tc.mode, tc.mode.Interface(), tc.mode.Application(), tc.iface, tc.app)
 		}
-		if got := NewBuilder(Config{Mode: tc.mode}).Mode(); got != tc.want {
+		if got := mustBuilder(t, Config{Mode: tc.mode}).Mode(); got != tc.want {
 			t.Errorf("NewBuilder(mode %q).Mode() = %q, want %q", tc.mode, got, tc.want)
 		}
 	}

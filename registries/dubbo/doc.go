@@ -1,7 +1,8 @@
 // Package dubbo is meshbridge's model of Apache Dubbo service discovery, shared
 // by the registries that hold Dubbo providers (zookeeper, nacos): it reads
-// what Dubbo writes and turns it into registries.Service values that
-// translate names with the Dubbo host templates.
+// what Dubbo writes and turns it into registries.Service values, named here
+// (rule 10): package translate sees services with a host and a port per
+// protocol, and never names Dubbo.
 //
 // Dubbo registers a provider in one or both of two ways (Dubbo 3
 // documentation, "Service discovery"):
@@ -81,6 +82,15 @@
 //     <root>/<application>/<revision> (dubbo-go) (MetadataPaths); its
 //     methods are the union of its services' methods parameters
 //     (MetadataMethods), checked to be of that application and revision.
+//  10. A service is named by the host template of its level
+//     (Config.InterfaceHostTemplate, ApplicationHostTemplate; defaults
+//     DefaultInterfaceHostTemplate, DefaultApplicationHostTemplate, over
+//     .Interface, .Group, .Version with "." replaced by "-", .Application
+//     and .Namespace): Builder.Named sets registries.Service.Host, or
+//     HostError when the template fails on the service's data, and
+//     PortPerProtocol. The templates are checked when the configuration is
+//     (Config.Validate), as a registry's hostTemplate is
+//     (registries.ParseHostTemplate).
 //
 // Dubbo Admin's override and configurator rules (disable a provider, change
 // a weight) are not read.

@@ -42,7 +42,7 @@ func FuzzBuilder(f *testing.F) {
 		if dropParams != "" {
 			cfg.DropParams = strings.Split(dropParams, ",")
 		}
-		b := NewBuilder(cfg)
+		b := mustBuilder(t, cfg)
 
 		var providers []Provider
 		var malformed []Malformed
@@ -58,13 +58,14 @@ func FuzzBuilder(f *testing.F) {
 			}
 		}
 		if len(providers) > 0 || len(malformed) > 0 {
-			svcs := b.InterfaceServices(iface, providers, malformed)
+			svcs := b.InterfaceServices("", iface, providers, malformed)
 			if !slices.IsSortedFunc(svcs, func(a, b registries.Service) int { return strings.Compare(a.Name, b.Name) }) {
 				t.Fatalf("interface services are not sorted by name")
 			}
 			for _, svc := range svcs {
-				if svc.Dubbo == nil || len(svc.Instances) == 0 {
-					t.Fatalf("interface service %q: Dubbo %+v, %d instances", svc.Name, svc.Dubbo, len(svc.Instances))
+				if !svc.PortPerProtocol || (svc.Host == "") == (svc.HostError == "") || len(svc.Instances) == 0 {
+					t.Fatalf("interface service %q: host %q (error %q), port per protocol %v, %d instances",
+						svc.Name, svc.Host, svc.HostError, svc.PortPerProtocol, len(svc.Instances))
 				}
 				translatetest.Check(t, trs, svc)
 			}
@@ -95,9 +96,11 @@ func FuzzBuilder(f *testing.F) {
 		if md, err := ParseMetadataInfo(metadata); err == nil {
 			methods = md.Methods()
 		}
-		svc := b.ApplicationService(app, insts, malformed, methods)
-		if svc.Name != app || svc.Dubbo == nil || svc.Dubbo.Application != app || svc.Dubbo.Interface != "" {
-			t.Fatalf("application %q gave service %q %+v", app, svc.Name, svc.Dubbo)
+		svc := b.ApplicationService("", app, insts, malformed, methods)
+		// The default application template: the application's name.
+		if svc.Name != app || svc.Host != app+".dubbo" || svc.HostError != "" || !svc.PortPerProtocol {
+			t.Fatalf("application %q gave service %q, host %q (error %q), port per protocol %v",
+				app, svc.Name, svc.Host, svc.HostError, svc.PortPerProtocol)
 		}
 		translatetest.Check(t, trs, svc)
 	})

@@ -33,7 +33,7 @@ func TestLabelsOfRealProviders(t *testing.T) {
 	want := map[string]string{"application": "greeter", "version": "1.0.0", "env": "prod"}
 	for name, raw := range map[string]string{"dubbo java": javaProviderURL, "dubbo-go": dubboGoProviderURL} {
 		t.Run(name, func(t *testing.T) {
-			svcs := NewBuilder(Config{}).InterfaceServices("org.apache.dubbo.demo.GreetService", providers(t, raw), nil)
+			svcs := mustBuilder(t, Config{}).InterfaceServices("", "org.apache.dubbo.demo.GreetService", providers(t, raw), nil)
 			if len(svcs) != 1 || len(svcs[0].Instances) != 1 {
 				t.Fatalf("services = %+v, want one with one instance", svcs)
 			}
@@ -51,7 +51,7 @@ func TestLabelsOfRealProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := NewBuilder(Config{}).ApplicationService("greeter", []AppInstance{inst}, nil, nil)
+	svc := mustBuilder(t, Config{}).ApplicationService("", "greeter", []AppInstance{inst}, nil, nil)
 	if len(svc.Instances) != 1 {
 		t.Fatalf("application service = %+v, want one instance", svc)
 	}

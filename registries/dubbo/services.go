@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"net/url"
 	"slices"
@@ -20,24 +21,31 @@ type Malformed struct {
 // Builder turns providers and application instances into registries.Service
 // values under one Config. It is safe for concurrent use.
 type Builder struct {
-	mode Mode
-	drop map[string]bool
+	mode   Mode
+	drop   map[string]bool
+	naming naming
 }
 
-// NewBuilder returns the Builder of c (defaults filled by the caller).
-func NewBuilder(c Config) *Builder {
-	return &Builder{mode: cmp.Or(c.Mode, ModeBoth), drop: c.dropSet()}
+// NewBuilder returns the Builder of c (defaults filled by the caller), or
+// the errors of its host templates (Config.Validate reports them first).
+func NewBuilder(c Config) (*Builder, error) {
+	n, errs := c.parseNaming()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &Builder{mode: cmp.Or(c.Mode, ModeBoth), drop: c.dropSet(), naming: n}, nil
 }
 
 // Mode returns the Config's mode.
 func (b *Builder) Mode() Mode { return b.mode }
 
 // InterfaceServices groups the providers of one interface by service key
-// (doc.go rule 3) into services, sorted by Name. Malformed registrations go
-// to the first service as instances with Invalid set, or, when no provider
-// is usable, to the service of the interface without group and version
-// (named by iface, which may be ""), so that they are counted and logged.
-func (b *Builder) InterfaceServices(iface string, providers []Provider, malformed []Malformed) []registries.Service {
+// (doc.go rule 3) into services of namespace (Named), sorted by Name.
+// Malformed registrations go to the first service as instances with
+// Invalid set, or, when no provider is usable, to the service of the
+// interface without group and version (named by iface, which may be ""),
+// so that they are counted and logged.
+func (b *Builder) InterfaceServices(namespace, iface string, providers []Provider, malformed []Malformed) []registries.Service {
 	byKey := make(map[string][]Provider)
 	for _, p := range providers {
 		byKey[p.ServiceName()] = append(byKey[p.ServiceName()], p)
@@ -46,25 +54,44 @@ func (b *Builder) InterfaceServices(iface string, providers []Provider, malforme
 	for _, name := range slices.Sorted(maps.Keys(byKey)) {
 		ps := byKey[name]
 		insts := b.providerInstances(ps)
-		out = append(out, registries.Service{
-			Name: name,
-			Dubbo: &registries.DubboService{
-				Interface: ps[0].Interface, Group: ps[0].Group, Version: ps[0].Version,
-				Application: firstApplication(ps, insts[0].ID),
-			},
-			Instances: insts,
-		})
+		id := Identity{Interface: ps[0].Interface, Group: ps[0].Group, Version: ps[0].Version,
+			Application: firstApplication(ps, insts[0].ID)}
+		out = append(out, b.Named(id, name, namespace, insts))
 	}
 	if len(malformed) > 0 {
 		if len(out) == 0 {
 			p := Provider{Interface: iface}
-			out = append(out, registries.Service{Name: p.ServiceName(), Dubbo: &registries.DubboService{Interface: iface}})
+			out = append(out, b.Named(Identity{Interface: iface}, p.ServiceName(), namespace, nil))
 		}
 		for _, m := range malformed {
 			out[0].Instances = append(out[0].Instances, registries.InvalidInstance(m.ID, m.Detail))
 		}
 	}
 	return out
+}
+
+// InterfaceService is the one interface-level service a registry's own
+// name for it stands for (Nacos's "providers:<interface>:<version>:<group>",
+// doc.go rule 8 of package nacos): every provider is taken as id's, whatever
+// its parameters say (consumers look providers up by that name), and
+// malformed registrations are instances with Invalid set. Its Application
+// is the first provider's (by instance ID); its Instances are never nil.
+func (b *Builder) InterfaceService(namespace, name string, id Identity, providers []Provider, malformed []Malformed) registries.Service {
+	insts := []registries.Instance{}
+	if len(providers) > 0 {
+		ps := slices.Clone(providers)
+		for i := range ps {
+			ps[i].Interface, ps[i].Version, ps[i].Group = id.Interface, id.Version, id.Group
+		}
+		insts = b.providerInstances(ps)
+		id.Application = firstApplication(ps, insts[0].ID)
+	} else {
+		id.Application = ""
+	}
+	for _, m := range malformed {
+		insts = append(insts, registries.InvalidInstance(m.ID, m.Detail))
+	}
+	return b.Named(id, name, namespace, insts)
 }
 
 // firstApplication is the application of the provider whose address and
@@ -182,12 +209,13 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 	return inst
 }
 
-// ApplicationService is the application-level service of app with its
+// ApplicationService is the application-level service of app in namespace
+// (Named) with its
 // instances (doc.go rule 7) and malformed registrations (instances with
 // Invalid set). methods, when known (from the application's MetadataInfo),
 // are every instance's Methods.
-func (b *Builder) ApplicationService(app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
-	svc := registries.Service{Name: app, Dubbo: &registries.DubboService{Application: app}}
+func (b *Builder) ApplicationService(namespace, app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
+	svc := b.Named(Identity{Application: app}, app, namespace, nil)
 	// The instances that serve one port share one InstanceExtra: the
 	// application's methods.
 	var shared *registries.InstanceExtra

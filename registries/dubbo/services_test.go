@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,6 +23,35 @@ func providers(t *testing.T, raws ...string) []Provider {
 		out = append(out, p)
 	}
 	return out
+}
+
+// mustBuilder is NewBuilder(c), failing t on an error.
+func mustBuilder(t testing.TB, c Config) *Builder {
+	t.Helper()
+	b, err := NewBuilder(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// identityBuilder is the Builder of c named by templates that write every
+// field of a service's Identity (and its namespace), so that a table's
+// want states them (idHost).
+func identityBuilder(t *testing.T, c Config) *Builder {
+	t.Helper()
+	c.InterfaceHostTemplate = "{{.Interface}}|{{.Group}}|{{.Version}}|{{.Application}}|{{.Namespace}}"
+	c.ApplicationHostTemplate = "app|{{.Application}}|{{.Namespace}}"
+	return mustBuilder(t, c)
+}
+
+// idHost is the host identityBuilder names id by, in no namespace: the
+// templates see the version with "." replaced by "-" (doc.go rule 10).
+func idHost(id Identity) string {
+	if id.Interface == "" {
+		return "app|" + id.Application + "|"
+	}
+	return id.Interface + "|" + id.Group + "|" + strings.ReplaceAll(id.Version, ".", "-") + "|" + id.Application + "|"
 }
 
 // TestInterfaceServices: providers become interface-level services (doc.go
@@ -45,20 +75,20 @@ func TestInterfaceServices(t *testing.T) {
 			},
 			want: []registries.Service{
 				{
-					Name:  "providers:com.foo.S:1.0.0:g1",
-					Dubbo: &registries.DubboService{Interface: iface, Group: "g1", Version: "1.0.0", Application: "a"},
+					Name: "providers:com.foo.S:1.0.0:g1",
+					Host: idHost(Identity{Interface: iface, Group: "g1", Version: "1.0.0", Application: "a"}), PortPerProtocol: true,
 					Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "a", "group": "g1", "version": "1.0.0"}}},
 				},
 				{
-					Name:  "providers:com.foo.S:1.0.0:g2",
-					Dubbo: &registries.DubboService{Interface: iface, Group: "g2", Version: "1.0.0", Application: "a"},
+					Name: "providers:com.foo.S:1.0.0:g2",
+					Host: idHost(Identity{Interface: iface, Group: "g2", Version: "1.0.0", Application: "a"}), PortPerProtocol: true,
 					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "a", "group": "g2", "version": "1.0.0"}}},
 				},
 				{
-					Name:  "providers:com.foo.S:2.0.0:",
-					Dubbo: &registries.DubboService{Interface: iface, Version: "2.0.0", Application: "b"},
+					Name: "providers:com.foo.S:2.0.0:",
+					Host: idHost(Identity{Interface: iface, Version: "2.0.0", Application: "b"}), PortPerProtocol: true,
 					Instances: []registries.Instance{{ID: "10.0.0.3:20880", Address: "10.0.0.3", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "b", "version": "2.0.0"}}},
 				},
@@ -71,8 +101,8 @@ func TestInterfaceServices(t *testing.T) {
 				"dubbo://10.0.0.1:20880/com.foo.S?application=a&methods=b,a&side=provider",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface, Application: "a"}), PortPerProtocol: true,
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 					Extra: &registries.InstanceExtra{
@@ -92,8 +122,8 @@ func TestInterfaceServices(t *testing.T) {
 				"dubbo://10.0.0.1:20880/com.foo.S?application=a",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface, Application: "a"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
@@ -111,8 +141,8 @@ func TestInterfaceServices(t *testing.T) {
 				"dubbo://10.0.0.1:20880/com.foo.S?application=a",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface, Application: "a"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "a"}},
@@ -130,8 +160,8 @@ func TestInterfaceServices(t *testing.T) {
 					"&accesslog=&tag=&dubbo.tag=gray&env=prod",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface}), PortPerProtocol: true,
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 50,
 					Extra:  &registries.InstanceExtra{Methods: []string{"m"}},
@@ -143,8 +173,8 @@ func TestInterfaceServices(t *testing.T) {
 			name:      "weight 0 (dubbo-go's) is left to the default",
 			providers: []string{"dubbo://10.0.0.1:20880/com.foo.S?weight=0"},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface}), PortPerProtocol: true,
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 					Labels: nil}},
 			}},
@@ -157,8 +187,8 @@ func TestInterfaceServices(t *testing.T) {
 				"dubbo://10.0.0.1:20880/com.foo.S?timestamp=99&pid=0&env=older",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface}), PortPerProtocol: true,
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 					Labels: map[string]string{"env": "new"}}},
 			}},
@@ -171,8 +201,8 @@ func TestInterfaceServices(t *testing.T) {
 				"dubbo://[::ffff:10.0.0.1]:20880/com.foo.S?application=a",
 			},
 			want: []registries.Service{{
-				Name:  "providers:com.foo.S::",
-				Dubbo: &registries.DubboService{Interface: iface, Application: "a"},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface, Application: "a"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"application": "a"}},
@@ -191,8 +221,8 @@ func TestInterfaceServices(t *testing.T) {
 			malformed: []Malformed{{ID: "dubbo%3A%2F%2Fbad", Detail: "no port"}},
 			want: []registries.Service{
 				{
-					Name:  "providers:com.foo.S::g1",
-					Dubbo: &registries.DubboService{Interface: iface, Group: "g1"},
+					Name: "providers:com.foo.S::g1",
+					Host: idHost(Identity{Interface: iface, Group: "g1"}), PortPerProtocol: true,
 					Instances: []registries.Instance{
 						{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo",
 							Labels: map[string]string{"group": "g1"}},
@@ -200,8 +230,8 @@ func TestInterfaceServices(t *testing.T) {
 					},
 				},
 				{
-					Name:  "providers:com.foo.S::g2",
-					Dubbo: &registries.DubboService{Interface: iface, Group: "g2"},
+					Name: "providers:com.foo.S::g2",
+					Host: idHost(Identity{Interface: iface, Group: "g2"}), PortPerProtocol: true,
 					Instances: []registries.Instance{{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo",
 						Labels: map[string]string{"group": "g2"}}},
 				},
@@ -212,8 +242,8 @@ func TestInterfaceServices(t *testing.T) {
 			iface:     iface,
 			malformed: []Malformed{{ID: "a", Detail: "bad escape"}, {ID: "b", Detail: "port 0"}},
 			want: []registries.Service{{
-				Name:      "providers:com.foo.S::",
-				Dubbo:     &registries.DubboService{Interface: iface},
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface}), PortPerProtocol: true,
 				Instances: []registries.Instance{registries.InvalidInstance("a", "bad escape"), registries.InvalidInstance("b", "port 0")},
 			}},
 		},
@@ -223,7 +253,7 @@ func TestInterfaceServices(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NewBuilder(tc.cfg).InterfaceServices(tc.iface, providers(t, tc.providers...), tc.malformed)
+			got := identityBuilder(t, tc.cfg).InterfaceServices("", tc.iface, providers(t, tc.providers...), tc.malformed)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("InterfaceServices (-want +got):\n%s", diff)
 			}
@@ -264,7 +294,7 @@ func TestApplicationService(t *testing.T) {
 			})},
 			methods: []string{"a", "b"},
 			want: registries.Service{
-				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true,
 				Instances: []registries.Instance{{
 					ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 25,
 					Extra: &registries.InstanceExtra{
@@ -283,7 +313,7 @@ func TestApplicationService(t *testing.T) {
 			},
 			malformed: []Malformed{{ID: "10.0.0.0:1", Detail: "dubbo.endpoints: invalid"}},
 			want: registries.Service{
-				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					registries.InvalidInstance("10.0.0.0:1", "dubbo.endpoints: invalid"),
 					{ID: "10.0.0.2:8080", Address: "10.0.0.2", Port: 8080},
@@ -299,7 +329,7 @@ func TestApplicationService(t *testing.T) {
 				app("::1", 20880, map[string]string{"timestamp": "1", "zone": "old"}),
 			},
 			want: registries.Service{
-				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true,
 				Instances: []registries.Instance{{ID: "::1:20880", Address: "::1", Port: 20880,
 					Labels: map[string]string{"zone": "newest"}}},
 			},
@@ -314,7 +344,7 @@ func TestApplicationService(t *testing.T) {
 				app("10.0.0.2", 20880, map[string]string{MetaEndpoints: `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`}),
 			},
 			want: registries.Service{
-				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Labels: map[string]string{"id": "a"},
 						Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}},
@@ -331,7 +361,7 @@ func TestApplicationService(t *testing.T) {
 				app("10.0.0.1", 8080, map[string]string{MetaRevision: "r"}),
 			},
 			want: registries.Service{
-				Name: "shop", Dubbo: &registries.DubboService{Application: "shop"},
+				Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true,
 				Instances: []registries.Instance{
 					{ID: "10.0.0.1:8080", Address: "10.0.0.1", Port: 8080},
 					{ID: "10.0.0.1:8081", Address: "10.0.0.1", Port: 8081},
@@ -340,11 +370,11 @@ func TestApplicationService(t *testing.T) {
 		},
 		{
 			name: "no instance",
-			want: registries.Service{Name: "shop", Dubbo: &registries.DubboService{Application: "shop"}},
+			want: registries.Service{Name: "shop", Host: idHost(Identity{Application: "shop"}), PortPerProtocol: true},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NewBuilder(tc.cfg).ApplicationService("shop", tc.insts, tc.malformed, tc.methods)
+			got := identityBuilder(t, tc.cfg).ApplicationService("", "shop", tc.insts, tc.malformed, tc.methods)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ApplicationService (-want +got):\n%s", diff)
 			}

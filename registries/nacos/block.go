@@ -50,26 +50,13 @@ type Block struct {
 	Dubbo             dubbo.Config    `json:"dubbo"`
 }
 
-var (
-	_ registries.Config             = (*Block)(nil)
-	_ registries.DubboHostTemplates = (*Block)(nil)
-)
+var _ registries.Config = (*Block)(nil)
 
 // Default implements registries.Config.
 func (b *Block) Default() {
 	b.RelistInterval.Default(DefaultRelistInterval)
 	b.ReconcileInterval.Default(DefaultReconcileInterval)
 	b.Dubbo.Default()
-}
-
-// DubboHostTemplates implements registries.DubboHostTemplates: the dubbo
-// block's templates while dubbo.enabled is true, else "" (no Dubbo service
-// is emitted then).
-func (b *Block) DubboHostTemplates() (interfaceLevel, applicationLevel string) {
-	if !b.Dubbo.IsEnabled() {
-		return "", ""
-	}
-	return b.Dubbo.InterfaceHostTemplate, b.Dubbo.ApplicationHostTemplate
 }
 
 // config is the Config the block describes, for registry name.

@@ -2,6 +2,8 @@ package nacos
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,28 +108,43 @@ func TestBlockValidate(t *testing.T) {
 	}
 }
 
-// TestDubboHostTemplates: the block hands its Dubbo host templates to
-// translate only while dubbo.enabled is true (registries.DubboHostTemplates).
+// TestDubboHostTemplates: the block's Dubbo host templates name the
+// registry's Dubbo services (package dubbo rule 10), the defaults when it
+// sets none; a template that does not compile is refused under its key,
+// whether or not dubbo.enabled is true.
 func TestDubboHostTemplates(t *testing.T) {
 	for _, tc := range []struct {
 		yaml               string
-		wantIface, wantApp string
+		wantIface, wantApp string // the hosts of a.B and of application app
+		wantErr            string
 	}{
-		{yaml: "{}"},
-		{yaml: "dubbo: {interfaceHostTemplate: '{{.Interface}}.rpc', applicationHostTemplate: '{{.Application}}.app'}"},
-		{yaml: "dubbo: {enabled: true}"},
+		{yaml: "{}", wantIface: "a.B.dubbo", wantApp: "app.dubbo"},
+		{yaml: "dubbo: {enabled: true}", wantIface: "a.B.dubbo", wantApp: "app.dubbo"},
 		{
-			yaml:      "dubbo: {enabled: true, interfaceHostTemplate: '{{.Interface}}.rpc', applicationHostTemplate: '{{.Application}}.app'}",
-			wantIface: "{{.Interface}}.rpc", wantApp: "{{.Application}}.app",
+			yaml:      "dubbo: {enabled: true, interfaceHostTemplate: '{{.Interface}}.rpc', applicationHostTemplate: '{{.Application}}.{{.Namespace}}.app'}",
+			wantIface: "a.B.rpc", wantApp: "app.public.app",
 		},
+		{yaml: "dubbo: {interfaceHostTemplate: '{{.Interfac}}'}", wantErr: "dubbo.interfaceHostTemplate: "},
+		{yaml: "dubbo: {enabled: true, applicationHostTemplate: '{{'}", wantErr: "dubbo.applicationHostTemplate: "},
 	} {
-		var b registries.Config = decodeBlock(t, tc.yaml)
-		d, ok := b.(registries.DubboHostTemplates)
-		if !ok {
-			t.Fatal("the nacos block does not implement registries.DubboHostTemplates")
+		b := decodeBlock(t, tc.yaml)
+		if errs := b.Validate(); tc.wantErr != "" {
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), tc.wantErr) {
+				t.Errorf("%s: Validate() = %v, want one error starting %q", tc.yaml, errs, tc.wantErr)
+			}
+			continue
+		} else if len(errs) > 0 {
+			t.Fatalf("%s: Validate() = %v", tc.yaml, errs)
 		}
-		if iface, app := d.DubboHostTemplates(); iface != tc.wantIface || app != tc.wantApp {
-			t.Errorf("%s: DubboHostTemplates() = %q, %q; want %q, %q", tc.yaml, iface, app, tc.wantIface, tc.wantApp)
+		reg, err := b.New("n", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := reg.(*Registry).dubbo
+		iface := d.Named(dubbo.Identity{Interface: "a.B"}, "providers:a.B::", "public", nil)
+		app := d.Named(dubbo.Identity{Application: "app"}, "app", "public", nil)
+		if iface.Host != tc.wantIface || app.Host != tc.wantApp {
+			t.Errorf("%s: hosts %q, %q; want %q, %q", tc.yaml, iface.Host, app.Host, tc.wantIface, tc.wantApp)
 		}
 	}
 }

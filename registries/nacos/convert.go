@@ -179,10 +179,10 @@ func isDubboApplication(hosts []nacosmodel.Instance) bool {
 
 // providersService is the Dubbo service a "providers:<interface>:<version>:<group>"
 // name stands for; the version and group may be left out ("providers:<interface>").
-func providersService(name string) registries.DubboService {
+func providersService(name string) dubbo.Identity {
 	parts := strings.SplitN(strings.TrimPrefix(name, providersPrefix), ":", 3)
 	parts = append(parts, "", "")
-	return registries.DubboService{Interface: parts[0], Version: parts[1], Group: parts[2]}
+	return dubbo.Identity{Interface: parts[0], Version: parts[1], Group: parts[2]}
 }
 
 // dubboMetadata is an instance's metadata less the server's internal-nacos-*
@@ -212,7 +212,7 @@ func dubboEntryID(h nacosmodel.Instance) string {
 // with Invalid set. The service is the one the name says, whatever the
 // parameters (Dubbo consumers look providers up by that name); the Dubbo
 // weight parameter, when set, wins over the Nacos weight.
-func readDubboInterface(svc nacosmodel.Service, name string, clusters []string, b *dubbo.Builder) registries.Service {
+func readDubboInterface(svc nacosmodel.Service, ns, name string, clusters []string, b *dubbo.Builder) registries.Service {
 	want := providersService(name)
 	var providers []dubbo.Provider
 	var malformed []dubbo.Malformed
@@ -233,18 +233,12 @@ func readDubboInterface(svc nacosmodel.Service, name string, clusters []string, 
 			malformed = append(malformed, dubbo.Malformed{ID: dubboEntryID(h), Detail: err.Error()})
 			continue
 		}
-		p.Interface, p.Version, p.Group = want.Interface, want.Version, want.Group
 		if p.Weight == 0 {
 			p.Weight = weight
 		}
 		providers = append(providers, p)
 	}
-	instances := []registries.Instance{}
-	if svcs := b.InterfaceServices(want.Interface, providers, malformed); len(svcs) > 0 {
-		want.Application = svcs[0].Dubbo.Application
-		instances = svcs[0].Instances
-	}
-	return registries.Service{Name: name, Dubbo: &want, Instances: instances}
+	return b.InterfaceService(ns, name, want, providers, malformed)
 }
 
 // readDubboApplication converts the instances of the Nacos service name, a
@@ -252,7 +246,7 @@ func readDubboInterface(svc nacosmodel.Service, name string, clusters []string, 
 // rule 8): each usable instance is an application instance of its address,
 // port and metadata; one that is malformed is an instance with Invalid set.
 // The weight metadata, when set, wins over the Nacos weight.
-func readDubboApplication(svc nacosmodel.Service, name string, clusters []string, b *dubbo.Builder) registries.Service {
+func readDubboApplication(svc nacosmodel.Service, ns, name string, clusters []string, b *dubbo.Builder) registries.Service {
 	var insts []dubbo.AppInstance
 	var malformed []dubbo.Malformed
 	for _, h := range svc.Hosts {
@@ -270,7 +264,7 @@ func readDubboApplication(svc nacosmodel.Service, name string, clusters []string
 		}
 		insts = append(insts, a)
 	}
-	out := b.ApplicationService(name, insts, malformed, nil)
+	out := b.ApplicationService(ns, name, insts, malformed, nil)
 	if out.Instances == nil {
 		out.Instances = []registries.Instance{}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 )
 
 // TestWeight: Nacos's float weights on the common scale where each
@@ -208,7 +209,7 @@ func TestIsDubboApplication(t *testing.T) {
 
 // TestProvidersService: the Dubbo service a "providers:" name stands for.
 func TestProvidersService(t *testing.T) {
-	for name, want := range map[string]registries.DubboService{
+	for name, want := range map[string]dubbo.Identity{
 		"providers:com.foo.Greeter:1.0.0:g1": {Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1"},
 		"providers:com.foo.Greeter::":        {Interface: "com.foo.Greeter"},
 		"providers:com.foo.Greeter::g1":      {Interface: "com.foo.Greeter", Group: "g1"},
@@ -236,7 +237,7 @@ func dubboHost(ip string, port uint64, meta map[string]string, mod func(*nacosmo
 // providers (doc.go rule 8).
 func TestReadDubboInterface(t *testing.T) {
 	const name = "providers:com.foo.Greeter:1.0.0:g1"
-	greeter := registries.DubboService{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1", Application: "app"}
+	greeter := dubbo.Identity{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1", Application: "app"}
 	meta := func(kv ...string) map[string]string {
 		m := map[string]string{"interface": "com.foo.Greeter", "version": "1.0.0", "group": "g1", "side": "provider",
 			"application": "app", "internal-nacos-cluster": "DEFAULT"}
@@ -264,7 +265,7 @@ func TestReadDubboInterface(t *testing.T) {
 			name: "a dubbo-go provider: protocol from metadata, labels without Dubbo's own or internal keys, methods; weight=0 takes the Nacos weight",
 			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 50051, meta("protocol", "tri", "methods", "b,a", "pid", "42",
 				"timestamp", "1700000000000", "weight", "0", "category", "providers", "path", "com.foo.Greeter"), func(in *nacosmodel.Instance) { in.Weight = 10 })},
-			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
+			want: registries.Service{Name: name, Host: dubbotest.IdentityHost(greeter, ""), PortPerProtocol: true, Instances: []registries.Instance{{
 				ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri", Weight: 1000,
 				Extra:  &registries.InstanceExtra{Methods: []string{"a", "b"}},
 				Labels: labels(),
@@ -277,7 +278,7 @@ func TestReadDubboInterface(t *testing.T) {
 				dubboHost("10.0.0.1", 20880, meta("weight", "30", "owner", "team"), func(in *nacosmodel.Instance) { in.Weight = 2 }),
 				dubboHost("10.0.0.2", 20880, meta(), func(in *nacosmodel.Instance) { in.Weight = 2.5 }),
 			},
-			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{
+			want: registries.Service{Name: name, Host: dubbotest.IdentityHost(greeter, ""), PortPerProtocol: true, Instances: []registries.Instance{
 				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 30, Labels: labels()},
 				{ID: "10.0.0.2:20880", Address: "10.0.0.2", Port: 20880, Protocol: "dubbo", Weight: 250, Labels: labels()},
 			}},
@@ -289,7 +290,7 @@ func TestReadDubboInterface(t *testing.T) {
 				dubboHost("10.0.0.1", 20880, meta("protocol", "dubbo", "methods", "a"), nil),
 				dubboHost("10.0.0.1", 20880, meta("protocol", "dubbo", "methods", "a"), func(in *nacosmodel.Instance) { in.ClusterName = "other" }),
 			},
-			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{{
+			want: registries.Service{Name: name, Host: dubbotest.IdentityHost(greeter, ""), PortPerProtocol: true, Instances: []registries.Instance{{
 				ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
 				Extra: &registries.InstanceExtra{
 					Ports:   []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}},
@@ -309,7 +310,7 @@ func TestReadDubboInterface(t *testing.T) {
 				dubboHost("10.0.0.6", 20880, meta(), nil),
 			},
 			clusters: []string{"DEFAULT"},
-			want: registries.Service{Name: name, Dubbo: &greeter, Instances: []registries.Instance{
+			want: registries.Service{Name: name, Host: dubbotest.IdentityHost(greeter, ""), PortPerProtocol: true, Instances: []registries.Instance{
 				{ID: "10.0.0.6:20880", Address: "10.0.0.6", Port: 20880, Protocol: "dubbo", Weight: 100, Labels: labels()},
 			}},
 		},
@@ -318,7 +319,7 @@ func TestReadDubboInterface(t *testing.T) {
 			svcName: "providers:com.foo.Greeter:2.0.0:",
 			hosts:   []nacosmodel.Instance{dubboHost("10.0.0.1", 20880, map[string]string{"version": "1.0.0", "application": "app"}, nil)},
 			want: registries.Service{Name: "providers:com.foo.Greeter:2.0.0:",
-				Dubbo: &registries.DubboService{Interface: "com.foo.Greeter", Version: "2.0.0", Application: "app"},
+				Host: dubbotest.IdentityHost(dubbo.Identity{Interface: "com.foo.Greeter", Version: "2.0.0", Application: "app"}, ""), PortPerProtocol: true,
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
 					Labels: map[string]string{"version": "1.0.0", "application": "app"}}}},
 		},
@@ -326,13 +327,13 @@ func TestReadDubboInterface(t *testing.T) {
 			name:    "no interface in the name nor the parameters: malformed, named <ip>:<port>",
 			svcName: "providers::1.0.0:",
 			hosts:   []nacosmodel.Instance{dubboHost("10.0.0.9", 20880, map[string]string{"side": "provider"}, nil)},
-			want: registries.Service{Name: "providers::1.0.0:", Dubbo: &registries.DubboService{Version: "1.0.0"},
+			want: registries.Service{Name: "providers::1.0.0:", Host: dubbotest.IdentityHost(dubbo.Identity{Version: "1.0.0"}, ""), PortPerProtocol: true,
 				Instances: []registries.Instance{registries.InvalidInstance("10.0.0.9:20880",
 					"provider has no interface (no interface parameter and no path)")}},
 		},
 		{
 			name: "no instance: the name's service, empty",
-			want: registries.Service{Name: name, Dubbo: &registries.DubboService{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1"},
+			want: registries.Service{Name: name, Host: dubbotest.IdentityHost(dubbo.Identity{Interface: "com.foo.Greeter", Version: "1.0.0", Group: "g1"}, ""), PortPerProtocol: true,
 				Instances: []registries.Instance{}},
 		},
 	} {
@@ -341,7 +342,7 @@ func TestReadDubboInterface(t *testing.T) {
 			if n == "" {
 				n = name
 			}
-			got := readDubboInterface(nacosmodel.Service{Hosts: tc.hosts}, n, tc.clusters, dubbo.NewBuilder(tc.cfg))
+			got := readDubboInterface(nacosmodel.Service{Hosts: tc.hosts}, "", n, tc.clusters, identityBuilder(t, tc.cfg))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("readDubboInterface (-want +got):\n%s", diff)
 			}
@@ -352,7 +353,7 @@ func TestReadDubboInterface(t *testing.T) {
 // TestReadDubboApplication: a Dubbo 3 application's instances, ports from
 // dubbo.endpoints (doc.go rule 8).
 func TestReadDubboApplication(t *testing.T) {
-	shop := &registries.DubboService{Application: "shop"}
+	shopHost := dubbotest.IdentityHost(dubbo.Identity{Application: "shop"}, "")
 	for _, tc := range []struct {
 		name  string
 		hosts []nacosmodel.Instance
@@ -371,7 +372,7 @@ func TestReadDubboApplication(t *testing.T) {
 				dubboHost("10.0.0.2", 20880, map[string]string{"dubbo.metadata.revision": "r1", "weight": "40"}, nil),
 				dubboHost("10.0.0.3", 20880, map[string]string{"dubbo.metadata.revision": "r1"}, func(in *nacosmodel.Instance) { in.Healthy = false }),
 			},
-			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
+			want: registries.Service{Name: "shop", Host: shopHost, PortPerProtocol: true, Instances: []registries.Instance{
 				{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 300,
 					Extra:  &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}},
 					Labels: nil},
@@ -383,7 +384,7 @@ func TestReadDubboApplication(t *testing.T) {
 			hosts: []nacosmodel.Instance{
 				dubboHost("10.0.0.1", 20880, map[string]string{"dubbo.endpoints": "dubbo:20880"}, nil),
 			},
-			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{
+			want: registries.Service{Name: "shop", Host: shopHost, PortPerProtocol: true, Instances: []registries.Instance{
 				registries.InvalidInstance("10.0.0.1:20880", "dubbo.endpoints: invalid character 'd' looking for beginning of value"),
 			}},
 		},
@@ -391,11 +392,11 @@ func TestReadDubboApplication(t *testing.T) {
 			name: "no usable instance: an empty list",
 			hosts: []nacosmodel.Instance{dubboHost("10.0.0.1", 20880, map[string]string{"dubbo.metadata.revision": "r1"},
 				func(in *nacosmodel.Instance) { in.Enable = false })},
-			want: registries.Service{Name: "shop", Dubbo: shop, Instances: []registries.Instance{}},
+			want: registries.Service{Name: "shop", Host: shopHost, PortPerProtocol: true, Instances: []registries.Instance{}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := readDubboApplication(nacosmodel.Service{Hosts: tc.hosts}, "shop", nil, dubbo.NewBuilder(dubbo.Config{}))
+			got := readDubboApplication(nacosmodel.Service{Hosts: tc.hosts}, "", "shop", nil, identityBuilder(t, dubbo.Config{}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("readDubboApplication (-want +got):\n%s", diff)
 			}

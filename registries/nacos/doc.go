@@ -121,8 +121,8 @@
 //     meshbridge_registry_skipped_total{reason="dubbo"} and Status.Skipped;
 //     a service found to be application-level when read is removed if it
 //     was emitted. With dubbo.enabled true they are emitted as Dubbo
-//     services (registries.Service.Dubbo set, named by translate's Dubbo
-//     host templates, never under the Nacos host template), with the Nacos
+//     services (named by the Dubbo host templates, package registries/dubbo
+//     rule 10, never under the Nacos host template), with the Nacos
 //     namespace and group as Service.Namespace and Group and the Nacos name
 //     as Service.Name. An interface-level service's usable instances (rule
 //     6's filters) are providers: the instance metadata, less the server's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -44,10 +45,11 @@ func appMeta() map[string]string {
 	}
 }
 
-// dubboOn is a dubbo block with Dubbo enabled in mode.
+// dubboOn is a dubbo block with Dubbo enabled in mode, its host templates
+// spelling every field of a service's identity (dubbotest).
 func dubboOn(mode dubbo.Mode) dubbo.Config {
 	on := true
-	return dubbo.Config{Enabled: &on, Mode: mode}
+	return dubbotest.IdentityTemplates(dubbo.Config{Enabled: &on, Mode: mode})
 }
 
 // TestDubboInterfaceLevel: with dubbo.enabled, a "providers:" service is one
@@ -71,9 +73,9 @@ func TestDubboInterfaceLevel(t *testing.T) {
 		return st.Synced == 1 && len(st.Good[k]) == 1 && len(st.Good[key("public", "DEFAULT_GROUP", "plain")]) == 1
 	})
 	last := rec.State().Last[k].Service
-	wantDubbo := registries.DubboService{Interface: "com.example.Greeter", Group: "g1", Version: "1.0.0", Application: greeterApp}
-	if last.Dubbo == nil || *last.Dubbo != wantDubbo || last.Namespace != "public" || last.Group != "DEFAULT_GROUP" {
-		t.Errorf("service = %+v (dubbo %+v), want Dubbo %+v in public/DEFAULT_GROUP", last, last.Dubbo, wantDubbo)
+	wantHost := dubbotest.IdentityHost(dubbo.Identity{Interface: "com.example.Greeter", Group: "g1", Version: "1.0.0", Application: greeterApp}, "public")
+	if last.Host != wantHost || !last.PortPerProtocol || last.Namespace != "public" || last.Group != "DEFAULT_GROUP" {
+		t.Errorf("service = %+v, want the Dubbo service named %q in public/DEFAULT_GROUP", last, wantHost)
 	}
 	want := registries.Instance{
 		ID: "10.0.7.1:50051", Address: "10.0.7.1", Port: 50051, Protocol: "tri", Weight: 200,
@@ -96,7 +98,7 @@ func TestDubboInterfaceLevel(t *testing.T) {
 		if s.Err != nil || s.Removed || strings.HasPrefix(s.Service.Name, "consumers:") {
 			t.Errorf("unexpected snapshot %+v", s)
 		}
-		if s.Service.Name == "plain" && s.Service.Dubbo != nil {
+		if s.Service.Name == "plain" && (s.Service.Host != "" || s.Service.PortPerProtocol) {
 			t.Errorf("plain is not a Dubbo service: %+v", s)
 		}
 	}
@@ -150,8 +152,8 @@ func TestDubboModes(t *testing.T) {
 			st := rec.State()
 			if tc.wantA {
 				svc := st.Last[appKey].Service
-				if svc.Dubbo == nil || *svc.Dubbo != (registries.DubboService{Application: greeterApp}) {
-					t.Errorf("application service Dubbo = %+v, want application %s", svc.Dubbo, greeterApp)
+				if want := dubbotest.IdentityHost(dubbo.Identity{Application: greeterApp}, "public"); svc.Host != want || !svc.PortPerProtocol {
+					t.Errorf("application service = %+v, want the Dubbo service named %q", svc, want)
 				}
 				if diff := cmp.Diff(wantApp, svc.Instances); diff != "" {
 					t.Errorf("application instances (-want +got):\n%s", diff)
@@ -212,12 +214,11 @@ func TestDubboGoProvider(t *testing.T) {
 	})
 	st := rec.State()
 	iface, app := st.Last[ifaceKey].Service, st.Last[appKey].Service
-	wantIface := registries.DubboService{Interface: o.Interface, Version: "1.0.0", Application: "greeter"}
-	if iface.Dubbo == nil || *iface.Dubbo != wantIface {
-		t.Errorf("interface-level Dubbo = %+v, want %+v", iface.Dubbo, wantIface)
+	if want := dubbotest.IdentityHost(dubbo.Identity{Interface: o.Interface, Version: "1.0.0", Application: "greeter"}, "public"); iface.Host != want || !iface.PortPerProtocol {
+		t.Errorf("interface-level service = %+v, want the Dubbo service named %q", iface, want)
 	}
-	if app.Dubbo == nil || *app.Dubbo != (registries.DubboService{Application: "greeter"}) {
-		t.Errorf("application-level Dubbo = %+v, want application greeter", app.Dubbo)
+	if want := dubbotest.IdentityHost(dubbo.Identity{Application: "greeter"}, "public"); app.Host != want || !app.PortPerProtocol {
+		t.Errorf("application-level service = %+v, want the Dubbo service named %q", app, want)
 	}
 	in := iface.Instances[0]
 	if !slices.Equal(in.Methods(), []string{"Greet", "Hello", "greet", "hello"}) || in.Weight != 100 || in.Invalid() != "" {
@@ -237,7 +238,7 @@ func TestDubboGoProvider(t *testing.T) {
 		}
 	}
 	for _, s := range rec.Snapshots() {
-		if s.Err != nil || s.Removed || (s.Service.Name != "" && s.Service.Dubbo == nil) {
+		if s.Err != nil || s.Removed || (s.Service.Name != "" && !s.Service.PortPerProtocol) {
 			t.Errorf("unexpected snapshot %+v", s)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/translate/translatetest"
 )
 
@@ -42,7 +43,11 @@ func FuzzConvert(f *testing.F) {
 		`{"ip":"10.0.0.2","port":20880,"weight":1,"healthy":true,"enabled":true,"metadata":{"dubbo.endpoints":"[{\"port\":0}]"}}]}`),
 		"public", "DEFAULT_GROUP", "demo-app", "", math.Inf(1))
 	trs := translatetest.Translators(f, HostTemplate)
-	builder := dubbo.NewBuilder(dubbo.Config{})
+	builder, err := dubbo.NewBuilder(dubbo.Config{}) // default templates: hosts translate accepts
+	if err != nil {
+		f.Fatal(err)
+	}
+	ids := identityBuilder(f, dubbo.Config{}) // hosts that state each service's identity
 	f.Fuzz(func(t *testing.T, payload []byte, namespace, group, name, clusterList string, weight float64) {
 		if w, ok := Weight(weight); ok != (weight > 0) || ok && (w < 1 || w > maxWeight) {
 			t.Fatalf("Weight(%v) = %d, %v", weight, w, ok)
@@ -66,17 +71,20 @@ func FuzzConvert(f *testing.F) {
 		}
 		translatetest.Check(t, trs, registries.Service{Name: name, Namespace: namespace, Group: group, Instances: instances})
 
-		iface := readDubboInterface(info, name, clusters, builder)
-		if want := providersService(name); iface.Dubbo == nil || iface.Dubbo.Interface != want.Interface ||
-			iface.Dubbo.Version != want.Version || iface.Dubbo.Group != want.Group || iface.Name != name {
-			t.Fatalf("name %q gave Dubbo service %q %+v", name, iface.Name, iface.Dubbo)
+		iface := readDubboInterface(info, namespace, name, clusters, builder)
+		named := readDubboInterface(info, namespace, name, clusters, ids)
+		want := providersService(name)
+		if !iface.PortPerProtocol || iface.Name != name ||
+			!strings.HasPrefix(named.Host, want.Interface+"|"+want.Group+"|"+strings.ReplaceAll(want.Version, ".", "-")+"|") {
+			t.Fatalf("name %q gave Dubbo service %q named %q (%+v)", name, iface.Name, named.Host, iface)
 		}
 		iface.Namespace, iface.Group = namespace, group
 		translatetest.Check(t, trs, iface)
 
-		app := readDubboApplication(info, name, clusters, builder)
-		if app.Dubbo == nil || app.Dubbo.Application != name || app.Dubbo.Interface != "" || app.Name != name {
-			t.Fatalf("application %q gave Dubbo service %q %+v", name, app.Name, app.Dubbo)
+		app := readDubboApplication(info, namespace, name, clusters, builder)
+		if named := readDubboApplication(info, namespace, name, clusters, ids); !app.PortPerProtocol || app.Name != name ||
+			named.Host != dubbotest.IdentityHost(dubbo.Identity{Application: name}, namespace) {
+			t.Fatalf("application %q gave Dubbo service %q named %q (%+v)", name, app.Name, named.Host, app)
 		}
 		app.Namespace, app.Group = namespace, group
 		translatetest.Check(t, trs, app)

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -239,4 +241,15 @@ func (p *tcpPort) close() {
 		p.l.Close()
 		p.l = nil
 	}
+}
+
+// identityBuilder is the dubbo.Builder of c with dubbotest's identity
+// templates: a Dubbo service's host states its identity.
+func identityBuilder(t testing.TB, c dubbo.Config) *dubbo.Builder {
+	t.Helper()
+	b, err := dubbo.NewBuilder(dubbotest.IdentityTemplates(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -113,6 +113,10 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nacos registry %q: %w", cfg.Name, err)
 	}
+	builder, err := dubbo.NewBuilder(cfg.Dubbo) // validate checked its templates
+	if err != nil {
+		return nil, fmt.Errorf("nacos registry %q: dubbo: %w", cfg.Name, err)
+	}
 	servers := make([]server, len(cfg.Addresses))
 	st := Status{Registry: cfg.Name, Username: sec.username}
 	for i, a := range cfg.Addresses {
@@ -129,7 +133,7 @@ func New(cfg Config) (*Registry, error) {
 		tls:        tlsCfg,
 		agent:      newHTTPAgent(tlsCfg, sec.username),
 		health:     registries.NewHealth(cfg.Name, logger),
-		dubbo:      dubbo.NewBuilder(cfg.Dubbo),
+		dubbo:      builder,
 		namespaces: map[string]*nsStatus{},
 		status:     st,
 	}, nil

@@ -121,18 +121,19 @@ func (w *nsWatcher) process(s *service, o op) {
 	case opRead:
 		w.processRead(s, o)
 	case opErr:
-		w.session.Fail(w.serviceOf(s, nil, nil), fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w",
+		w.session.Fail(w.serviceOf(s, registries.Service{}), fmt.Errorf("read Nacos service %q (namespace %q, group %q): %w",
 			s.name, w.ns, s.group, o.err), o.observed)
 	}
 }
 
 func (w *nsWatcher) processRead(s *service, o op) {
-	instances, dubboSvc, ok := w.convert(s, o.info, o.observed)
+	read, ok := w.convert(s, o.info, o.observed)
 	if !ok {
 		return
 	}
+	instances := read.Instances
 	w.noteProtection(s, o.info, len(instances))
-	switch w.session.Read(w.serviceOf(s, instances, dubboSvc), o.observed) {
+	switch w.session.Read(w.serviceOf(s, read), o.observed) {
 	case registries.ReadChanged:
 		if o.from == fromReconcile {
 			w.reg.noteCounts(0, 0, 1)
@@ -180,31 +181,29 @@ func (w *nsWatcher) forgetProtectionLocked(s *service) {
 	}
 }
 
-// convert turns one read of s into its usable instances and, for a Dubbo
-// service, its Dubbo identity (doc.go rules 6 and 8). ok is false when s is
-// left out from now on: a Dubbo 3 application while dubbo.enabled is false
-// (skipped and counted) or while dubbo.mode leaves application-level
-// services out. Emitter goroutine only.
-func (w *nsWatcher) convert(s *service, info nacosmodel.Service, observed time.Time) (
-	instances []registries.Instance, dubboSvc *registries.DubboService, ok bool) {
+// convert turns one read of s into the service it reads as: its usable
+// instances and, for a Dubbo service, what package registries/dubbo makes
+// of it (its host, a port per protocol; doc.go rules 6 and 8). ok is false
+// when s is left out from now on: a Dubbo 3 application while
+// dubbo.enabled is false (skipped and counted) or while dubbo.mode leaves
+// application-level services out. Emitter goroutine only.
+func (w *nsWatcher) convert(s *service, info nacosmodel.Service, observed time.Time) (registries.Service, bool) {
 	if s.providers {
-		svc := readDubboInterface(info, s.name, w.cfg.Clusters, w.reg.dubbo)
-		return svc.Instances, svc.Dubbo, true
+		return readDubboInterface(info, w.ns, s.name, w.cfg.Clusters, w.reg.dubbo), true
 	}
 	if !s.application && !isDubboApplication(info.Hosts) {
-		return readService(info, w.ns, s.group, s.name, w.cfg.Clusters), nil, true
+		return registries.Service{Instances: readService(info, w.ns, s.group, s.name, w.cfg.Clusters)}, true
 	}
 	switch {
 	case !w.cfg.Dubbo.IsEnabled():
 		w.leaveOut(s, observed, true)
-		return nil, nil, false
+		return registries.Service{}, false
 	case !w.reg.dubbo.Mode().Application():
 		w.leaveOut(s, observed, false)
-		return nil, nil, false
+		return registries.Service{}, false
 	}
 	s.application = true
-	svc := readDubboApplication(info, s.name, w.cfg.Clusters, w.reg.dubbo)
-	return svc.Instances, svc.Dubbo, true
+	return readDubboApplication(info, w.ns, s.name, w.cfg.Clusters, w.reg.dubbo), true
 }
 
 // leaveOut leaves out a service whose instances are Dubbo 3
@@ -243,13 +242,17 @@ func (w *nsWatcher) leaveOut(s *service, observed time.Time, skip bool) {
 }
 
 // keyOf is s's key (registries.Service.Key).
-func (w *nsWatcher) keyOf(s *service) registries.ServiceKey { return w.serviceOf(s, nil, nil).Key() }
+func (w *nsWatcher) keyOf(s *service) registries.ServiceKey {
+	return w.serviceOf(s, registries.Service{}).Key()
+}
 
 // scope is the listing scope of a group (registries.ScopeOf).
 func (w *nsWatcher) scope(group string) registries.Scope { return registries.ScopeOf(w.ns, group) }
 
-// serviceOf is the registries.Service of s in this namespace: with
-// instances as read and, for a Dubbo service, its Dubbo identity.
-func (w *nsWatcher) serviceOf(s *service, instances []registries.Instance, dubboSvc *registries.DubboService) registries.Service {
-	return registries.Service{Name: s.name, Namespace: w.ns, Group: s.group, Instances: instances, Dubbo: dubboSvc}
+// serviceOf is the registries.Service of s in this namespace: read (what
+// convert made of a read; zero for its identity alone) with s's name,
+// namespace and group.
+func (w *nsWatcher) serviceOf(s *service, read registries.Service) registries.Service {
+	read.Name, read.Namespace, read.Group = s.name, w.ns, s.group
+	return read
 }

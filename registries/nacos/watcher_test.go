@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 )
 
@@ -228,7 +229,7 @@ func TestApplicationLevelReads(t *testing.T) {
 	app := []nacosmodel.Instance{{Ip: "10.0.0.1", Port: 20880, Weight: 1, Healthy: true, Enable: true,
 		Metadata: map[string]string{"dubbo.endpoints": `[{"port":20880,"protocol":"dubbo"},{"port":50051,"protocol":"tri"}]`,
 			"dubbo.metadata.revision": "r1"}}}
-	shop := &registries.DubboService{Application: "shop"}
+	shopHost := dubbotest.IdentityHost(dubbo.Identity{Application: "shop"}, "public")
 	appInstance := registries.Instance{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Protocol: "dubbo", Weight: 100,
 		Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 20880, Protocol: "dubbo"}, {Number: 50051, Protocol: "tri"}}}}
 	for _, tc := range []struct {
@@ -247,19 +248,19 @@ func TestApplicationLevelReads(t *testing.T) {
 		{
 			name:  "dubbo enabled: the application's Dubbo service, under the Nacos name, namespace and group",
 			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{app},
-			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Host: shopHost, PortPerProtocol: true,
 				Instances: []registries.Instance{appInstance}},
 		},
 		{
 			name:  "dubbo enabled: a plain service turning application-level becomes the Dubbo service",
 			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{plain, app},
-			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Host: shopHost, PortPerProtocol: true,
 				Instances: []registries.Instance{appInstance}},
 		},
 		{
 			name:  "dubbo enabled: an application-level service stays one when its instances go, or lose their metadata",
 			dubbo: dubbo.Config{Enabled: &enabled}, reads: [][]nacosmodel.Instance{app, nil, plain},
-			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Dubbo: shop,
+			wantLast: &registries.Service{Name: "shop", Namespace: "public", Group: DefaultGroup, Host: shopHost, PortPerProtocol: true,
 				Instances: []registries.Instance{{ID: "10.0.0.1:20880", Address: "10.0.0.1", Port: 20880, Weight: 100}}},
 		},
 		{
@@ -274,7 +275,7 @@ func TestApplicationLevelReads(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, rec := newTestWatcher(t, Config{Dubbo: tc.dubbo})
+			w, rec := newTestWatcher(t, Config{Dubbo: dubbotest.IdentityTemplates(tc.dubbo)})
 			w.applyListing(nil, DefaultGroup, []string{"shop"}, false, now)
 			for _, hosts := range tc.reads {
 				w.emitHosts(t, DefaultGroup, "shop", now, hosts)

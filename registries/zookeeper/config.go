@@ -77,10 +77,7 @@ type Block struct {
 	Dubbo          dubbo.Config    `json:"dubbo"`
 }
 
-var (
-	_ registries.Config             = (*Block)(nil)
-	_ registries.DubboHostTemplates = (*Block)(nil)
-)
+var _ registries.Config = (*Block)(nil)
 
 // Default implements registries.Config.
 func (b *Block) Default() {
@@ -150,11 +147,6 @@ func (b *Block) Redacted() registries.Config {
 	return &c
 }
 
-// DubboHostTemplates implements registries.DubboHostTemplates.
-func (b *Block) DubboHostTemplates() (string, string) {
-	return b.Dubbo.InterfaceHostTemplate, b.Dubbo.ApplicationHostTemplate
-}
-
 // New implements registries.Config.
 func (b *Block) New(name string, log *slog.Logger) (registries.Registry, error) {
 	c := *b
@@ -176,5 +168,9 @@ func (b *Block) New(name string, log *slog.Logger) (registries.Registry, error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	return newRegistry(name, c, creds, log.With("registry", name)), nil
+	builder, err := dubbo.NewBuilder(c.Dubbo) // validated above
+	if err != nil {
+		return nil, fmt.Errorf("dubbo: %w", err)
+	}
+	return newRegistry(name, c, creds, builder, log.With("registry", name)), nil
 }

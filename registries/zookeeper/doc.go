@@ -75,7 +75,7 @@
 //     does not speak: such a service has no methods annotation.
 //
 // The Dubbo model (provider URLs, ServiceInstance JSON, the merge of one
-// process's protocols, labels and methods) is registries/dubbo's; hosts are
-// translate's Dubbo host templates (the block's dubbo.interfaceHostTemplate
-// and applicationHostTemplate).
+// process's protocols, labels and methods) and its naming (the block's
+// dubbo.interfaceHostTemplate and applicationHostTemplate) are
+// registries/dubbo's.
 package zookeeper

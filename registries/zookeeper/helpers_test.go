@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/internal/strict"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -21,7 +22,8 @@ import (
 // the test ends.
 func runRegistry(t *testing.T, z *harness.ZooKeeper, d dubbo.Config) (*Registry, *registrytest.Recorder) {
 	t.Helper()
-	b := &Block{Servers: z.Servers(), SessionTimeout: duration("2s"), Dubbo: d}
+	// The Dubbo services' hosts state their identity (dubbotest).
+	b := &Block{Servers: z.Servers(), SessionTimeout: duration("2s"), Dubbo: dubbotest.IdentityTemplates(d)}
 	b.Default()
 	if errs := b.Validate(); len(errs) > 0 {
 		t.Fatalf("Validate: %v", errs)

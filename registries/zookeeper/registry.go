@@ -61,12 +61,12 @@ var (
 	_ registries.StatusReporter = (*Registry)(nil)
 )
 
-func newRegistry(name string, cfg Block, creds string, log *slog.Logger) *Registry {
+func newRegistry(name string, cfg Block, creds string, builder *dubbo.Builder, log *slog.Logger) *Registry {
 	root := "/" + strings.Trim(cfg.Root, "/")
 	return &Registry{
 		name: name, cfg: cfg, creds: creds, log: log, root: root,
 		health:  registries.NewHealth(name, log),
-		builder: dubbo.NewBuilder(cfg.Dubbo),
+		builder: builder,
 		status:  Status{Servers: slices.Clone(cfg.Servers), Root: root, Mode: string(cfg.Dubbo.Mode)},
 	}
 }

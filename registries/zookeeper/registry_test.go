@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/dubbo"
+	"github.com/meshbridge/meshbridge/registries/dubbo/dubbotest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -39,9 +40,9 @@ func TestInterfaceProviders(t *testing.T) {
 	rec.Eventually(t, "the first provider", func(s registrytest.State) bool { return len(s.Good[key]) == 1 })
 	st := rec.State()
 	svc := st.Last[key].Service
-	want := registries.DubboService{Interface: demoIface, Group: "g1", Version: "1.0.0", Application: "demo"}
-	if svc.Dubbo == nil || *svc.Dubbo != want {
-		t.Fatalf("Dubbo = %+v, want %+v", svc.Dubbo, want)
+	want := dubbotest.IdentityHost(dubbo.Identity{Interface: demoIface, Group: "g1", Version: "1.0.0", Application: "demo"}, "")
+	if svc.Host != want || !svc.PortPerProtocol {
+		t.Fatalf("service %+v, want the Dubbo service named %q", svc, want)
 	}
 	inst := st.Good[key][0]
 	if inst.ID != "10.0.0.1:20880" || inst.Protocol != "dubbo" || inst.Weight != 0 ||
@@ -121,8 +122,8 @@ func TestApplicationInstances(t *testing.T) {
 		return ok && len(i.Ports()) == 2
 	})
 	svc := rec.State().Last["demo-app"].Service
-	if svc.Dubbo == nil || svc.Dubbo.Application != "demo-app" || svc.Dubbo.Interface != "" {
-		t.Fatalf("Dubbo = %+v", svc.Dubbo)
+	if want := dubbotest.IdentityHost(dubbo.Identity{Application: "demo-app"}, ""); svc.Host != want || !svc.PortPerProtocol {
+		t.Fatalf("service %+v, want the Dubbo service named %q", svc, want)
 	}
 	if l := svc.Instances[0].Labels; len(l) != 0 {
 		t.Errorf("labels %v: want none (Dubbo's own metadata only, registries/dubbo rule 5)", l)

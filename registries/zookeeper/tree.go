@@ -314,7 +314,7 @@ func (w *watcher) interfaceServices(iface string) []registries.Service {
 	if len(providers) == 0 && len(malformed) == 0 {
 		return nil
 	}
-	return w.r.builder.InterfaceServices(iface, providers, malformed)
+	return w.r.builder.InterfaceServices("", iface, providers, malformed)
 }
 
 // applicationServices is the application-level service of app, if it has
@@ -334,7 +334,7 @@ func (w *watcher) applicationServices(app string) []registries.Service {
 		}
 		insts = append(insts, pi.a)
 	}
-	return []registries.Service{w.r.builder.ApplicationService(app, insts, malformed, w.appMethods(app, insts))}
+	return []registries.Service{w.r.builder.ApplicationService("", app, insts, malformed, w.appMethods(app, insts))}
 }
 
 // appMethods are the methods of app's MetadataInfo of every revision its
