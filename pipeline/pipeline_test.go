@@ -66,6 +66,12 @@ func start(t *testing.T, regs []Registry, before func(*Pipeline)) *Pipeline {
 	if before != nil {
 		before(p)
 	}
+	return run(t, p)
+}
+
+// run runs p until the test ends, and returns it once its ready gate opened.
+func run(t *testing.T, p *Pipeline) *Pipeline {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -196,18 +202,7 @@ func TestHostnameEndpointServedResolved(t *testing.T) {
 		DNS:        dns.Options{Lookup: lookup, RefreshRate: 50 * time.Millisecond},
 		Logger:     quiet,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	if err := p.WaitReady(context.Background(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	run(t, p)
 	waitHosts(t, p, "web.local")
 	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelIdle()

@@ -155,7 +155,7 @@ func TestMCPOnItsOwnListener(t *testing.T) {
 		askLikeIstiod(c, seV1, true)
 		resp := c.next(t)
 		assertEqual(t, map[string]string{"mesh/a": "h-a"}, decodeMCP(t, resp))
-		lines := logLines(&logs, "Connected xDS client")
+		lines := logs.Messages("Connected xDS client")
 		if len(lines) != 1 || !strings.Contains(lines[0], " listener=mcp ") || !strings.Contains(lines[0], " generator=mcp ") ||
 			strings.Contains(lines[0], "uriSANs=") {
 			t.Fatalf("want one Connected line for istiod, listener=mcp generator=mcp without a verified identity; log:\n%s", logs.String())
@@ -313,7 +313,7 @@ func TestConnectedClientIsLoggedWithItsIdentity(t *testing.T) {
 	c.send(&discovery.DiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResourceNames: []string{"a.local:80"}})
 	c.next(t)
 
-	lines := logLines(&logs, "Connected xDS client")
+	lines := logs.Messages("Connected xDS client")
 	if len(lines) != 1 {
 		t.Fatalf("%d Connected lines for one stream, want 1; log:\n%s", len(lines), logs.String())
 	}
@@ -331,7 +331,7 @@ func TestConnectedClientIsLoggedWithItsIdentity(t *testing.T) {
 
 	c.cancel()
 	eventually(t, "the stream's end logged", func() bool {
-		closed := logLines(&logs, "Closed xDS stream")
+		closed := logs.Messages("Closed xDS stream")
 		return len(closed) == 1 && strings.Contains(closed[0], " level=DEBUG ") && strings.Contains(closed[0], " node=grpc-1 ")
 	})
 }
@@ -350,7 +350,7 @@ func TestSubjectIsLoggedWhenPresent(t *testing.T) {
 	c := openSotW(t, pki.dial(t, ts.Addr().String(), pki.clientCert(t, "envoy-gateway")))
 	c.send(&discovery.DiscoveryRequest{Node: envoyNode(), TypeUrl: resourcev3.ClusterType})
 	c.next(t)
-	lines := logLines(&logs, "Connected xDS client")
+	lines := logs.Messages("Connected xDS client")
 	if len(lines) != 1 || !strings.Contains(lines[0], ` subject="CN=envoy-gateway"`) {
 		t.Fatalf("want one Connected line with subject=CN=envoy-gateway; log:\n%s", logs.String())
 	}
@@ -379,7 +379,7 @@ func TestRefusedTLSHandshakesAreCountedAndLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = probe.Close()
-	eventually(t, "the probe seen", func() bool { return len(logLines(&logs, "Connection closed before a TLS handshake")) == 1 })
+	eventually(t, "the probe seen", func() bool { return len(logs.Messages("Connection closed before a TLS handshake")) == 1 })
 
 	// One handshake each: crypto/tls and raw TCP clients do not reconnect.
 	handshake := func(cfg *tls.Config) {
@@ -408,7 +408,7 @@ func TestRefusedTLSHandshakesAreCountedAndLoggedOnce(t *testing.T) {
 	if got := refused() - before; got != burst {
 		t.Errorf("%v refused handshakes counted, want %d", got, burst)
 	}
-	lines := logLines(&logs, "Refused TLS handshake")
+	lines := logs.Messages("Refused TLS handshake")
 	if len(lines) != 1 {
 		t.Fatalf("%d lines for a burst of refused handshakes, want 1; log:\n%s", len(lines), logs.String())
 	}
@@ -435,7 +435,7 @@ func TestRefusedHandshakeLogIsRateLimited(t *testing.T) {
 		time.Sleep(handshakeLogEvery)
 		w.failed(peer, refusal)
 
-		lines := logLines(&logs, "Refused TLS handshake")
+		lines := logs.Messages("Refused TLS handshake")
 		if len(lines) != 2 || !strings.Contains(lines[0], " suppressed=0") || !strings.Contains(lines[1], " suppressed=4") {
 			t.Fatalf("want 2 lines, suppressed=0 then suppressed=4; log:\n%s", logs.String())
 		}
@@ -468,13 +468,13 @@ func TestListenersWithoutGeneratorAreHintedOncePerNode(t *testing.T) {
 		}
 	}
 	ask() // wildcard: an Envoy
-	if n := len(logLines(&logs, hint)); n != 0 {
+	if n := len(logs.Messages(hint)); n != 0 {
 		t.Fatalf("a wildcard Listener request was hinted:\n%s", logs.String())
 	}
 	ask("a.local:80")
 	ask("a.local:80") // the same node again, on a new stream
-	eventually(t, "the hint logged", func() bool { return len(logLines(&logs, hint)) > 0 })
-	lines := logLines(&logs, hint)
+	eventually(t, "the hint logged", func() bool { return len(logs.Messages(hint)) > 0 })
+	lines := logs.Messages(hint)
 	if len(lines) != 1 || !strings.Contains(lines[0], " node=envoy-1 ") || !strings.Contains(lines[0], "a.local:80") {
 		t.Fatalf("want one hint naming node envoy-1 and the Listener; log:\n%s", logs.String())
 	}

@@ -160,7 +160,7 @@ func TestPushLogSaysWhatWasPushed(t *testing.T) {
 
 	// 9 services, each a Cluster, a Listener, a Route and a
 	// ClusterLoadAssignment.
-	lines := logLines(&logs, "Pushed full")
+	lines := logs.Messages("Pushed full")
 	want := " reason=global services=9 changedResources=36 configsUpdated=0 "
 	if len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Fatalf("want one \"Pushed full\" line containing %q; log:\n%s", want, logs.String())

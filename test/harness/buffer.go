@@ -2,6 +2,8 @@ package harness
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -23,4 +25,16 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Messages returns the lines written so far of a slog text log whose
+// message is msg (quoted or not, as slog writes it).
+func (l *LockedBuffer) Messages(msg string) []string {
+	var out []string
+	for line := range strings.Lines(l.String()) {
+		if strings.Contains(line, " msg="+strconv.Quote(msg)+" ") || strings.Contains(line, " msg="+msg+" ") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,17 +19,6 @@ import (
 )
 
 var ep = gentest.Endpoint
-
-// logLines returns the lines of a slog text log whose message is msg.
-func logLines(logs *harness.LockedBuffer, msg string) []string {
-	var out []string
-	for line := range strings.Lines(logs.String()) {
-		if strings.Contains(line, " msg="+strconv.Quote(msg)+" ") || strings.Contains(line, " msg="+msg+" ") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // scriptedLookup is a fake resolver: a DNS answer that changes or fails on
 // demand is what a real resolver cannot be made to give in a test. Each
@@ -162,7 +150,7 @@ func TestUpdater(t *testing.T) {
 
 	l.set("app-1.example", true)
 	harness.Eventually(t, 5*time.Second, "a warning of the failed lookup", func() error {
-		if len(logLines(&logs, "An endpoint's DNS name did not resolve; its last addresses are kept")) != 1 {
+		if len(logs.Messages("An endpoint's DNS name did not resolve; its last addresses are kept")) != 1 {
 			return errors.New("no warning")
 		}
 		return nil
@@ -170,7 +158,7 @@ func TestUpdater(t *testing.T) {
 	wantShard("lookup failing", "10.0.0.3:8080/3", "10.0.0.9:8080/1")
 	l.set("app-1.example", false, "10.0.0.4")
 	wantShard("resolves again", "10.0.0.4:8080/3", "10.0.0.9:8080/1")
-	if n := len(logLines(&logs, "An endpoint's DNS name did not resolve; its last addresses are kept")); n != 1 {
+	if n := len(logs.Messages("An endpoint's DNS name did not resolve; its last addresses are kept")); n != 1 {
 		t.Errorf("%d warnings for one failure run, want 1", n)
 	}
 
