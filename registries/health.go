@@ -66,6 +66,11 @@ type HealthStatus struct {
 	// failure's time is kept.
 	LastError     string    `json:"lastError,omitempty"`
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
+	// Failing names the readers whose last read failed, sorted, for a
+	// registry read by several (Session.Health: Consul's catalog, state,
+	// liveness and service/<name> readers, Nacos's per namespace and
+	// group): what keeps the registry down.
+	Failing []string `json:"failing,omitempty"`
 }
 
 // HealthReporter is implemented by registries that track their read health;

@@ -1,6 +1,8 @@
 package registries
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -98,6 +100,16 @@ func (s *Session) ForgetReader(reader string) {
 	s.mu.Lock()
 	delete(s.failing, reader)
 	s.mu.Unlock()
+}
+
+// Health returns the registry's read health with the readers failing now
+// (HealthStatus.Failing).
+func (s *Session) Health() HealthStatus {
+	st := s.health.Status()
+	s.mu.Lock()
+	st.Failing = slices.Sorted(maps.Keys(s.failing))
+	s.mu.Unlock()
+	return st
 }
 
 // Recovery returns a channel closed when a failing reader next gets through

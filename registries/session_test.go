@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 )
@@ -93,5 +94,24 @@ func TestSessionPerReaderRule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionHealthNamesFailingReaders: what keeps a registry down is
+// shown: the readers whose last read failed, sorted.
+func TestSessionHealthNamesFailingReaders(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := NewSession(NewHealth("session-failing", quiet), ReporterConfig{Registry: "session-failing", Sink: SinkFuncs{}, Logger: quiet})
+	s.ReadFailed("service/web", "read", errors.New("boom"))
+	s.ReadFailed("catalog", "catalog", errors.New("boom"))
+	s.ReadOK("liveness")
+	if got := s.Health(); got.Up || !slices.Equal(got.Failing, []string{"catalog", "service/web"}) {
+		t.Errorf("Health = %+v, want down, failing [catalog service/web]", got)
+	}
+	s.ReadOK("catalog")
+	s.ForgetReader("service/web")
+	s.ReadOK("liveness")
+	if got := s.Health(); !got.Up || got.Failing != nil {
+		t.Errorf("Health = %+v, want up, nothing failing", got)
 	}
 }

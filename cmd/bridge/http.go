@@ -143,6 +143,9 @@ type registryzEntry struct {
 	Up          bool      `json:"up"`
 	Since       time.Time `json:"since,omitzero"`
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	// Failing names the readers whose last read failed (registries.
+	// HealthStatus.Failing): what keeps a registry read by several down.
+	Failing []string `json:"failing,omitempty"`
 	// Stale is true while anything of the registry is served from
 	// last-known-good state: it is down, some services' last read failed,
 	// or it is served from disk. It shadows RegistryStatus.Stale, which
@@ -162,7 +165,7 @@ func (b *bridge) registryz() []registryzEntry {
 		r := regs[st.Name]
 		if hr, ok := r.(registries.HealthReporter); ok {
 			h := hr.Health()
-			e.Up, e.Since, e.LastSuccess = h.Up, h.Since, h.LastSuccess
+			e.Up, e.Since, e.LastSuccess, e.Failing = h.Up, h.Since, h.LastSuccess, h.Failing
 			e.Errors, e.LastError, e.LastErrorTime = int(h.Errors), h.LastError, h.LastErrorTime
 			e.Stale = st.Synced && !h.Up
 		} else {

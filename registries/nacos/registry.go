@@ -200,12 +200,21 @@ func (r *Registry) Status() Status {
 		st.Services, st.Instances = rep.Counts()
 		st.Synced = rep.Synced()
 	}
-	st.HealthStatus = r.health.Status()
+	st.HealthStatus = r.Health()
 	return st
 }
 
-// Health implements registries.HealthReporter.
-func (r *Registry) Health() registries.HealthStatus { return r.health.Status() }
+// Health implements registries.HealthReporter: the running watcher's
+// (registries.Session.Health, with its failing readers).
+func (r *Registry) Health() registries.HealthStatus {
+	r.mu.Lock()
+	s := r.session
+	r.mu.Unlock()
+	if s == nil {
+		return r.health.Status()
+	}
+	return s.Health()
+}
 
 // WatcherStatus implements registries.StatusReporter: Status.
 func (r *Registry) WatcherStatus() any { return r.Status() }

@@ -268,7 +268,7 @@ func consulOutageScenario(t *testing.T, down, up func(*harness.Consul), outage t
 	up(consul)
 	eventually(t, 2*time.Second, "the registry up again", func() error {
 		if e := registryzOf(t, b, "consul-e2e"); e["up"] != true {
-			return fmt.Errorf("/debug/registryz: up %v", e["up"])
+			return fmt.Errorf("/debug/registryz: up %v, failing readers %v, last error %v", e["up"], e["failing"], e["lastError"])
 		}
 		return nil
 	})
