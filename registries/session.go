@@ -103,9 +103,13 @@ func (s *Session) ForgetReader(reader string) {
 }
 
 // Health returns the registry's read health with the readers failing now
-// (HealthStatus.Failing).
-func (s *Session) Health() HealthStatus {
-	st := s.health.Status()
+// (HealthStatus.Failing); a nil Session (a registry not running yet) has
+// none to add to h's.
+func (s *Session) Health(h *Health) HealthStatus {
+	st := h.Status()
+	if s == nil {
+		return st
+	}
 	s.mu.Lock()
 	st.Failing = slices.Sorted(maps.Keys(s.failing))
 	s.mu.Unlock()

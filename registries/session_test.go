@@ -105,13 +105,13 @@ func TestSessionHealthNamesFailingReaders(t *testing.T) {
 	s.ReadFailed("service/web", "read", errors.New("boom"))
 	s.ReadFailed("catalog", "catalog", errors.New("boom"))
 	s.ReadOK("liveness")
-	if got := s.Health(); got.Up || !slices.Equal(got.Failing, []string{"catalog", "service/web"}) {
+	if got := s.Health(s.health); got.Up || !slices.Equal(got.Failing, []string{"catalog", "service/web"}) {
 		t.Errorf("Health = %+v, want down, failing [catalog service/web]", got)
 	}
 	s.ReadOK("catalog")
 	s.ForgetReader("service/web")
 	s.ReadOK("liveness")
-	if got := s.Health(); !got.Up || got.Failing != nil {
+	if got := s.Health(s.health); !got.Up || got.Failing != nil {
 		t.Errorf("Health = %+v, want up, nothing failing", got)
 	}
 }

@@ -143,10 +143,7 @@ func (r *Registry) Health() registries.HealthStatus {
 	r.mu.Lock()
 	s := r.session
 	r.mu.Unlock()
-	if s == nil {
-		return r.health.Status()
-	}
-	return s.Health()
+	return s.Health(r.health)
 }
 
 // WatcherStatus implements registries.StatusReporter: Status.
