@@ -19,7 +19,9 @@ type Registry interface {
 	Run(ctx context.Context, sink Sink) error
 }
 
-// Sink receives what a Registry observes.
+// Sink receives what a Registry observes. A registry's one caller of its
+// Sink is its Reporter, which keeps this contract by construction
+// (registrytest.Recorder checks it).
 type Sink interface {
 	// Snapshot delivers the authoritative state of one service, or an error
 	// reading it (see Snapshot).
@@ -32,17 +34,28 @@ type Sink interface {
 	// the whole registry, a namespace and group (ScopeOf) for a Nacos
 	// registry, which lists one namespace and group at a time. It is
 	// called after every complete read (the first, a re-list, a catalog
-	// change), before the Snapshots of that read, so that the consumer can
-	// judge the services the read removes together (the delete guard of
-	// package syncer) before any of them is applied.
-	Listing(registry string, scope Scope, keys []ServiceKey)
+	// change), before the Snapshots of that read. removed are the services
+	// the read removes (in scope, not in keys, sorted): exactly the Removed
+	// Snapshots that follow, so that the consumer can judge them together
+	// (the delete guard of package syncer) before any is applied. The
+	// Reporter is the one place removals are computed; the consumer does
+	// not diff listings.
+	Listing(registry string, scope Scope, keys, removed []ServiceKey)
+	// Serving returns the keys of the services the consumer holds for the
+	// registry as a run of it starts: a previous run's (a configuration
+	// reload restarted the registry) and a persisted listing's (state.dir).
+	// The run's Reporter starts from them, so that its listings remove
+	// what the registry no longer lists whichever run listed it (Reporter
+	// rule 8). nil for a consumer that holds nothing.
+	Serving(registry string) []ServiceKey
 }
 
 // SinkFuncs adapts functions to a Sink; a nil field ignores that call.
 type SinkFuncs struct {
 	SnapshotFunc func(Snapshot)
 	SyncedFunc   func(registry string)
-	ListingFunc  func(registry string, scope Scope, keys []ServiceKey)
+	ListingFunc  func(registry string, scope Scope, keys, removed []ServiceKey)
+	ServingFunc  func(registry string) []ServiceKey
 }
 
 var _ Sink = SinkFuncs{}
@@ -62,10 +75,18 @@ func (f SinkFuncs) Synced(registry string) {
 }
 
 // Listing implements Sink.
-func (f SinkFuncs) Listing(registry string, scope Scope, keys []ServiceKey) {
+func (f SinkFuncs) Listing(registry string, scope Scope, keys, removed []ServiceKey) {
 	if f.ListingFunc != nil {
-		f.ListingFunc(registry, scope, keys)
+		f.ListingFunc(registry, scope, keys, removed)
 	}
+}
+
+// Serving implements Sink.
+func (f SinkFuncs) Serving(registry string) []ServiceKey {
+	if f.ServingFunc != nil {
+		return f.ServingFunc(registry)
+	}
+	return nil
 }
 
 // Snapshot is one service's state as read from a registry.
@@ -76,7 +97,7 @@ type Snapshot struct {
 	// is nil and Removed is false.
 	Service Service
 	// Removed is true when the registry no longer has the service at all: an
-	// authoritative deletion.
+	// authoritative deletion, named by the Listing before it.
 	Removed bool
 	// Err is set when the service could not be read. The consumer keeps the
 	// last-known-good state and ignores Service.Instances. An Err with an

@@ -1,9 +1,12 @@
 package registries
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -71,7 +74,9 @@ const (
 //  3. A complete listing (Listing) goes to the Sink before the removals it
 //     brings: every service the Reporter holds within its scope and the
 //     listing omits is removed (Removed, when anything was sent for it), in
-//     the same call. A partial listing (PartialListing) removes nothing.
+//     the same call, and the Listing names those removals. This is the one
+//     place a registry's removals are computed. A partial listing
+//     (PartialListing) removes nothing.
 //  4. Only listed services are read: a read of a service no listing has
 //     covered, or one a listing removed since, is dropped, so a reader that
 //     lost a race with its service's removal cannot bring it back.
@@ -90,6 +95,15 @@ const (
 //  7. Synced is called once, when every scope (ReporterConfig.Scopes) has
 //     had its first listing and each service of those first listings has
 //     been read (Read, not held) or removed.
+//  8. The Reporter owns what the registry lists, including what an earlier
+//     run listed: it starts from the services the Sink holds for the
+//     registry (Sink.Serving: a previous run's, a persisted listing's).
+//     Such a service counts as listed for removals only: a listing of its
+//     scope that omits it removes it (rule 3); one that holds it makes it
+//     this run's; a read, Down or Reconnected does not touch it before.
+//     Those of a scope no configured scope holds (the configuration no
+//     longer reads it) are removed just before Synced, by a listing of
+//     their scope that holds nothing of them.
 //
 // Concurrency: every method is safe for concurrent use. Sink calls are
 // serialized and made in the order of the calls that cause them; the Sink
@@ -120,6 +134,9 @@ type reported struct {
 	relist                    bool // the next read or removal is marked Relist
 	held                      bool // the last read was an empty one held back (rule 6)
 	pending                   bool // Synced waits for its first read
+	// carried: an earlier run listed it and no listing of this run has yet
+	// (rule 8).
+	carried bool
 }
 
 // scopeState is one listing scope.
@@ -146,7 +163,24 @@ func NewReporter(cfg ReporterConfig) *Reporter {
 			r.pendingScopes++
 		}
 	}
+	for _, k := range cfg.Sink.Serving(cfg.Registry) {
+		if r.services[k] == nil {
+			r.services[k] = &reported{scope: r.scopeOfLocked(k), emitted: true, carried: true}
+		}
+	}
 	return r
+}
+
+// scopeOfLocked returns the configured scope that holds k, or else k's own
+// namespace and group as a scope of its own (rule 8). r.mu is held or r
+// not shared yet.
+func (r *Reporter) scopeOfLocked(k ServiceKey) *scopeState {
+	for _, s := range r.cfg.Scopes {
+		if s.Holds(k) {
+			return r.scopes[s]
+		}
+	}
+	return r.scopeLocked(ScopeOf(k.Namespace, k.Group))
 }
 
 // scopeLocked returns the scope called name, adding one Synced does not
@@ -167,7 +201,7 @@ func (r *Reporter) Read(svc Service, observed time.Time) ReadOutcome {
 	defer r.mu.Unlock()
 	key := svc.Key()
 	s := r.services[key]
-	if s == nil {
+	if s == nil || s.carried {
 		r.log.Debug("Dropped a read of a service no listing holds", "service", key)
 		return ReadDropped
 	}
@@ -215,7 +249,7 @@ func (r *Reporter) Fail(svc Service, err error, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.services[svc.Key()]
-	if s == nil {
+	if s == nil || s.carried {
 		return
 	}
 	s.held = false
@@ -238,9 +272,10 @@ func (r *Reporter) failLocked(s *reported, svc Service, err error, observed time
 	r.log.Debug("Sent a failed read", "service", s.id.Key(), "err", err)
 }
 
-// Listing reports a complete listing of scope (as for Sink.Listing): the Sink gets it, then the removal of every service of
-// the scope the listing omits (rules 3, 5, 6). It returns the keys removed,
-// which the registry stops following.
+// Listing reports a complete listing of scope (as for Sink.Listing): the
+// Sink gets it, then the removal of every service of the scope the listing
+// omits (rules 3, 5, 6, 8). It returns the keys removed that this run had
+// listed, which the registry stops following.
 func (r *Reporter) Listing(scope Scope, keys []ServiceKey, observed time.Time) (removed []ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -250,7 +285,6 @@ func (r *Reporter) Listing(scope Scope, keys []ServiceKey, observed time.Time) (
 	for _, k := range keys {
 		listed[k] = true
 	}
-	var gone []*reported
 	var goneKeys []ServiceKey
 	for k, s := range r.services {
 		if s.scope != sc || listed[k] {
@@ -260,20 +294,39 @@ func (r *Reporter) Listing(scope Scope, keys []ServiceKey, observed time.Time) (
 			keys = append(keys, k)
 			continue
 		}
-		gone = append(gone, s)
 		goneKeys = append(goneKeys, k)
 	}
 	r.addLocked(sc, keys)
-	r.cfg.Sink.Listing(r.cfg.Registry, scope, keys)
-	slices.SortFunc(goneKeys, ServiceKey.Compare)
-	for _, k := range goneKeys {
-		s := r.services[k]
-		r.removeLocked(k, s, observed, sc.relist || s.relist)
-	}
+	removed = r.removeAllLocked(sc, keys, goneKeys, observed, true)
 	sc.relist = false
 	sc.failing = ""
 	r.checkSyncedLocked()
-	return goneKeys
+	return removed
+}
+
+// removeAllLocked sends the listing of sc that holds keys and removes
+// gone, the services of sc it omits (rule 3): the Listing names those
+// removed that anything was sent for, then each is sent, in key order. It
+// returns the removed keys this run had listed (not carried, rule 8).
+// marked: the removals carry the re-list marks (rule 5). r.mu is held.
+func (r *Reporter) removeAllLocked(sc *scopeState, keys, gone []ServiceKey, observed time.Time, marked bool) []ServiceKey {
+	slices.SortFunc(gone, ServiceKey.Compare)
+	var named, followed []ServiceKey
+	for _, k := range gone {
+		s := r.services[k]
+		if s.emitted {
+			named = append(named, k)
+		}
+		if !s.carried {
+			followed = append(followed, k)
+		}
+	}
+	r.cfg.Sink.Listing(r.cfg.Registry, sc.scope, keys, named)
+	for _, k := range gone {
+		s := r.services[k]
+		r.removeLocked(k, s, observed, marked && (sc.relist || s.relist))
+	}
+	return followed
 }
 
 // PartialListing reports a listing of scope known to be incomplete: it
@@ -306,6 +359,11 @@ func (r *Reporter) addLocked(sc *scopeState, keys []ServiceKey) {
 			s = &reported{scope: sc, relist: sc.relist}
 			r.services[k] = s
 		}
+		if s.carried {
+			// This run lists it: from now on it is this run's (rule 8),
+			// its first read sent whatever was sent before.
+			*s = reported{scope: sc, relist: sc.relist, emitted: true}
+		}
 		if first && !r.synced && !s.pending && !s.hasLast {
 			s.pending = true
 			r.pendingReads++
@@ -320,18 +378,17 @@ func (r *Reporter) Remove(key ServiceKey, observed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.services[key]
-	if s == nil {
+	if s == nil || s.carried {
 		return
 	}
 	var keys []ServiceKey
 	for k, o := range r.services {
-		if o.scope == s.scope && k != key {
+		if o.scope == s.scope && k != key && !o.carried {
 			keys = append(keys, k)
 		}
 	}
 	slices.SortFunc(keys, ServiceKey.Compare)
-	r.cfg.Sink.Listing(r.cfg.Registry, s.scope.scope, keys)
-	r.removeLocked(key, s, observed, false)
+	r.removeAllLocked(s.scope, keys, []ServiceKey{key}, observed, false)
 	r.checkSyncedLocked()
 }
 
@@ -408,7 +465,7 @@ func (r *Reporter) Reconnected(scope Scope, observed time.Time) {
 		sc.trouble = observed
 	}
 	for _, s := range r.services {
-		if s.scope == sc {
+		if s.scope == sc && !s.carried {
 			s.relist = true
 		}
 	}
@@ -419,7 +476,7 @@ func (r *Reporter) Reconnected(scope Scope, observed time.Time) {
 func (r *Reporter) MarkRelist(key ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s := r.services[key]; s != nil {
+	if s := r.services[key]; s != nil && !s.carried {
 		s.relist = true
 	}
 }
@@ -437,7 +494,8 @@ func (r *Reporter) Held(key ServiceKey) bool {
 func (r *Reporter) Listed(key ServiceKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.services[key] != nil
+	s := r.services[key]
+	return s != nil && !s.carried
 }
 
 // Counts returns how many services have a list sent and how many instances
@@ -448,11 +506,12 @@ func (r *Reporter) Counts() (services, instances int) {
 	return r.sent, r.instances
 }
 
-// keysLocked returns the keys of sc's services, sorted. r.mu is held.
+// keysLocked returns the keys of sc's services this run listed, sorted.
+// r.mu is held.
 func (r *Reporter) keysLocked(sc *scopeState) []ServiceKey {
 	var keys []ServiceKey
 	for k, s := range r.services {
-		if s.scope == sc {
+		if s.scope == sc && !s.carried {
 			keys = append(keys, k)
 		}
 	}
@@ -476,8 +535,28 @@ func (r *Reporter) checkSyncedLocked() {
 		return
 	}
 	r.synced = true
+	r.removeCarriedLocked()
 	r.cfg.Sink.Synced(r.cfg.Registry)
 	r.log.Info("Synced registry services", "count", len(r.services))
+}
+
+// removeCarriedLocked removes, scope by scope, the services an earlier run
+// listed that no listing of this run covered: their scopes are no longer
+// read (rule 8). r.mu is held.
+func (r *Reporter) removeCarriedLocked() {
+	byScope := map[*scopeState][]ServiceKey{}
+	for k, s := range r.services {
+		if s.carried {
+			byScope[s.scope] = append(byScope[s.scope], k)
+		}
+	}
+	for _, sc := range slices.SortedFunc(maps.Keys(byScope), func(a, b *scopeState) int {
+		return cmp.Or(strings.Compare(a.scope.Namespace, b.scope.Namespace), strings.Compare(a.scope.Group, b.scope.Group))
+	}) {
+		r.log.Info("Removing what an earlier run listed in a scope this run does not read",
+			"scope", sc.scope, "services", len(byScope[sc]))
+		r.removeAllLocked(sc, r.keysLocked(sc), byScope[sc], time.Now(), false)
+	}
 }
 
 // Synced reports whether Synced was called.

@@ -15,8 +15,14 @@ import (
 
 // callLog is a Sink that writes each call as a line: "listing <scope>
 // [keys]", "snapshot <key> [ids]" (+ " relist"), "error <key>: <err>",
-// "removed <key>" (+ " relist"), "synced".
-type callLog struct{ lines []string }
+// "removed <key>" (+ " relist"), "synced". A Removed snapshot the Listing
+// before it did not name, or a named removal that does not follow, is a
+// line "BREACH ..." (Sink.Listing). serving is what it answers Serving.
+type callLog struct {
+	lines   []string
+	serving []ServiceKey
+	named   []ServiceKey // the removals the last Listing named, not yet sent
+}
 
 func (c *callLog) Snapshot(s Snapshot) {
 	var line string
@@ -27,6 +33,11 @@ func (c *callLog) Snapshot(s Snapshot) {
 		line = "error " + s.Service.Key().String() + ": " + s.Err.Error()
 	case s.Removed:
 		line = "removed " + s.Service.Key().String()
+		if len(c.named) == 0 || c.named[0] != s.Service.Key() {
+			c.lines = append(c.lines, fmt.Sprintf("BREACH removed %s, the listing named %v", s.Service.Key(), c.named))
+		} else {
+			c.named = c.named[1:]
+		}
 	default:
 		ids := []string{}
 		for _, in := range s.Service.Instances {
@@ -42,10 +53,16 @@ func (c *callLog) Snapshot(s Snapshot) {
 
 func (c *callLog) Synced(string) { c.lines = append(c.lines, "synced") }
 
-func (c *callLog) Listing(_ string, scope Scope, keys []ServiceKey) {
+func (c *callLog) Listing(_ string, scope Scope, keys, removed []ServiceKey) {
+	if len(c.named) > 0 {
+		c.lines = append(c.lines, fmt.Sprintf("BREACH named removals %v never sent", c.named))
+	}
+	c.named = slices.Clone(removed)
 	keys = slices.SortedFunc(slices.Values(keys), ServiceKey.Compare)
 	c.lines = append(c.lines, fmt.Sprintf("listing %q %v", prefixOf(scope), keys))
 }
+
+func (c *callLog) Serving(string) []ServiceKey { return c.serving }
 
 // key is the ServiceKey written "name" or "<namespace>/<group>/<datacenter>/<name>"
 // (ServiceKey.String), for short tables.
@@ -114,10 +131,34 @@ func TestReporterRules(t *testing.T) {
 	}
 	fail := func(name string) step { return func(r *Reporter) { r.Fail(svc(name), errRead, t0) } }
 	cases := map[string]struct {
-		cfg   ReporterConfig
-		steps []step
-		want  []string
+		cfg     ReporterConfig
+		serving []string // what the Sink holds as the run starts (rule 8)
+		steps   []step
+		want    []string
 	}{
+		"carried: a listing that omits what an earlier run listed removes it, without a re-list mark": {
+			serving: []string{"a", "b"},
+			steps:   []step{list("", "b"), read(svc("b", "2"), 0)},
+			want:    []string{`listing "" [b]`, "removed a", "snapshot b [2]", "synced"},
+		},
+		"carried: a listed one is this run's: read first, Synced waits for it, later removed as any": {
+			serving: []string{"a"},
+			steps:   []step{list("", "a"), read(svc("a"), 0), list("")},
+			want:    []string{`listing "" [a]`, "snapshot a []", "synced", `listing "" []`, "removed a"},
+		},
+		"carried: before a listing holds it, a read, a failure or Down sends nothing for it (Down marks the listing's removals)": {
+			serving: []string{"a"},
+			steps: []step{read(svc("a", "1"), 0), fail("a"),
+				func(r *Reporter) { r.Down(Scope{}, errRead, t0) }, list("")},
+			want: []string{"registry error: read failed", `listing "" []`, "removed a relist", "synced"},
+		},
+		"carried: one of a scope no longer read is removed just before Synced": {
+			cfg:     ReporterConfig{Scopes: []Scope{scope("ns/G1/")}},
+			serving: []string{"ns/G1//a", "ns/G2//b"},
+			steps:   []step{list("ns/G1/", "ns/G1//a"), read(nsSvc("ns", "G1", "a", "1"), 0)},
+			want: []string{`listing "ns/G1/" [ns/G1//a]`, "snapshot ns/G1//a [1]",
+				`listing "ns/G2/" []`, "removed ns/G2//b", "synced"},
+		},
 		"a listing comes first; Synced follows the first read of each listed service": {
 			steps: []step{list("", "a", "b"), read(svc("a", "1"), 0), read(svc("b"), 0)},
 			want:  []string{`listing "" [a b]`, "snapshot a [1]", "snapshot b []", "synced"},
@@ -275,7 +316,7 @@ func TestReporterRules(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var log callLog
+			log := callLog{serving: keys(tc.serving...)}
 			cfg := tc.cfg
 			cfg.Registry, cfg.Sink = "r", &log
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -366,8 +407,9 @@ func (s *scopeSink) Snapshot(snap Snapshot) {
 		s.scopes = append(s.scopes, snap.Scope)
 	}
 }
-func (s *scopeSink) Listing(string, Scope, []ServiceKey) {}
-func (s *scopeSink) Synced(string)                       {}
+func (s *scopeSink) Listing(string, Scope, []ServiceKey, []ServiceKey) {}
+func (s *scopeSink) Synced(string)                                     {}
+func (s *scopeSink) Serving(string) []ServiceKey                       { return nil }
 
 // TestFailedListingNamesItsScope: a failed listing (FailListing, Down)
 // reaches the Sink with the scope that failed, so that the scope's next

@@ -193,12 +193,13 @@ type listingJudgement struct {
 }
 
 // judgeListing judges a listing of scope that found listed, given the
-// registry's services in that scope (key → instances), those the guard
-// holds already, the registry's instances and whether the guard applies at
-// all (a listing before the registry's first complete one, or with the
-// guard off, is not judged).
+// served services it removes (key → instances; the registry's Reporter
+// computed the removals, registries.Sink), those the guard holds already,
+// the registry's instances and whether the guard applies at all (a listing
+// before the registry's first complete one, or with the guard off, is not
+// judged).
 func judgeListing(p OutagePolicy, judged bool, scope registries.Scope, listed map[registries.ServiceKey]bool,
-	services map[registries.ServiceKey]int, held map[registries.ServiceKey]bool, instances int) listingJudgement {
+	removed map[registries.ServiceKey]int, held map[registries.ServiceKey]bool, instances int) listingJudgement {
 	var j listingJudgement
 	for k := range held {
 		if scope.Holds(k) && listed[k] {
@@ -211,7 +212,7 @@ func judgeListing(p OutagePolicy, judged bool, scope registries.Scope, listed ma
 	}
 	var gone []registries.ServiceKey
 	lost := 0
-	for k, n := range services {
+	for k, n := range removed {
 		if scope.Holds(k) && !listed[k] && !held[k] {
 			gone = append(gone, k)
 			lost += n

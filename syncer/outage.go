@@ -61,12 +61,13 @@ type heldDown struct {
 }
 
 // Listing implements registries.Sink: the delete guard judges the services
-// a complete read removes together, before the removals come (rules 5-6).
+// a complete read removes (removed, as the registry's Reporter computed
+// them) together, before the removals come (rules 5-6).
 // A complete listing of a scope is also that scope's listing answering
 // again: it ends the scope's failed-listing error (Snapshot.Scope), whether
 // or not a service's read follows (none does when nothing changed); a
 // listing of the whole registry (the zero Scope) ends them all.
-func (s *Syncer) Listing(registry string, scope registries.Scope, keys []registries.ServiceKey) {
+func (s *Syncer) Listing(registry string, scope registries.Scope, keys, removed []registries.ServiceKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.regs.byName[registry]
@@ -80,7 +81,7 @@ func (s *Syncer) Listing(registry string, scope registries.Scope, keys []registr
 	for _, k := range keys {
 		listed[k] = true
 	}
-	s.judge(r, scope, listed, now, false)
+	s.judge(r, scope, listed, removed, now, false)
 	if len(r.down) > 0 {
 		if scope == (registries.Scope{}) {
 			clear(r.down)
@@ -92,21 +93,23 @@ func (s *Syncer) Listing(registry string, scope registries.Scope, keys []registr
 }
 
 // judge applies the delete guard's judgement of a complete read of r's
-// services within scope that found listed (judgeListing); removal tells
-// that it is the registry's removal from the configuration. s.mu is held.
-func (s *Syncer) judge(r *registryState, scope registries.Scope, listed map[registries.ServiceKey]bool, now time.Time, removal bool) {
-	services := map[registries.ServiceKey]int{}
-	for id, st := range s.services {
-		if id.registry == r.cfg.Name {
-			services[id.key] = st.instances
+// services within scope that found listed and removes removed
+// (judgeListing); removal tells that it is the registry's removal from the
+// configuration. s.mu is held.
+func (s *Syncer) judge(r *registryState, scope registries.Scope, listed map[registries.ServiceKey]bool,
+	removed []registries.ServiceKey, now time.Time, removal bool) {
+	served := make(map[registries.ServiceKey]int, len(removed))
+	for _, k := range removed {
+		if st := s.services[serviceID{registry: r.cfg.Name, key: k}]; st != nil {
+			served[k] = st.instances
 		}
 	}
 	var held map[registries.ServiceKey]bool
 	if r.guard != nil {
 		held = r.guard.keys
 	}
-	judged := r.status.Synced || r.status.FromDisk || r.relisting != nil
-	j := judgeListing(r.cfg.Policy, judged, scope, listed, services, held, r.status.Instances)
+	judged := r.status.Synced || r.status.FromDisk || r.restarted
+	j := judgeListing(r.cfg.Policy, judged, scope, listed, served, held, r.status.Instances)
 	for _, k := range j.back {
 		s.unguard(r, k, "every held service is listed again")
 	}

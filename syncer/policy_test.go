@@ -33,7 +33,7 @@ func fill(sy *Syncer, n int) []string {
 	for i := range n {
 		keys = append(keys, fmt.Sprintf("svc-%02d", i))
 	}
-	sy.Listing("r", registries.Scope{}, keysOf(keys))
+	list(sy, "r", registries.Scope{}, keys)
 	for i, k := range keys {
 		sy.Snapshot(snap("r", k, instance(k+"-1", fmt.Sprintf("10.0.0.%d", i+1), 8080)))
 	}
@@ -126,12 +126,12 @@ func TestDeleteGuard(t *testing.T) {
 		}},
 		{name: "the timeout applies", keep: 5, want: 5, then: func(*Syncer, []string) { time.Sleep(6 * time.Minute) }},
 		{name: "listed again releases", keep: 5, want: 30, then: func(sy *Syncer, keys []string) {
-			sy.Listing("r", registries.Scope{}, keysOf(keys))
+			list(sy, "r", registries.Scope{}, keys)
 			time.Sleep(6 * time.Minute)
 		}},
 		{name: "services back one by one release", keep: 28, want: 30, then: func(sy *Syncer, keys []string) {
 			// 2 of 30 gone is not held: build a held state instead.
-			sy.Listing("r", registries.Scope{}, keysOf(nil))
+			list(sy, "r", registries.Scope{}, nil)
 			for i, k := range keys {
 				sy.Snapshot(snap("r", k, instance(k+"-1", fmt.Sprintf("10.0.0.%d", i+1), 8080)))
 			}
@@ -146,7 +146,7 @@ func TestDeleteGuard(t *testing.T) {
 				}
 				sy, store := policySyncer(t, policy)
 				keys := fill(sy, 30)
-				sy.Listing("r", registries.Scope{}, keysOf(keys[:tc.keep]))
+				list(sy, "r", registries.Scope{}, keys[:tc.keep])
 				for _, k := range keys[tc.keep:] {
 					sy.Snapshot(removed(k, false))
 				}
@@ -184,7 +184,7 @@ func TestDeleteGuardStatusFollowsReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sy, _ := policySyncer(t, OutagePolicy{MaxDeleteRatio: 0.5, DeleteGuardFloor: 10, DeleteGuardTimeout: 5 * time.Minute})
 		keys := fill(sy, 30)
-		sy.Listing("r", registries.Scope{}, keysOf(keys[:5]))
+		list(sy, "r", registries.Scope{}, keys[:5])
 		if g := sy.Status()[0].DeleteGuard; g == nil || g.Services != 25 {
 			t.Fatalf("DeleteGuard = %+v, want 25 services held", g)
 		}
@@ -200,7 +200,7 @@ func TestDeleteGuardStatusFollowsReturns(t *testing.T) {
 func TestListingBeforeSyncIsNotJudged(t *testing.T) {
 	sy, store := policySyncer(t, DefaultOutagePolicy)
 	keys := []string{"a", "b"}
-	sy.Listing("r", registries.Scope{}, keysOf(keys))
+	list(sy, "r", registries.Scope{}, keys)
 	for _, k := range keys {
 		sy.Snapshot(snap("r", k, instance(k, "10.0.0.1", 80+uint32(len(k)))))
 	}

@@ -25,7 +25,7 @@ func TestHostPortsStayRandomized(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		sy, store, _ := newTestSyncer(t, "a", "b")
 		for _, reg := range []string{"a", "b"} {
-			sy.Listing(reg, registries.Scope{}, keysOf(nil))
+			list(sy, reg, registries.Scope{}, nil)
 			sy.Synced(reg)
 		}
 		type key struct{ reg, name string }

@@ -66,19 +66,20 @@ type registryState struct {
 	// disappearances waiting for their hold-down, by service key.
 	guard   *guard
 	holding map[registries.ServiceKey]*heldDown
-	// disk is the persisted listing read at start, until served or
-	// synced; fromDisk the services served from it and not read since;
-	// dirty whether the listing changed since it was last persisted.
-	disk     []registries.Service
+	// disk is the persisted listing read at start, by key, until served or
+	// synced, less what the registry removed meanwhile; fromDisk the
+	// services served from it and not read since; dirty whether the
+	// listing changed since it was last persisted.
+	disk     map[registries.ServiceKey]registries.Service
 	fromDisk map[registries.ServiceKey]bool
 	dirty    bool
 	// pending: counted in Syncer.pending until Synced. removed: removed
 	// from the configuration, kept while the delete guard holds its
-	// services. relisting: after a restart, the services the new watcher
-	// has not read yet (nil when not restarting).
+	// services. restarted: restarted with a new configuration and not
+	// synced since; it serves what the previous run listed.
 	pending   bool
 	removed   bool
-	relisting map[registries.ServiceKey]bool
+	restarted bool
 }
 
 func newRegistryState(cfg Registry) *registryState {
@@ -110,11 +111,12 @@ func (s *Syncer) SetOrder(names []string) {
 // they are read.
 //
 // A restart keeps the registry's services and their sticky ports: the new
-// watcher's snapshots replace them, and when it reports Synced the services
-// it did not list are removed, unless the delete guard holds them (rule 5).
-// Until then RegistrySynced is false, so no consumer takes their absence for
-// a removal. The caller stops the old watcher before and starts the new one
-// after AddRegistry.
+// watcher's Reporter starts from them (Serving, registries.Reporter rule
+// 8), its snapshots replace them, and its listings remove those it no
+// longer lists, through the delete guard (rule 5). Until it reports Synced
+// RegistrySynced is false, so no consumer takes an absence for a removal.
+// The caller stops the old watcher before and starts the new one after
+// AddRegistry.
 func (s *Syncer) AddRegistry(reg Registry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -141,12 +143,7 @@ func (s *Syncer) restart(r *registryState, reg Registry) {
 	for k := range r.holding {
 		s.cancelHoldDown(r, k) // read by the old watcher
 	}
-	r.relisting = make(map[registries.ServiceKey]bool)
-	for id := range s.services {
-		if id.registry == reg.Name {
-			r.relisting[id.key] = true
-		}
-	}
+	r.restarted = true
 	r.status.Synced = false
 	if !s.HasSynced() && !r.pending {
 		r.pending = true
@@ -155,11 +152,11 @@ func (s *Syncer) restart(r *registryState, reg Registry) {
 	s.noteRegistry(r)
 	if was {
 		s.log.Info("Registry added back while the delete guard held its removal", "registry", reg.Name,
-			"services", len(r.relisting))
+			"services", r.status.Services)
 		return
 	}
 	s.log.Info("Registry restarted with a new configuration", "registry", reg.Name, "type", reg.Type,
-		"services", len(r.relisting))
+		"services", r.status.Services)
 }
 
 // RemoveRegistry removes a registry while the Syncer runs (configuration
@@ -189,17 +186,16 @@ func (s *Syncer) RemoveRegistry(name string) {
 		}
 	}
 	r.removed, r.status.Removed = true, true
-	r.relisting = nil
+	r.restarted = false
 	// Judged like a complete listing of nothing: the guard's ratio and
 	// floor apply to the whole registry.
-	s.judge(r, registries.Scope{}, nil, s.clock.Now(), true)
+	s.judge(r, registries.Scope{}, nil, s.servedKeys(name), s.clock.Now(), true)
 	var keys []registries.ServiceKey
-	for id := range s.services {
-		if id.registry == name && !r.guarded(id.key) {
-			keys = append(keys, id.key)
+	for _, k := range s.servedKeys(name) {
+		if !r.guarded(k) {
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, registries.ServiceKey.Compare)
 	for _, k := range keys {
 		delete(r.stale, k)
 		s.remove(r, serviceID{registry: name, key: k})
@@ -229,30 +225,33 @@ func (s *Syncer) forget(r *registryState) {
 	s.log.Info("Registry gone: nothing of it is served", "registry", name)
 }
 
-// relisted notes that the registry's current watcher read key. s.mu is held.
-func (r *registryState) relisted(key registries.ServiceKey) {
-	if r.relisting != nil {
-		delete(r.relisting, key)
+// servedKeys returns the keys of the registry's services the Syncer holds,
+// sorted. s.mu is held.
+func (s *Syncer) servedKeys(registry string) []registries.ServiceKey {
+	var keys []registries.ServiceKey
+	for id := range s.services {
+		if id.registry == registry {
+			keys = append(keys, id.key)
+		}
 	}
+	slices.SortFunc(keys, registries.ServiceKey.Compare)
+	return keys
 }
 
-// endRelisting removes, once a restarted registry synced, the services its
-// new watcher did not list, unless the delete guard holds them. s.mu is
-// held.
-func (s *Syncer) endRelisting(r *registryState) {
-	keys := slices.SortedFunc(maps.Keys(r.relisting), registries.ServiceKey.Compare)
-	r.relisting = nil
-	n := 0
-	for _, k := range keys {
-		if r.guarded(k) {
-			continue
+// Serving implements registries.Sink: the services the Syncer serves for
+// the registry and those of its persisted listing not served yet, which
+// the registry's new run starts from (registries.Reporter rule 8).
+func (s *Syncer) Serving(registry string) []registries.ServiceKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := s.servedKeys(registry)
+	if r := s.regs.byName[registry]; r != nil {
+		for k := range r.disk {
+			if s.services[serviceID{registry: registry, key: k}] == nil {
+				keys = append(keys, k)
+			}
 		}
-		delete(r.stale, k)
-		s.remove(r, serviceID{registry: r.cfg.Name, key: k})
-		n++
 	}
-	if n > 0 {
-		s.markDirty(r)
-		s.log.Info("Removed what the restarted registry no longer lists", "registry", r.cfg.Name, "services", n)
-	}
+	slices.SortFunc(keys, registries.ServiceKey.Compare)
+	return keys
 }

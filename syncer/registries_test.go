@@ -24,7 +24,7 @@ func testRegistry(t *testing.T, name string, p OutagePolicy) Registry {
 
 // listAll lists and syncs services of one instance each in registry reg.
 func listAll(sy *Syncer, reg string, services ...string) {
-	sy.Listing(reg, registries.Scope{}, keysOf(services))
+	list(sy, reg, registries.Scope{}, services)
 	for i, k := range services {
 		sy.Snapshot(snap(reg, k, instance(reg+"/"+k, fmt.Sprintf("10.1.0.%d", i+1), 8080)))
 	}

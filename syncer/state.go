@@ -184,7 +184,10 @@ func (s *Syncer) loadState() {
 			s.log.Warn("Ignored a persisted listing", "registry", name, "path", s.statePath(name), "err", err)
 			continue
 		}
-		r.disk = pl.Services
+		r.disk = make(map[registries.ServiceKey]registries.Service, len(pl.Services))
+		for _, svc := range pl.Services {
+			r.disk[svc.Key()] = svc
+		}
 		s.log.Info("Read a persisted listing; it is served if the registry does not answer within sync.timeout",
 			"registry", name, "services", len(pl.Services), "written", pl.Written)
 	}
@@ -198,12 +201,12 @@ func (s *Syncer) serveFromDisk() {
 			continue
 		}
 		r.fromDisk = make(map[registries.ServiceKey]bool, len(r.disk))
-		for _, svc := range r.disk {
-			id := serviceID{registry: name, key: svc.Key()}
+		for _, k := range slices.SortedFunc(maps.Keys(r.disk), registries.ServiceKey.Compare) {
+			id := serviceID{registry: name, key: k}
 			if s.services[id] != nil {
 				continue // read from the registry already
 			}
-			s.upsert(r, id, svc)
+			s.upsert(r, id, r.disk[k])
 			r.fromDisk[id.key] = true
 		}
 		r.disk = nil
@@ -214,18 +217,14 @@ func (s *Syncer) serveFromDisk() {
 	}
 }
 
-// leaveDisk ends serving from disk once the registry synced: what it did
-// not list again is removed, unless the delete guard holds it. s.mu is held.
+// leaveDisk ends serving from disk once the registry synced. What its
+// listings no longer hold they removed already: its run started from the
+// persisted listing (Serving, registries.Reporter rule 8); what they hold
+// it read before Synced. s.mu is held.
 func (s *Syncer) leaveDisk(r *registryState) {
 	r.disk = nil
 	if !r.status.FromDisk {
 		return
-	}
-	for _, k := range slices.SortedFunc(maps.Keys(r.fromDisk), registries.ServiceKey.Compare) {
-		if r.guarded(k) {
-			continue
-		}
-		s.remove(r, serviceID{registry: r.cfg.Name, key: k})
 	}
 	r.fromDisk = nil
 	r.status.FromDisk = false

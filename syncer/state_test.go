@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -70,7 +71,7 @@ func TestPersistedListing(t *testing.T) {
 			t.Fatalf("after sync.timeout: %d served, synced %v, status %+v", n, sy.HasSynced(), st)
 		}
 		// The registry answers with one of the three services.
-		sy.Listing("r", registries.Scope{}, keysOf([]string{"svc-00"}))
+		list(sy, "r", registries.Scope{}, []string{"svc-00"})
 		sy.Snapshot(snap("r", "svc-00", instance("svc-00-1", "10.0.0.9", 8080)))
 		sy.Synced("r")
 		st = sy.Status()[0]
@@ -79,6 +80,37 @@ func TestPersistedListing(t *testing.T) {
 		}
 		if we := store.List(model.KindWorkloadEntry, ""); len(we) != 1 || we[0].WorkloadEntry().GetAddress() != "10.0.0.9" {
 			t.Errorf("served %v, want the registry's instance", we)
+		}
+	})
+}
+
+// TestPersistedListingSeedsTheRun: a run starts from the persisted
+// listing (Serving, registries.Reporter rule 8); a service its first
+// listing removes before sync.timeout is never served from disk.
+func TestPersistedListingSeedsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		fill(sy, 3)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		sy, store := stateSyncer(t, dir)
+		if got, want := sy.Serving("r"), keysOf([]string{"svc-00", "svc-01", "svc-02"}); !slices.Equal(got, want) {
+			t.Fatalf("Serving = %v, want the persisted listing %v", got, want)
+		}
+		// The registry lists one service but does not answer its read
+		// before sync.timeout.
+		list(sy, "r", registries.Scope{}, []string{"svc-01"})
+		if got, want := sy.Serving("r"), keysOf([]string{"svc-01"}); !slices.Equal(got, want) {
+			t.Errorf("Serving after the listing = %v, want %v", got, want)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		we := store.List(model.KindWorkloadEntry, "")
+		if st := sy.Status()[0]; len(we) != 1 || !st.FromDisk || we[0].WorkloadEntry().GetAddress() != "10.0.0.2" {
+			t.Fatalf("after sync.timeout: served %v, status %+v; want svc-01 only, from disk", we, st)
 		}
 	})
 }

@@ -319,9 +319,7 @@ func (s *Syncer) Synced(registry string) {
 	r.status.Synced = true
 	registryLastSync.WithLabelValues(registry).Set(float64(s.clock.Now().UnixNano()) / 1e9)
 	s.leaveDisk(r)
-	if r.relisting != nil {
-		s.endRelisting(r)
-	}
+	r.restarted = false
 	s.markDirty(r)
 	s.noteRegistry(r)
 	s.log.Info("Registry synced", "registry", registry, "count", r.status.Services)
@@ -345,7 +343,6 @@ func (s *Syncer) Snapshot(snap registries.Snapshot) {
 	r.status.LastEvent = snap.Observed
 	defer s.observing(snap.Observed)()
 	id := serviceID{registry: snap.Registry, key: snap.Service.Key()}
-	r.relisted(id.key)
 	st := s.services[id]
 	switch decideSnapshot(snap, st != nil && st.instances > 0, r.guarded(id.key), r.cfg.Policy.HoldDown > 0) {
 	case actReadError:
@@ -390,6 +387,7 @@ func (s *Syncer) applySnapshot(r *registryState, id serviceID, snap registries.S
 	delete(r.fromDisk, id.key)
 	s.markDirty(r)
 	if snap.Removed {
+		delete(r.disk, id.key) // not to be served from disk later
 		s.remove(r, id)
 	} else {
 		s.upsert(r, id, snap.Service)

@@ -396,14 +396,14 @@ func TestListingEndsARegistryWideError(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("failed %q listed %q", tc.failed.String(), tc.listed.String()), func(t *testing.T) {
 			sy, _, _ := newTestSyncer(t, "r")
-			sy.Listing("r", registries.Scope{}, keysOf([]string{"web"}))
+			list(sy, "r", registries.Scope{}, []string{"web"})
 			sy.Snapshot(snap("r", "web", instance("n1/web", "10.0.0.1", 8080)))
 			sy.Synced("r")
 			sy.Snapshot(registries.Snapshot{Registry: "r", Err: errors.New("list services: 429"), Scope: tc.failed, Observed: time.Now()})
 			if st := sy.Status()[0]; !st.Stale {
 				t.Fatalf("after a failed listing: %+v, want stale", st)
 			}
-			sy.Listing("r", tc.listed, keysOf([]string{"web"}))
+			list(sy, "r", tc.listed, []string{"web"})
 			if st := sy.Status()[0]; st.Stale != tc.wantStale {
 				t.Errorf("stale %v, want %v", st.Stale, tc.wantStale)
 			}

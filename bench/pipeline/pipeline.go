@@ -203,7 +203,10 @@ func (s *CountingSink) Snapshot(registries.Snapshot) { s.N.Add(1) }
 func (s *CountingSink) Synced(string) { close(s.synced) }
 
 // Listing implements registries.Sink.
-func (s *CountingSink) Listing(string, registries.Scope, []registries.ServiceKey) {}
+func (s *CountingSink) Listing(string, registries.Scope, []registries.ServiceKey, []registries.ServiceKey) {}
+
+// Serving implements registries.Sink: it holds nothing.
+func (s *CountingSink) Serving(string) []registries.ServiceKey { return nil }
 
 // RunCounting runs r into a new CountingSink and returns once r called
 // Synced; stop cancels the run and waits for it. It fails tb when Run

@@ -47,7 +47,7 @@ func (f *fakeSinkLog) Snapshot(s registries.Snapshot) {
 
 func (f *fakeSinkLog) Synced(string) { f.add("synced") }
 
-func (f *fakeSinkLog) Listing(_ string, _ registries.Scope, keys []registries.ServiceKey) {
+func (f *fakeSinkLog) Listing(_ string, _ registries.Scope, keys, _ []registries.ServiceKey) {
 	f.add(fmt.Sprintf("listing %v", slices.SortedFunc(slices.Values(keys), registries.ServiceKey.Compare)))
 }
 
@@ -81,9 +81,9 @@ func TestRegistryThroughReporter(t *testing.T) {
 	sink := registries.SinkFuncs{
 		SnapshotFunc: func(s registries.Snapshot) { log.Snapshot(s); rec.Snapshot(s) },
 		SyncedFunc:   func(r string) { log.Synced(r); rec.Synced(r) },
-		ListingFunc: func(r string, scope registries.Scope, keys []registries.ServiceKey) {
-			log.Listing(r, scope, keys)
-			rec.Listing(r, scope, keys)
+		ListingFunc: func(r string, scope registries.Scope, keys, removed []registries.ServiceKey) {
+			log.Listing(r, scope, keys, removed)
+			rec.Listing(r, scope, keys, removed)
 		},
 	}
 	reg := NewRegistry("a")

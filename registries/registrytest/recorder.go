@@ -28,10 +28,11 @@ const DefaultTimeout = 45 * time.Second
 const dumpServices = 20
 
 // Recorder is a registries.Sink that records every call and checks the Sink
-// contract: Synced is called once at most, and a Removed snapshot follows a
-// Listing whose scope covers the service and whose keys omit it
-// (registries.Sink); a breach is an error the test that made the Recorder
-// reports. It is safe for concurrent use.
+// contract: Synced is called once at most; a Listing's removals are in its
+// scope and not among its keys; the Removed snapshots after a Listing are
+// exactly those it names, in its order (registries.Sink). A breach is an
+// error the test that made the Recorder reports. It holds nothing as a run
+// starts (Serving). It is safe for concurrent use.
 type Recorder struct {
 	// Timeout bounds Eventually; NewRecorder sets DefaultTimeout.
 	Timeout time.Duration
@@ -39,8 +40,8 @@ type Recorder struct {
 	t  testing.TB
 	mu sync.Mutex
 	st State
-	// unlisted are the keys the last Listing covering them omitted.
-	unlisted map[registries.ServiceKey]bool
+	// named are the removals the last Listing named that are still to come.
+	named []registries.ServiceKey
 }
 
 var _ registries.Sink = (*Recorder)(nil)
@@ -70,6 +71,7 @@ type Listing struct {
 	Registry string
 	Scope    registries.Scope
 	Keys     []registries.ServiceKey
+	Removed  []registries.ServiceKey
 }
 
 // NewRecorder returns an empty Recorder whose contract errors fail t.
@@ -91,8 +93,10 @@ func (r *Recorder) Snapshot(s registries.Snapshot) {
 	switch {
 	case s.Service.Name == "":
 	case s.Removed:
-		if !r.unlisted[key] {
-			r.t.Errorf("Removed %q without a Listing that omits it before (registries.Sink)", k)
+		if len(r.named) == 0 || r.named[0] != key {
+			r.t.Errorf("Removed %q, but the Listing before it names %v next (registries.Sink)", k, r.named)
+		} else {
+			r.named = r.named[1:]
 		}
 		delete(r.st.Last, k)
 		delete(r.st.Good, k)
@@ -115,24 +119,25 @@ func (r *Recorder) Synced(string) {
 }
 
 // Listing implements registries.Sink.
-func (r *Recorder) Listing(registry string, scope registries.Scope, keys []registries.ServiceKey) {
+func (r *Recorder) Listing(registry string, scope registries.Scope, keys, removed []registries.ServiceKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.Listings = append(r.st.Listings, Listing{Registry: registry, Scope: scope, Keys: slices.Clone(keys)})
-	if r.unlisted == nil {
-		r.unlisted = map[registries.ServiceKey]bool{}
+	r.st.Listings = append(r.st.Listings, Listing{Registry: registry, Scope: scope,
+		Keys: slices.Clone(keys), Removed: slices.Clone(removed)})
+	if len(r.named) > 0 {
+		r.t.Errorf("Listing of %v, but the removals the one before named never came: %v (registries.Sink)", scope, r.named)
 	}
-	listed := make(map[registries.ServiceKey]bool, len(keys))
-	for _, k := range keys {
-		listed[k] = true
-		delete(r.unlisted, k)
-	}
-	for _, s := range r.st.Last {
-		if k := s.Service.Key(); scope.Holds(k) && !listed[k] {
-			r.unlisted[k] = true
+	for _, k := range removed {
+		if !scope.Holds(k) || slices.Contains(keys, k) {
+			r.t.Errorf("Listing of %v names %q removed, which it lists or does not cover (registries.Sink)", scope, k)
 		}
 	}
+	r.named = slices.Clone(removed)
 }
+
+// Serving implements registries.Sink: a Recorder holds nothing as a run
+// starts.
+func (r *Recorder) Serving(string) []registries.ServiceKey { return nil }
 
 // State returns a copy of what has been recorded so far.
 func (r *Recorder) State() State {

@@ -58,7 +58,7 @@ func TestRecorderKeysServicesByKey(t *testing.T) {
 
 	failed := registries.Service{Namespace: "public", Group: "G", Name: "web"}
 	rec.Snapshot(registries.Snapshot{Service: failed, Err: errors.New("read failed")})
-	rec.Listing("", registries.ScopeOf(other.Namespace, other.Group), nil)
+	rec.Listing("", registries.ScopeOf(other.Namespace, other.Group), nil, []registries.ServiceKey{other.Key()})
 	rec.Snapshot(registries.Snapshot{Service: other, Removed: true})
 	st = rec.State()
 	if len(st.Listings) != 1 || st.Listings[0].Scope != registries.ScopeOf("ns2", "G") {
@@ -102,6 +102,47 @@ func TestRecorderReportsSecondSynced(t *testing.T) {
 	}
 	if n := rec.State().Synced; n != 2 {
 		t.Errorf("State.Synced = %d, want 2", n)
+	}
+}
+
+// TestRecorderChecksNamedRemovals: a Removed snapshot the Listing before
+// it did not name, a named removal that never comes, or a removal the
+// Listing lists itself is an error (registries.Sink).
+func TestRecorderChecksNamedRemovals(t *testing.T) {
+	web, api := registries.ServiceKey{Name: "web"}, registries.ServiceKey{Name: "api"}
+	cases := map[string]struct {
+		calls func(rec *Recorder)
+		errs  int
+	}{
+		"named, then sent": {calls: func(rec *Recorder) {
+			rec.Listing("r", registries.Scope{}, nil, []registries.ServiceKey{web})
+			rec.Snapshot(registries.Snapshot{Service: web.Service(), Removed: true})
+		}},
+		"sent without being named": {errs: 1, calls: func(rec *Recorder) {
+			rec.Listing("r", registries.Scope{}, nil, nil)
+			rec.Snapshot(registries.Snapshot{Service: web.Service(), Removed: true})
+		}},
+		"named, never sent before the next listing": {errs: 1, calls: func(rec *Recorder) {
+			rec.Listing("r", registries.Scope{}, nil, []registries.ServiceKey{web})
+			rec.Listing("r", registries.Scope{}, nil, nil)
+		}},
+		"named and listed": {errs: 1, calls: func(rec *Recorder) {
+			rec.Listing("r", registries.Scope{}, []registries.ServiceKey{web}, []registries.ServiceKey{web})
+			rec.Snapshot(registries.Snapshot{Service: web.Service(), Removed: true})
+		}},
+		"named out of scope": {errs: 1, calls: func(rec *Recorder) {
+			rec.Listing("r", registries.ScopeOf("ns", "G"), nil, []registries.ServiceKey{api})
+			rec.Snapshot(registries.Snapshot{Service: api.Service(), Removed: true})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tb := &errorsTB{TB: t}
+			tc.calls(NewRecorder(tb))
+			if len(tb.errs) != tc.errs {
+				t.Errorf("errors %q, want %d", tb.errs, tc.errs)
+			}
+		})
 	}
 }
 
