@@ -135,7 +135,7 @@ func (s *Syncer) AddRegistry(reg Registry) {
 	s.log.Info("Registry added", "registry", reg.Name, "type", reg.Type)
 }
 
-// restart replaces r's configuration and starts a relisting. s.mu is held.
+// restart replaces r's configuration; the new run starts from what r serves (Serving). s.mu is held.
 func (s *Syncer) restart(r *registryState, reg Registry) {
 	was := r.removed
 	r.cfg, r.removed = reg, false

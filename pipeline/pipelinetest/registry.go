@@ -20,7 +20,7 @@ import (
 // like any registry: Run starts a watcher with a Reporter of its own, a
 // restart (Harness.RestartRegistry) stops it and starts a new one with a new
 // Reporter, a removal stops it. The Sink hears what the Reporter decides
-// (its rules 1-7): a listing brings the removals of the services it omits,
+// (its rules 1-8): a listing brings the removals of the services it omits,
 // a read no listing covers is dropped, Synced is the Reporter's.
 //
 // Each call (Do) makes one or a few Reporter calls and returns once the
