@@ -37,17 +37,25 @@ func stateSyncer(t *testing.T, dir string) (*Syncer, *serviceentry.Store) {
 	return sy, store
 }
 
+// persisted returns a state dir holding the listing of registry "r" with n
+// services svc-00.. (fill), as a synced bridge wrote it.
+func persisted(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		sy, _ := stateSyncer(t, dir)
+		fill(sy, n)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+	return dir
+}
+
 // TestPersistedListing: a synced registry's listing is written to the state
 // dir; a bridge started while the registry is down serves it after
 // sync.timeout, marked from disk, and replaces it once the registry answers.
 func TestPersistedListing(t *testing.T) {
-	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
-		sy, _ := stateSyncer(t, dir)
-		fill(sy, 3)
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-	})
+	dir := persisted(t, 3)
 	var pl persistedListing
 	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
 	if err != nil {
@@ -88,13 +96,7 @@ func TestPersistedListing(t *testing.T) {
 // listing (Serving, registries.Reporter rule 8); a service its first
 // listing removes before sync.timeout is never served from disk.
 func TestPersistedListingSeedsTheRun(t *testing.T) {
-	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
-		sy, _ := stateSyncer(t, dir)
-		fill(sy, 3)
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-	})
+	dir := persisted(t, 3)
 	synctest.Test(t, func(t *testing.T) {
 		sy, store := stateSyncer(t, dir)
 		if got, want := sy.Serving("r"), keysOf([]string{"svc-00", "svc-01", "svc-02"}); !slices.Equal(got, want) {

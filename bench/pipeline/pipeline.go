@@ -203,7 +203,8 @@ func (s *CountingSink) Snapshot(registries.Snapshot) { s.N.Add(1) }
 func (s *CountingSink) Synced(string) { close(s.synced) }
 
 // Listing implements registries.Sink.
-func (s *CountingSink) Listing(string, registries.Scope, []registries.ServiceKey, []registries.ServiceKey) {}
+func (s *CountingSink) Listing(string, registries.Scope, []registries.ServiceKey, []registries.ServiceKey) {
+}
 
 // Serving implements registries.Sink: it holds nothing.
 func (s *CountingSink) Serving(string) []registries.ServiceKey { return nil }
