@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the servers meshbridge's tests run against, in parallel, into a cache
-# keyed by each module's sources, and prints "NAME=PATH" per server.
+# keyed by each module's sources, and prints "NAME=PATH" per server (and, on
+# stderr, "tools/build.sh: NAME ready after Ns" for each that was not ready at
+# once: a cold CI's build profile).
 #
 #   tools/build.sh [server ...]     (default: every server below)
 #
@@ -303,24 +305,38 @@ build_java() {
 	echo "$name=$dir"
 }
 
+# build_one builds server $1, its own function's job.
+build_one() {
+	case "$1" in
+	consul) build_consul ;;
+	kube) build_kube ;;
+	polaris) build_polaris ;;
+	zookeeper) build_zookeeper ;;
+	dubbo) build_dubbo ;;
+	helm) build_helm ;;
+	promtool) build_promtool ;;
+	image) build_image ;;
+	istiod) build_istiod ;;
+	nacos | dubbo-java | grpc-java | spring-cloud) build_java "$1" ;;
+	esac
+}
+
 pids=()
 outs=()
+began=$(date +%s)
 for s in "${servers[@]}"; do
-	out=$(mktemp)
-	outs+=("$out")
 	case "$s" in
-	consul) build_consul >"$out" 2>"$out.err" & pids+=($!) ;;
-	kube) build_kube >"$out" 2>"$out.err" & pids+=($!) ;;
-	polaris) build_polaris >"$out" 2>"$out.err" & pids+=($!) ;;
-	zookeeper) build_zookeeper >"$out" 2>"$out.err" & pids+=($!) ;;
-	dubbo) build_dubbo >"$out" 2>"$out.err" & pids+=($!) ;;
-	helm) build_helm >"$out" 2>"$out.err" & pids+=($!) ;;
-	promtool) build_promtool >"$out" 2>"$out.err" & pids+=($!) ;;
-	image) build_image >"$out" 2>"$out.err" & pids+=($!) ;;
-	istiod) build_istiod >"$out" 2>"$out.err" & pids+=($!) ;;
-	nacos | dubbo-java | grpc-java | spring-cloud) build_java "$s" >"$out" 2>"$out.err" & pids+=($!) ;;
+	consul | kube | polaris | zookeeper | dubbo | helm | promtool | image | istiod | nacos | dubbo-java | grpc-java | spring-cloud) ;;
 	*) echo "tools/build.sh: unknown server $s" >&2; exit 2 ;;
 	esac
+	out=$(mktemp)
+	outs+=("$out")
+	# The job notes when it ended, for the line below.
+	(
+		trap 'date +%s >"$out.end"' EXIT
+		build_one "$s"
+	) >"$out" 2>"$out.err" &
+	pids+=($!)
 done
 rc=0
 for i in "${!pids[@]}"; do
@@ -330,6 +346,10 @@ for i in "${!pids[@]}"; do
 		rc=1
 	fi
 	cat "${outs[$i]}"
-	rm -f "${outs[$i]}" "${outs[$i]}.err"
+	# When it was ready, from the start, unless at once (a cache hit; a
+	# server another tools/build.sh builds is waited for under its lock).
+	took=$(($(cat "${outs[$i]}.end" 2>/dev/null || date +%s) - began))
+	[ "$took" -lt 1 ] || echo "tools/build.sh: ${servers[$i]} ready after ${took}s" >&2
+	rm -f "${outs[$i]}" "${outs[$i]}.err" "${outs[$i]}.end"
 done
 exit $rc
