@@ -1,6 +1,10 @@
 package model
 
-import "slices"
+import (
+	"slices"
+
+	networking "istio.io/api/networking/v1"
+)
 
 // Resolution is how a client finds a service's endpoints; values are the
 // ServiceEntry resolution names.
@@ -47,12 +51,19 @@ type Service struct {
 	Addresses []string
 	// MeshExternal is true for location MESH_EXTERNAL.
 	MeshExternal bool
+	// Policy is the DestinationRule that applies to the host (the most
+	// specific host match among the configured ones), nil when none. The
+	// ServiceEntry controller leaves it nil; the xDS server sets it from
+	// its policy source, which hands out a new object only when a rule
+	// changed, so SameGeneratorInputs compares it by identity. Read only.
+	Policy *networking.DestinationRule
 }
 
 // SameGeneratorInputs reports whether s and o generate the same clusters,
-// listeners and routes: the host, the namespace and each port's number,
-// name and protocol are what the generators (package xds/gen) and EDS's
-// mapping of endpoints to clusters (by port name) read; the other fields
+// listeners and routes: the host, the namespace, each port's number, name
+// and protocol, and the DestinationRule (by identity) are what the
+// generators (package xds/gen) and EDS's mapping of endpoints to clusters
+// (by port name) read; the other fields
 // (resolution, labels, selector, exportTo, addresses, location) are read by
 // none of them, since every cluster meshbridge serves is type EDS. It is the
 // one rule of "a service changed for clients": serviceentry's push decisions
@@ -60,7 +71,8 @@ type Service struct {
 // server's full push (which regenerates only such services) both read it.
 // A field added to Service must be classified in service_test.go.
 func (s *Service) SameGeneratorInputs(o *Service) bool {
-	return s == o || s.Hostname == o.Hostname && s.Namespace == o.Namespace && slices.Equal(s.Ports, o.Ports)
+	return s == o || s.Hostname == o.Hostname && s.Namespace == o.Namespace && slices.Equal(s.Ports, o.Ports) &&
+		s.Policy == o.Policy
 }
 
 // Endpoint is one address a service port is served on: the unit of EDS. It

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	networking "istio.io/api/networking/v1"
 )
 
 // generatorInputs and notGeneratorInputs classify every field of Service
@@ -11,7 +13,7 @@ import (
 // TestSameGeneratorInputsKnowsEveryField until it is listed in one, and
 // SameGeneratorInputs compares it if it is an input.
 var (
-	generatorInputs    = []string{"Hostname", "Namespace", "Ports"}
+	generatorInputs    = []string{"Hostname", "Namespace", "Ports", "Policy"}
 	notGeneratorInputs = []string{"Resolution", "Labels", "Selector", "ExportTo", "Addresses", "MeshExternal"}
 )
 
@@ -45,6 +47,7 @@ func TestSameGeneratorInputs(t *testing.T) {
 		"mesh external is the same":       {testService(func(s *Service) { s.MeshExternal = true }), true},
 		"DNS resolution is the same":      {testService(func(s *Service) { s.Resolution = ResolutionDNS }), true},
 		"other labels are the same":       {testService(func(s *Service) { s.Labels = map[string]string{"x": "y"} }), true},
+		"a DestinationRule differs":       {testService(func(s *Service) { s.Policy = &networking.DestinationRule{Host: "a"} }), false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -75,6 +78,8 @@ func TestSameGeneratorInputsKnowsEveryField(t *testing.T) {
 			v.SetBool(!v.Bool())
 		case reflect.Slice:
 			v.Set(reflect.Append(v, reflect.New(v.Type().Elem()).Elem()))
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem())) // another object: policies compare by identity
 		case reflect.Map:
 			m := reflect.MakeMap(v.Type())
 			m.SetMapIndex(reflect.ValueOf("changed"), reflect.ValueOf("changed"))

@@ -30,11 +30,19 @@ func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
 	out := make(map[string]*cluster.Cluster)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			c := buildCluster(svc.Hostname, port)
+			c := clusterFor(svc, port)
 			out[c.Name] = c
 		}
 	}
 	return out
+}
+
+// clusterFor returns the cluster of svc's port: buildCluster's, with the
+// port's traffic policy of svc's DestinationRule (policy.go).
+func clusterFor(svc *model.Service, port model.Port) *cluster.Cluster {
+	c := buildCluster(svc.Hostname, port)
+	applyTrafficPolicy(c, portPolicy(svc.Policy.GetTrafficPolicy(), port.Number))
+	return c
 }
 
 func buildCluster(host string, port model.Port) *cluster.Cluster {

@@ -8,8 +8,9 @@ import (
 
 // Resources returns the Clusters, Listeners and RouteConfigurations of
 // svc, one of each per port, each encoded once (Encode). They depend only
-// on the service's hostname and ports (name, number, protocol): a service
-// whose hostname and ports are unchanged generates the same bytes.
+// on the service's hostname, ports (name, number, protocol) and
+// DestinationRule (svc.Policy): a service whose inputs are unchanged
+// (model.Service.SameGeneratorInputs) generates the same bytes.
 //
 // A port's Listener and RouteConfiguration share one name string, which
 // the caches keep as their keys.
@@ -18,7 +19,7 @@ func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource
 	listeners = make([]types.Resource, 0, len(svc.Ports))
 	routes = make([]types.Resource, 0, len(svc.Ports))
 	for _, port := range svc.Ports {
-		c := buildCluster(svc.Hostname, port)
+		c := clusterFor(svc, port)
 		clusters = append(clusters, Encode(c.Name, c))
 		name := ListenerName(port.Number, svc.Hostname)
 		listeners = append(listeners, Encode(name, buildListener(name)))

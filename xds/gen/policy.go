@@ -1,0 +1,216 @@
+package gen
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1"
+)
+
+// This file translates a DestinationRule's traffic policy into the cluster
+// fields proxyless gRPC clients read (docs/design.md §6, README "Traffic
+// policy"). Every field here is accepted by every gRPC client family that
+// reads xDS (grpc-go, grpc-java, gRPC C-core, grpc-js), so one cluster
+// serves them all; what is not translated is named by Unserved.
+
+// Outlier detection (gRFC A50). Istio counts consecutive errors
+// (consecutive5xxErrors, consecutiveGatewayErrors: Envoy's consecutive_5xx
+// and consecutive_gateway_failure); gRPC clients implement only the
+// success-rate and failure-percentage algorithms, which judge an address's
+// share of failed calls over an interval. A DestinationRule asking for
+// ejection after N consecutive errors is served as failure-percentage
+// ejection: an address that had at least N calls in an interval, more than
+// failurePercentageThreshold percent of which failed, is ejected. The
+// success-rate algorithm is off, as istiod turns it off for Envoy.
+const (
+	// failurePercentageThreshold is the share of failed calls (percent,
+	// exclusive) past which an address is ejected.
+	failurePercentageThreshold = 50
+	// failurePercentageMinimumHosts: a cluster of one address never ejects
+	// it (gRPC clients have no panic routing: an ejected last address
+	// fails every call).
+	failurePercentageMinimumHosts = 2
+	// defaultConsecutiveErrors is Envoy's consecutive_5xx default, which
+	// applies to an outlierDetection block that sets no error count.
+	defaultConsecutiveErrors = 5
+)
+
+// portPolicy returns the traffic policy that applies to port of a host
+// whose DestinationRule has policy tp (nil: none): the top-level settings,
+// each of loadBalancer, connectionPool, outlierDetection and tls replaced
+// by the port-level setting of that port when it sets one. Mirrors Istio's
+// MergeTrafficPolicy (pilot/pkg/networking/core/cluster_traffic_policy.go).
+func portPolicy(tp *networking.TrafficPolicy, port uint32) *networking.TrafficPolicy {
+	if tp == nil {
+		return nil
+	}
+	i := slices.IndexFunc(tp.GetPortLevelSettings(), func(p *networking.TrafficPolicy_PortTrafficPolicy) bool {
+		return p.GetPort().GetNumber() == port
+	})
+	if i < 0 {
+		return tp
+	}
+	pl := tp.GetPortLevelSettings()[i]
+	out := &networking.TrafficPolicy{
+		LoadBalancer:     tp.GetLoadBalancer(),
+		ConnectionPool:   tp.GetConnectionPool(),
+		OutlierDetection: tp.GetOutlierDetection(),
+		Tls:              tp.GetTls(),
+	}
+	if pl.GetLoadBalancer() != nil {
+		out.LoadBalancer = pl.GetLoadBalancer()
+	}
+	if pl.GetConnectionPool() != nil {
+		out.ConnectionPool = pl.GetConnectionPool()
+	}
+	if pl.GetOutlierDetection() != nil {
+		out.OutlierDetection = pl.GetOutlierDetection()
+	}
+	if pl.GetTls() != nil {
+		out.Tls = pl.GetTls()
+	}
+	return out
+}
+
+// applyTrafficPolicy sets on c what tp (a port's policy, portPolicy)
+// asks for that proxyless clients read: outlier detection (gRFC A50) and
+// the maximum of concurrent requests (gRFC A32). The load balancer stays
+// ROUND_ROBIN (see Unserved).
+func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy) {
+	if tp == nil {
+		return
+	}
+	c.OutlierDetection = outlierDetection(tp.GetOutlierDetection())
+	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
+		c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
+			Priority:    core.RoutingPriority_DEFAULT,
+			MaxRequests: wrapperspb.UInt32(uint32(n)),
+		}}}
+	}
+}
+
+// outlierDetection translates od (gRFC A50, see failurePercentageThreshold);
+// nil when od is nil or turns ejection off (an error count of 0).
+func outlierDetection(od *networking.OutlierDetection) *cluster.OutlierDetection {
+	if od == nil {
+		return nil
+	}
+	n := consecutiveErrors(od)
+	if n == 0 {
+		return nil
+	}
+	out := &cluster.OutlierDetection{
+		Interval:                       od.GetInterval(),
+		BaseEjectionTime:               od.GetBaseEjectionTime(),
+		EnforcingSuccessRate:           wrapperspb.UInt32(0),
+		FailurePercentageThreshold:     wrapperspb.UInt32(failurePercentageThreshold),
+		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
+		FailurePercentageMinimumHosts:  wrapperspb.UInt32(failurePercentageMinimumHosts),
+		FailurePercentageRequestVolume: wrapperspb.UInt32(n),
+	}
+	if p := od.GetMaxEjectionPercent(); p > 0 {
+		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(p, 100)))
+	}
+	return out
+}
+
+// consecutiveErrors is the error count od ejects after: the smaller of
+// consecutive5xxErrors and consecutiveGatewayErrors that are set and not
+// 0; 0 when every one set is 0 (ejection off, as in Istio);
+// defaultConsecutiveErrors when none is set.
+func consecutiveErrors(od *networking.OutlierDetection) uint32 {
+	var n uint32
+	set := false
+	for _, v := range []*wrapperspb.UInt32Value{od.GetConsecutive_5XxErrors(), od.GetConsecutiveGatewayErrors()} {
+		if v == nil {
+			continue
+		}
+		set = true
+		if v.GetValue() > 0 && (n == 0 || v.GetValue() < n) {
+			n = v.GetValue()
+		}
+	}
+	if !set {
+		return defaultConsecutiveErrors
+	}
+	return n
+}
+
+// servedFields are the traffic-policy fields (proto names, dot-joined
+// from TrafficPolicy; a port-level setting's the same under
+// port_level_settings) that applyTrafficPolicy translates.
+var servedFields = map[string]bool{
+	"load_balancer.simple":                         true, // checked by value in Unserved
+	"connection_pool.http.http2_max_requests":      true,
+	"outlier_detection.consecutive_5xx_errors":     true,
+	"outlier_detection.consecutive_gateway_errors": true,
+	"outlier_detection.interval":                   true,
+	"outlier_detection.base_ejection_time":         true,
+	"outlier_detection.max_ejection_percent":       true,
+	"port_level_settings.port":                     true,
+}
+
+// servedBalancers are the loadBalancer.simple values served as asked.
+var servedBalancers = map[networking.LoadBalancerSettings_SimpleLB]bool{
+	networking.LoadBalancerSettings_UNSPECIFIED: true,
+	networking.LoadBalancerSettings_ROUND_ROBIN: true,
+}
+
+// Unserved names, sorted, each field of tp that proxyless clients are not
+// served (as written in YAML, e.g. "outlierDetection.minHealthPercent", or
+// "loadBalancer.simple: LEAST_REQUEST (served as ROUND_ROBIN)"): the caller
+// names them once, so that nothing in a policy is ignored silently.
+func Unserved(tp *networking.TrafficPolicy) []string {
+	if tp == nil {
+		return nil
+	}
+	var out []string
+	var walk func(m protoreflect.Message, path, shown string)
+	walk = func(m protoreflect.Message, path, shown string) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			p := strings.TrimPrefix(path+"."+string(fd.Name()), ".")
+			s := strings.TrimPrefix(shown+"."+fd.JSONName(), ".")
+			switch {
+			case servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]:
+			case fd.IsList() && fd.Message() != nil:
+				for i := range v.List().Len() {
+					walk(v.List().Get(i).Message(), p, fmt.Sprintf("%s[%d]", s, i))
+				}
+				return true
+			case fd.Message() != nil && !fd.IsMap():
+				walk(v.Message(), p, s)
+				return true
+			default:
+				out = append(out, s)
+			}
+			return true
+		})
+	}
+	walk(tp.ProtoReflect(), "", "")
+	for i, lb := range append([]*networking.LoadBalancerSettings{tp.GetLoadBalancer()}, loadBalancers(tp)...) {
+		if simple := lb.GetSimple(); !servedBalancers[simple] {
+			at := "loadBalancer.simple"
+			if i > 0 {
+				at = fmt.Sprintf("portLevelSettings[%d].loadBalancer.simple", i-1)
+			}
+			out = append(out, fmt.Sprintf("%s: %s (served as ROUND_ROBIN)", at, simple))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// loadBalancers returns the port-level load balancer settings of tp, one
+// per port-level setting (nil where it sets none).
+func loadBalancers(tp *networking.TrafficPolicy) []*networking.LoadBalancerSettings {
+	out := make([]*networking.LoadBalancerSettings, len(tp.GetPortLevelSettings()))
+	for i, p := range tp.GetPortLevelSettings() {
+		out[i] = p.GetLoadBalancer()
+	}
+	return out
+}
