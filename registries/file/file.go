@@ -14,8 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
+	"github.com/meshbridge/meshbridge/internal/filewatch"
 	"github.com/meshbridge/meshbridge/registries"
 )
 
@@ -105,75 +104,22 @@ func (r *Registry) Name() string { return r.cfg.Name }
 
 // Run implements registries.Registry. The registry counts as synced after
 // the first successful read; until then, read errors are retried at every
-// change notification and resync. A directory that cannot be watched (it
-// does not exist yet, say) is retried at every resync, the file read at
-// each. Run returns an error only when no watcher can be created at all.
-//
-// States: idle (waiting for a notification or the resync tick) and
-// settling (a notification came; the file is read once Settle passes
-// without another). A resync tick while settling reads nothing: the
-// settled read follows.
+// change notification and resync. The file is followed by
+// internal/filewatch's loop (doc.go rule 4). Run returns an error only
+// when no watcher can be created at all.
 func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("file registry %q: watch: %w", r.cfg.Name, err)
-	}
-	defer w.Close()
 	rep := registries.NewSession(r.health, registries.ReporterConfig{Registry: r.cfg.Name, Sink: sink, Logger: r.log})
-	dir := filepath.Dir(r.cfg.Path)
-	watching, warned := false, false
-	watch := func() {
-		if watching {
-			return
-		}
-		err := w.Add(dir)
-		switch {
-		case err == nil:
-			watching = true
-		case errors.Is(err, fs.ErrNotExist):
-			// The read reports the missing path; retried at each resync.
-		case !warned:
-			warned = true
-			r.log.Warn("Cannot watch the registry file's directory; relying on periodic re-reads",
-				"dir", dir, "resync", r.cfg.Resync, "err", err)
-		}
+	loop := filewatch.Loop{
+		Dirs:   []string{filepath.Dir(r.cfg.Path)},
+		Match:  func(base string) bool { return base == filepath.Base(r.cfg.Path) },
+		Settle: r.cfg.Settle, Resync: r.cfg.Resync,
+		Read:   func() { r.reload(rep) },
+		Logger: r.log,
 	}
-	watch()
-	r.reload(rep)
-	tick := time.NewTicker(r.cfg.Resync)
-	defer tick.Stop()
-	settle := time.NewTimer(r.cfg.Settle)
-	settle.Stop()
-	settling := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			// A ConfigMap swaps "..data"; an editor renames over the file
-			// or rewrites it in place, one notification per write.
-			if base := filepath.Base(ev.Name); base == filepath.Base(r.cfg.Path) || base == "..data" {
-				settle.Reset(r.cfg.Settle)
-				settling = true
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.log.Warn("File watch reported an error; relying on periodic re-reads", "err", err)
-		case <-settle.C:
-			settling = false
-			r.reload(rep)
-		case <-tick.C:
-			watch()
-			if !settling {
-				r.reload(rep)
-			}
-		}
+	if err := loop.Run(ctx); err != nil {
+		return fmt.Errorf("file registry %q: %w", r.cfg.Name, err)
 	}
+	return nil
 }
 
 // reload reads the file and reports what it lists. It reports whether the
