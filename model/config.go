@@ -19,6 +19,10 @@ const (
 	KindServiceEntry Kind = "ServiceEntry"
 	// KindWorkloadEntry is networking.istio.io/v1 WorkloadEntry.
 	KindWorkloadEntry Kind = "WorkloadEntry"
+	// KindDestinationRule is networking.istio.io/v1 DestinationRule: read
+	// from policy.files and served in clusters (package policy), never
+	// stored nor written.
+	KindDestinationRule Kind = "DestinationRule"
 )
 
 // Group and Version are the API group and version of every kind meshbridge emits.

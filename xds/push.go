@@ -80,7 +80,7 @@ func (s *DiscoveryServer) pushLocked(req *model.PushRequest) {
 // vanished clusters. It returns the number of services and how many
 // resources changed.
 func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed int) {
-	all := s.src.Services()
+	all := s.withPolicies(s.src.Services())
 	prev, vanished := s.shards.swapPushed(all)
 	g := diff(all, prev, vanished)
 	changed = s.apply("clusters", func() (int, error) { return s.caches.clusters.apply(g.clusters, g.removed[0]) })
@@ -94,6 +94,9 @@ func (s *DiscoveryServer) fullPush(req *model.PushRequest) (services, changed in
 		}
 	} else {
 		for key := range req.ConfigsUpdated {
+			if key.Kind != model.KindServiceEntry {
+				continue // a DestinationRule's clusters are regenerated, below
+			}
 			if svc := s.shards.pushedService(key.Name, key.Namespace); svc != nil {
 				s.addLoadAssignments(cla, svc)
 			}

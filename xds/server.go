@@ -132,6 +132,8 @@ type DiscoveryServer struct {
 	// scaled are the services whose assignments' weights are scaled down
 	// (weights.go); guarded by pushMu.
 	scaled map[model.ConfigKey]bool
+	// policies are the DestinationRules clusters carry (policy.go).
+	policies atomic.Pointer[Policies]
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts

@@ -1,0 +1,227 @@
+package policy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/golang/protobuf/jsonpb" //nolint:staticcheck // istiod's YAML decoding: Go durations
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Object is one DestinationRule document of a file.
+type Object struct {
+	// Namespace and Name are its metadata's; Namespace "default" when
+	// unset, as kubectl applies it.
+	Namespace, Name string
+	// Source is "<file>#<document>", documents counted from 1.
+	Source string
+	// Rule is its spec, host in lower case; nil when Err is set.
+	Rule *networking.DestinationRule
+	// Err is why the document is not a valid DestinationRule (rules 1, 2).
+	Err error
+}
+
+// ID is "namespace/name", the identity a rule keeps across edits.
+func (o Object) ID() string { return o.Namespace + "/" + o.Name }
+
+// Ignored is a document of a kind this package does not read (rule 1).
+type Ignored struct {
+	Source, APIVersion, Kind, Name string
+}
+
+// apiVersions are the DestinationRule versions read (rule 1).
+var apiVersions = map[string]bool{
+	"networking.istio.io/v1":       true,
+	"networking.istio.io/v1beta1":  true,
+	"networking.istio.io/v1alpha3": true,
+}
+
+// document is the envelope of a Kubernetes-style document.
+type document struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec yamlRaw `json:"spec"`
+}
+
+// yamlRaw keeps a field's JSON for protojson.
+type yamlRaw []byte
+
+func (r *yamlRaw) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+// Parse reads the YAML documents of data, from file name: every
+// DestinationRule (valid or not, Object.Err) and the documents of other
+// kinds. It fails only when data is not a stream of YAML documents.
+func Parse(name string, data []byte) ([]Object, []Ignored, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []Object
+	var ignored []Ignored
+	for n := 1; ; n++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, ignored, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: document %d: %w", name, n, err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			n--
+			continue
+		}
+		source := fmt.Sprintf("%s#%d", name, n)
+		var d document
+		if err := yaml.Unmarshal(doc, &d); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", source, err)
+		}
+		if d.Kind != "DestinationRule" || !apiVersions[d.APIVersion] {
+			ignored = append(ignored, Ignored{Source: source, APIVersion: d.APIVersion, Kind: d.Kind, Name: d.Metadata.Name})
+			continue
+		}
+		o := Object{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name, Source: source}
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		o.Rule, o.Err = parseRule(d)
+		objs = append(objs, o)
+	}
+}
+
+// stripComments drops full-line comments, so that a document of comments
+// only is empty.
+func stripComments(doc []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// parseRule reads and validates d's spec.
+func parseRule(d document) (*networking.DestinationRule, error) {
+	if d.Metadata.Name == "" {
+		return nil, errors.New("metadata.name is empty")
+	}
+	dr := &networking.DestinationRule{}
+	if len(d.Spec) == 0 {
+		return nil, errors.New("spec is empty")
+	}
+	// jsonpb, as istiod reads its objects' YAML: durations as Go writes
+	// them ("5m"), which protojson refuses; unknown fields are errors.
+	if err := (&jsonpb.Unmarshaler{}).Unmarshal(bytes.NewReader(d.Spec), dr); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	dr.Host = strings.ToLower(dr.GetHost())
+	if err := validate(dr); err != nil {
+		return nil, err
+	}
+	return dr, nil
+}
+
+// dnsName is an FQDN of lower-case labels, or one label.
+var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// validate checks dr as istiod's ValidateDestinationRule does for the
+// fields meshbridge reads and their neighbours (rule 2).
+func validate(dr *networking.DestinationRule) error {
+	switch host := dr.GetHost(); {
+	case host == "":
+		return errors.New("spec.host is empty")
+	case host == "*":
+	case strings.HasPrefix(host, "*."):
+		if !dnsName.MatchString(host[2:]) {
+			return fmt.Errorf("spec.host %q: not a wildcard of a DNS name", host)
+		}
+	case !dnsName.MatchString(host) || len(host) > 253:
+		return fmt.Errorf("spec.host %q: not a DNS name", host)
+	}
+	if err := validatePolicy("spec.trafficPolicy", dr.GetTrafficPolicy()); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for i, s := range dr.GetSubsets() {
+		at := fmt.Sprintf("spec.subsets[%d]", i)
+		switch {
+		case s.GetName() == "":
+			return fmt.Errorf("%s.name is empty", at)
+		case names[s.GetName()]:
+			return fmt.Errorf("%s.name %q: a subset of that name comes before", at, s.GetName())
+		}
+		names[s.GetName()] = true
+		if err := validatePolicy(at+".trafficPolicy", s.GetTrafficPolicy()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validatePolicy checks a traffic policy and its port-level settings.
+func validatePolicy(at string, tp *networking.TrafficPolicy) error {
+	if tp == nil {
+		return nil
+	}
+	if err := validateSettings(at, tp.GetConnectionPool(), tp.GetOutlierDetection()); err != nil {
+		return err
+	}
+	ports := map[uint32]bool{}
+	for i, p := range tp.GetPortLevelSettings() {
+		pat := fmt.Sprintf("%s.portLevelSettings[%d]", at, i)
+		switch n := p.GetPort().GetNumber(); {
+		case n == 0 || n > 65535:
+			return fmt.Errorf("%s.port.number %d: not a port (1-65535)", pat, n)
+		case ports[n]:
+			return fmt.Errorf("%s.port.number %d: a setting for that port comes before", pat, n)
+		default:
+			ports[n] = true
+		}
+		if err := validateSettings(pat, p.GetConnectionPool(), p.GetOutlierDetection()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateSettings checks a connection pool and an outlier detection.
+func validateSettings(at string, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection) error {
+	if n := cp.GetHttp().GetHttp2MaxRequests(); n < 0 {
+		return fmt.Errorf("%s.connectionPool.http.http2MaxRequests %d: negative", at, n)
+	}
+	if od == nil {
+		return nil
+	}
+	for _, d := range []struct {
+		field string
+		v     *durationpb.Duration
+	}{{"interval", od.GetInterval()}, {"baseEjectionTime", od.GetBaseEjectionTime()}} {
+		if d.v != nil && (d.v.CheckValid() != nil || d.v.AsDuration() < 1e6) {
+			return fmt.Errorf("%s.outlierDetection.%s %v: must be at least 1ms", at, d.field, d.v.AsDuration())
+		}
+	}
+	for _, p := range []struct {
+		field string
+		v     int32
+	}{{"maxEjectionPercent", od.GetMaxEjectionPercent()}, {"minHealthPercent", od.GetMinHealthPercent()}} {
+		if p.v < 0 || p.v > 100 {
+			return fmt.Errorf("%s.outlierDetection.%s %d: not a percentage (0-100)", at, p.field, p.v)
+		}
+	}
+	if od.GetConsecutiveErrors() < 0 {
+		return fmt.Errorf("%s.outlierDetection.consecutiveErrors %d: negative", at, od.GetConsecutiveErrors())
+	}
+	return nil
+}
