@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -33,19 +34,18 @@ type FilesConfig struct {
 	Logger   *slog.Logger
 }
 
-// ValidateGlobs reports the first glob of globs that is not one: an empty
-// one, a malformed pattern, or one whose directory part holds a pattern.
-func ValidateGlobs(globs []string) error {
-	for i, g := range globs {
-		switch {
-		case g == "":
-			return fmt.Errorf("policy.files[%d] is empty", i)
-		case strings.ContainsAny(filepath.Dir(g), "*?["):
-			return fmt.Errorf("policy.files[%d] %q: the directory part may not be a pattern", i, g)
-		}
-		if _, err := filepath.Match(filepath.Base(g), ""); err != nil {
-			return fmt.Errorf("policy.files[%d] %q: %w", i, g, err)
-		}
+// ValidateGlob says why g is not a glob Files follows: empty, a malformed
+// pattern, or a pattern in its directory part (a directory is watched,
+// not searched); nil when it is one.
+func ValidateGlob(g string) error {
+	switch {
+	case g == "":
+		return errors.New("empty")
+	case strings.ContainsAny(filepath.Dir(g), "*?["):
+		return fmt.Errorf("%q: the directory part may not be a pattern", g)
+	}
+	if _, err := filepath.Match(filepath.Base(g), ""); err != nil {
+		return fmt.Errorf("%q: %w", g, err)
 	}
 	return nil
 }
@@ -90,10 +90,13 @@ type RuleStatus struct {
 	Reason   string   `json:"reason,omitempty"`
 }
 
-// NewFiles returns the source of cfg; ValidateGlobs checks its globs.
+// NewFiles returns the source of cfg, or an error naming a glob that is
+// not one (ValidateGlob).
 func NewFiles(cfg FilesConfig) (*Files, error) {
-	if err := ValidateGlobs(cfg.Globs); err != nil {
-		return nil, err
+	for i, g := range cfg.Globs {
+		if err := ValidateGlob(g); err != nil {
+			return nil, fmt.Errorf("policy.files[%d]: %w", i, err)
+		}
 	}
 	if cfg.Settle <= 0 {
 		cfg.Settle = 200 * time.Millisecond
@@ -137,7 +140,7 @@ func (f *Files) Read() {
 	fileErrors := map[string]string{}
 	seen := map[string]bool{}
 	for _, g := range f.cfg.Globs {
-		paths, _ := filepath.Glob(g) // ValidateGlobs checked the pattern
+		paths, _ := filepath.Glob(g) // ValidateGlob checked the pattern
 		slices.Sort(paths)
 		for _, p := range paths {
 			if seen[p] {

@@ -182,10 +182,10 @@ func TestFiles(t *testing.T) {
 	}
 }
 
-func TestValidateGlobs(t *testing.T) {
+func TestValidateGlob(t *testing.T) {
 	for glob, ok := range map[string]bool{"/etc/p/*.yaml": true, "p.yaml": true, "": false, "/etc/*/p.yaml": false, "/etc/[": false} {
-		if err := ValidateGlobs([]string{glob}); (err == nil) != ok {
-			t.Errorf("ValidateGlobs(%q) = %v, want ok %v", glob, err, ok)
+		if err := ValidateGlob(glob); (err == nil) != ok {
+			t.Errorf("ValidateGlob(%q) = %v, want ok %v", glob, err, ok)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshbridge/meshbridge/internal/strict"
+	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
@@ -51,6 +52,17 @@ type Config struct {
 	// Log is the logging of meshbridge run; the --log-level and
 	// --log-format flags, when given, override it.
 	Log LogConfig `json:"log"`
+	// Policy is the traffic policy served to proxyless clients over
+	// direct xDS (README "Traffic policy").
+	Policy PolicyConfig `json:"policy"`
+}
+
+// PolicyConfig is where traffic policy comes from (package policy).
+type PolicyConfig struct {
+	// Files are globs of YAML files of Istio DestinationRules, read in
+	// order and followed; a relative one is resolved against the
+	// configuration's directory. Empty serves no policy.
+	Files []string `json:"files,omitempty"`
 }
 
 // LogConfig is the log level and format.
@@ -489,6 +501,9 @@ func (c *Config) files() []registries.File {
 		{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled},
 		{Key: "state.dir", Path: &c.State.Dir},
 	}
+	for i := range c.Policy.Files {
+		fs = append(fs, registries.File{Key: "policy.files[" + strconv.Itoa(i) + "]", Path: &c.Policy.Files[i]})
+	}
 	server := func(key string, t *ServerTLSConfig) {
 		if t != nil {
 			fs = append(fs,
@@ -661,6 +676,11 @@ func (c *Config) validate() error {
 		add("sync.timeout", "must be positive: it bounds the wait for every registry's first listing before the xDS port opens")
 	}
 	validateKubernetes(&c.Kubernetes, add)
+	for i, g := range c.Policy.Files {
+		if err := policy.ValidateGlob(g); err != nil {
+			add("policy.files["+strconv.Itoa(i)+"]", "%v", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

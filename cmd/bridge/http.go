@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/kube"
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -50,7 +51,8 @@ func metricCollectors() []prometheus.Collector {
 		configReloads.WithLabelValues(result)
 	}
 	return slices.Concat([]prometheus.Collector{buildInfo, configReloads},
-		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), dns.Collectors(), kube.Collectors())
+		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), dns.Collectors(), kube.Collectors(),
+		policy.Collectors())
 }
 
 // httpHandler serves http.address: what a kubelet and Prometheus need and
@@ -83,6 +85,15 @@ func (b *bridge) debugHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, b.xds.SyncStatus())
+	})
+	// The DestinationRules read from policy.files: served, rejected (and
+	// why), ignored documents, unreadable files (package policy).
+	mux.HandleFunc("GET /debug/policyz", func(w http.ResponseWriter, _ *http.Request) {
+		var st policy.Status
+		if b.policy != nil {
+			st = b.policy.Status()
+		}
+		writeJSON(w, st)
 	})
 	// Applies the removals a registry's delete guard holds (README
 	// "Outages"): a write, so only on the debug address.

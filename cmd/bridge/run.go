@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshbridge/meshbridge/pipeline"
+	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
@@ -35,7 +36,8 @@ type bridge struct {
 	store   *serviceentry.Store
 	syncer  *syncer.Syncer
 	xds     *xds.DiscoveryServer
-	kube    *kubeOutput // nil unless kubernetes.enabled
+	kube    *kubeOutput   // nil unless kubernetes.enabled
+	policy  *policy.Files // nil unless policy.files is set
 	metrics *prometheus.Registry
 	ready   <-chan struct{} // closed once the store holds every registry's first listing
 
@@ -76,6 +78,13 @@ func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags co
 	}
 	b.pipe = pipeline.New(pipelineOptions(cfg, regs, log))
 	b.store, b.syncer, b.xds, b.ready = b.pipe.Store, b.pipe.Syncer, b.pipe.XDS, b.pipe.Ready()
+	if len(cfg.Policy.Files) > 0 {
+		b.policy, err = policy.NewFiles(policy.FilesConfig{Globs: cfg.Policy.Files, Logger: log.With("component", "policy"),
+			OnChange: func(r *policy.Rules) { b.xds.SetPolicies(r) }})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Kubernetes.Enabled {
 		names := make([]string, len(regs))
 		for i, r := range regs {
@@ -165,6 +174,9 @@ func (b *bridge) run(ctx context.Context) error {
 	goFn("reload", func() error { b.watchConfig(ctx); return nil })
 	if b.kube != nil {
 		goFn("kubernetes", func() error { return b.runKube(ctx) })
+	}
+	if b.policy != nil {
+		goFn("policy", func() error { return b.policy.Run(ctx) })
 	}
 	for name, s := range map[string]struct {
 		srv *http.Server
