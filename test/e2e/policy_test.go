@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/meshbridge/meshbridge/test/harness"
+)
+
+// TestProxylessOutlierDetection: a DestinationRule with outlier detection,
+// read from policy.files, reaches each gRPC implementation's client as the
+// cluster's outlier_detection (gRFC A50, which istiod never sends
+// proxyless clients). Of three backends registered in Consul, on ports of
+// their own, one answers UNAVAILABLE to every call: within two intervals
+// of its first failure its share of calls is under 10 %, and after the
+// ejection time it is tried again.
+func TestProxylessOutlierDetection(t *testing.T) {
+	const (
+		interval     = time.Second
+		ejectionTime = 3 * time.Second
+		window       = 40 // calls: 2 s at the clients' 50 ms
+	)
+	consul := harness.StartConsul(t)
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: outliers}
+spec:
+  host: "*.service.consul"
+  trafficPolicy:
+    outlierDetection: {consecutive5xxErrors: 3, interval: 1s, baseEjectionTime: 3s, maxEjectionPercent: 50}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, consulRegistry(consul)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "outliers-" + pc.name
+			failing := svc + "-bad"
+			ports := []int{startBackend(t, svc+"-a"), startBackend(t, svc+"-b"), harness.StartFailingEcho(t, failing)}
+			// The host's port is its lowest instance port when first served:
+			// the lowest is registered first, so it is the target's whatever
+			// the bridge saw.
+			slices.Sort(ports)
+			for i, p := range ports {
+				consul.RegisterInstance(t, svc, fmt.Sprintf("%s-%d", svc, i), "127.0.0.1", p, nil, grpcMeta, api.HealthPassing)
+			}
+			target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0])
+			boot := renderBootstrap(t, "--node-id", "e2e-outliers-"+pc.name, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, target, 0), boot)
+			failed := func(r callResult) bool { return strings.Contains(r.err, failing) }
+
+			first := 0
+			c.waitUntil(0, 60*time.Second, "a call failed by "+failing, func(rs []callResult) bool {
+				for i, r := range rs {
+					if failed(r) {
+						first = i
+						return true
+					}
+				}
+				return false
+			})
+			// Ejected: a window of calls within two intervals of the first
+			// failure in which it has under 10 %.
+			ejected := 0
+			c.waitUntil(first, 2*interval+window*50*time.Millisecond+5*time.Second,
+				fmt.Sprintf("%d calls in a row, under 10%% of them failed by %s", window, failing), func(rs []callResult) bool {
+					for end := window; end <= len(rs); end++ {
+						n := 0
+						for _, r := range rs[end-window : end] {
+							if failed(r) {
+								n++
+							}
+						}
+						if n*10 < window && rs[end-window].at.Sub(rs[0].at) <= 2*interval {
+							ejected = first + end
+							return true
+						}
+					}
+					return false
+				})
+			// Tried again once the ejection time passed.
+			c.waitUntil(ejected, ejectionTime+2*interval+10*time.Second, failing+" tried again",
+				func(rs []callResult) bool { return len(rs) > 0 && slices.ContainsFunc(rs, failed) })
+			if rs := c.since(0); !slices.ContainsFunc(rs, func(r callResult) bool { return r.backend == svc+"-a" }) ||
+				!slices.ContainsFunc(rs, func(r callResult) bool { return r.backend == svc+"-b" }) {
+				t.Errorf("the healthy backends were not both called")
+			}
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
+// assertNoNACKs fails t when the bridge counted a NACK
+// (meshbridge_xds_nacks_total): no client rejected what it was served.
+func assertNoNACKs(t *testing.T, b *bridge) {
+	t.Helper()
+	for line := range strings.Lines(b.get("/metrics")) {
+		if strings.HasPrefix(line, "meshbridge_xds_nacks_total{") && !strings.HasSuffix(strings.TrimSpace(line), " 0") {
+			t.Errorf("a client NACKed: %s", strings.TrimSpace(line))
+		}
+	}
+}
