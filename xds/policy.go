@@ -30,20 +30,46 @@ func (s *DiscoveryServer) SetPolicies(p Policies) {
 
 // withPolicies returns services with each one's DestinationRule set:
 // a copy of a service that has one (the source's are shared and read
-// only), the service itself otherwise.
+// only), the service itself otherwise. The copy made for a source service
+// and its rule is kept (s.attached) and reused while both stay, so that a
+// full push that changes neither allocates nothing and the pushed service
+// keeps its identity (model.Service.SameGeneratorInputs answers at once).
+// s.pushMu is held.
 func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Service {
 	p := s.policies.Load()
 	if p == nil || *p == nil {
+		clear(s.attached)
 		return services
+	}
+	if s.attached == nil {
+		s.attached = map[*model.Service]*model.Service{}
 	}
 	out := make([]*model.Service, len(services))
 	for i, svc := range services {
 		out[i] = svc
-		if dr := (*p).For(svc.Hostname); dr != nil {
-			c := *svc
-			c.Policy = dr
-			out[i] = &c
+		dr := (*p).For(svc.Hostname)
+		if dr == nil {
+			continue
 		}
+		c := s.attached[svc]
+		if c == nil || c.Policy != dr {
+			cp := *svc
+			cp.Policy = dr
+			c = &cp
+			s.attached[svc] = c
+		}
+		out[i] = c
+	}
+	// Forget the copies of services the source replaced or dropped once
+	// they would make up most of the map.
+	if len(s.attached) > 2*len(services)+1024 {
+		keep := make(map[*model.Service]*model.Service, len(services))
+		for _, svc := range services {
+			if c := s.attached[svc]; c != nil {
+				keep[svc] = c
+			}
+		}
+		s.attached = keep
 	}
 	return out
 }

@@ -132,8 +132,11 @@ type DiscoveryServer struct {
 	// scaled are the services whose assignments' weights are scaled down
 	// (weights.go); guarded by pushMu.
 	scaled map[model.ConfigKey]bool
-	// policies are the DestinationRules clusters carry (policy.go).
+	// policies are the DestinationRules clusters carry (policy.go);
+	// attached the services with their rule attached, by source service
+	// (guarded by pushMu).
 	policies atomic.Pointer[Policies]
+	attached map[*model.Service]*model.Service
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
