@@ -24,7 +24,7 @@ import (
 func TestProxylessOutlierDetection(t *testing.T) {
 	const (
 		interval     = time.Second
-		ejectionTime = 3 * time.Second
+		ejectionTime = 5 * time.Second
 		window       = 40 // calls: 2 s at the clients' 50 ms
 	)
 	consul := harness.StartConsul(t)
@@ -36,7 +36,7 @@ metadata: {name: outliers}
 spec:
   host: "*.service.consul"
   trafficPolicy:
-    outlierDetection: {consecutive5xxErrors: 3, interval: 1s, baseEjectionTime: 3s, maxEjectionPercent: 50}
+    outlierDetection: {consecutive5xxErrors: 3, interval: 1s, baseEjectionTime: 5s, maxEjectionPercent: 50}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
