@@ -32,6 +32,18 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// get returns the status and body of GET http://addr/path; a failed
+// request is status 0 with the error as the body.
+func get(addr, path string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 // fileConfig writes a services file and a config using it; extra is
 // appended to the config.
 func fileConfig(t *testing.T, extra string) string {
@@ -228,15 +240,6 @@ func TestRunServesHTTP(t *testing.T) {
 	}
 	runBridge(t, cfgPath)
 
-	get := func(addr, path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
 	var ready string
 	harness.Eventually(t, 20*time.Second, "/readyz answers 200 (the sync timeout is 1s)", func() error {
 		code, body := get(httpAddr, "/readyz")
