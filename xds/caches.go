@@ -9,6 +9,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/meshbridge/meshbridge/xds/cache"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // caches holds one cache.Resources per resource type, shared by every
@@ -30,7 +31,9 @@ type caches struct {
 	xds map[string]cachev3.Cache
 }
 
-func newCaches(mcp *cache.MCP) *caches {
+// newCaches returns the caches; clusters are served by client profile
+// (clients.go), recording substitutions in subs.
+func newCaches(mcp *cache.MCP, subs *substitutions) *caches {
 	set := func(typeURL string) *resourceSet {
 		r := newResourceSet(cache.NewResources(typeURL))
 		r.typeURL = typeURL
@@ -43,6 +46,7 @@ func newCaches(mcp *cache.MCP) *caches {
 		routes:    set(resourcev3.RouteType),
 		mcp:       mcp,
 	}
+	c.clusters.cache.ServeProfiles(gen.NumProfiles, profileOf, subs.served)
 	c.xds = map[string]cachev3.Cache{
 		resourcev3.ClusterType:                          c.clusters.cache,
 		resourcev3.EndpointType:                         c.endpoints.cache,

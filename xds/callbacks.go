@@ -40,6 +40,7 @@ type streamState struct {
 	gen    Generator             // "" until the first request, which carries the Node
 	node   string                // node ID from the first request
 	client string                // for logs: "mcp" when the first request is an Istio config type, else gen
+	agent  clientAgent           // the client table's row of the node (clients.go)
 	peer   peerInfo              // from the stream's context
 	opened time.Time             // when the stream opened
 	types  map[string]*typeState // by type URL, from the type's first request or response
@@ -185,10 +186,12 @@ type callbacks struct {
 	// hintMu guards it.
 	hintMu sync.Mutex
 	hinted map[string]bool
+	// subs records what each node was served substituted (clients.go).
+	subs *substitutions
 }
 
-func newCallbacks(logger *slog.Logger, listener string) *callbacks {
-	return &callbacks{log: logger, listener: listener, hinted: make(map[string]bool)}
+func newCallbacks(logger *slog.Logger, listener string, subs *substitutions) *callbacks {
+	return &callbacks{log: logger, listener: listener, hinted: make(map[string]bool), subs: subs}
 }
 
 // maxHinted bounds callbacks.hinted: past it the set starts again, so a
@@ -286,12 +289,14 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 	st.mu.Lock()
 	if st.gen == "" {
 		st.gen, st.node, st.client = generatorOf(node), node.GetId(), string(generatorOf(node))
+		st.agent = agentOf(node)
 		if isMCPType(typeURL) {
 			st.client = clientMCP
 		}
 		xdsClients.WithLabelValues(st.client).Inc()
 		c.log.Info("Connected xDS client", append([]any{"listener", c.listener, "streamID", key.id, "mode", key.mode(),
-			"node", st.node, "generator", st.client}, st.peer.attrs()...)...)
+			"node", st.node, "generator", st.client, "userAgent", st.agent.userAgent, "family", st.agent.family,
+			"lacks", st.agent.lacks.Names()}, st.peer.attrs()...)...)
 	}
 	ts := st.typ(typeURL)
 	answers := ts.awaiting && ts.sent.nonce == nonce
@@ -383,6 +388,9 @@ func (c *callbacks) closed(key streamKey) {
 	}
 	node, client, peerAddr, opened := st.node, st.client, st.peer.addr, st.opened
 	st.mu.Unlock()
+	if c.subs != nil {
+		c.subs.forget(node)
+	}
 	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", node,
 		"generator", client, "peer", peerAddr, "duration", time.Since(opened))
 }

@@ -78,7 +78,7 @@ type convHarness struct {
 }
 
 func newConvHarness(t *testing.T) *convHarness {
-	h := &convHarness{t: t, cb: newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS)}
+	h := &convHarness{t: t, cb: newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS, nil)}
 	h.conv = newConvergence(h.cb)
 	h.conv.observe = func(stage string, d time.Duration) {
 		h.mu.Lock()

@@ -130,6 +130,15 @@
 //     push's, ack the last such stream's ACK, both from
 //     PushRequest.Start. At most 8 pushes are followed at once, each for
 //     at most 60s. convergence.go.
+//  20. A client is served only the optional features (gen.Features) its
+//     family and version accept, told by its node's user_agent_name and
+//     user_agent_version from one table with the version each row is
+//     known from; a client no row names gets what every client accepts.
+//     A resource using a feature it lacks is served in the form built for
+//     it (gen.Varied; the CDS cache serves each stream its profile's form
+//     under one version), each such resource counted
+//     (meshbridge_xds_policy_substitutions_total) and shown on the stream
+//     (SyncStatus). clients.go.
 //
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One

@@ -21,6 +21,7 @@ const (
 	metricStreams      = "meshbridge_xds_streams"
 	metricTLSErrors    = "meshbridge_xds_tls_handshake_errors_total"
 	metricScaled       = "meshbridge_xds_scaled_weights_total"
+	metricSubstituted  = "meshbridge_xds_policy_substitutions_total"
 	modeSotW           = "sotw"
 	modeDelta          = "delta"
 	pushTypeFull       = "full"
@@ -29,6 +30,13 @@ const (
 )
 
 var (
+	policySubstitutions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricSubstituted,
+		Help: "Resources sent to an xDS client in a substituted form because its family or version lacks a feature " +
+			"the policy asks for (clients.go), by client family (grpc-go, grpc-java, grpc-c-core, grpc-js, envoy, " +
+			"unknown) and field (\"loadBalancer.simple:LEAST_REQUEST\" served as ROUND_ROBIN). One per resource per response.",
+	}, []string{"client", "field"})
+
 	pushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPushes,
 		Help: "xDS pushes into the caches, by type (full or eds) and dominant trigger reason " +
@@ -116,5 +124,5 @@ func Collectors() []prometheus.Collector {
 		tlsHandshakeErrors.WithLabelValues(l)
 	}
 	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal,
-		xdsStreams, tlsHandshakeErrors, scaledWeights}, cache.Collectors()...)
+		xdsStreams, tlsHandshakeErrors, scaledWeights, policySubstitutions}, cache.Collectors()...)
 }

@@ -145,6 +145,7 @@ type DiscoveryServer struct {
 func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 	opts.Address = cmp.Or(opts.Address, "127.0.0.1:15010")
 	logger := cmp.Or(opts.Logger, slog.Default()).With("component", "xds")
+	subs := &substitutions{}
 	var mcp *cache.MCP
 	if opts.MCP != nil {
 		mcp = cache.NewMCP(opts.MCP.Source, opts.MCP.Validate, logger)
@@ -155,13 +156,13 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		log:     logger,
 		shards:  newEndpointShards(),
 		queue:   newRequestQueue(),
-		caches:  newCaches(mcp),
+		caches:  newCaches(mcp, subs),
 		sends:   newSendLimiter(defaultMaxSends(), slowSendAfter),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
 		listeners: map[string]*callbacks{
-			listenerXDS: newCallbacks(logger, listenerXDS),
-			listenerMCP: newCallbacks(logger, listenerMCP),
+			listenerXDS: newCallbacks(logger, listenerXDS, subs),
+			listenerMCP: newCallbacks(logger, listenerMCP, subs),
 		},
 	}
 	s.SetDebounce(Debounce{After: opts.DebounceAfter, Max: opts.DebounceMax, EDSMax: opts.DebounceEDSMax, EDS: opts.EnableEDSDebounce})

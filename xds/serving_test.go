@@ -112,7 +112,7 @@ func TestSendLimiter(t *testing.T) {
 }
 
 func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
-	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS)
+	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS, nil)
 	key := streamKey{id: 1_000_000, delta: true}
 	streamsBefore := testutil.ToFloat64(xdsStreams.WithLabelValues(modeDelta))
 	c.opened(t.Context(), key)

@@ -27,9 +27,19 @@ type StreamStatus struct {
 	Node string `json:"node"`
 	// Client is "grpc" (proxyless gRPC), "envoy" (any other node) or "mcp"
 	// (istiod asking Istio config types); "" before the first request.
-	Client    string    `json:"client"`
-	Peer      string    `json:"peer"`
-	Connected time.Time `json:"connected"`
+	Client string `json:"client"`
+	// UserAgent is the node's user_agent_name and user_agent_version;
+	// Family its client family in the client table (grpc-go, grpc-java,
+	// grpc-c-core, grpc-js, envoy, unknown).
+	UserAgent string `json:"userAgent,omitempty"`
+	Family    string `json:"family,omitempty"`
+	// Lacks are the optional features the stream is not served; Substituted
+	// what its node was served in their place ("loadBalancer.simple:
+	// LEAST_REQUEST", served as ROUND_ROBIN).
+	Lacks       []string  `json:"lacks,omitempty"`
+	Substituted []string  `json:"substituted,omitempty"`
+	Peer        string    `json:"peer"`
+	Connected   time.Time `json:"connected"`
 	// LastAck is the stream's latest ACK of any type.
 	LastAck time.Time    `json:"lastAck,omitzero"`
 	Types   []TypeStatus `json:"types"`
@@ -86,6 +96,12 @@ func (c *callbacks) status() []StreamStatus {
 		defer st.mu.Unlock()
 		ss := StreamStatus{Listener: c.listener, ID: key.id, Mode: key.mode(), Node: st.node, Client: st.client,
 			Peer: st.peer.addr, Connected: st.opened, Types: make([]TypeStatus, 0, len(st.types))}
+		if st.gen != "" && st.client != clientMCP {
+			ss.UserAgent, ss.Family, ss.Lacks = st.agent.userAgent, st.agent.family, st.agent.lacks.Names()
+			if c.subs != nil {
+				ss.Substituted = c.subs.of(st.node)
+			}
+		}
 		for typeURL, ts := range st.types {
 			t := TypeStatus{TypeURL: typeURL, Sent: ts.sent.version, SentNonce: ts.sent.nonce, SentAt: ts.sent.at,
 				Pending: ts.awaiting, Acked: ts.acked, AckedAt: ts.ackedAt}

@@ -145,18 +145,22 @@ func printStatus(w io.Writer, raw map[string]json.RawMessage) error {
 		fmt.Fprintln(w, "No xDS streams.")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tPEER\tMODE\tCLIENT\tTYPE\tSENT\tACKED\tLAST ACK\tLAST NACK")
+		fmt.Fprintln(tw, "NODE\tPEER\tMODE\tCLIENT\tTYPE\tSENT\tACKED\tLAST ACK\tSUBSTITUTED\tLAST NACK")
 		for _, s := range sync.Streams {
 			node, peer, mode, client := cmp.Or(s.Node, "-"), cmp.Or(s.Peer, "-"), s.Mode, cmp.Or(s.Client, "-")
+			if s.Family != "" && s.Family != s.Client {
+				client += "/" + s.Family // "grpc/grpc-js"
+			}
 			if s.Listener != "" && s.Listener != "xds" {
 				client += " (" + s.Listener + " listener)"
 			}
+			substituted := cell(strings.Join(s.Substituted, ", "))
 			if len(s.Types) == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\n", node, peer, mode, client)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\t-\n", node, peer, mode, client, substituted)
 			}
 			for i, t := range s.Types {
 				if i > 0 {
-					node, peer, mode, client = "", "", "", ""
+					node, peer, mode, client, substituted = "", "", "", "", ""
 				}
 				nack := "-"
 				if n := t.NACK; n != nil && n.Version != "" {
@@ -164,8 +168,8 @@ func printStatus(w io.Writer, raw map[string]json.RawMessage) error {
 				} else if n != nil {
 					nack = cell(n.Message)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, peer, mode, client, shortType(t.TypeURL),
-					cmp.Or(t.Sent, "-"), cmp.Or(t.Acked, "-"), age(now, t.AckedAt), nack)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, peer, mode, client, shortType(t.TypeURL),
+					cmp.Or(t.Sent, "-"), cmp.Or(t.Acked, "-"), age(now, t.AckedAt), substituted, nack)
 			}
 		}
 		if err := tw.Flush(); err != nil {

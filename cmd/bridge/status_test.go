@@ -11,11 +11,14 @@ import (
 )
 
 // statusSyncz is a /debug/syncz page at 12:00:00: a SotW proxyless gRPC
-// stream, a Delta Envoy stream that NACKed, and istiod on the MCP listener.
+// stream (grpc-js, served round robin for LEAST_REQUEST), a Delta Envoy
+// stream that NACKed, and istiod on the MCP listener.
 const statusSyncz = `{
   "time": "2026-01-02T12:00:00Z",
   "streams": [
     {"listener": "xds", "id": 1, "mode": "sotw", "node": "grpc-1", "client": "grpc", "peer": "127.0.0.1:50001",
+     "userAgent": "gRPC Node Pure JS 1.14.1", "family": "grpc-js", "lacks": ["lb_policy LEAST_REQUEST (gRFC A48)"],
+     "substituted": ["loadBalancer.simple:LEAST_REQUEST"],
      "connected": "2026-01-02T11:00:00Z", "lastAck": "2026-01-02T11:59:58Z",
      "types": [
        {"typeURL": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "resources": 1, "sent": "3", "sentNonce": "5",
@@ -24,6 +27,7 @@ const statusSyncz = `{
         "sentNonce": "6", "pending": true, "acked": "6", "ackedAt": "2026-01-02T11:55:00Z"}
      ]},
     {"listener": "xds", "id": 2, "mode": "delta", "node": "envoy-1", "client": "envoy", "peer": "127.0.0.1:50002",
+     "userAgent": "envoy", "family": "envoy",
      "connected": "2026-01-02T11:00:00Z",
      "types": [
        {"typeURL": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "wildcard": true, "sent": "3", "pending": false,
@@ -65,11 +69,11 @@ consul-dc1  consul     yes  no     12        40         3s         -            
 nacos-prod  nacos      no   yes    3         9          5m10s      3 services (9 instances) by the delete guard, 2 in hold-down  dial tcp 10.0.0.1:9848: connection refused
 zk          zookeeper  no   no     0         0          never      -                                                             zk: could not connect to a server
 
-NODE      PEER             MODE   CLIENT              TYPE             SENT  ACKED  LAST ACK  LAST NACK
-grpc-1    127.0.0.1:50001  sotw   grpc                CDS              3     3      2s        -
-                                                      EDS              7     6      5m        -
-envoy-1   127.0.0.1:50002  delta  envoy               CDS              3     -      -         3: cluster rejected: bad port
-istiod-1  10.0.0.9:41000   sotw   mcp (mcp listener)  ServiceEntry v1  4     4      1d3h      -
+NODE      PEER             MODE   CLIENT              TYPE             SENT  ACKED  LAST ACK  SUBSTITUTED                        LAST NACK
+grpc-1    127.0.0.1:50001  sotw   grpc/grpc-js        CDS              3     3      2s        loadBalancer.simple:LEAST_REQUEST  -
+                                                      EDS              7     6      5m                                           -
+envoy-1   127.0.0.1:50002  delta  envoy               CDS              3     -      -         -                                  3: cluster rejected: bad port
+istiod-1  10.0.0.9:41000   sotw   mcp (mcp listener)  ServiceEntry v1  4     4      1d3h      -                                  -
 
 KUBERNETES NAMESPACE  LEADER  QUEUE  LAST RESYNC  LAST ERROR
 mesh                  yes     2      2m30s        Kubernetes write failed; retrying: ServiceEntry/mesh/a: apply: 503 (10s ago)
@@ -92,8 +96,8 @@ Kubernetes output: off (kubernetes.enabled is false).
 			want: `
 REGISTRY  TYPE  UP  STALE  SERVICES  INSTANCES  LAST SYNC  HELD DELETES  LAST ERROR
 
-NODE  PEER         MODE   CLIENT  TYPE  SENT  ACKED  LAST ACK  LAST NACK
--     127.0.0.1:1  delta  -       -     -     -      -         -
+NODE  PEER         MODE   CLIENT  TYPE  SENT  ACKED  LAST ACK  SUBSTITUTED  LAST NACK
+-     127.0.0.1:1  delta  -       -     -     -      -         -            -
 
 Kubernetes output: off (kubernetes.enabled is false).
 `,

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,4 +109,71 @@ func assertNoNACKs(t *testing.T, b *bridge) {
 			t.Errorf("a client NACKed: %s", strings.TrimSpace(line))
 		}
 	}
+}
+
+// TestProxylessLeastRequestPerClient: a DestinationRule asking
+// LEAST_REQUEST (gRFC A48) is served as it is to the clients that
+// implement it (grpc-go ≥ 1.73, grpc-java ≥ 1.48) and as ROUND_ROBIN to
+// those that would NACK it (gRPC C-core, grpc-js), as istiod does not:
+// every client calls both backends, none NACKs, and /debug/syncz shows
+// each client's family and what it was served in a substituted form.
+func TestProxylessLeastRequestPerClient(t *testing.T) {
+	consul := harness.StartConsul(t)
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: least-request}
+spec:
+  host: "*.service.consul"
+  trafficPolicy:
+    loadBalancer: {simple: LEAST_REQUEST}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, consulRegistry(consul)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+	substituted := map[string]bool{"grpc-go": false, "grpc-java": false, "c-core": true, "grpc-js": true}
+	family := map[string]string{"grpc-go": "grpc-go", "grpc-java": "grpc-java", "c-core": "grpc-c-core", "grpc-js": "grpc-js"}
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "least-" + pc.name
+			ports := []int{startBackend(t, svc+"-a"), startBackend(t, svc+"-b")}
+			slices.Sort(ports)
+			for i, p := range ports {
+				consul.RegisterInstance(t, svc, fmt.Sprintf("%s-%d", svc, i), "127.0.0.1", p, nil, grpcMeta, api.HealthPassing)
+			}
+			node := "e2e-least-" + pc.name
+			boot := renderBootstrap(t, "--node-id", node, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0]), 0), boot)
+			c.waitSettled(0, 60*time.Second, svc+"-a", svc+"-b")
+
+			var syncz struct {
+				Streams []struct {
+					Node, Family, UserAgent string
+					Substituted             []string
+				}
+			}
+			if err := json.Unmarshal([]byte(b.get("/debug/syncz")), &syncz); err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, s := range syncz.Streams {
+				if s.Node != node {
+					continue
+				}
+				found = true
+				t.Logf("%s: user agent %q, family %s, substituted %q", pc.name, s.UserAgent, s.Family, s.Substituted)
+				if s.Family != family[pc.name] {
+					t.Errorf("%s is taken for family %q (user agent %q), want %q", pc.name, s.Family, s.UserAgent, family[pc.name])
+				}
+				if got := slices.Contains(s.Substituted, "loadBalancer.simple:LEAST_REQUEST"); got != substituted[pc.name] {
+					t.Errorf("%s: LEAST_REQUEST substituted: %v, want %v (substituted %q)", pc.name, got, substituted[pc.name], s.Substituted)
+				}
+			}
+			if !found {
+				t.Fatalf("no stream of node %s on /debug/syncz", node)
+			}
+		})
+	}
+	assertNoNACKs(t, b)
 }

@@ -19,10 +19,13 @@
 //     xds/gen), and its Any and Delta Resource are built once, on the first
 //     response that carries the version, and shared by every stream.
 //     resources.go.
-//  4. A watch is answered without blocking: a full stream channel is handed
+//  4. A Varied resource is served in the form of the watch's profile
+//     (ServeProfiles: the stream's node's), under the cache's one SotW
+//     version; Delta's resource version hashes the form sent. resources.go.
+//  5. A watch is answered without blocking: a full stream channel is handed
 //     to a goroutine that gives up when the watch is cancelled.
 //     resources.go, mcp.go.
-//  5. MCP answers SotW with the complete set of a kind under exactly the
+//  6. MCP answers SotW with the complete set of a kind under exactly the
 //     requested type URL (networking.istio.io/v1 and v1alpha3 ServiceEntry,
 //     WorkloadEntry), and any other Istio config type with an empty list,
 //     as istiod syncs only after a response for every type it asked for.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unsafe"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -52,17 +53,34 @@ import (
 //   - A wildcard watch is woken by every update; another by the names it
 //     subscribes to.
 //
+// Profiles: a resource may be served in another form to some clients (a
+// Varied resource, xds/gen's Varied; ServeProfiles). A watch's profile is
+// its stream's node's, and it is served each resource's form for that
+// profile, under the same versions: a SotW version is the update that set
+// the resource, whatever its form; a Delta version is the hash of the form
+// sent, so a client reconnecting with initial_resource_versions compares
+// with what it was sent.
+//
 // Safe for concurrent use.
 type Resources struct {
 	typeURL   string
 	fullState bool // SotW responses carry every subscribed resource
+	profiles  int  // ServeProfiles' n; 0 or 1: no profile but 0
+	// profileOf and served are ServeProfiles'; nil: every watch is
+	// profile 0.
+	profileOf func(*core.Node) int
+	served    func(node *core.Node, substituted []string)
 
 	mu        sync.Mutex
 	version   uint64
 	versionS  string // version, formatted
 	resources map[string]*cachedEntry
-	watches   map[string]map[*cacheWatch]struct{} // by subscribed name
-	wildcard  map[*cacheWatch]struct{}
+	// variants are the other forms of the Varied resources, by name and
+	// profile-1 (nil where the profile is served the own form); only
+	// Varied resources are in it, so a cachedEntry stays 32 bytes.
+	variants map[string][]*variantEntry
+	watches  map[string]map[*cacheWatch]struct{} // by subscribed name
+	wildcard map[*cacheWatch]struct{}
 }
 
 // cachedEntry is one resource version in a Resources, 32 bytes: a cache
@@ -86,16 +104,30 @@ type entryForms struct {
 	deltaRes *discovery.Resource
 }
 
+// variantEntry is one profile's form of a Varied resource.
+type variantEntry struct {
+	cachedEntry
+	substituted []string
+}
+
+// Varied is a resource served in another form to some profiles (xds/gen's
+// Varied): Variant(p) is profile p's encoding and what it substitutes, nil
+// where p is served the resource's own encoding.
+type Varied interface {
+	Variant(p int) (wire []byte, substituted []string)
+}
+
 // bytesOf returns e's encoding as the bytes it was handed over as.
 func (e *cachedEntry) bytesOf() []byte { return unsafe.Slice(unsafe.StringData(e.wire), len(e.wire)) }
 
 // cacheWatch is an open watch: SotW (req, out) or Delta (dreq, dout).
 type cacheWatch struct {
-	sub  cachev3.Subscription
-	req  *cachev3.Request
-	out  chan cachev3.Response
-	dreq *cachev3.DeltaRequest
-	dout chan cachev3.DeltaResponse
+	profile int // ServeProfiles' profile of the stream's node
+	sub     cachev3.Subscription
+	req     *cachev3.Request
+	out     chan cachev3.Response
+	dreq    *cachev3.DeltaRequest
+	dout    chan cachev3.DeltaResponse
 
 	woken     uint64        // the update that last collected it (notify)
 	tracked   bool          // in watches or wildcard, under the cache's lock
@@ -112,9 +144,25 @@ func NewResources(typeURL string) *Resources {
 		fullState: cachev3.ResourceRequiresFullStateInSotw(typeURL),
 		versionS:  "0",
 		resources: make(map[string]*cachedEntry),
+		variants:  make(map[string][]*variantEntry),
 		watches:   make(map[string]map[*cacheWatch]struct{}),
 		wildcard:  make(map[*cacheWatch]struct{}),
 	}
+}
+
+// ServeProfiles makes the cache serve each watch the form of its profile:
+// profileOf(node) of the stream's node, in [0, n); a Varied resource's
+// Variant(p) for p in [1, n) is that profile's form. served, when not nil,
+// is told of every response that carried substituted forms: the node and
+// what each form substituted (one entry per resource and substitution).
+// Called under the cache's lock, it must not call the cache. Call before
+// the cache is used.
+func (c *Resources) ServeProfiles(n int, profileOf func(*core.Node) int, served func(node *core.Node, substituted []string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.profiles = n
+	c.profileOf = profileOf
+	c.served = served
 }
 
 // Update sets the resources of set, removes the names of remove, raises the
@@ -145,10 +193,12 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 			continue
 		}
 		c.resources[name] = &cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)), version: version}
+		c.setVariants(name, res, version)
 		wake(name)
 	}
 	for _, name := range remove {
 		delete(c.resources, name)
+		delete(c.variants, name)
 		wake(name)
 		if len(c.watches[name]) == 0 {
 			delete(c.watches, name)
@@ -165,6 +215,65 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 	return errors.Join(errs...)
 }
 
+// setVariants records the forms res has for the profiles served (none
+// when it is not Varied). Call with mu held.
+func (c *Resources) setVariants(name string, res types.Resource, version *string) {
+	v, ok := res.(Varied)
+	if !ok || c.profiles < 2 {
+		delete(c.variants, name)
+		return
+	}
+	forms := make([]*variantEntry, c.profiles-1)
+	has := false
+	for p := 1; p < c.profiles; p++ {
+		if wire, substituted := v.Variant(p); wire != nil {
+			forms[p-1] = &variantEntry{cachedEntry: cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)),
+				version: version}, substituted: substituted}
+			has = true
+		}
+	}
+	if !has {
+		delete(c.variants, name)
+		return
+	}
+	c.variants[name] = forms
+}
+
+// sameVariants reports whether res has the forms the cache holds for
+// name. Call with mu held.
+func (c *Resources) sameVariants(name string, res types.Resource) bool {
+	held := c.variants[name]
+	v, ok := res.(Varied)
+	if !ok || c.profiles < 2 {
+		return held == nil
+	}
+	for p := 1; p < c.profiles; p++ {
+		wire, substituted := v.Variant(p)
+		var e *variantEntry
+		if held != nil {
+			e = held[p-1]
+		}
+		switch {
+		case e == nil && wire == nil:
+		case e == nil || wire == nil || !bytes.Equal(e.bytesOf(), wire) || !slices.Equal(e.substituted, substituted):
+			return false
+		}
+	}
+	return true
+}
+
+// entryFor returns the form of name (held as e) that profile is served.
+// Call with mu held.
+func (c *Resources) entryFor(name string, e *cachedEntry, profile int) *cachedEntry {
+	if profile == 0 {
+		return e
+	}
+	if forms := c.variants[name]; forms != nil && forms[profile-1] != nil {
+		return &forms[profile-1].cachedEntry
+	}
+	return e
+}
+
 // Differences returns the resources of want whose encoding differs from
 // the cache's, or that it lacks, and the names of remove that it holds and
 // want does not. Equal encodings are equal messages: the encodings are
@@ -178,7 +287,7 @@ func (c *Resources) Differences(want map[string]types.Resource, remove []string)
 	update := make(map[string]types.Resource)
 	for name, res := range want {
 		if e, ok := c.resources[name]; ok {
-			if wire, err := encoding(res); err == nil && bytes.Equal(e.bytesOf(), wire) {
+			if wire, err := encoding(res); err == nil && bytes.Equal(e.bytesOf(), wire) && c.sameVariants(name, res) {
 				continue
 			}
 		}
@@ -243,7 +352,7 @@ func (c *Resources) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, 
 	if req.GetTypeUrl() != c.typeURL {
 		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
 	}
-	return c.watch(&cacheWatch{sub: sub, req: req, out: out}, req.GetVersionInfo() == ""), nil
+	return c.watch(&cacheWatch{sub: sub, req: req, out: out}, req.GetNode(), req.GetVersionInfo() == ""), nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher for Delta.
@@ -251,14 +360,19 @@ func (c *Resources) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subs
 	if req.GetTypeUrl() != c.typeURL {
 		return nil, fmt.Errorf("request type %s does not match cache type %s", req.GetTypeUrl(), c.typeURL)
 	}
-	return c.watch(&cacheWatch{sub: sub, dreq: req, dout: out}, sub.IsWildcard() && req.GetResponseNonce() == ""), nil
+	return c.watch(&cacheWatch{sub: sub, dreq: req, dout: out}, req.GetNode(), sub.IsWildcard() && req.GetResponseNonce() == ""), nil
 }
 
 // watch answers w at once when it has something to send (or evenIfEmpty),
 // else tracks it until an update wakes it. It returns w's cancel.
-func (c *Resources) watch(w *cacheWatch, evenIfEmpty bool) func() {
+func (c *Resources) watch(w *cacheWatch, node *core.Node, evenIfEmpty bool) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.profileOf != nil {
+		if p := c.profileOf(node); p > 0 && p < c.profiles {
+			w.profile = p
+		}
+	}
 	if !c.answer(w, evenIfEmpty) {
 		w.tracked = true
 		if w.sub.IsWildcard() {
@@ -316,7 +430,7 @@ func (c *Resources) untrack(w *cacheWatch) {
 // rules) and reports whether it did. Call with mu held.
 func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	delta := w.dreq != nil
-	changed, removed := c.changes(w.sub, delta)
+	changed, removed := c.changes(w.sub, delta, w.profile)
 	if len(changed)+len(removed) == 0 && !evenIfEmpty {
 		return false
 	}
@@ -348,10 +462,11 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	for _, name := range removed {
 		delete(next, name)
 	}
+	defer c.noteSubstitutions(w, send)
 	if delta {
 		resources := make([]*discovery.Resource, len(send))
 		for i, name := range send {
-			r := c.deltaResource(name, c.resources[name])
+			r := c.deltaResource(name, c.entryFor(name, c.resources[name], w.profile))
 			resources[i] = r
 			next[name] = r.Version
 		}
@@ -369,7 +484,7 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	}
 	resources := make([]*anypb.Any, len(send))
 	for i, name := range send {
-		e := c.resources[name]
+		e := c.entryFor(name, c.resources[name], w.profile)
 		resources[i] = c.anyOf(e)
 		next[name] = *e.version
 	}
@@ -385,15 +500,36 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	return true
 }
 
+// noteSubstitutions tells served what the substituted forms among the
+// resources sent to w substituted. Call with mu held.
+func (c *Resources) noteSubstitutions(w *cacheWatch, sent []string) {
+	if w.profile == 0 || c.served == nil || len(c.variants) == 0 {
+		return
+	}
+	var substituted []string
+	for _, name := range sent {
+		if forms := c.variants[name]; forms != nil && forms[w.profile-1] != nil {
+			substituted = append(substituted, forms[w.profile-1].substituted...)
+		}
+	}
+	if len(substituted) > 0 {
+		node := w.req.GetNode()
+		if w.dreq != nil {
+			node = w.dreq.GetNode()
+		}
+		c.served(node, substituted)
+	}
+}
+
 // changes returns the names sub should be sent (new to the stream, or of
 // another version than it was sent) and the names it has that are gone
 // (removed from the cache, or no longer subscribed), as LinearCache's
 // computeResourceChange. Call with mu held.
-func (c *Resources) changes(sub cachev3.Subscription, delta bool) (changed, removed []string) {
+func (c *Resources) changes(sub cachev3.Subscription, delta bool, profile int) (changed, removed []string) {
 	known := sub.ReturnedResources()
 	version := func(name string, e *cachedEntry) string {
 		if delta {
-			return c.deltaResource(name, e).Version
+			return c.deltaResource(name, c.entryFor(name, e, profile)).Version
 		}
 		return *e.version
 	}

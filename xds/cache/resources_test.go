@@ -19,7 +19,9 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
@@ -456,5 +458,102 @@ func TestEachResourceVersionIsMarshalledOnce(t *testing.T) {
 func TestCachedEntrySize(t *testing.T) {
 	if got := unsafe.Sizeof(cachedEntry{}); got > 32 {
 		t.Errorf("unsafe.Sizeof(cachedEntry{}) = %d, want at most 32", got)
+	}
+}
+
+// TestVariedResourcesByProfile: a Varied resource (xds/gen) is served to
+// each watch in its profile's form, under one SotW version; Delta
+// versions hash the form sent; served hears of each substituted form sent
+// to a profile that gets one; Differences sees a change of any form.
+func TestVariedResourcesByProfile(t *testing.T) {
+	svc := func(lb networking.LoadBalancerSettings_SimpleLB) *model.Service {
+		return &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 80, Protocol: model.ProtocolGRPC}},
+			Policy: &networking.DestinationRule{Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: lb}}}}}
+	}
+	clusterOf := func(s *model.Service) types.Resource {
+		clusters, _, _ := gen.Resources(s)
+		return clusters[0]
+	}
+	leastRequest := clusterOf(svc(networking.LoadBalancerSettings_LEAST_REQUEST))
+	varied, ok := leastRequest.(*gen.Varied)
+	if !ok {
+		t.Fatalf("a LEAST_REQUEST cluster is a %T, want *gen.Varied", leastRequest)
+	}
+	name := varied.GetName()
+	lacking := int(gen.LeastRequest | gen.RandomLB)
+	variantWire, _ := varied.Variant(lacking)
+
+	c := NewResources(resourcev3.ClusterType)
+	var served []string
+	c.ServeProfiles(gen.NumProfiles, func(n *core.Node) int {
+		if n.GetId() == "old" {
+			return lacking
+		}
+		return 0
+	}, func(n *core.Node, substituted []string) {
+		served = append(served, n.GetId()+" "+strings.Join(substituted, ","))
+	})
+	if err := c.Update(map[string]types.Resource{name: leastRequest}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sotw := func(node string) *discovery.DiscoveryResponse {
+		out := make(chan cachev3.Response, 1)
+		sub := stream.NewSotwSubscription(nil, true)
+		if _, err := c.CreateWatch(&cachev3.Request{TypeUrl: resourcev3.ClusterType, Node: &core.Node{Id: node}}, sub, out); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (<-out).GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	delta := func(node string) *discovery.DeltaDiscoveryResponse {
+		out := make(chan cachev3.DeltaResponse, 1)
+		sub := stream.NewDeltaSubscription(nil, nil, nil, true)
+		if _, err := c.CreateDeltaWatch(&cachev3.DeltaRequest{TypeUrl: resourcev3.ClusterType, Node: &core.Node{Id: node}}, sub, out); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (<-out).GetDeltaDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	current, old := sotw("current"), sotw("old")
+	if got := current.GetResources()[0].GetValue(); !slices.Equal(got, varied.Encoding()) {
+		t.Errorf("profile 0 was sent another form than the resource's own")
+	}
+	if got := old.GetResources()[0].GetValue(); !slices.Equal(got, variantWire) {
+		t.Errorf("the lacking profile was sent another form than its variant")
+	}
+	if current.GetVersionInfo() != old.GetVersionInfo() {
+		t.Errorf("SotW versions differ by profile: %s and %s", current.GetVersionInfo(), old.GetVersionInfo())
+	}
+	dCurrent, dOld := delta("current"), delta("old")
+	if got, want := dCurrent.GetResources()[0].GetVersion(), cachev3.HashResource(varied.Encoding()); got != want {
+		t.Errorf("profile 0's Delta version = %s, want the hash of the own form %s", got, want)
+	}
+	if got, want := dOld.GetResources()[0].GetVersion(), cachev3.HashResource(variantWire); got != want {
+		t.Errorf("the lacking profile's Delta version = %s, want the hash of its form %s", got, want)
+	}
+	if want := []string{"old loadBalancer.simple:LEAST_REQUEST", "old loadBalancer.simple:LEAST_REQUEST"}; !slices.Equal(served, want) {
+		t.Errorf("served heard %q, want %q (one per response to the lacking profile)", served, want)
+	}
+
+	same := clusterOf(svc(networking.LoadBalancerSettings_LEAST_REQUEST))
+	if update, _ := c.Differences(map[string]types.Resource{name: same}, nil); len(update) != 0 {
+		t.Errorf("the same forms again count as a change")
+	}
+	plain, _, _ := gen.Resources(&model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 80, Protocol: model.ProtocolGRPC}}})
+	if update, _ := c.Differences(map[string]types.Resource{name: plain[0]}, nil); len(update) != 1 {
+		t.Errorf("a resource no longer varied does not count as a change")
+	}
+	if err := c.Update(map[string]types.Resource{name: plain[0]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.variants) != 0 {
+		t.Errorf("the variants of a resource no longer varied are kept")
 	}
 }

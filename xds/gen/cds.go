@@ -30,19 +30,20 @@ func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
 	out := make(map[string]*cluster.Cluster)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			c := clusterFor(svc, port)
+			c, _ := clusterFor(svc, port, 0)
 			out[c.Name] = c
 		}
 	}
 	return out
 }
 
-// clusterFor returns the cluster of svc's port: buildCluster's, with the
-// port's traffic policy of svc's DestinationRule (policy.go).
-func clusterFor(svc *model.Service, port model.Port) *cluster.Cluster {
-	c := buildCluster(svc.Hostname, port)
-	applyTrafficPolicy(c, portPolicy(svc.Policy.GetTrafficPolicy(), port.Number))
-	return c
+// clusterFor returns the cluster of svc's port for a client lacking the
+// features lacks: buildCluster's, with the port's traffic policy of svc's
+// DestinationRule (policy.go); substituted names what the client is
+// served instead of what the policy asks.
+func clusterFor(svc *model.Service, port model.Port, lacks Features) (c *cluster.Cluster, substituted []string) {
+	c = buildCluster(svc.Hostname, port)
+	return c, applyTrafficPolicy(c, portPolicy(svc.Policy.GetTrafficPolicy(), port.Number), lacks)
 }
 
 func buildCluster(host string, port model.Port) *cluster.Cluster {

@@ -14,9 +14,11 @@ import (
 
 // This file translates a DestinationRule's traffic policy into the cluster
 // fields proxyless gRPC clients read (docs/design.md §6, README "Traffic
-// policy"). Every field here is accepted by every gRPC client family that
-// reads xDS (grpc-go, grpc-java, gRPC C-core, grpc-js), so one cluster
-// serves them all; what is not translated is named by Unserved.
+// policy"). Outlier detection and circuit breaking are accepted by every
+// gRPC client family that reads xDS (grpc-go, grpc-java, gRPC C-core,
+// grpc-js); a load balancer only some accept is one of the Features, and a
+// client lacking it is served round robin instead (a Varied cluster). What
+// is not translated is named by Unserved.
 
 // Outlier detection (gRFC A50). Istio counts consecutive errors
 // (consecutive5xxErrors, consecutiveGatewayErrors: Envoy's consecutive_5xx
@@ -78,12 +80,21 @@ func portPolicy(tp *networking.TrafficPolicy, port uint32) *networking.TrafficPo
 }
 
 // applyTrafficPolicy sets on c what tp (a port's policy, portPolicy)
-// asks for that proxyless clients read: outlier detection (gRFC A50) and
-// the maximum of concurrent requests (gRFC A32). The load balancer stays
-// ROUND_ROBIN (see Unserved).
-func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy) {
+// asks for that proxyless clients read: outlier detection (gRFC A50), the
+// maximum of concurrent requests (gRFC A32) and the load balancer, for a
+// client lacking the features lacks. A balancer the client lacks is served
+// as ROUND_ROBIN, which every client implements, and named in the result
+// ("loadBalancer.simple:LEAST_REQUEST").
+func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, lacks Features) (substituted []string) {
 	if tp == nil {
-		return
+		return nil
+	}
+	if lb := tp.GetLoadBalancer().GetSimple(); balancers[lb].feature != 0 {
+		if lacks&balancers[lb].feature == 0 {
+			c.LbPolicy = balancers[lb].policy
+		} else {
+			substituted = append(substituted, "loadBalancer.simple:"+lb.String())
+		}
 	}
 	c.OutlierDetection = outlierDetection(tp.GetOutlierDetection())
 	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
@@ -92,6 +103,25 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy) {
 			MaxRequests: wrapperspb.UInt32(uint32(n)),
 		}}}
 	}
+	return substituted
+}
+
+// balancers are the loadBalancer.simple values served other than as round
+// robin: the cluster lb_policy of each, and the feature a client needs to
+// accept it. ROUND_ROBIN and UNSPECIFIED are round robin; LEAST_CONN is
+// LEAST_REQUEST's deprecated name in Istio's API.
+var balancers = map[networking.LoadBalancerSettings_SimpleLB]struct {
+	policy  cluster.Cluster_LbPolicy
+	feature Features
+}{
+	networking.LoadBalancerSettings_LEAST_REQUEST: {cluster.Cluster_LEAST_REQUEST, LeastRequest},
+	networking.LoadBalancerSettings_LEAST_CONN:    {cluster.Cluster_LEAST_REQUEST, LeastRequest},
+	networking.LoadBalancerSettings_RANDOM:        {cluster.Cluster_RANDOM, RandomLB},
+}
+
+// featuresUsed returns the Features a cluster with port policy tp may use.
+func featuresUsed(tp *networking.TrafficPolicy) Features {
+	return balancers[tp.GetLoadBalancer().GetSimple()].feature
 }
 
 // outlierDetection translates od (gRFC A50, see failurePercentageThreshold);
@@ -155,10 +185,15 @@ var servedFields = map[string]bool{
 	"port_level_settings.port":                     true,
 }
 
-// servedBalancers are the loadBalancer.simple values served as asked.
+// servedBalancers are the loadBalancer.simple values served as asked to
+// the clients that accept them (balancers), and as round robin to the
+// others.
 var servedBalancers = map[networking.LoadBalancerSettings_SimpleLB]bool{
-	networking.LoadBalancerSettings_UNSPECIFIED: true,
-	networking.LoadBalancerSettings_ROUND_ROBIN: true,
+	networking.LoadBalancerSettings_UNSPECIFIED:   true,
+	networking.LoadBalancerSettings_ROUND_ROBIN:   true,
+	networking.LoadBalancerSettings_LEAST_REQUEST: true,
+	networking.LoadBalancerSettings_LEAST_CONN:    true,
+	networking.LoadBalancerSettings_RANDOM:        true,
 }
 
 // Unserved names, sorted, each field of tp that proxyless clients are not

@@ -6,6 +6,7 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
@@ -99,7 +100,8 @@ func TestClusterTrafficPolicy(t *testing.T) {
 			if tc.policy != nil {
 				svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}
 			}
-			c := clusterFor(svc, svc.Ports[0])
+			c, substituted := clusterFor(svc, svc.Ports[0], AllFeatures)
+			assertEqual(t, []string(nil), substituted)
 			assertEqual(t, tc.wantOutlier, c.OutlierDetection)
 			assertEqual(t, tc.wantCB, c.CircuitBreakers)
 			assertEqual(t, cluster.Cluster_ROUND_ROBIN, c.LbPolicy)
@@ -127,7 +129,7 @@ func TestUnserved(t *testing.T) {
 		"unserved fields and balancers": {
 			policy: &networking.TrafficPolicy{
 				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{
-					Simple: networking.LoadBalancerSettings_LEAST_REQUEST}},
+					Simple: networking.LoadBalancerSettings_PASSTHROUGH}},
 				OutlierDetection: &networking.OutlierDetection{MinHealthPercent: 50},
 				ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{
 					MaxConnections: 10}},
@@ -138,9 +140,8 @@ func TestUnserved(t *testing.T) {
 			},
 			want: []string{
 				"connectionPool.tcp.maxConnections",
-				"loadBalancer.simple: LEAST_REQUEST (served as ROUND_ROBIN)",
+				"loadBalancer.simple: PASSTHROUGH (served as ROUND_ROBIN)",
 				"outlierDetection.minHealthPercent",
-				"portLevelSettings[0].loadBalancer.simple: RANDOM (served as ROUND_ROBIN)",
 				"portLevelSettings[0].tls.mode",
 			},
 		},
@@ -149,5 +150,92 @@ func TestUnserved(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			assertEqual(t, tc.want, Unserved(tc.policy))
 		})
+	}
+}
+
+// TestClusterLoadBalancer: loadBalancer.simple per client: the asked
+// policy to a client accepting its feature, round robin and a named
+// substitution to one lacking it (gRFC A48: only some gRPC clients
+// implement LEAST_REQUEST; none implements RANDOM).
+func TestClusterLoadBalancer(t *testing.T) {
+	simple := func(lb networking.LoadBalancerSettings_SimpleLB) *networking.TrafficPolicy {
+		return &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+			LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: lb}}}
+	}
+	cases := map[string]struct {
+		policy          *networking.TrafficPolicy
+		lacks           Features
+		want            cluster.Cluster_LbPolicy
+		wantSubstituted []string
+	}{
+		"no policy":                              {want: cluster.Cluster_ROUND_ROBIN},
+		"ROUND_ROBIN":                            {policy: simple(networking.LoadBalancerSettings_ROUND_ROBIN), lacks: AllFeatures, want: cluster.Cluster_ROUND_ROBIN},
+		"LEAST_REQUEST to a client accepting it": {policy: simple(networking.LoadBalancerSettings_LEAST_REQUEST), lacks: RandomLB, want: cluster.Cluster_LEAST_REQUEST},
+		"LEAST_REQUEST to a client lacking it":   {policy: simple(networking.LoadBalancerSettings_LEAST_REQUEST), lacks: LeastRequest, want: cluster.Cluster_ROUND_ROBIN, wantSubstituted: []string{"loadBalancer.simple:LEAST_REQUEST"}},
+		"LEAST_CONN is LEAST_REQUEST":            {policy: simple(networking.LoadBalancerSettings_LEAST_CONN), want: cluster.Cluster_LEAST_REQUEST},
+		"RANDOM to Envoy":                        {policy: simple(networking.LoadBalancerSettings_RANDOM), want: cluster.Cluster_RANDOM},
+		"RANDOM to a gRPC client":                {policy: simple(networking.LoadBalancerSettings_RANDOM), lacks: RandomLB, want: cluster.Cluster_ROUND_ROBIN, wantSubstituted: []string{"loadBalancer.simple:RANDOM"}},
+		"PASSTHROUGH is not served (Unserved)":   {policy: simple(networking.LoadBalancerSettings_PASSTHROUGH), want: cluster.Cluster_ROUND_ROBIN},
+		"a port-level balancer replaces the top's": {
+			policy: &networking.TrafficPolicy{
+				LoadBalancer: simple(networking.LoadBalancerSettings_RANDOM).LoadBalancer,
+				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 8080},
+					LoadBalancer: simple(networking.LoadBalancerSettings_LEAST_REQUEST).LoadBalancer}},
+			},
+			lacks: RandomLB, want: cluster.Cluster_LEAST_REQUEST,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			svc := &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 8080, Protocol: model.ProtocolGRPC}}}
+			if tc.policy != nil {
+				svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}
+			}
+			c, substituted := clusterFor(svc, svc.Ports[0], tc.lacks)
+			assertEqual(t, tc.want, c.LbPolicy)
+			assertEqual(t, tc.wantSubstituted, substituted)
+		})
+	}
+}
+
+// TestVariedClusters: a cluster whose balancer some clients lack is a
+// Varied: its own encoding is the cluster for a client lacking nothing,
+// and each profile lacking a feature it uses gets the cluster built for
+// it, byte for byte; a cluster using no such feature is a plain Encoded.
+func TestVariedClusters(t *testing.T) {
+	svc := &model.Service{Hostname: "a.local", Ports: []model.Port{
+		{Name: "grpc", Number: 8080, Protocol: model.ProtocolGRPC}, {Name: "http", Number: 9090, Protocol: model.ProtocolHTTP}}}
+	svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+		PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 8080},
+			LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{
+				Simple: networking.LoadBalancerSettings_LEAST_REQUEST}}}}}}
+	clusters, _, _ := Resources(svc)
+	if _, ok := clusters[1].(*Encoded); !ok {
+		t.Fatalf("the cluster of a port without a varying policy is a %T, want *Encoded", clusters[1])
+	}
+	v, ok := clusters[0].(*Varied)
+	if !ok {
+		t.Fatalf("the LEAST_REQUEST cluster is a %T, want *Varied", clusters[0])
+	}
+	marshal := func(c *cluster.Cluster) []byte {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	own, _ := clusterFor(svc, svc.Ports[0], 0)
+	assertEqual(t, marshal(own), v.Encoding())
+	for p := range NumProfiles {
+		wire, substituted := v.Variant(p)
+		if Features(p)&LeastRequest == 0 {
+			if wire != nil || substituted != nil {
+				t.Errorf("profile %d (lacking %v) has a variant; want the own encoding", p, Features(p).Names())
+			}
+			continue
+		}
+		want, wantSubstituted := clusterFor(svc, svc.Ports[0], Features(p))
+		assertEqual(t, marshal(want), wire)
+		assertEqual(t, wantSubstituted, substituted)
 	}
 }

@@ -2,12 +2,15 @@ package gen
 
 import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshbridge/meshbridge/model"
 )
 
 // Resources returns the Clusters, Listeners and RouteConfigurations of
-// svc, one of each per port, each encoded once (Encode). They depend only
+// svc, one of each per port, each encoded once (Encode); a cluster whose
+// policy uses a feature some clients lack is a Varied, with the form each
+// of them is served. They depend only
 // on the service's hostname, ports (name, number, protocol) and
 // DestinationRule (svc.Policy): a service whose inputs are unchanged
 // (model.Service.SameGeneratorInputs) generates the same bytes.
@@ -19,8 +22,9 @@ func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource
 	listeners = make([]types.Resource, 0, len(svc.Ports))
 	routes = make([]types.Resource, 0, len(svc.Ports))
 	for _, port := range svc.Ports {
-		c := clusterFor(svc, port)
-		clusters = append(clusters, Encode(c.Name, c))
+		clusters = append(clusters, vary(ClusterName(port.Number, svc.Hostname),
+			featuresUsed(portPolicy(svc.Policy.GetTrafficPolicy(), port.Number)),
+			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, lacks) }))
 		name := ListenerName(port.Number, svc.Hostname)
 		listeners = append(listeners, Encode(name, buildListener(name)))
 		routes = append(routes, Encode(name, buildRouteNamed(name, svc.Hostname, port.Number)))

@@ -1,0 +1,178 @@
+package xds
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/meshbridge/meshbridge/xds/gen"
+)
+
+// What each xDS client accepts: a client NACKs a cluster whose lb_policy
+// it does not implement, and the NACK rejects the whole CDS response (gRPC
+// doc/grpc_xds_features.md), so one DestinationRule asking LEAST_REQUEST
+// would break every client that lacks it. The bridge tells the client
+// family and version from the node's user_agent_name and
+// user_agent_version and serves it only the optional features
+// (gen.Features) its row says it accepts, each from the version it is
+// known from; a resource using another is served in the form gen built
+// for the features the client lacks (gen.Varied), and each substitution
+// served is counted (meshbridge_xds_policy_substitutions_total) and shown
+// on the stream in /debug/syncz. A client no row names gets only what
+// every client accepts.
+
+// clientRow is one client family.
+type clientRow struct {
+	// family names it in metrics and status.
+	family string
+	// agent is its node user_agent_name, or a prefix of it when prefix.
+	agent  string
+	prefix bool
+	// accepts are the features it accepts, each from a version.
+	accepts []acceptance
+}
+
+// acceptance is a set of features a family accepts from version since
+// ("" any), and where that is known from.
+type acceptance struct {
+	features gen.Features
+	since    string
+	source   string
+}
+
+// clientTable is the one table of what each client family accepts.
+var clientTable = []clientRow{
+	{family: "envoy", agent: "envoy", accepts: []acceptance{
+		{gen.AllFeatures, "", "Envoy implements every Cluster lb_policy"}}},
+	{family: "grpc-go", agent: "gRPC Go", accepts: []acceptance{
+		{gen.LeastRequest, "1.73.0", "gRFC A48: least_request on by default from grpc-go 1.73.0 (GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST)"}}},
+	{family: "grpc-java", agent: "gRPC Java", accepts: []acceptance{
+		{gen.LeastRequest, "1.48.0", "gRFC A48: grpc doc/grpc_xds_features.md, Java 1.48.0"}}},
+	// gRPC C-core (C++, Python, Ruby, PHP): "gRPC C-core <platform>…";
+	// no least_request (grpc doc/grpc_xds_features.md).
+	{family: "grpc-c-core", agent: "gRPC C-core", prefix: true},
+	// grpc-js-xds: no least_request (grpc doc/grpc_xds_features.md).
+	{family: "grpc-js", agent: "gRPC Node Pure JS"},
+}
+
+// familyUnknown is the family of a client no row names.
+const familyUnknown = "unknown"
+
+// clientAgent is what the client table says of a node.
+type clientAgent struct {
+	family string
+	// userAgent is the node's user_agent_name and version, as shown.
+	userAgent string
+	// lacks are the features it is not served; its profile in the xDS
+	// caches (xds/cache ServeProfiles).
+	lacks gen.Features
+}
+
+// agentOf classifies node by the client table.
+func agentOf(node *core.Node) clientAgent {
+	name, version := node.GetUserAgentName(), node.GetUserAgentVersion()
+	a := clientAgent{family: familyUnknown, userAgent: strings.TrimSpace(name + " " + version), lacks: gen.AllFeatures}
+	for _, row := range clientTable {
+		if name != row.agent && !(row.prefix && strings.HasPrefix(name, row.agent)) {
+			continue
+		}
+		a.family = row.family
+		for _, acc := range row.accepts {
+			if acc.since == "" || !versionBefore(version, acc.since) {
+				a.lacks &^= acc.features
+			}
+		}
+		break
+	}
+	return a
+}
+
+// profileOf is the xDS caches' profile of node: the features it lacks.
+func profileOf(node *core.Node) int { return int(agentOf(node).lacks) }
+
+// versionBefore reports whether version (a user_agent_version, "1.85.0",
+// "1.73.0-dev") is before since ("1.73.0"), comparing the dotted numbers
+// it starts with; a version with no number is before every since.
+func versionBefore(version, since string) bool {
+	v, s := versionNumbers(version), versionNumbers(since)
+	if len(v) == 0 {
+		return true
+	}
+	return slices.Compare(v, s) < 0
+}
+
+// versionNumbers returns the dotted numbers a version starts with.
+func versionNumbers(version string) []int {
+	var out []int
+	for part := range strings.SplitSeq(strings.TrimPrefix(version, "v"), ".") {
+		end := 0
+		for end < len(part) && part[end] >= '0' && part[end] <= '9' {
+			end++
+		}
+		if end == 0 {
+			break
+		}
+		n, err := strconv.Atoi(part[:end])
+		if err != nil {
+			break
+		}
+		out = append(out, n)
+		if end < len(part) {
+			break
+		}
+	}
+	return out
+}
+
+// substitutions records what each node was served in a substituted form
+// (the xDS caches' served hook), for the metric and /debug/syncz.
+type substitutions struct {
+	mu     sync.Mutex
+	byNode map[string]map[string]bool // node ID → substituted fields
+}
+
+// served counts and records the substituted forms a response to node
+// carried (one entry per resource and substitution). Called under a
+// cache's lock: it takes only its own.
+func (s *substitutions) served(node *core.Node, substituted []string) {
+	family := agentOf(node).family
+	for _, field := range substituted {
+		policySubstitutions.WithLabelValues(family, field).Inc()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byNode == nil {
+		s.byNode = map[string]map[string]bool{}
+	}
+	fields := s.byNode[node.GetId()]
+	if fields == nil {
+		fields = map[string]bool{}
+		s.byNode[node.GetId()] = fields
+	}
+	for _, field := range substituted {
+		fields[field] = true
+	}
+}
+
+// of returns the fields node was served substituted, sorted.
+func (s *substitutions) of(node string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for field := range s.byNode[node] {
+		out = append(out, field)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forget drops node's record, when a stream of it closes: its next
+// stream's responses record it again.
+func (s *substitutions) forget(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byNode, node)
+}
