@@ -57,22 +57,24 @@ type Service struct {
 	// its policy source, which hands out a new object only when a rule
 	// changed, so SameGeneratorInputs compares it by identity. Read only.
 	Policy *networking.DestinationRule
+	// Routing is the VirtualService that applies to the host, nil when
+	// none; set and compared as Policy is. Read only.
+	Routing *networking.VirtualService
 }
 
 // SameGeneratorInputs reports whether s and o generate the same clusters,
 // listeners and routes: the host, the namespace, each port's number, name
-// and protocol, and the DestinationRule (by identity) are what the
-// generators (package xds/gen) and EDS's mapping of endpoints to clusters
-// (by port name) read; the other fields
-// (resolution, labels, selector, exportTo, addresses, location) are read by
-// none of them, since every cluster meshbridge serves is type EDS. It is the
+// and protocol, and the DestinationRule and VirtualService (by identity)
+// are what the generators (package xds/gen) and EDS's mapping of endpoints
+// to clusters (by port name) read; the other fields (resolution, labels,
+// selector, exportTo, addresses, location) are read by none of them, since every cluster meshbridge serves is type EDS. It is the
 // one rule of "a service changed for clients": serviceentry's push decisions
 // (a full push exactly when it is false, docs/design.md §5) and the xDS
 // server's full push (which regenerates only such services) both read it.
 // A field added to Service must be classified in service_test.go.
 func (s *Service) SameGeneratorInputs(o *Service) bool {
 	return s == o || s.Hostname == o.Hostname && s.Namespace == o.Namespace && slices.Equal(s.Ports, o.Ports) &&
-		s.Policy == o.Policy
+		s.Policy == o.Policy && s.Routing == o.Routing
 }
 
 // Endpoint is one address a service port is served on: the unit of EDS. It

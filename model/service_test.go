@@ -13,7 +13,7 @@ import (
 // TestSameGeneratorInputsKnowsEveryField until it is listed in one, and
 // SameGeneratorInputs compares it if it is an input.
 var (
-	generatorInputs    = []string{"Hostname", "Namespace", "Ports", "Policy"}
+	generatorInputs    = []string{"Hostname", "Namespace", "Ports", "Policy", "Routing"}
 	notGeneratorInputs = []string{"Resolution", "Labels", "Selector", "ExportTo", "Addresses", "MeshExternal"}
 )
 
@@ -48,6 +48,7 @@ func TestSameGeneratorInputs(t *testing.T) {
 		"DNS resolution is the same":      {testService(func(s *Service) { s.Resolution = ResolutionDNS }), true},
 		"other labels are the same":       {testService(func(s *Service) { s.Labels = map[string]string{"x": "y"} }), true},
 		"a DestinationRule differs":       {testService(func(s *Service) { s.Policy = &networking.DestinationRule{Host: "a"} }), false},
+		"a VirtualService differs":        {testService(func(s *Service) { s.Routing = &networking.VirtualService{Hosts: []string{"a"}} }), false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

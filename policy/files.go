@@ -59,10 +59,13 @@ type Files struct {
 	// kept is what each file held at its last good read, by path (rule
 	// 2: a file that cannot be read keeps it).
 	kept map[string][]Object
-	// valid is the last valid version of each rule, by ID (rule 2).
-	valid map[string]*networking.DestinationRule
-	// logged are the versions whose unserved fields were logged (rule 6).
-	logged map[*networking.DestinationRule]bool
+	// valid and validRouting are the last valid version of each
+	// DestinationRule and VirtualService, by ID (rule 2).
+	valid        map[string]*networking.DestinationRule
+	validRouting map[string]*networking.VirtualService
+	// logged are the versions whose unserved fields were logged (rule 6):
+	// DestinationRules and VirtualServices.
+	logged map[any]bool
 	rules  *Rules
 
 	mu     sync.Mutex
@@ -80,11 +83,16 @@ type Status struct {
 	FileErrors map[string]string `json:"fileErrors,omitempty"`
 }
 
-// RuleStatus is one rule.
+// RuleStatus is one DestinationRule or VirtualService.
 type RuleStatus struct {
+	// Kind is "VirtualService" for one; "" for a DestinationRule.
+	Kind   string `json:"kind,omitempty"`
 	ID     string `json:"id"`
 	Source string `json:"source"`
-	Host   string `json:"host,omitempty"`
+	// Host is a DestinationRule's; Hosts are the hosts a VirtualService
+	// is served for (those no earlier one has, rule 8).
+	Host  string   `json:"host,omitempty"`
+	Hosts []string `json:"hosts,omitempty"`
 	// Unserved are the fields no proxyless client is served (gen.Unserved).
 	Unserved []string `json:"unserved,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
@@ -108,7 +116,7 @@ func NewFiles(cfg FilesConfig) (*Files, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Files{cfg: cfg, log: cfg.Logger, kept: map[string][]Object{}, valid: map[string]*networking.DestinationRule{},
-		logged: map[*networking.DestinationRule]bool{}}, nil
+		validRouting: map[string]*networking.VirtualService{}, logged: map[any]bool{}}, nil
 }
 
 // Run reads the files and follows them until ctx is done (rule 7).
@@ -175,7 +183,7 @@ func (f *Files) Read() {
 	f.mu.Lock()
 	f.status = st
 	f.mu.Unlock()
-	if f.rules != nil && sameRules(f.rules, rules) {
+	if f.rules != nil && f.rules.same(rules) {
 		return
 	}
 	f.rules = rules
@@ -195,77 +203,142 @@ func readFile(path string) ([]Object, []Ignored, error) {
 }
 
 // decide turns the objects read, in order, into the rules served (rules
-// 2, 3, 5 and 6), keeping the last valid version of each rule.
+// 2, 3, 5, 6 and 8), keeping the last valid version of each object.
 func (f *Files) decide(objs []Object) (*Rules, Status) {
 	var st Status
-	hosts := map[string]string{} // host → ID of the rule that has it
-	ids := map[string]bool{}
-	var served []*networking.DestinationRule
-	valid := map[string]*networking.DestinationRule{}
+	d := decision{f: f, st: &st, ids: map[string]bool{}, logged: map[any]bool{},
+		destinations: map[string]*networking.DestinationRule{}, routing: map[string]*networking.VirtualService{},
+		owner: map[string]string{}, valid: map[string]*networking.DestinationRule{},
+		validRouting: map[string]*networking.VirtualService{}}
 	for _, o := range objs {
-		id := o.ID()
-		rule, reason := o.Rule, ""
-		switch {
-		case ids[id]:
-			rule, reason = nil, fmt.Sprintf("a rule %s comes before", id)
-		case o.Err != nil:
-			rule, reason = f.valid[id], o.Err.Error()
+		if o.Kind == KindVirtualService {
+			d.virtualService(o)
+		} else {
+			d.destinationRule(o)
 		}
-		ids[id] = true
-		if reason != "" {
-			st.Rejected = append(st.Rejected, RuleStatus{ID: id, Source: o.Source, Reason: reason})
-			f.log.Warn("Rejected a DestinationRule", "rule", id, "source", o.Source, "reason", reason,
-				"keptLastValid", rule != nil)
-		}
-		if rule == nil {
-			continue
-		}
-		if prev := f.valid[id]; prev != nil && prev != rule && proto.Equal(prev, rule) {
-			rule = prev // rule 5
-		}
-		if other, ok := hosts[rule.GetHost()]; ok {
-			st.Rejected = append(st.Rejected, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(),
-				Reason: fmt.Sprintf("host %s has the rule %s, which comes before", rule.GetHost(), other)})
-			continue
-		}
-		hosts[rule.GetHost()] = id
-		valid[id] = rule
-		served = append(served, rule)
-		unserved := gen.Unserved(rule.GetTrafficPolicy())
-		if len(rule.GetSubsets()) > 0 {
-			unserved = append(unserved, "subsets")
-		}
-		if len(unserved) > 0 && !f.logged[rule] {
-			f.log.Warn("A DestinationRule sets fields proxyless clients are not served; they are ignored",
-				"rule", id, "host", rule.GetHost(), "fields", unserved)
-		}
-		st.Rules = append(st.Rules, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(), Unserved: unserved})
 	}
-	f.valid = valid
-	logged := make(map[*networking.DestinationRule]bool, len(served))
-	for _, r := range served {
-		logged[r] = true
-	}
-	f.logged = logged
-	return newRules(served), st
+	f.valid, f.validRouting, f.logged = d.valid, d.validRouting, d.logged
+	return &Rules{destinations: newHostIndex(d.destinations), routing: newHostIndex(d.routing)}, st
 }
 
-// sameRules reports whether a and b hold the same rule objects.
-func sameRules(a, b *Rules) bool {
-	if len(a.exact) != len(b.exact) || len(a.wildcards) != len(b.wildcards) {
-		return false
+// decision is one decide call's state.
+type decision struct {
+	f            *Files
+	st           *Status
+	ids          map[string]bool // kind + ID seen
+	logged       map[any]bool
+	destinations map[string]*networking.DestinationRule
+	routing      map[string]*networking.VirtualService
+	owner        map[string]string // kind + host → ID of the object that has it
+	valid        map[string]*networking.DestinationRule
+	validRouting map[string]*networking.VirtualService
+}
+
+// accept returns the version of o to serve (obj, or the last valid one,
+// prev, when o is invalid; nil when none) and records a rejection.
+func accept[T comparable](d *decision, o Object, obj, prev T) (T, bool) {
+	var zero T
+	key := o.Kind + " " + o.ID()
+	reason := ""
+	switch {
+	case d.ids[key]:
+		obj, reason = zero, fmt.Sprintf("a %s %s comes before", o.Kind, o.ID())
+	case o.Err != nil:
+		obj, reason = prev, o.Err.Error()
 	}
-	for h, r := range a.exact {
-		if b.exact[h] != r {
-			return false
+	d.ids[key] = true
+	if reason != "" {
+		d.st.Rejected = append(d.st.Rejected, RuleStatus{Kind: kindShown(o.Kind), ID: o.ID(), Source: o.Source, Reason: reason})
+		d.f.log.Warn("Rejected a "+o.Kind, "rule", o.ID(), "source", o.Source, "reason", reason, "keptLastValid", obj != zero)
+	}
+	return obj, obj != zero
+}
+
+// kindShown is a RuleStatus's Kind: "" for a DestinationRule.
+func kindShown(kind string) string {
+	if kind == KindDestinationRule {
+		return ""
+	}
+	return kind
+}
+
+// same returns prev when it equals obj (rule 5), else obj.
+func same[T interface {
+	comparable
+	proto.Message
+}](prev, obj T) T {
+	var zero T
+	if prev != zero && prev != obj && proto.Equal(prev, obj) {
+		return prev
+	}
+	return obj
+}
+
+func (d *decision) destinationRule(o Object) {
+	id := o.ID()
+	rule, ok := accept(d, o, o.Rule, d.f.valid[id])
+	if !ok {
+		return
+	}
+	rule = same(d.f.valid[id], rule)
+	if other, ok := d.owner[KindDestinationRule+" "+rule.GetHost()]; ok {
+		d.st.Rejected = append(d.st.Rejected, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(),
+			Reason: fmt.Sprintf("host %s has the rule %s, which comes before", rule.GetHost(), other)})
+		return
+	}
+	d.owner[KindDestinationRule+" "+rule.GetHost()] = id
+	d.valid[id] = rule
+	d.destinations[rule.GetHost()] = rule
+	unserved := gen.Unserved(rule.GetTrafficPolicy())
+	if len(rule.GetSubsets()) > 0 {
+		unserved = append(unserved, "subsets")
+	}
+	d.note(rule, id, unserved, "host", rule.GetHost())
+	d.st.Rules = append(d.st.Rules, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(), Unserved: unserved})
+}
+
+// virtualService serves o for each of its hosts that no earlier
+// VirtualService has (rule 8).
+func (d *decision) virtualService(o Object) {
+	id := o.ID()
+	vs, ok := accept(d, o, o.Routing, d.f.validRouting[id])
+	if !ok {
+		return
+	}
+	vs = same(d.f.validRouting[id], vs)
+	d.validRouting[id] = vs
+	if !AppliesToMesh(vs) {
+		d.st.Rejected = append(d.st.Rejected, RuleStatus{Kind: KindVirtualService, ID: id, Source: o.Source,
+			Reason: fmt.Sprintf("gateways %v omit %q: it applies to gateways only", vs.GetGateways(), MeshGateway)})
+		return
+	}
+	var hosts []string
+	for _, h := range vs.GetHosts() {
+		if other, ok := d.owner[KindVirtualService+" "+h]; ok {
+			d.st.Rejected = append(d.st.Rejected, RuleStatus{Kind: KindVirtualService, ID: id, Source: o.Source, Host: h,
+				Reason: fmt.Sprintf("host %s has the VirtualService %s, which comes before", h, other)})
+			continue
 		}
+		d.owner[KindVirtualService+" "+h] = id
+		d.routing[h] = vs
+		hosts = append(hosts, h)
 	}
-	for i, w := range a.wildcards {
-		if b.wildcards[i] != w {
-			return false
-		}
+	if len(hosts) == 0 {
+		return
 	}
-	return true
+	unserved := gen.UnservedRouting(vs)
+	d.note(vs, id, unserved, "hosts", hosts)
+	d.st.Rules = append(d.st.Rules, RuleStatus{Kind: KindVirtualService, ID: id, Source: o.Source, Hosts: hosts,
+		Unserved: unserved})
+}
+
+// note logs the unserved fields of obj once per version (rule 6).
+func (d *decision) note(obj any, id string, unserved []string, attrs ...any) {
+	if len(unserved) > 0 && !d.f.logged[obj] {
+		d.f.log.Warn("A traffic policy sets fields proxyless clients are not served; they are ignored",
+			append([]any{"rule", id, "fields", unserved}, attrs...)...)
+	}
+	d.logged[obj] = true
 }
 
 // Status returns the rules as last read.

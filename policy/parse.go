@@ -10,26 +10,39 @@ import (
 	"strings"
 
 	"github.com/golang/protobuf/jsonpb" //nolint:staticcheck // istiod's YAML decoding: Go durations
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-// Object is one DestinationRule document of a file.
+// Object is one DestinationRule or VirtualService document of a file.
 type Object struct {
+	// Kind is KindDestinationRule or KindVirtualService.
+	Kind string
 	// Namespace and Name are its metadata's; Namespace "default" when
 	// unset, as kubectl applies it.
 	Namespace, Name string
 	// Source is "<file>#<document>", documents counted from 1.
 	Source string
-	// Rule is its spec, host in lower case; nil when Err is set.
-	Rule *networking.DestinationRule
-	// Err is why the document is not a valid DestinationRule (rules 1, 2).
+	// Rule is a DestinationRule's spec, host in lower case; Routing a
+	// VirtualService's, hosts in lower case. Nil when Err is set.
+	Rule    *networking.DestinationRule
+	Routing *networking.VirtualService
+	// Err is why the document is not a valid object of its kind (rules
+	// 1, 2).
 	Err error
 }
 
-// ID is "namespace/name", the identity a rule keeps across edits.
+// The kinds read.
+const (
+	KindDestinationRule = "DestinationRule"
+	KindVirtualService  = "VirtualService"
+)
+
+// ID is "namespace/name", the identity an object keeps across edits
+// (one per kind).
 func (o Object) ID() string { return o.Namespace + "/" + o.Name }
 
 // Ignored is a document of a kind this package does not read (rule 1).
@@ -37,7 +50,7 @@ type Ignored struct {
 	Source, APIVersion, Kind, Name string
 }
 
-// apiVersions are the DestinationRule versions read (rule 1).
+// apiVersions are the versions read of both kinds (rule 1).
 var apiVersions = map[string]bool{
 	"networking.istio.io/v1":       true,
 	"networking.istio.io/v1beta1":  true,
@@ -64,8 +77,8 @@ func (r *yamlRaw) UnmarshalJSON(b []byte) error {
 }
 
 // Parse reads the YAML documents of data, from file name: every
-// DestinationRule (valid or not, Object.Err) and the documents of other
-// kinds. It fails only when data is not a stream of YAML documents.
+// DestinationRule and VirtualService (valid or not, Object.Err) and the
+// documents of other kinds. It fails only when data is not a stream of YAML documents.
 func Parse(name string, data []byte) ([]Object, []Ignored, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []Object
@@ -87,15 +100,19 @@ func Parse(name string, data []byte) ([]Object, []Ignored, error) {
 		if err := yaml.Unmarshal(doc, &d); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", source, err)
 		}
-		if d.Kind != "DestinationRule" || !apiVersions[d.APIVersion] {
+		if d.Kind != KindDestinationRule && d.Kind != KindVirtualService || !apiVersions[d.APIVersion] {
 			ignored = append(ignored, Ignored{Source: source, APIVersion: d.APIVersion, Kind: d.Kind, Name: d.Metadata.Name})
 			continue
 		}
-		o := Object{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name, Source: source}
+		o := Object{Kind: d.Kind, Namespace: d.Metadata.Namespace, Name: d.Metadata.Name, Source: source}
 		if o.Namespace == "" {
 			o.Namespace = "default"
 		}
-		o.Rule, o.Err = parseRule(d)
+		if d.Kind == KindDestinationRule {
+			o.Rule, o.Err = parseRule(d)
+		} else {
+			o.Routing, o.Err = parseVirtualService(d)
+		}
 		objs = append(objs, o)
 	}
 }
@@ -112,19 +129,27 @@ func stripComments(doc []byte) []byte {
 	return out
 }
 
-// parseRule reads and validates d's spec.
-func parseRule(d document) (*networking.DestinationRule, error) {
+// parseSpec decodes d's spec into m.
+func parseSpec(d document, m protoadapt.MessageV1) error {
 	if d.Metadata.Name == "" {
-		return nil, errors.New("metadata.name is empty")
+		return errors.New("metadata.name is empty")
 	}
-	dr := &networking.DestinationRule{}
 	if len(d.Spec) == 0 {
-		return nil, errors.New("spec is empty")
+		return errors.New("spec is empty")
 	}
 	// jsonpb, as istiod reads its objects' YAML: durations as Go writes
 	// them ("5m"), which protojson refuses; unknown fields are errors.
-	if err := (&jsonpb.Unmarshaler{}).Unmarshal(bytes.NewReader(d.Spec), dr); err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
+	if err := (&jsonpb.Unmarshaler{}).Unmarshal(bytes.NewReader(d.Spec), m); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	return nil
+}
+
+// parseRule reads and validates d's spec.
+func parseRule(d document) (*networking.DestinationRule, error) {
+	dr := &networking.DestinationRule{}
+	if err := parseSpec(d, dr); err != nil {
+		return nil, err
 	}
 	dr.Host = strings.ToLower(dr.GetHost())
 	if err := validate(dr); err != nil {
@@ -133,22 +158,34 @@ func parseRule(d document) (*networking.DestinationRule, error) {
 	return dr, nil
 }
 
+// validateHost checks a host as istiod does: an FQDN or one label, or a
+// wildcard "*.<DNS name>", or "*" when star.
+func validateHost(at, host string, star bool) error {
+	switch {
+	case host == "":
+		return fmt.Errorf("%s is empty", at)
+	case host == "*":
+		if !star {
+			return fmt.Errorf("%s %q: \"*\" is not a host for the mesh", at, host)
+		}
+	case strings.HasPrefix(host, "*."):
+		if !dnsName.MatchString(host[2:]) {
+			return fmt.Errorf("%s %q: not a wildcard of a DNS name", at, host)
+		}
+	case !dnsName.MatchString(host) || len(host) > 253:
+		return fmt.Errorf("%s %q: not a DNS name", at, host)
+	}
+	return nil
+}
+
 // dnsName is an FQDN of lower-case labels, or one label.
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
 // validate checks dr as istiod's ValidateDestinationRule does for the
 // fields meshbridge reads and their neighbours (rule 2).
 func validate(dr *networking.DestinationRule) error {
-	switch host := dr.GetHost(); {
-	case host == "":
-		return errors.New("spec.host is empty")
-	case host == "*":
-	case strings.HasPrefix(host, "*."):
-		if !dnsName.MatchString(host[2:]) {
-			return fmt.Errorf("spec.host %q: not a wildcard of a DNS name", host)
-		}
-	case !dnsName.MatchString(host) || len(host) > 253:
-		return fmt.Errorf("spec.host %q: not a DNS name", host)
+	if err := validateHost("spec.host", dr.GetHost(), true); err != nil {
+		return err
 	}
 	if err := validatePolicy("spec.trafficPolicy", dr.GetTrafficPolicy()); err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestParse(t *testing.T) {
 		"duplicate subsets": {doc: dr("a", "web", "  subsets:\n  - name: v1\n  - name: v1\n"), wantErr: "subsets[1].name"},
 		"a subset without a name": {doc: dr("a", "web", "  subsets:\n  - labels: {version: v1}\n"),
 			wantErr: "subsets[0].name is empty"},
-		"a VirtualService is set aside": {doc: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec: {}\n",
+		"a Gateway is set aside": {doc: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec: {}\n",
 			ignored: true},
 	}
 	for name, tc := range cases {
@@ -99,9 +99,11 @@ func TestParse(t *testing.T) {
 
 // TestRulesFor: the host's own rule, else the longest wildcard (rule 4).
 func TestRulesFor(t *testing.T) {
-	rule := func(host string) *networking.DestinationRule { return &networking.DestinationRule{Host: host} }
-	rules := newRules([]*networking.DestinationRule{rule("*"), rule("*.consul"), rule("*.service.consul"),
-		rule("web.service.consul")})
+	byHost := map[string]*networking.DestinationRule{}
+	for _, h := range []string{"*", "*.consul", "*.service.consul", "web.service.consul"} {
+		byHost[h] = &networking.DestinationRule{Host: h}
+	}
+	rules := &Rules{destinations: newHostIndex(byHost)}
 	for host, want := range map[string]string{
 		"web.service.consul": "web.service.consul",
 		"Web.Service.Consul": "web.service.consul",
@@ -114,7 +116,7 @@ func TestRulesFor(t *testing.T) {
 			t.Errorf("For(%q) = %q, want %q", host, got, want)
 		}
 	}
-	if (*Rules)(nil).For("web") != nil || newRules(nil).For("web") != nil {
+	if (*Rules)(nil).For("web") != nil || (&Rules{}).For("web") != nil {
 		t.Error("no rules matched a host")
 	}
 }
@@ -187,5 +189,117 @@ func TestValidateGlob(t *testing.T) {
 		if err := ValidateGlob(glob); (err == nil) != ok {
 			t.Errorf("ValidateGlob(%q) = %v, want ok %v", glob, err, ok)
 		}
+	}
+}
+
+func vs(name, spec string) string {
+	return "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+}
+
+const split = "  hosts: [Web.Service.Consul]\n  http:\n  - route:\n    - destination: {host: Web.Service.Consul}\n      weight: 90\n" +
+	"    - destination: {host: canary.service.consul, port: {number: 8080}}\n      weight: 10\n    timeout: 200ms\n" +
+	"    retries: {attempts: 2, retryOn: unavailable}\n"
+
+// TestParseVirtualService: VirtualServices are read (Go durations, lower-
+// case hosts) and validated as istiod does for the fields served and
+// their neighbours (rule 2).
+func TestParseVirtualService(t *testing.T) {
+	route := func(extra string) string {
+		return vs("v", "  hosts: [web]\n  http:\n  - route:\n    - destination: {host: web}\n"+extra)
+	}
+	cases := map[string]struct {
+		doc     string
+		wantErr string
+	}{
+		"a split with timeout and retries": {doc: vs("v", split)},
+		"a wildcard host":                  {doc: vs("v", "  hosts: [\"*.service.consul\"]\n  http:\n  - route:\n    - destination: {host: web}\n")},
+		"no host":                          {doc: vs("v", "  http:\n  - route:\n    - destination: {host: web}\n"), wantErr: "spec.hosts is empty"},
+		"\"*\" as a host":                  {doc: vs("v", "  hosts: [\"*\"]\n  http:\n  - route:\n    - destination: {host: web}\n"), wantErr: "not a host for the mesh"},
+		"a host twice":                     {doc: vs("v", "  hosts: [web, web]\n  http:\n  - route:\n    - destination: {host: web}\n"), wantErr: "listed before"},
+		"no route":                         {doc: vs("v", "  hosts: [web]\n"), wantErr: "no http, tcp or tls route"},
+		"an http route routing nowhere":    {doc: vs("v", "  hosts: [web]\n  http:\n  - timeout: 1s\n"), wantErr: "no route, redirect"},
+		"weights that do not sum to 100": {doc: vs("v", "  hosts: [web]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 60\n"+
+			"    - destination: {host: b}\n      weight: 30\n"), wantErr: "sum to 90, not 100"},
+		"a negative weight":          {doc: route("      weight: -1\n"), wantErr: "weight -1"},
+		"a wildcard destination":     {doc: vs("v", "  hosts: [web]\n  http:\n  - route:\n    - destination: {host: \"*.consul\"}\n"), wantErr: "not a wildcard"},
+		"a negative timeout":         {doc: route("    timeout: -1s\n"), wantErr: "timeout -1s"},
+		"negative attempts":          {doc: route("    retries: {attempts: -1}\n"), wantErr: "attempts -1"},
+		"an unknown retry condition": {doc: route("    retries: {attempts: 1, retryOn: \"unavailable,sometimes\"}\n"), wantErr: `retryOn "sometimes"`},
+		"a retriable status code":    {doc: route("    retries: {attempts: 1, retryOn: \"503,unavailable\"}\n")},
+		"an unknown gRPC status":     {doc: route("    fault: {abort: {grpcStatus: SOMETIMES}}\n"), wantErr: `grpcStatus "SOMETIMES"`},
+		"an HTTP status past 599":    {doc: route("    fault: {abort: {httpStatus: 600}}\n"), wantErr: "httpStatus 600"},
+		"a fault percentage past 100": {doc: route("    fault: {delay: {fixedDelay: 1s, percentage: {value: 101}}}\n"),
+			wantErr: "percentage 101"},
+		"a bad regex":          {doc: vs("v", "  hosts: [web]\n  http:\n  - match: [{uri: {regex: \"(\"}}]\n    route:\n    - destination: {host: web}\n"), wantErr: "uri.regex"},
+		"an upper-case header": {doc: vs("v", "  hosts: [web]\n  http:\n  - match: [{headers: {X-User: {exact: a}}}]\n    route:\n    - destination: {host: web}\n"), wantErr: "lower case"},
+		"an unknown field":     {doc: route("    timeot: 1s\n"), wantErr: "spec:"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs, ignored, err := Parse("f.yaml", []byte(tc.doc))
+			if err != nil || len(objs) != 1 || len(ignored) != 0 {
+				t.Fatalf("objects %+v, ignored %+v, err %v", objs, ignored, err)
+			}
+			o := objs[0]
+			if o.Kind != KindVirtualService {
+				t.Fatalf("kind %q", o.Kind)
+			}
+			switch {
+			case tc.wantErr == "" && o.Err != nil:
+				t.Fatalf("error %v", o.Err)
+			case tc.wantErr != "" && (o.Err == nil || !strings.Contains(o.Err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one with %q", o.Err, tc.wantErr)
+			}
+		})
+	}
+	objs, _, _ := Parse("f.yaml", []byte(vs("v", split)))
+	v := objs[0].Routing
+	if v.GetHosts()[0] != "web.service.consul" || v.GetHttp()[0].GetRoute()[0].GetDestination().GetHost() != "web.service.consul" {
+		t.Errorf("hosts not lower-cased: %v", v)
+	}
+	if v.GetHttp()[0].GetTimeout().AsDuration() != 200*time.Millisecond {
+		t.Errorf("timeout %v", v.GetHttp()[0].GetTimeout().AsDuration())
+	}
+}
+
+// TestFilesVirtualServices: a VirtualService is served for each of its
+// hosts no earlier one has (rule 8), beside the DestinationRules of the
+// same hosts; one bound to gateways only is not served; an invalid edit
+// keeps the last valid version; an unchanged one is the same object.
+func TestFilesVirtualServices(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got *Rules
+	f, err := NewFiles(FilesConfig{Globs: []string{filepath.Join(dir, "*.yaml")}, OnChange: func(r *Rules) { got = r },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := vs("two", "  hosts: [api, web]\n  http:\n  - route:\n    - destination: {host: api}\n")
+	write("a.yaml", vs("web", split)+"---\n"+two+"---\n"+dr("web", "web.service.consul", ejection)+"---\n"+
+		vs("gw", "  hosts: [gw]\n  gateways: [ingress]\n  http:\n  - route:\n    - destination: {host: gw}\n"))
+	f.Read()
+	web, api := got.RoutingFor("Web.Service.Consul"), got.RoutingFor("api")
+	if web == nil || api == nil || got.RoutingFor("web") != api || got.RoutingFor("gw") != nil || got.For("web.service.consul") == nil {
+		t.Fatalf("web %v, api %v, web %v, gw %v, rule %v", web, api, got.RoutingFor("web"), got.RoutingFor("gw"), got.For("web.service.consul"))
+	}
+	st := f.Status()
+	if len(st.Rules) != 3 || len(st.Rejected) != 1 || !strings.Contains(st.Rejected[0].Reason, "gateways only") {
+		t.Errorf("status %+v", st)
+	}
+
+	write("a.yaml", vs("web", "  hosts: [web.service.consul]\n  http:\n  - route:\n    - destination: {host: x}\n      weight: 5\n"+
+		"    - destination: {host: y}\n      weight: 5\n")+"---\n"+two)
+	f.Read()
+	if got.RoutingFor("web.service.consul") != web || got.RoutingFor("api") != api {
+		t.Errorf("an invalid edit or an unchanged VirtualService changed the objects served")
+	}
+	if got.For("web.service.consul") != nil {
+		t.Errorf("the removed DestinationRule still serves")
 	}
 }

@@ -8,16 +8,19 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// Policies gives the DestinationRule of a host (package policy's Rules):
-// the same object for as long as the rule is unchanged.
+// Policies gives the DestinationRule and the VirtualService of a host
+// (package policy's Rules): the same object for as long as it is
+// unchanged.
 type Policies interface {
 	For(host string) *networking.DestinationRule
+	RoutingFor(host string) *networking.VirtualService
 }
 
-// SetPolicies makes p the traffic policy of the clusters served (nil:
-// none) and pushes: a full push, which regenerates only the clusters of
-// hosts whose rule changed (model.Service.Policy is a generator input,
-// compared by identity) and sends only those. Safe for concurrent use.
+// SetPolicies makes p the traffic policy of the clusters and routes
+// served (nil: none) and pushes: a full push, which regenerates only the
+// resources of hosts whose DestinationRule or VirtualService changed
+// (model.Service.Policy and Routing are generator inputs, compared by
+// identity) and sends only those. Safe for concurrent use.
 func (s *DiscoveryServer) SetPolicies(p Policies) {
 	s.policies.Store(&p)
 	s.ConfigUpdate(&model.PushRequest{
@@ -28,10 +31,11 @@ func (s *DiscoveryServer) SetPolicies(p Policies) {
 	})
 }
 
-// withPolicies returns services with each one's DestinationRule set:
-// a copy of a service that has one (the source's are shared and read
-// only), the service itself otherwise. The copy made for a source service
-// and its rule is kept (s.attached) and reused while both stay, so that a
+// withPolicies returns services with each one's DestinationRule and
+// VirtualService set: a copy of a service that has either (the source's
+// are shared and read only), the service itself otherwise. The copy made
+// for a source service and its objects is kept (s.attached) and reused
+// while they stay, so that a
 // full push that changes neither allocates nothing and the pushed service
 // keeps its identity (model.Service.SameGeneratorInputs answers at once).
 // s.pushMu is held.
@@ -47,14 +51,14 @@ func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Servi
 	out := make([]*model.Service, len(services))
 	for i, svc := range services {
 		out[i] = svc
-		dr := (*p).For(svc.Hostname)
-		if dr == nil {
+		dr, vs := (*p).For(svc.Hostname), (*p).RoutingFor(svc.Hostname)
+		if dr == nil && vs == nil {
 			continue
 		}
 		c := s.attached[svc]
-		if c == nil || c.Policy != dr {
+		if c == nil || c.Policy != dr || c.Routing != vs {
 			cp := *svc
-			cp.Policy = dr
+			cp.Policy, cp.Routing = dr, vs
 			c = &cp
 			s.attached[svc] = c
 		}

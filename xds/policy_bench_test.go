@@ -72,3 +72,5 @@ func BenchmarkPolicyChange(b *testing.B) {
 type wildcardPolicies struct{ rule *networking.DestinationRule }
 
 func (w wildcardPolicies) For(string) *networking.DestinationRule { return w.rule }
+
+func (w wildcardPolicies) RoutingFor(string) *networking.VirtualService { return nil }

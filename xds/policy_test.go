@@ -2,18 +2,24 @@ package xds
 
 import (
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // hostPolicies is a Policies of one rule per host.
 type hostPolicies map[string]*networking.DestinationRule
 
 func (p hostPolicies) For(host string) *networking.DestinationRule { return p[host] }
+
+func (p hostPolicies) RoutingFor(string) *networking.VirtualService { return nil }
 
 // ejectAfter is a rule for host with outlier detection after n errors.
 func ejectAfter(host string, n uint32) *networking.DestinationRule {
@@ -65,4 +71,52 @@ func TestPolicyChangePushesOnlyItsClusters(t *testing.T) {
 	ts.waitPushes(t, 1)
 	resp = c.next(t)
 	assertEqual(t, 2, len(resp.GetResources()))
+}
+
+// routingPolicies gives hosts VirtualServices only.
+type routingPolicies map[string]*networking.VirtualService
+
+func (p routingPolicies) For(string) *networking.DestinationRule { return nil }
+
+func (p routingPolicies) RoutingFor(host string) *networking.VirtualService { return p[host] }
+
+// TestRoutingChangePushesOnlyItsRoutes: a VirtualService change pushes the
+// route of the host it names, and only that one (a Delta client of both
+// routes gets nothing else); a fault in it puts the fault filter in that
+// host's listener only.
+func TestRoutingChangePushesOnlyItsRoutes(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80), grpcService("b.local", 80))
+	ts := startReadyServer(t, src)
+	names := []string{gen.ListenerName(80, "a.local"), gen.ListenerName(80, "b.local")}
+	open := func(typeURL string) *deltaClient {
+		c := openDelta(t, rawClient(t, ts.Addr().String()))
+		c.send(&discovery.DeltaDiscoveryRequest{Node: grpcNode(), TypeUrl: typeURL, ResourceNamesSubscribe: names})
+		first := c.next(t)
+		assertEqual(t, 2, len(first.GetResources()))
+		c.ack(first)
+		return c
+	}
+	rds, lds := open(resourcev3.RouteType), open(resourcev3.ListenerType)
+
+	ts.SetPolicies(routingPolicies{"a.local": {Hosts: []string{"a.local"}, Http: []*networking.HTTPRoute{{
+		Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a.local"}}},
+		Timeout: durationpb.New(time.Second),
+		Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
+			ErrorType: &networking.HTTPFaultInjection_Abort_GrpcStatus{GrpcStatus: "UNAVAILABLE"}}},
+	}}}})
+	ts.waitPushes(t, 1)
+	for _, c := range []*deltaClient{rds, lds} {
+		resp := c.next(t)
+		if len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != names[0] {
+			t.Fatalf("%s after a VirtualService for a.local: %v, want only %s", resp.GetTypeUrl(), resp.GetResources(), names[0])
+		}
+		c.ack(resp)
+	}
+	// Nothing else follows: a barrier on an unchanged name answers next.
+	rds.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesUnsubscribe: names[1:]})
+	rds.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesSubscribe: names[1:]})
+	if resp := rds.next(t); len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != names[1] {
+		t.Fatalf("after the barrier: %v", resp.GetResources())
+	}
 }

@@ -25,14 +25,17 @@ func buildListeners(services []*model.Service) map[string]*listener.Listener {
 	out := make(map[string]*listener.Listener)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			l := buildListener(ListenerName(port.Number, svc.Hostname))
+			_, faults := virtualHostRoutes(svc.Hostname, port.Number, svc.Routing)
+			l := buildListener(ListenerName(port.Number, svc.Hostname), faults)
 			out[l.Name] = l
 		}
 	}
 	return out
 }
 
-func buildListener(name string) *listener.Listener {
+// buildListener returns the listener name; faults puts the fault filter
+// (gRFC A33) before the router, for routes that inject faults.
+func buildListener(name string, faults bool) *listener.Listener {
 	manager := &hcm.HttpConnectionManager{
 		StatPrefix: name,
 		RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
@@ -44,6 +47,12 @@ func buildListener(name string) *listener.Listener {
 			Name:       routerFilterName,
 			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: routerConfig},
 		}},
+	}
+	if faults {
+		manager.HttpFilters = append([]*hcm.HttpFilter{{
+			Name:       faultFilterName,
+			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: faultConfig},
+		}}, manager.HttpFilters...)
 	}
 	return &listener.Listener{
 		Name:        name,

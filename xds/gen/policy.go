@@ -204,29 +204,9 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 	if tp == nil {
 		return nil
 	}
-	var out []string
-	var walk func(m protoreflect.Message, path, shown string)
-	walk = func(m protoreflect.Message, path, shown string) {
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			p := strings.TrimPrefix(path+"."+string(fd.Name()), ".")
-			s := strings.TrimPrefix(shown+"."+fd.JSONName(), ".")
-			switch {
-			case servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]:
-			case fd.IsList() && fd.Message() != nil:
-				for i := range v.List().Len() {
-					walk(v.List().Get(i).Message(), p, fmt.Sprintf("%s[%d]", s, i))
-				}
-				return true
-			case fd.Message() != nil && !fd.IsMap():
-				walk(v.Message(), p, s)
-				return true
-			default:
-				out = append(out, s)
-			}
-			return true
-		})
-	}
-	walk(tp.ProtoReflect(), "", "")
+	out := unservedFields(tp.ProtoReflect(), func(p string) bool {
+		return servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]
+	})
 	for i, lb := range append([]*networking.LoadBalancerSettings{tp.GetLoadBalancer()}, loadBalancers(tp)...) {
 		if simple := lb.GetSimple(); !servedBalancers[simple] {
 			at := "loadBalancer.simple"
@@ -238,6 +218,52 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// unservedFields names, as written in YAML ("outlierDetection.interval",
+// "portLevelSettings[0].tls.mode"), each field set in m whose path (proto
+// names, dot-joined from m, without list indexes) served does not accept;
+// a map, a well-known type (a Duration) and an empty message are one
+// field.
+func unservedFields(m protoreflect.Message, served func(path string) bool) []string {
+	var out []string
+	var walk func(m protoreflect.Message, path, shown string)
+	walk = func(m protoreflect.Message, path, shown string) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			p := strings.TrimPrefix(path+"."+string(fd.Name()), ".")
+			s := strings.TrimPrefix(shown+"."+fd.JSONName(), ".")
+			switch {
+			case served(p):
+			case fd.IsList() && fd.Message() != nil:
+				for i := range v.List().Len() {
+					at := fmt.Sprintf("%s[%d]", s, i)
+					if m := v.List().Get(i).Message(); isEmpty(m) {
+						out = append(out, at)
+					} else {
+						walk(m, p, at)
+					}
+				}
+			case fd.Message() != nil && !fd.IsMap() && !isEmpty(v.Message()) &&
+				!strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf."):
+				walk(v.Message(), p, s)
+			default:
+				out = append(out, s)
+			}
+			return true
+		})
+	}
+	walk(m, "", "")
+	return out
+}
+
+// isEmpty reports whether m sets no field.
+func isEmpty(m protoreflect.Message) bool {
+	empty := true
+	m.Range(func(protoreflect.FieldDescriptor, protoreflect.Value) bool {
+		empty = false
+		return false
+	})
+	return empty
 }
 
 // loadBalancers returns the port-level load balancer settings of tp, one

@@ -10,9 +10,9 @@ import (
 // Resources returns the Clusters, Listeners and RouteConfigurations of
 // svc, one of each per port, each encoded once (Encode); a cluster whose
 // policy uses a feature some clients lack is a Varied, with the form each
-// of them is served. They depend only
-// on the service's hostname, ports (name, number, protocol) and
-// DestinationRule (svc.Policy): a service whose inputs are unchanged
+// of them is served. They depend only on the service's hostname, ports
+// (name, number, protocol), DestinationRule (svc.Policy) and
+// VirtualService (svc.Routing): a service whose inputs are unchanged
 // (model.Service.SameGeneratorInputs) generates the same bytes.
 //
 // A port's Listener and RouteConfiguration share one name string, which
@@ -26,8 +26,9 @@ func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource
 			featuresUsed(portPolicy(svc.Policy.GetTrafficPolicy(), port.Number)),
 			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, lacks) }))
 		name := ListenerName(port.Number, svc.Hostname)
-		listeners = append(listeners, Encode(name, buildListener(name)))
-		routes = append(routes, Encode(name, buildRouteNamed(name, svc.Hostname, port.Number)))
+		rc, faults := buildRouteNamed(name, svc.Hostname, port.Number, svc.Routing)
+		listeners = append(listeners, Encode(name, buildListener(name, faults)))
+		routes = append(routes, Encode(name, rc))
 	}
 	return clusters, listeners, routes
 }
