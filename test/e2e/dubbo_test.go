@@ -341,7 +341,7 @@ func TestDubboJavaProviderInNacosApplicationLevel(t *testing.T) {
 	iface := startClient(t, b.xdsAddr, fmt.Sprintf("xds:///%s:%d", greetHost, port), "-method", greetMethod)
 	iface.waitSettled(iface.mark(), 60*time.Second, greeting(p))
 
-	cmd := javaClient(t, appTarget, 0)
+	cmd := javaClient(t, appTarget, callOpts{})
 	cmd.Args = append(cmd.Args, "--method", greetMethod, "--message", "meshbridge")
 	boot := renderBootstrap(t, "--node-id", "e2e-grpc-java-dubbo", "--xds-address", b.xdsAddr)
 	java := runProxyless(t, "grpc-java", cmd, boot)

@@ -34,7 +34,7 @@ func TestProxylessHostnameEndpoint(t *testing.T) {
 			for _, backend := range []string{first, second} {
 				consul.RegisterInstance(t, svc, svc+"-"+backend, addresses[backend], ports[backend], nil, grpcMeta, api.HealthPassing)
 			}
-			c := runProxyless(t, pc.name, pc.command(t, target, 0), boot)
+			c := runProxyless(t, pc.name, pc.command(t, target, callOpts{}), boot)
 			c.waitSettled(0, 60*time.Second, "backend-host", "backend-ip")
 			m := c.mark()
 			consul.Deregister(t, svc+"-backend-host")

@@ -56,7 +56,7 @@ spec:
 			}
 			target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0])
 			boot := renderBootstrap(t, "--node-id", "e2e-outliers-"+pc.name, "--xds-address", b.xdsAddr)
-			c := runProxyless(t, pc.name, pc.command(t, target, 0), boot)
+			c := runProxyless(t, pc.name, pc.command(t, target, callOpts{}), boot)
 			failed := func(r callResult) bool { return strings.Contains(r.err, failing) }
 
 			first := 0
@@ -144,7 +144,7 @@ spec:
 			}
 			node := "e2e-least-" + pc.name
 			boot := renderBootstrap(t, "--node-id", node, "--xds-address", b.xdsAddr)
-			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0]), 0), boot)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0]), callOpts{}), boot)
 			c.waitSettled(0, 60*time.Second, svc+"-a", svc+"-b")
 
 			var syncz struct {

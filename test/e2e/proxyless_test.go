@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,10 +22,10 @@ import (
 // examples/grpc/client does, and reads its bootstrap from GRPC_XDS_BOOTSTRAP.
 type proxylessClient struct {
 	name string
-	// command returns the client calling target until stopped, or count
-	// times when count > 0; it skips (or fails, under
-	// MESHBRIDGE_REQUIRE_SERVERS=1) when the client's runtime is missing.
-	command func(t testing.TB, target string, count int) *exec.Cmd
+	// command returns the client calling target as o says; it skips (or
+	// fails, under MESHBRIDGE_REQUIRE_SERVERS=1) when the client's runtime
+	// is missing.
+	command func(t testing.TB, target string, o callOpts) *exec.Cmd
 	// tls is whether the client knows "tls" channel credentials (gRFC A65).
 	tls bool
 }
@@ -36,32 +37,53 @@ var proxylessClients = []proxylessClient{
 	{name: "grpc-java", command: javaClient},
 }
 
-func goClient(_ testing.TB, target string, count int) *exec.Cmd {
-	return exec.Command(bins.client, "-target", target, "-count", strconv.Itoa(count), "-interval", "50ms", "-timeout", "1s")
+// callOpts are how a client calls: count times (0: until stopped), each
+// call with a deadline of timeout (default 1s), interval apart (default
+// 50ms).
+type callOpts struct {
+	count             int
+	timeout, interval time.Duration
+}
+
+func (o callOpts) withDefaults() callOpts {
+	o.timeout = cmp.Or(o.timeout, time.Second)
+	o.interval = cmp.Or(o.interval, 50*time.Millisecond)
+	return o
+}
+
+func goClient(_ testing.TB, target string, o callOpts) *exec.Cmd {
+	o = o.withDefaults()
+	return exec.Command(bins.client, "-target", target, "-count", strconv.Itoa(o.count), "-interval", o.interval.String(),
+		"-timeout", o.timeout.String())
 }
 
 // nodeClient is test/clients/node/client.js: grpc-js with @grpc/grpc-js-xds.
-func nodeClient(t testing.TB, target string, count int) *exec.Cmd {
+func nodeClient(t testing.TB, target string, o callOpts) *exec.Cmd {
+	o = o.withDefaults()
 	dir := clientDir(t, "node")
 	node := harness.NodeXDSClient(t, dir)
-	return exec.Command(node, filepath.Join(dir, "client.js"),
-		"--target", target, "--count", strconv.Itoa(count), "--interval-ms", "50", "--timeout-ms", "1000")
+	return exec.Command(node, filepath.Join(dir, "client.js"), "--target", target, "--count", strconv.Itoa(o.count),
+		"--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10), "--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10))
 }
 
 // pythonClient is test/clients/python/client.py on gRPC C-core (Debian's
 // python3-grpcio).
-func pythonClient(t testing.TB, target string, count int) *exec.Cmd {
+func pythonClient(t testing.TB, target string, o callOpts) *exec.Cmd {
+	o = o.withDefaults()
 	python := harness.PythonGRPC(t)
-	return exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"),
-		"--target", target, "--count", strconv.Itoa(count), "--interval", "0.05", "--timeout", "1")
+	return exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"), "--target", target,
+		"--count", strconv.Itoa(o.count), "--interval", strconv.FormatFloat(o.interval.Seconds(), 'f', -1, 64),
+		"--timeout", strconv.FormatFloat(o.timeout.Seconds(), 'f', -1, 64))
 }
 
 // javaClient is tools/grpc-java's client: grpc-java 1.85.1 with grpc-xds
 // (SotW only: grpc-java has no Delta xDS client).
-func javaClient(t testing.TB, target string, count int) *exec.Cmd {
+func javaClient(t testing.TB, target string, o callOpts) *exec.Cmd {
+	o = o.withDefaults()
 	java, cp := harness.GRPCJavaClient(t)
 	return exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, harness.GRPCJavaMain,
-		"--target", target, "--count", strconv.Itoa(count), "--interval-ms", "50", "--timeout-ms", "1000")
+		"--target", target, "--count", strconv.Itoa(o.count), "--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10),
+		"--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10))
 }
 
 // clientDir is test/clients/<name>, absolute.
@@ -127,7 +149,7 @@ func TestProxylessClients(t *testing.T) {
 		svc := "proxyless-" + pc.name
 		target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, pa)
 		t.Run(pc.name+"/follows-consul", func(t *testing.T) {
-			cmd := pc.command(t, target, 0)
+			cmd := pc.command(t, target, callOpts{})
 			boot := renderBootstrap(t, "--node-id", "e2e-"+pc.name, "--xds-address", b.xdsAddr,
 				"--cluster", "e2e", "--locality", "e2e-region/e2e-zone/e2e-subzone")
 			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", pa, nil, grpcMeta, api.HealthPassing)
@@ -149,7 +171,7 @@ func TestProxylessClients(t *testing.T) {
 		}
 		t.Run(pc.name+"/refuses-tls-bootstrap", func(t *testing.T) {
 			const calls = 3
-			cmd := pc.command(t, target, calls)
+			cmd := pc.command(t, target, callOpts{count: calls})
 			boot := renderBootstrap(t, "--node-id", "e2e-"+pc.name+"-tls", "--xds-address", b.xdsAddr, "--tls")
 			c := runProxyless(t, pc.name, cmd, boot)
 			c.waitUntil(0, 30*time.Second, fmt.Sprintf("%d calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
@@ -199,6 +221,6 @@ func TestProxylessClientMTLS(t *testing.T) {
 	boot := renderBootstrap(t, "--node-id", "e2e-grpc-go-mtls", "--config", b.cfgPath,
 		"--ca-file", ca.CertFile, "--cert-file", clientCert.CertFile, "--key-file", clientCert.KeyFile)
 	target := fmt.Sprintf("xds:///%s:%d", host, port)
-	c := runProxyless(t, "grpc-go", goClient(t, target, 0), boot)
+	c := runProxyless(t, "grpc-go", goClient(t, target, callOpts{}), boot)
 	c.waitSettled(0, 30*time.Second, "backend-tls")
 }

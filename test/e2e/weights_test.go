@@ -35,7 +35,7 @@ func TestProxylessLocalityWeights(t *testing.T) {
 			target := fmt.Sprintf("xds:///weights-%s.static.local:%d", pc.name, heavy)
 			boot := renderBootstrap(t, "--node-id", "e2e-weights-"+pc.name, "--xds-address", b.xdsAddr,
 				"--locality", "e2e-region/zone-c")
-			c := runProxyless(t, pc.name, pc.command(t, target, 0), boot)
+			c := runProxyless(t, pc.name, pc.command(t, target, callOpts{}), boot)
 			c.waitSettled(0, 60*time.Second, "backend-heavy", "backend-light")
 			m := c.mark()
 			c.waitUntil(m, 120*time.Second, fmt.Sprintf("%d calls", calls), func(rs []callResult) bool { return len(rs) >= calls })

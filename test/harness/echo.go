@@ -1,11 +1,14 @@
 package harness
 
 import (
+	"context"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshbridge/meshbridge/examples/grpc/echo"
@@ -40,6 +43,50 @@ func StartFailingEcho(t testing.TB, name string) int {
 	s := grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 		return status.Error(codes.Unavailable, name+" fails every call")
 	}))
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// StartSlowEcho serves the example echo service on a free 127.0.0.1 port
+// until the test ends, answering each call after delay (or when the call
+// ends first); it returns the port.
+func StartSlowEcho(t testing.TB, name string, delay time.Duration) int {
+	t.Helper()
+	return startEchoWith(t, name, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return h(ctx, req)
+	})
+}
+
+// StartFirstAttemptFailingEcho serves the example echo service on a free
+// 127.0.0.1 port until the test ends, answering UNAVAILABLE ("<name>
+// fails a first attempt") to each call's first attempt and serving its
+// retries: an attempt carrying grpc-previous-rpc-attempts, which a gRPC
+// client sends on each retry (gRFC A6). It returns the port.
+func StartFirstAttemptFailingEcho(t testing.TB, name string) int {
+	t.Helper()
+	return startEchoWith(t, name, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("grpc-previous-rpc-attempts")) == 0 {
+			return nil, status.Error(codes.Unavailable, name+" fails a first attempt")
+		}
+		return h(ctx, req)
+	})
+}
+
+// startEchoWith serves the example echo service behind interceptor.
+func startEchoWith(t testing.TB, name string, interceptor grpc.UnaryServerInterceptor) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.UnaryInterceptor(interceptor))
+	echo.Register(s, name)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().(*net.TCPAddr).Port

@@ -25,12 +25,16 @@ func Register(s *grpc.Server, name string) {
 		HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{{
 			MethodName: "Whoami",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 				var in wrapperspb.StringValue
 				if err := dec(&in); err != nil {
 					return nil, err
 				}
-				return wrapperspb.String(name), nil
+				answer := func(context.Context, any) (any, error) { return wrapperspb.String(name), nil }
+				if interceptor == nil {
+					return answer(ctx, &in)
+				}
+				return interceptor(ctx, &in, &grpc.UnaryServerInfo{FullMethod: Method}, answer)
 			},
 		}},
 	}, struct{}{})

@@ -47,7 +47,8 @@ function call(i) {
   client.Whoami({ value: 'hello' }, { deadline: Date.now() + timeoutMs }, (err, reply) => {
     const now = new Date().toISOString();
     if (err) {
-      process.stdout.write(`${now} error ${err.code} ${err.details}\n`);
+      // The status name, as the other clients print it ("DEADLINE_EXCEEDED").
+      process.stdout.write(`${now} error ${grpc.status[err.code] ?? err.code} ${err.details}\n`);
     } else {
       process.stdout.write(`${now} ok ${reply.value}\n`);
     }
