@@ -1,19 +1,23 @@
 // Package policy reads the traffic policy meshbridge serves proxyless gRPC
-// clients over direct xDS: Istio's DestinationRules
+// clients over direct xDS: Istio's DestinationRules and VirtualServices
 // (networking.istio.io/v1), from YAML files (config key policy.files), in
 // the schema users already write for istiod.
 //
 // Rules:
-//  1. A file holds any number of YAML documents. A DestinationRule
-//     document is read with apiVersion networking.istio.io/v1, v1beta1 or
-//     v1alpha3; a document of another kind is ignored with a warning
-//     naming it (VirtualService is not served yet). An unknown field is an
+//  1. A file holds any number of YAML documents. A DestinationRule or
+//     VirtualService document is read with apiVersion
+//     networking.istio.io/v1, v1beta1 or v1alpha3; a document of another
+//     kind is ignored with a warning naming it. An unknown field is an
 //     error, as istiod's validation makes it.
 //  2. A DestinationRule is validated as istiod validates one, for the
 //     fields meshbridge serves and their neighbours: a host (an FQDN, or
 //     "*" or "*.<suffix>"), unique non-empty subset names, positive
 //     durations, percentages within 0-100, a port-level setting per port
-//     number 1-65535. An invalid rule is rejected with its reason (log
+//     number 1-65535; for a VirtualService, hosts (no "*" alone), routes
+//     with destination weights summing to 100 when there are several,
+//     durations, retryOn conditions, fault percentages and statuses, RE2
+//     regexes, lower-case header names (virtualservice.go). An invalid
+//     rule is rejected with its reason (log
 //     line, meshbridge_policy_rules{state="rejected"}, /debug/policyz), and the last valid version of the
 //     same rule (namespace/name) keeps serving: an invalid edit never
 //     removes a working policy. A file that cannot be read or parsed at
@@ -26,12 +30,18 @@
 //     ("*.service.consul" before "*.consul" before "*"). Hosts compare in
 //     lower case.
 //  5. Rules hands out the same object for a rule whose content did not
-//     change, so that the xDS server's full push (model.Service.Policy,
-//     compared by identity) regenerates only the clusters of hosts whose
-//     rule changed.
+//     change, so that the xDS server's full push (model.Service.Policy and
+//     Routing, compared by identity) regenerates only the resources of
+//     hosts whose rule changed.
 //  6. What a rule sets that no proxyless client is served (xds/gen
-//     Unserved) is logged once per version of the rule.
+//     Unserved, UnservedRouting) is logged once per version of the rule.
 //  7. Files are followed with internal/filewatch's loop: a change is read
 //     once the file has settled, and every Resync anyway; a glob matching
 //     new files picks them up.
+//  8. One VirtualService per host: each host of a VirtualService is served
+//     its routes unless an earlier VirtualService (in the order of rule 3)
+//     has the host, which is then rejected for that host only. A
+//     VirtualService whose gateways omit "mesh" applies to gateways only
+//     and is not served (it is listed as rejected, with that reason).
+//     Hosts match as in rule 4 (Rules.RoutingFor).
 package policy

@@ -12,9 +12,17 @@
 //     EDS, LOGICAL_DNS and aggregate clusters (gRFC A27); HTTP/2 upstream
 //     options for grpc and http2 ports. cds.go.
 //  3. Listeners (an HttpConnectionManager api_listener fetching the route of
-//     the same name over ADS, router filter last, gRFC A39) and routes (one
-//     virtual host, prefix "/" to the port's cluster) are built for every
-//     port: proxyless gRPC clients ask by name. lds.go, rds.go.
+//     the same name over ADS, router filter last, gRFC A39; the fault filter
+//     before it when the routes inject faults) and routes (one virtual
+//     host: the VirtualService's HTTP routes in order, else prefix "/" to
+//     the port's cluster) are built for every port: proxyless gRPC clients
+//     ask by name. lds.go, rds.go, routing.go.
+//  7. Traffic policy: a DestinationRule's traffic policy in the port's
+//     cluster (policy.go) and a VirtualService's routes (routing.go), in
+//     fields every gRPC client accepts, except the Features some lack: a
+//     resource using one is a Varied, built once more per set of lacking
+//     features (features.go). What is not served is named (Unserved,
+//     UnservedRouting).
 //  4. A ClusterLoadAssignment has one locality per distinct locality, sorted,
 //     weights ≥ 1 (lbWeight, the one place a weight is normalised), no
 //     duplicate address:port (the first in shard order wins), and weights
