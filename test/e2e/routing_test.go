@@ -161,3 +161,35 @@ func cmpBackend(r callResult) string {
 	}
 	return r.backend
 }
+
+// TestProxylessRouteFault: a VirtualService fault aborting every call
+// with PERMISSION_DENIED (gRFC A33: the fault filter in the listener, its
+// config on the route) ends each call of every gRPC implementation with
+// that status before it reaches the backend.
+func TestProxylessRouteFault(t *testing.T) {
+	var policy strings.Builder
+	for _, pc := range proxylessClients {
+		host := "fault-" + pc.name + ".service.consul"
+		policy.WriteString(virtualService("fault-"+pc.name, host, "    route:\n    - destination: {host: "+host+"}\n"+
+			"    fault: {abort: {grpcStatus: PERMISSION_DENIED, percentage: {value: 100}}}\n"))
+	}
+	consul, b := routingBridge(t, policy.String())
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "fault-" + pc.name
+			port := startBackend(t, svc)
+			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
+			boot := renderBootstrap(t, "--node-id", "e2e-fault-"+pc.name, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port), callOpts{}), boot)
+			c.waitUntil(0, 60*time.Second, "5 calls in a row aborted PERMISSION_DENIED", func(rs []callResult) bool {
+				return len(rs) >= 5 && !slices.ContainsFunc(rs[len(rs)-5:], func(r callResult) bool {
+					return !isStatus(r.err, "PERMISSION_DENIED")
+				})
+			})
+			if i := slices.IndexFunc(c.since(0), func(r callResult) bool { return r.backend != "" }); i >= 0 {
+				t.Errorf("call %d reached the backend through an abort of every call: %+v", i, c.since(0)[i])
+			}
+		})
+	}
+	assertNoNACKs(t, b)
+}
