@@ -31,6 +31,9 @@ type clientRow struct {
 	// agent is its node user_agent_name, or a prefix of it when prefix.
 	agent  string
 	prefix bool
+	// versionPrefix comes before the version in its user_agent_version
+	// (C-core's "C-core 29.0.0 Python 1.51.1": its core version).
+	versionPrefix string
 	// accepts are the features it accepts, each from a version.
 	accepts []acceptance
 }
@@ -48,14 +51,22 @@ var clientTable = []clientRow{
 	{family: "envoy", agent: "envoy", accepts: []acceptance{
 		{gen.AllFeatures, "", "Envoy implements every Cluster lb_policy"}}},
 	{family: "grpc-go", agent: "gRPC Go", accepts: []acceptance{
-		{gen.LeastRequest, "1.73.0", "gRFC A48: least_request on by default from grpc-go 1.73.0 (GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST)"}}},
+		{gen.LeastRequest, "1.73.0", "gRFC A48: least_request on by default from grpc-go 1.73.0 (GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST)"},
+		{gen.RingHash, "1.41.0", "gRFC A42: grpc doc/grpc_xds_features.md, Go 1.41.0"}}},
 	{family: "grpc-java", agent: "gRPC Java", accepts: []acceptance{
-		{gen.LeastRequest, "1.48.0", "gRFC A48: grpc doc/grpc_xds_features.md, Java 1.48.0"}}},
-	// gRPC C-core (C++, Python, Ruby, PHP): "gRPC C-core <platform>…";
-	// no least_request (grpc doc/grpc_xds_features.md).
-	{family: "grpc-c-core", agent: "gRPC C-core", prefix: true},
+		{gen.LeastRequest, "1.48.0", "gRFC A48: grpc doc/grpc_xds_features.md, Java 1.48.0"},
+		{gen.RingHash, "1.40.1", "gRFC A42: grpc doc/grpc_xds_features.md, Java 1.40.1"}}},
+	// gRPC C-core (C++, Python, Ruby, PHP): "gRPC C-core <platform>…",
+	// version "C-core <core version> …"; no least_request (grpc
+	// doc/grpc_xds_features.md). Ring hash from core 30 (gRPC 1.53): the
+	// ring hash picker of core 29 (gRPC 1.51, Debian's python3-grpcio)
+	// crashes the process (grpc/grpc#31766, fixed by #32012; seen here:
+	// TestProxylessRingHash).
+	{family: "grpc-c-core", agent: "gRPC C-core", prefix: true, versionPrefix: "C-core ", accepts: []acceptance{
+		{gen.RingHash, "30.0.0", "gRFC A42, after grpc/grpc#32012"}}},
 	// grpc-js-xds: no least_request (grpc doc/grpc_xds_features.md).
-	{family: "grpc-js", agent: "gRPC Node Pure JS"},
+	{family: "grpc-js", agent: "gRPC Node Pure JS", accepts: []acceptance{
+		{gen.RingHash, "1.10.0", "gRFC A42: grpc doc/grpc_xds_features.md, Node 1.10.0"}}},
 }
 
 // familyUnknown is the family of a client no row names.
@@ -80,6 +91,7 @@ func agentOf(node *core.Node) clientAgent {
 			continue
 		}
 		a.family = row.family
+		version := strings.TrimPrefix(version, row.versionPrefix)
 		for _, acc := range row.accepts {
 			if acc.since == "" || !versionBefore(version, acc.since) {
 				a.lacks &^= acc.features

@@ -19,6 +19,7 @@ import (
 // only what every client accepts.
 func TestClientTable(t *testing.T) {
 	grpcOnly := gen.RandomLB // what every gRPC client lacks: RANDOM
+	noLR := gen.RandomLB | gen.LeastRequest
 	cases := []struct {
 		name, version string
 		family        string
@@ -27,13 +28,16 @@ func TestClientTable(t *testing.T) {
 		{"gRPC Go", "1.85.0", "grpc-go", grpcOnly},
 		{"gRPC Go", "1.73.0", "grpc-go", grpcOnly},
 		{"gRPC Go", "1.73.0-dev", "grpc-go", grpcOnly},
-		{"gRPC Go", "1.72.2", "grpc-go", gen.AllFeatures},
+		{"gRPC Go", "1.72.2", "grpc-go", noLR},
+		{"gRPC Go", "1.40.0", "grpc-go", gen.AllFeatures},
 		{"gRPC Go", "", "grpc-go", gen.AllFeatures},
 		{"gRPC Java", "1.85.1", "grpc-java", grpcOnly},
 		{"gRPC Java", "1.48.0", "grpc-java", grpcOnly},
-		{"gRPC Java", "1.47.1", "grpc-java", gen.AllFeatures},
+		{"gRPC Java", "1.47.1", "grpc-java", noLR},
 		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", "grpc-c-core", gen.AllFeatures},
-		{"gRPC Node Pure JS", "1.14.1", "grpc-js", gen.AllFeatures},
+		{"gRPC C-core linux", "C-core 45.0.0", "grpc-c-core", noLR},
+		{"gRPC Node Pure JS", "1.14.1", "grpc-js", noLR},
+		{"gRPC Node Pure JS", "1.9.0", "grpc-js", gen.AllFeatures},
 		{"envoy", "", "envoy", 0},
 		{"", "", familyUnknown, gen.AllFeatures},
 		{"gRPC Rust", "0.1.0", familyUnknown, gen.AllFeatures},

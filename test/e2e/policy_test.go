@@ -177,3 +177,124 @@ spec:
 	}
 	assertNoNACKs(t, b)
 }
+
+// TestProxylessRingHash: a DestinationRule hashing on a header
+// (consistentHash.httpHeaderName: the cluster's RING_HASH and the route's
+// hash_policy, gRFC A42) sends every call carrying one value to one
+// backend: 100 calls with one value reach one backend, and 100 values
+// cycled three times each reach one backend per value and spread over all
+// three. gRPC C-core 1.51 (Debian's python3-grpcio) crashes on a ring
+// hash cluster (grpc/grpc#31766), so it is served round robin, shown as a
+// substitution on /debug/syncz: its calls spread over the three, and it
+// does not crash.
+func TestProxylessRingHash(t *testing.T) {
+	consul := harness.StartConsul(t)
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ring}
+spec:
+  host: "*.service.consul"
+  trafficPolicy:
+    loadBalancer: {consistentHash: {httpHeaderName: x-user}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, consulRegistry(consul)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "ring-" + pc.name
+			names := []string{svc + "-a", svc + "-b", svc + "-c"}
+			ports := []int{startBackend(t, names[0]), startBackend(t, names[1]), startBackend(t, names[2])}
+			slices.Sort(ports)
+			for i, p := range ports {
+				consul.RegisterInstance(t, svc, fmt.Sprintf("%s-%d", svc, i), "127.0.0.1", p, nil, grpcMeta, api.HealthPassing)
+			}
+			target := fmt.Sprintf("xds:///%s.service.consul:%d", svc, ports[0])
+			run := func(values int) *client {
+				boot := renderBootstrap(t, "--node-id", fmt.Sprintf("e2e-ring-%s-%d", pc.name, values), "--xds-address", b.xdsAddr)
+				return runProxyless(t, pc.name, pc.command(t, target, callOpts{interval: 5 * time.Millisecond,
+					cycleHeader: fmt.Sprintf("x-user=%d", values)}), boot)
+			}
+
+			// 100 values: once every backend answered (each connected:
+			// a ring hash client connects lazily), 300 calls.
+			c := run(100)
+			ringHash := pc.name != "c-core"
+			warm := 0
+			c.waitUntil(0, 60*time.Second, "every backend reached", func(rs []callResult) bool {
+				seen := map[string]bool{}
+				for i, r := range rs {
+					seen[r.backend] = true
+					if seen[names[0]] && seen[names[1]] && seen[names[2]] {
+						warm = i + 1
+						return true
+					}
+				}
+				return false
+			})
+			c.waitUntil(0, 120*time.Second, "300 more calls", func(rs []callResult) bool { return len(rs) >= warm+300 })
+			substituted := slices.Contains(substitutedFor(t, b, fmt.Sprintf("e2e-ring-%s-100", pc.name)), "loadBalancer.consistentHash")
+			c.stop()
+			owner := map[int]string{}
+			reached := map[string]int{}
+			for i, r := range c.since(0)[warm : warm+300] {
+				value := (warm + i) % 100
+				if r.backend == "" {
+					t.Fatalf("call %d (v%d) failed: %s", warm+i, value, r.err)
+				}
+				if o, ok := owner[value]; ok && o != r.backend && ringHash {
+					t.Fatalf("v%d reached %s and %s", value, o, r.backend)
+				}
+				owner[value] = r.backend
+				reached[r.backend]++
+			}
+			t.Logf("%s: 100 values over %v", pc.name, reached)
+			if len(reached) != 3 {
+				t.Errorf("100 values reached %v, want all three backends", reached)
+			}
+
+			if substituted == ringHash {
+				t.Errorf("%s: ring hash substituted: %v, want %v", pc.name, substituted, !ringHash)
+			}
+			if !ringHash {
+				return
+			}
+
+			// One value: 100 calls, one backend.
+			one := run(1)
+			one.waitUntil(0, 60*time.Second, "120 calls", func(rs []callResult) bool { return len(rs) >= 120 })
+			one.stop()
+			got := map[string]int{}
+			for _, r := range one.since(0)[20:120] {
+				got[cmpBackend(r)]++
+			}
+			if len(got) != 1 || got["error"] > 0 {
+				t.Errorf("100 calls with one value reached %v, want one backend", got)
+			}
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
+// substitutedFor returns what /debug/syncz shows node was served in a
+// substituted form; it fails t when node has no stream.
+func substitutedFor(t *testing.T, b *bridge, node string) []string {
+	t.Helper()
+	var syncz struct {
+		Streams []struct {
+			Node        string
+			Substituted []string
+		}
+	}
+	if err := json.Unmarshal([]byte(b.get("/debug/syncz")), &syncz); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syncz.Streams {
+		if s.Node == node {
+			return s.Substituted
+		}
+	}
+	t.Fatalf("no stream of node %s on /debug/syncz", node)
+	return nil
+}

@@ -58,7 +58,13 @@ func startProcess(t testing.TB, name string, cmd *exec.Cmd, stdout bool) (*proce
 	if childOut != nil {
 		childOut.Close() // the child holds its own copy
 	}
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	go func() {
+		_ = cmd.Wait()
+		// How it ended, last in its log: a crash leaves no other trace.
+		fmt.Fprintf(logf, "--- %s ended: %v\n", name, cmd.ProcessState)
+		logf.Close()
+		close(p.done)
+	}()
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {

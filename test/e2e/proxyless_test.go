@@ -39,10 +39,20 @@ var proxylessClients = []proxylessClient{
 
 // callOpts are how a client calls: count times (0: until stopped), each
 // call with a deadline of timeout (default 1s), interval apart (default
-// 50ms).
+// 50ms); cycleHeader "name=N" sends header name with value v<i mod N> on
+// call i (each client's --cycle-header).
 type callOpts struct {
 	count             int
 	timeout, interval time.Duration
+	cycleHeader       string
+}
+
+// with appends the cycle-header flag to cmd when o asks for it.
+func (o callOpts) with(cmd *exec.Cmd, flag string) *exec.Cmd {
+	if o.cycleHeader != "" {
+		cmd.Args = append(cmd.Args, flag, o.cycleHeader)
+	}
+	return cmd
 }
 
 func (o callOpts) withDefaults() callOpts {
@@ -53,8 +63,8 @@ func (o callOpts) withDefaults() callOpts {
 
 func goClient(_ testing.TB, target string, o callOpts) *exec.Cmd {
 	o = o.withDefaults()
-	return exec.Command(bins.client, "-target", target, "-count", strconv.Itoa(o.count), "-interval", o.interval.String(),
-		"-timeout", o.timeout.String())
+	return o.with(exec.Command(bins.client, "-target", target, "-count", strconv.Itoa(o.count), "-interval", o.interval.String(),
+		"-timeout", o.timeout.String()), "-cycle-header")
 }
 
 // nodeClient is test/clients/node/client.js: grpc-js with @grpc/grpc-js-xds.
@@ -62,8 +72,9 @@ func nodeClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	o = o.withDefaults()
 	dir := clientDir(t, "node")
 	node := harness.NodeXDSClient(t, dir)
-	return exec.Command(node, filepath.Join(dir, "client.js"), "--target", target, "--count", strconv.Itoa(o.count),
-		"--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10), "--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10))
+	return o.with(exec.Command(node, filepath.Join(dir, "client.js"), "--target", target, "--count", strconv.Itoa(o.count),
+		"--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10), "--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10)),
+		"--cycle-header")
 }
 
 // pythonClient is test/clients/python/client.py on gRPC C-core (Debian's
@@ -71,9 +82,9 @@ func nodeClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 func pythonClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	o = o.withDefaults()
 	python := harness.PythonGRPC(t)
-	return exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"), "--target", target,
+	return o.with(exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"), "--target", target,
 		"--count", strconv.Itoa(o.count), "--interval", strconv.FormatFloat(o.interval.Seconds(), 'f', -1, 64),
-		"--timeout", strconv.FormatFloat(o.timeout.Seconds(), 'f', -1, 64))
+		"--timeout", strconv.FormatFloat(o.timeout.Seconds(), 'f', -1, 64)), "--cycle-header")
 }
 
 // javaClient is tools/grpc-java's client: grpc-java 1.85.1 with grpc-xds
@@ -81,9 +92,9 @@ func pythonClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 func javaClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	o = o.withDefaults()
 	java, cp := harness.GRPCJavaClient(t)
-	return exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, harness.GRPCJavaMain,
+	return o.with(exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, harness.GRPCJavaMain,
 		"--target", target, "--count", strconv.Itoa(o.count), "--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10),
-		"--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10))
+		"--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10)), "--cycle-header")
 }
 
 // clientDir is test/clients/<name>, absolute.

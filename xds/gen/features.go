@@ -19,9 +19,12 @@ const (
 	// RandomLB is a cluster's lb_policy RANDOM, which Envoy implements and
 	// no gRPC client does.
 	RandomLB
+	// RingHash is a cluster's lb_policy RING_HASH (gRFC A42), which gRPC
+	// C-core 1.51 crashes on (grpc/grpc#31766).
+	RingHash
 
 	// AllFeatures is every optional feature.
-	AllFeatures = LeastRequest | RandomLB
+	AllFeatures = LeastRequest | RandomLB | RingHash
 )
 
 // NumProfiles is how many profiles there are: a profile is the set of
@@ -33,6 +36,7 @@ const NumProfiles = int(AllFeatures) + 1
 var featureNames = map[Features]string{
 	LeastRequest: "lb_policy LEAST_REQUEST (gRFC A48)",
 	RandomLB:     "lb_policy RANDOM (Envoy only)",
+	RingHash:     "lb_policy RING_HASH (gRFC A42)",
 }
 
 // Names returns the names of the features in f, in bit order.

@@ -25,7 +25,7 @@ func buildListeners(services []*model.Service) map[string]*listener.Listener {
 	out := make(map[string]*listener.Listener)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			_, faults := virtualHostRoutes(svc.Hostname, port.Number, svc.Routing)
+			_, faults := routeFor(svc, port.Number)
 			l := buildListener(ListenerName(port.Number, svc.Hostname), faults)
 			out[l.Name] = l
 		}

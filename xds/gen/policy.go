@@ -1,12 +1,14 @@
 package gen
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
@@ -96,6 +98,15 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, lacks 
 			substituted = append(substituted, "loadBalancer.simple:"+lb.String())
 		}
 	}
+	if ch := tp.GetLoadBalancer().GetConsistentHash(); ch != nil && lacks&RingHash != 0 {
+		substituted = append(substituted, "loadBalancer.consistentHash")
+	} else if ch != nil {
+		c.LbPolicy = cluster.Cluster_RING_HASH
+		c.LbConfig = &cluster.Cluster_RingHashLbConfig_{RingHashLbConfig: &cluster.Cluster_RingHashLbConfig{
+			MinimumRingSize: wrapperspb.UInt64(ringSize(ch)),
+			HashFunction:    cluster.Cluster_RingHashLbConfig_XX_HASH,
+		}}
+	}
 	c.OutlierDetection = outlierDetection(tp.GetOutlierDetection())
 	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
 		c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
@@ -105,6 +116,49 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, lacks 
 	}
 	return substituted
 }
+
+// Ring hash (gRFC A42). A consistentHash load balancer is served as
+// RING_HASH with the xxHash function (the one gRPC implements), whatever
+// hash algorithm it names (gRPC has no Maglev), and the route's
+// hash_policy (routeHashPolicy) says what is hashed.
+const (
+	// defaultRingSize is Istio's minimumRingSize default.
+	defaultRingSize = 1024
+	// maxRingSize is gRPC's upper bound of a ring's size (A42): a larger
+	// minimum is served as this one, since clients NACK it.
+	maxRingSize = 8 << 20
+)
+
+// ringSize is ch's minimum ring size: ringHash.minimumRingSize, else the
+// deprecated minimumRingSize, else Istio's default; at most maxRingSize.
+func ringSize(ch *networking.LoadBalancerSettings_ConsistentHashLB) uint64 {
+	n := cmp.Or(ch.GetRingHash().GetMinimumRingSize(), ch.GetMinimumRingSize(), defaultRingSize)
+	return min(n, maxRingSize)
+}
+
+// routeHashPolicy is the route hash_policy of a port whose policy is tp
+// (gRFC A42): a header's value for httpHeaderName, the client channel
+// for useSourceIp (filter_state io.grpc.channel_id: gRPC has no source
+// address to hash, and a channel is one client's); nil when tp hashes
+// nothing a gRPC client can (a cookie, a query parameter: calls then hash
+// at random, and Unserved names the field).
+func routeHashPolicy(tp *networking.TrafficPolicy) []*route.RouteAction_HashPolicy {
+	switch key := tp.GetLoadBalancer().GetConsistentHash().GetHashKey().(type) {
+	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName:
+		return []*route.RouteAction_HashPolicy{{PolicySpecifier: &route.RouteAction_HashPolicy_Header_{
+			Header: &route.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(key.HttpHeaderName)}}}}
+	case *networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
+		if key.UseSourceIp {
+			return []*route.RouteAction_HashPolicy{{PolicySpecifier: &route.RouteAction_HashPolicy_FilterState_{
+				FilterState: &route.RouteAction_HashPolicy_FilterState{Key: grpcChannelIDKey}}}}
+		}
+	}
+	return nil
+}
+
+// grpcChannelIDKey is the filter_state key gRPC clients hash a channel's
+// ID by (gRFC A42).
+const grpcChannelIDKey = "io.grpc.channel_id"
 
 // balancers are the loadBalancer.simple values served other than as round
 // robin: the cluster lb_policy of each, and the feature a client needs to
@@ -121,7 +175,11 @@ var balancers = map[networking.LoadBalancerSettings_SimpleLB]struct {
 
 // featuresUsed returns the Features a cluster with port policy tp may use.
 func featuresUsed(tp *networking.TrafficPolicy) Features {
-	return balancers[tp.GetLoadBalancer().GetSimple()].feature
+	f := balancers[tp.GetLoadBalancer().GetSimple()].feature
+	if tp.GetLoadBalancer().GetConsistentHash() != nil {
+		f |= RingHash
+	}
+	return f
 }
 
 // outlierDetection translates od (gRFC A50, see failurePercentageThreshold);
@@ -175,14 +233,19 @@ func consecutiveErrors(od *networking.OutlierDetection) uint32 {
 // from TrafficPolicy; a port-level setting's the same under
 // port_level_settings) that applyTrafficPolicy translates.
 var servedFields = map[string]bool{
-	"load_balancer.simple":                         true, // checked by value in Unserved
-	"connection_pool.http.http2_max_requests":      true,
-	"outlier_detection.consecutive_5xx_errors":     true,
-	"outlier_detection.consecutive_gateway_errors": true,
-	"outlier_detection.interval":                   true,
-	"outlier_detection.base_ejection_time":         true,
-	"outlier_detection.max_ejection_percent":       true,
-	"port_level_settings.port":                     true,
+	"load_balancer.simple":                                      true, // checked by value in Unserved
+	"load_balancer.consistent_hash.http_header_name":            true,
+	"load_balancer.consistent_hash.use_source_ip":               true,
+	"load_balancer.consistent_hash.ring_hash.minimum_ring_size": true,
+	"load_balancer.consistent_hash.minimum_ring_size":           true,
+	"load_balancer.consistent_hash.maglev":                      true, // named in Unserved: served as ring hash
+	"connection_pool.http.http2_max_requests":                   true,
+	"outlier_detection.consecutive_5xx_errors":                  true,
+	"outlier_detection.consecutive_gateway_errors":              true,
+	"outlier_detection.interval":                                true,
+	"outlier_detection.base_ejection_time":                      true,
+	"outlier_detection.max_ejection_percent":                    true,
+	"port_level_settings.port":                                  true,
 }
 
 // servedBalancers are the loadBalancer.simple values served as asked to
@@ -208,12 +271,15 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 		return servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]
 	})
 	for i, lb := range append([]*networking.LoadBalancerSettings{tp.GetLoadBalancer()}, loadBalancers(tp)...) {
+		at := "loadBalancer"
+		if i > 0 {
+			at = fmt.Sprintf("portLevelSettings[%d].loadBalancer", i-1)
+		}
 		if simple := lb.GetSimple(); !servedBalancers[simple] {
-			at := "loadBalancer.simple"
-			if i > 0 {
-				at = fmt.Sprintf("portLevelSettings[%d].loadBalancer.simple", i-1)
-			}
-			out = append(out, fmt.Sprintf("%s: %s (served as ROUND_ROBIN)", at, simple))
+			out = append(out, fmt.Sprintf("%s.simple: %s (served as ROUND_ROBIN)", at, simple))
+		}
+		if lb.GetConsistentHash().GetMaglev() != nil {
+			out = append(out, at+".consistentHash.maglev (served as ring hash: gRPC has no Maglev)")
 		}
 	}
 	slices.Sort(out)

@@ -6,6 +6,7 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -237,5 +238,52 @@ func TestVariedClusters(t *testing.T) {
 		want, wantSubstituted := clusterFor(svc, svc.Ports[0], Features(p))
 		assertEqual(t, marshal(want), wire)
 		assertEqual(t, wantSubstituted, substituted)
+	}
+}
+
+// TestRingHash: a consistentHash load balancer is the cluster's RING_HASH
+// with xxHash and the minimum ring size asked (Istio's 1024 by default,
+// gRPC's 8M at most), and the route's hash_policy: the header asked, or
+// the client channel for useSourceIp (gRFC A42); a client lacking ring
+// hash gets round robin.
+func TestRingHash(t *testing.T) {
+	consistent := func(ch *networking.LoadBalancerSettings_ConsistentHashLB) *networking.TrafficPolicy {
+		return &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+			LbPolicy: &networking.LoadBalancerSettings_ConsistentHash{ConsistentHash: ch}}}
+	}
+	header := &networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName{HttpHeaderName: "X-User"}
+	cases := map[string]struct {
+		policy   *networking.TrafficPolicy
+		wantSize uint64
+		wantHash []*route.RouteAction_HashPolicy
+	}{
+		"a header, the default ring": {policy: consistent(&networking.LoadBalancerSettings_ConsistentHashLB{HashKey: header}),
+			wantSize: 1024, wantHash: []*route.RouteAction_HashPolicy{{PolicySpecifier: &route.RouteAction_HashPolicy_Header_{
+				Header: &route.RouteAction_HashPolicy_Header{HeaderName: "x-user"}}}}},
+		"the source: the channel, ringHash's size": {policy: consistent(&networking.LoadBalancerSettings_ConsistentHashLB{
+			HashKey:       &networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp{UseSourceIp: true},
+			HashAlgorithm: &networking.LoadBalancerSettings_ConsistentHashLB_RingHash_{RingHash: &networking.LoadBalancerSettings_ConsistentHashLB_RingHash{MinimumRingSize: 4096}}}),
+			wantSize: 4096, wantHash: []*route.RouteAction_HashPolicy{{PolicySpecifier: &route.RouteAction_HashPolicy_FilterState_{
+				FilterState: &route.RouteAction_HashPolicy_FilterState{Key: "io.grpc.channel_id"}}}}},
+		"a cookie hashes nothing; the deprecated size, capped": {policy: consistent(&networking.LoadBalancerSettings_ConsistentHashLB{
+			HashKey:         &networking.LoadBalancerSettings_ConsistentHashLB_HttpCookie{HttpCookie: &networking.LoadBalancerSettings_ConsistentHashLB_HTTPCookie{Name: "c"}},
+			MinimumRingSize: 1 << 30}),
+			wantSize: 8 << 20},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			svc := &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 8080, Protocol: model.ProtocolGRPC}},
+				Policy: &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}}
+			c, _ := clusterFor(svc, svc.Ports[0], AllFeatures&^RingHash)
+			assertEqual(t, cluster.Cluster_RING_HASH, c.LbPolicy)
+			// A client lacking ring hash: round robin, named.
+			rr, substituted := clusterFor(svc, svc.Ports[0], RingHash)
+			assertEqual(t, cluster.Cluster_ROUND_ROBIN, rr.LbPolicy)
+			assertEqual(t, []string{"loadBalancer.consistentHash"}, substituted)
+			assertEqual(t, &cluster.Cluster_RingHashLbConfig{MinimumRingSize: wrapperspb.UInt64(tc.wantSize),
+				HashFunction: cluster.Cluster_RingHashLbConfig_XX_HASH}, c.GetRingHashLbConfig())
+			rc, _ := routeFor(svc, 8080)
+			assertEqual(t, tc.wantHash, rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetHashPolicy())
+		})
 	}
 }

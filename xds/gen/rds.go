@@ -2,7 +2,6 @@ package gen
 
 import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -13,20 +12,22 @@ func buildRoutes(services []*model.Service) map[string]*route.RouteConfiguration
 	out := make(map[string]*route.RouteConfiguration)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			r, _ := buildRouteNamed(ListenerName(port.Number, svc.Hostname), svc.Hostname, port.Number, svc.Routing)
+			r, _ := routeFor(svc, port.Number)
 			out[r.Name] = r
 		}
 	}
 	return out
 }
 
-// buildRouteNamed returns the RouteConfiguration name (ListenerName(port,
-// host)): one virtual host matching the host with and without the port,
-// whose routes are the VirtualService vs's (routing.go), or, when vs is
-// nil, one sending every request (prefix "/") to the port's cluster; and
-// whether a route injects faults.
-func buildRouteNamed(name, host string, port uint32, vs *networking.VirtualService) (*route.RouteConfiguration, bool) {
-	routes, faults := virtualHostRoutes(host, port, vs)
+// routeFor returns the RouteConfiguration of svc's port: one virtual host
+// matching the host with and without the port, named ListenerName(port,
+// host), whose routes are svc's VirtualService's (routing.go), or, when it
+// has none, one sending every request (prefix "/") to the port's cluster,
+// hashing as the port's DestinationRule policy says; and whether a route
+// injects faults.
+func routeFor(svc *model.Service, port uint32) (*route.RouteConfiguration, bool) {
+	host, name := svc.Hostname, ListenerName(port, svc.Hostname)
+	routes, faults := virtualHostRoutes(host, port, svc.Routing, routeHashPolicy(portPolicy(svc.Policy.GetTrafficPolicy(), port)))
 	return &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{

@@ -41,17 +41,23 @@ var faultConfig = mustAny(&fault.HTTPFault{})
 // virtualHostRoutes returns the routes of host's listener on port: the
 // VirtualService's when vs is not nil, else one sending every request
 // (prefix "/") to the port's cluster; and whether a route injects faults.
-func virtualHostRoutes(host string, port uint32, vs *networking.VirtualService) (routes []*route.Route, faults bool) {
+// Every route hashes by hash (routeHashPolicy of the host's own
+// DestinationRule, whichever host a route sends to).
+func virtualHostRoutes(host string, port uint32, vs *networking.VirtualService, hash []*route.RouteAction_HashPolicy) (routes []*route.Route, faults bool) {
 	if vs == nil {
 		return []*route.Route{{
 			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &route.Route_Route{Route: &route.RouteAction{
 				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: ClusterName(port, host)},
+				HashPolicy:       hash,
 			}},
 		}}, false
 	}
 	for _, hr := range vs.GetHttp() {
 		action := routeAction(hr, port)
+		if action != nil {
+			action.HashPolicy = hash
+		}
 		if action == nil {
 			continue // a redirect, direct response or delegate only: UnservedRouting names it
 		}

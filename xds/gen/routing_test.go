@@ -150,7 +150,7 @@ func TestVirtualServiceRoutes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			svc := &model.Service{Hostname: host, Ports: []model.Port{{Name: "grpc", Number: port, Protocol: model.ProtocolGRPC}},
 				Routing: &networking.VirtualService{Hosts: []string{host}, Http: tc.http}}
-			routes, faults := virtualHostRoutes(host, port, svc.Routing)
+			routes, faults := virtualHostRoutes(host, port, svc.Routing, nil)
 			assertEqual(t, tc.want, routes)
 			assertEqual(t, tc.wantFaults, faults)
 			l := buildListeners([]*model.Service{svc})[ListenerName(port, host)]

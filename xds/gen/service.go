@@ -26,7 +26,7 @@ func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource
 			featuresUsed(portPolicy(svc.Policy.GetTrafficPolicy(), port.Number)),
 			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, lacks) }))
 		name := ListenerName(port.Number, svc.Hostname)
-		rc, faults := buildRouteNamed(name, svc.Hostname, port.Number, svc.Routing)
+		rc, faults := routeFor(svc, port.Number)
 		listeners = append(listeners, Encode(name, buildListener(name, faults)))
 		routes = append(routes, Encode(name, rc))
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +45,12 @@ func main() {
 	message := flag.String("message", "meshbridge", "the StringValue sent with -method")
 	var headers headerFlags
 	flag.Var(&headers, "header", "request metadata key=value (repeatable)")
+	cycle := flag.String("cycle-header", "", "name=N: send header name with value v<i mod N> on call i (0, 1, …), to spread calls over N hash keys")
 	flag.Parse()
+	cycleName, cycleN, err := parseCycle(*cycle)
+	if err != nil {
+		log.Fatalf("-cycle-header: %v", err)
+	}
 	if *bootstrap {
 		b, err := echo.Bootstrap(*xdsAddr, "meshbridge-demo-client")
 		if err != nil {
@@ -64,7 +70,11 @@ func main() {
 	defer cc.Close()
 	for i := 0; *count == 0 || i < *count; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		ctx = metadata.NewOutgoingContext(ctx, metadata.MD(headers))
+		md := metadata.MD(headers).Copy()
+		if cycleN > 0 {
+			md.Set(cycleName, fmt.Sprintf("v%d", i%cycleN))
+		}
+		ctx = metadata.NewOutgoingContext(ctx, md)
 		var name string
 		if *method != "" {
 			reply := &wrapperspb.StringValue{}
@@ -82,6 +92,21 @@ func main() {
 		}
 		time.Sleep(*interval)
 	}
+}
+
+// parseCycle parses -cycle-header's "name=N" ("" is none: N is 0).
+func parseCycle(v string) (name string, n int, err error) {
+	if v == "" {
+		return "", 0, nil
+	}
+	name, count, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return "", 0, fmt.Errorf("%q is not name=N", v)
+	}
+	if n, err = strconv.Atoi(count); err != nil || n < 1 {
+		return "", 0, fmt.Errorf("%q: N is not a positive number", v)
+	}
+	return strings.ToLower(name), n, nil
 }
 
 // headerFlags collects -header key=value flags as gRPC metadata.

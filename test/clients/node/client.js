@@ -9,6 +9,7 @@
 //
 // Usage: node client.js --target xds:///echo.service.consul:8080
 //          [--count N (0 = until killed)] [--interval-ms 200] [--timeout-ms 2000]
+//          [--cycle-header name=N (header name = v<i mod N> on call i)]
 'use strict';
 
 const path = require('node:path');
@@ -25,6 +26,7 @@ const { values: args } = parseArgs({
     count: { type: 'string', default: '0' },
     'interval-ms': { type: 'string', default: '200' },
     'timeout-ms': { type: 'string', default: '2000' },
+    'cycle-header': { type: 'string', default: '' },
   },
   strict: true,
 });
@@ -35,6 +37,8 @@ if (!args.target) {
 const count = Number(args.count);
 const intervalMs = Number(args['interval-ms']);
 const timeoutMs = Number(args['timeout-ms']);
+const [cycleName, cycleCount] = args['cycle-header'] ? args['cycle-header'].split('=') : ['', '0'];
+const cycleN = Number(cycleCount);
 
 const definition = protoLoader.loadSync(
   path.join(__dirname, '..', '..', '..', 'examples', 'grpc', 'echo', 'echo.proto'));
@@ -44,7 +48,11 @@ const { Echo } = grpc.loadPackageDefinition(definition).meshbridge.example;
 const client = new Echo(args.target, grpc.credentials.createInsecure());
 
 function call(i) {
-  client.Whoami({ value: 'hello' }, { deadline: Date.now() + timeoutMs }, (err, reply) => {
+  const metadata = new grpc.Metadata();
+  if (cycleN > 0) {
+    metadata.set(cycleName.toLowerCase(), `v${i % cycleN}`);
+  }
+  client.Whoami({ value: 'hello' }, metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
     const now = new Date().toISOString();
     if (err) {
       // The status name, as the other clients print it ("DEADLINE_EXCEEDED").

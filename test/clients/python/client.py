@@ -13,6 +13,7 @@ it needs no generated code. One line per call on stdout, as the Go client
 
 Usage: /usr/bin/python3 client.py --target xds:///echo.service.consul:8080
            [--count N (0 = until killed)] [--interval 0.2] [--timeout 2]
+           [--cycle-header name=N (header name = v<i mod N> on call i)]
 """
 
 import argparse
@@ -33,7 +34,12 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=0, help="calls to make; 0 = until killed")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between calls")
     parser.add_argument("--timeout", type=float, default=2.0, help="per-call deadline, seconds")
+    parser.add_argument("--cycle-header", default="", help="name=N: header name = v<i mod N> on call i")
     args = parser.parse_args()
+    cycle_name, cycle_n = "", 0
+    if args.cycle_header:
+        cycle_name, _, n = args.cycle_header.partition("=")
+        cycle_name, cycle_n = cycle_name.lower(), int(n)
 
     # SIGTERM ends the process like Ctrl-C: the channel closes on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -48,7 +54,8 @@ def main() -> int:
         i = 0
         while args.count == 0 or i < args.count:
             try:
-                reply = whoami(wrappers_pb2.StringValue(value="hello"), timeout=args.timeout)
+                metadata = [(cycle_name, "v{}".format(i % cycle_n))] if cycle_n > 0 else None
+                reply = whoami(wrappers_pb2.StringValue(value="hello"), timeout=args.timeout, metadata=metadata)
                 result = "ok " + reply.value
             except grpc.RpcError as err:
                 result = "error {} {}".format(err.code().name, err.details())

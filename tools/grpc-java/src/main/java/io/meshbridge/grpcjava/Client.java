@@ -2,13 +2,18 @@ package io.meshbridge.grpcjava;
 
 import com.google.protobuf.StringValue;
 import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.ProtoUtils;
 import io.grpc.stub.ClientCalls;
+import io.grpc.stub.MetadataUtils;
+import java.util.Locale;
 import java.time.Instant;
 import java.util.concurrent.TimeUnit;
 
@@ -22,7 +27,8 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Flags: --target xds:///echo.service.consul:8080 [--count N (0 = until
  * killed)] [--interval-ms 200] [--timeout-ms 2000] [--method
- * /meshbridge.example.Echo/Whoami] [--message hello].
+ * /meshbridge.example.Echo/Whoami] [--message hello] [--cycle-header name=N
+ * (header name = v(i mod N) on call i)].
  */
 public final class Client {
     private Client() {}
@@ -34,6 +40,8 @@ public final class Client {
         long count = 0;
         long intervalMs = 200;
         long timeoutMs = 2000;
+        String cycleName = "";
+        long cycleN = 0;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--target" -> target = args[i + 1];
@@ -42,6 +50,11 @@ public final class Client {
                 case "--timeout-ms" -> timeoutMs = Long.parseLong(args[i + 1]);
                 case "--method" -> method = args[i + 1];
                 case "--message" -> message = args[i + 1];
+                case "--cycle-header" -> {
+                    String[] parts = args[i + 1].split("=", 2);
+                    cycleName = parts[0].toLowerCase(Locale.ROOT);
+                    cycleN = Long.parseLong(parts[1]);
+                }
                 default -> throw new IllegalArgumentException("unknown flag " + args[i]);
             }
         }
@@ -60,8 +73,14 @@ public final class Client {
         Runtime.getRuntime().addShutdownHook(new Thread(channel::shutdownNow));
         for (long i = 0; count == 0 || i < count; i++) {
             String result;
+            Channel calling = channel;
+            if (cycleN > 0) {
+                Metadata md = new Metadata();
+                md.put(Metadata.Key.of(cycleName, Metadata.ASCII_STRING_MARSHALLER), "v" + (i % cycleN));
+                calling = ClientInterceptors.intercept(channel, MetadataUtils.newAttachHeadersInterceptor(md));
+            }
             try {
-                StringValue reply = ClientCalls.blockingUnaryCall(channel, whoami,
+                StringValue reply = ClientCalls.blockingUnaryCall(calling, whoami,
                         CallOptions.DEFAULT.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS), StringValue.of(message));
                 result = "ok " + reply.getValue();
             } catch (StatusRuntimeException e) {
