@@ -255,6 +255,13 @@ func (g *generator) step() {
 		if len(g.watchers) > 0 {
 			g.event(Rewatch(pickOf(g.r, g.watchers), g.clusters()...))
 		}
+	case p < 93:
+		// A traffic policy for a generated host, or for all of them.
+		host := "*.service.consul"
+		if g.r.IntN(4) > 0 {
+			host = strings.ReplaceAll(strings.ToLower(pickOf(g.r, genServices)), "_", "-") + ".service.consul"
+		}
+		g.event(SetPolicyStep(host, Policy(g.r.IntN(int(numPolicies)))))
 	default:
 		g.event(Check())
 	}

@@ -91,6 +91,10 @@ type Harness struct {
 	regs map[string]*Registry
 	conn *grpc.ClientConn
 	stop func()
+	// policy is the traffic policy served (SetPolicy), nil none;
+	// policyObjects the objects made for each (host, Policy).
+	policy        *policies
+	policyObjects map[string]any
 }
 
 // epoch is the fake clock's start.
@@ -166,6 +170,10 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	opts.KeptPorts = h.Pipeline.Syncer.KeptPorts()
 	fresh := Start(h.T, opts)
 	defer fresh.Stop()
+	if h.policy != nil {
+		fresh.policy = h.policy
+		fresh.Pipeline.XDS.SetPolicies(h.policy)
+	}
 	for _, rc := range opts.Registries {
 		fresh.Do(rc.Name, ListCalls(state[rc.Name], false)...)
 	}

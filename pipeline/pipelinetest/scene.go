@@ -460,7 +460,14 @@ func RestartBridge() Step {
 			})
 		}
 		s.H.Stop()
+		policy, objects := s.H.policy, s.H.policyObjects
 		s.H = Start(s.H.T, s.H.opts)
+		// The policy source reads its files again on start: the same
+		// policy serves from the first push.
+		s.H.policy, s.H.policyObjects = policy, objects
+		if policy != nil {
+			s.H.Pipeline.XDS.SetPolicies(policy)
+		}
 		s.restarted = true
 	}}
 }
