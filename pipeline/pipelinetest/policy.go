@@ -90,7 +90,7 @@ func (h *Harness) policyObject(host string, p Policy) any {
 			Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: strings.TrimPrefix(host, "*.")}}},
 			Timeout: durationpb.New(time.Second),
 			Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
-				ErrorType: &networking.HTTPFaultInjection_Abort_GrpcStatus{GrpcStatus: "UNAVAILABLE"},
+				ErrorType:  &networking.HTTPFaultInjection_Abort_GrpcStatus{GrpcStatus: "UNAVAILABLE"},
 				Percentage: &networking.Percent{Value: 1}}},
 		}}}
 	}
