@@ -33,35 +33,43 @@ func (s *DiscoveryServer) SetPolicies(p Policies) {
 
 // withPolicies returns services with each one's DestinationRule and
 // VirtualService set: a copy of a service that has either (the source's
-// are shared and read only), the service itself otherwise. The copy made
-// for a source service and its objects is kept (s.attached) and reused
-// while they stay, so that a
-// full push that changes neither allocates nothing and the pushed service
-// keeps its identity (model.Service.SameGeneratorInputs answers at once).
-// s.pushMu is held.
+// are shared and read only), the service itself otherwise. What a source
+// service was pushed as is kept (s.attached) and reused while the
+// policies are the same (s.attachedFrom, the pointer SetPolicies stored),
+// without looking the host up again; after SetPolicies each host is
+// looked up once more, and a copy whose objects did not change is kept.
+// So a full push that changes neither allocates nothing, costs one map
+// lookup per service, and the pushed service keeps its identity
+// (model.Service.SameGeneratorInputs answers at once). s.pushMu is held.
 func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Service {
 	p := s.policies.Load()
 	if p == nil || *p == nil {
 		clear(s.attached)
+		s.attachedFrom = nil
 		return services
 	}
 	if s.attached == nil {
 		s.attached = map[*model.Service]*model.Service{}
 	}
+	same := s.attachedFrom == p
+	s.attachedFrom = p
 	out := make([]*model.Service, len(services))
 	for i, svc := range services {
-		out[i] = svc
-		dr, vs := (*p).For(svc.Hostname), (*p).RoutingFor(svc.Hostname)
-		if dr == nil && vs == nil {
+		c, ok := s.attached[svc]
+		if ok && same {
+			out[i] = c
 			continue
 		}
-		c := s.attached[svc]
-		if c == nil || c.Policy != dr || c.Routing != vs {
+		dr, vs := (*p).For(svc.Hostname), (*p).RoutingFor(svc.Hostname)
+		switch {
+		case dr == nil && vs == nil:
+			c = svc
+		case c == nil || c == svc || c.Policy != dr || c.Routing != vs:
 			cp := *svc
 			cp.Policy, cp.Routing = dr, vs
 			c = &cp
-			s.attached[svc] = c
 		}
+		s.attached[svc] = c
 		out[i] = c
 	}
 	// Forget the copies of services the source replaced or dropped once

@@ -132,11 +132,14 @@ type DiscoveryServer struct {
 	// scaled are the services whose assignments' weights are scaled down
 	// (weights.go); guarded by pushMu.
 	scaled map[model.ConfigKey]bool
-	// policies are the DestinationRules clusters carry (policy.go);
-	// attached the services with their rule attached, by source service
+	// policies are the DestinationRules and VirtualServices served
+	// (policy.go); attached each source service as pushed with them (a
+	// copy with its objects, or itself when it has none), valid while
+	// attachedFrom is the policies pointer they were looked up in
 	// (guarded by pushMu).
-	policies atomic.Pointer[Policies]
-	attached map[*model.Service]*model.Service
+	policies     atomic.Pointer[Policies]
+	attached     map[*model.Service]*model.Service
+	attachedFrom *Policies
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
