@@ -88,6 +88,7 @@ type bridgeOptions struct {
 // Store → kube.Writer → the shared apiserver, into namespace ns.
 type bridge struct {
 	ns     string
+	xds    *xds.DiscoveryServer // its direct xDS, on a free 127.0.0.1 port
 	writer *kube.Writer
 	// writes counts the writer's requests to the apiserver.
 	writes *harness.RequestCounter
@@ -125,7 +126,7 @@ func (a *ambient) startBridge(t testing.TB, ns, path string, o bridgeOptions) *b
 		XDS:    xds.Options{Address: "127.0.0.1:0"},
 		Logger: quiet,
 	})
-	b := &bridge{ns: ns, writes: &harness.RequestCounter{}}
+	b := &bridge{ns: ns, xds: p.XDS, writes: &harness.RequestCounter{}}
 	client, md := b.writes.IstioClients(t, a.kube.Config)
 	b.writer, err = kube.NewWriter(p.Store, kube.Options{
 		Namespace: ns, Registries: []string{registryName}, Client: client, Metadata: md,
