@@ -125,21 +125,9 @@ func TestRulesFor(t *testing.T) {
 // winning (rule 3); an invalid edit or an unreadable file keeps the last
 // valid version (rule 2); an unchanged rule is the same object (rule 5).
 func TestFiles(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var got *Rules
 	changes := 0
-	f, err := NewFiles(FilesConfig{Globs: []string{filepath.Join(dir, "*.yaml")},
-		OnChange: func(r *Rules) { got, changes = r, changes+1 },
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, dir, write := testFiles(t, func(r *Rules) { got, changes = r, changes+1 })
 	write("a.yaml", dr("web", "web", ejection)+"---\n"+dr("web-again", "web", ""))
 	write("b.yaml", dr("api", "api", ejection))
 	f.Read()
@@ -267,19 +255,8 @@ func TestParseVirtualService(t *testing.T) {
 // same hosts; one bound to gateways only is not served; an invalid edit
 // keeps the last valid version; an unchanged one is the same object.
 func TestFilesVirtualServices(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var got *Rules
-	f, err := NewFiles(FilesConfig{Globs: []string{filepath.Join(dir, "*.yaml")}, OnChange: func(r *Rules) { got = r },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, write := testFiles(t, func(r *Rules) { got = r })
 	two := vs("two", "  hosts: [api, web]\n  http:\n  - route:\n    - destination: {host: api}\n")
 	write("a.yaml", vs("web", split)+"---\n"+two+"---\n"+dr("web", "web.service.consul", ejection)+"---\n"+
 		vs("gw", "  hosts: [gw]\n  gateways: [ingress]\n  http:\n  - route:\n    - destination: {host: gw}\n"))
@@ -301,5 +278,23 @@ func TestFilesVirtualServices(t *testing.T) {
 	}
 	if got.For("web.service.consul") != nil {
 		t.Errorf("the removed DestinationRule still serves")
+	}
+}
+
+// testFiles returns a Files following *.yaml in a new directory, calling
+// onChange, the directory, and a function writing a file there.
+func testFiles(t *testing.T, onChange func(*Rules)) (f *Files, dir string, write func(name, content string)) {
+	t.Helper()
+	dir = t.TempDir()
+	f, err := NewFiles(FilesConfig{Globs: []string{filepath.Join(dir, "*.yaml")}, OnChange: onChange,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, dir, func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
