@@ -49,8 +49,11 @@ const (
 	// AnnotationDubboMethods is on the ServiceEntry of a Dubbo service: the
 	// sorted, comma-joined union of its providers' methods.
 	AnnotationDubboMethods = "meshbridge.io/dubbo-methods"
-	ReservedPrefixMB       = "meshbridge.io/"
-	ReservedPrefixApp      = "app.kubernetes.io/"
+	// AnnotationDubboDefaults is on the ServiceEntry of a Dubbo service
+	// whose providers declare call defaults: RouteDefaults.String.
+	AnnotationDubboDefaults = "meshbridge.io/dubbo-defaults"
+	ReservedPrefixMB        = "meshbridge.io/"
+	ReservedPrefixApp       = "app.kubernetes.io/"
 )
 
 // ConfigKey identifies one object in the aggregate store.

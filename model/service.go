@@ -60,12 +60,15 @@ type Service struct {
 	// Routing is the VirtualService that applies to the host, nil when
 	// none; set and compared as Policy is. Read only.
 	Routing *networking.VirtualService
+	// Defaults are what the host's providers declare for their callers
+	// (the ServiceEntry's meshbridge.io/dubbo-defaults annotation).
+	Defaults RouteDefaults
 }
 
 // SameGeneratorInputs reports whether s and o generate the same clusters,
 // listeners and routes: the host, the namespace, each port's number, name
-// and protocol, and the DestinationRule and VirtualService (by identity)
-// are what the generators (package xds/gen) and EDS's mapping of endpoints
+// and protocol, the DestinationRule and VirtualService (by identity) and
+// the providers' defaults are what the generators (package xds/gen) and EDS's mapping of endpoints
 // to clusters (by port name) read; the other fields (resolution, labels,
 // selector, exportTo, addresses, location) are read by none of them, since every cluster meshbridge serves is type EDS. It is the
 // one rule of "a service changed for clients": serviceentry's push decisions
@@ -74,7 +77,7 @@ type Service struct {
 // A field added to Service must be classified in service_test.go.
 func (s *Service) SameGeneratorInputs(o *Service) bool {
 	return s == o || s.Hostname == o.Hostname && s.Namespace == o.Namespace && slices.Equal(s.Ports, o.Ports) &&
-		s.Policy == o.Policy && s.Routing == o.Routing
+		s.Policy == o.Policy && s.Routing == o.Routing && s.Defaults == o.Defaults
 }
 
 // Endpoint is one address a service port is served on: the unit of EDS. It

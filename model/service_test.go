@@ -13,7 +13,7 @@ import (
 // TestSameGeneratorInputsKnowsEveryField until it is listed in one, and
 // SameGeneratorInputs compares it if it is an input.
 var (
-	generatorInputs    = []string{"Hostname", "Namespace", "Ports", "Policy", "Routing"}
+	generatorInputs    = []string{"Hostname", "Namespace", "Ports", "Policy", "Routing", "Defaults"}
 	notGeneratorInputs = []string{"Resolution", "Labels", "Selector", "ExportTo", "Addresses", "MeshExternal"}
 )
 
@@ -49,6 +49,7 @@ func TestSameGeneratorInputs(t *testing.T) {
 		"other labels are the same":       {testService(func(s *Service) { s.Labels = map[string]string{"x": "y"} }), true},
 		"a DestinationRule differs":       {testService(func(s *Service) { s.Policy = &networking.DestinationRule{Host: "a"} }), false},
 		"a VirtualService differs":        {testService(func(s *Service) { s.Routing = &networking.VirtualService{Hosts: []string{"a"}} }), false},
+		"the providers' defaults differ":  {testService(func(s *Service) { s.Defaults.LoadBalance = "leastactive" }), false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -85,6 +86,19 @@ func TestSameGeneratorInputsKnowsEveryField(t *testing.T) {
 			m := reflect.MakeMap(v.Type())
 			m.SetMapIndex(reflect.ValueOf("changed"), reflect.ValueOf("changed"))
 			v.Set(m)
+		case reflect.Struct:
+			// A comparable value: its first field changed (every field of
+			// such a value is compared as one, by ==).
+			f0 := v.Field(0)
+			switch f0.Kind() {
+			case reflect.Int64:
+				f0.SetInt(f0.Int() + 1)
+			case reflect.String:
+				f0.SetString(f0.String() + "-changed")
+			default:
+				t.Errorf("Service.%s: a struct whose first field is a %s; teach this test to change it", f.Name, f0.Kind())
+				continue
+			}
 		default:
 			t.Errorf("Service.%s: a %s; teach this test to change it", f.Name, v.Kind())
 			continue

@@ -302,6 +302,10 @@ type InstanceExtra struct {
 	// Methods are the RPC methods the instance serves (Dubbo), for the
 	// ServiceEntry's meshbridge.io/dubbo-methods annotation.
 	Methods []string
+	// Defaults are what the provider declares for its callers (Dubbo's
+	// timeout, retries and loadbalance URL parameters, as written), for the
+	// ServiceEntry's meshbridge.io/dubbo-defaults annotation.
+	Defaults ProviderDefaults
 	// Invalid, when set, says why the watcher could not read the registry
 	// entry as an instance (e.g. a malformed Dubbo provider URL): translate
 	// rejects the instance with reason "malformed" and this detail, so that
@@ -309,6 +313,17 @@ type InstanceExtra struct {
 	// ID names the entry; its other fields may be zero.
 	Invalid string
 }
+
+// ProviderDefaults are a provider's declared call defaults, as its
+// registry writes them ("" unset): Dubbo's timeout (milliseconds), retries
+// (attempts after the first) and loadbalance (random, roundrobin,
+// leastactive, ...).
+type ProviderDefaults struct {
+	Timeout, Retries, LoadBalance string
+}
+
+// IsZero reports whether d declares nothing.
+func (d ProviderDefaults) IsZero() bool { return d == ProviderDefaults{} }
 
 // InvalidInstance is the instance that reports a registry entry the
 // watcher could not read: id names the entry, detail says why (see
@@ -333,6 +348,15 @@ func (i *Instance) Methods() []string {
 		return nil
 	}
 	return i.Extra.Methods
+}
+
+// Defaults returns Extra.Defaults, what the provider declares for its
+// callers; zero when Extra is nil.
+func (i *Instance) Defaults() ProviderDefaults {
+	if i.Extra == nil {
+		return ProviderDefaults{}
+	}
+	return i.Extra.Defaults
 }
 
 // Invalid returns Extra.Invalid, why the registry entry could not be read

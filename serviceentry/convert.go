@@ -36,6 +36,9 @@ func convertServices(cfg *model.Config) []*model.Service {
 	if se.WorkloadSelector != nil {
 		selector = se.WorkloadSelector.Labels
 	}
+	// Written by translate; one that does not parse (edited by hand, in a
+	// Kubernetes-read object) declares nothing.
+	defaults, _ := model.ParseRouteDefaults(cfg.Annotations[model.AnnotationDubboDefaults])
 	out := make([]*model.Service, 0, len(se.Hosts))
 	for _, host := range se.Hosts {
 		out = append(out, &model.Service{
@@ -48,6 +51,7 @@ func convertServices(cfg *model.Config) []*model.Service {
 			ExportTo:     se.ExportTo,
 			Addresses:    se.Addresses,
 			MeshExternal: se.Location == networking.ServiceEntry_MESH_EXTERNAL,
+			Defaults:     defaults,
 		})
 	}
 	return out

@@ -46,7 +46,10 @@
 //     annotations, spec), over meshbridge's own annotations: a ServiceEntry
 //     whose admitted instances declare methods (registries.InstanceExtra;
 //     a Dubbo service's) carries meshbridge.io/dubbo-methods, their sorted
-//     union, at most MaxDubboMethodsBytes.
+//     union, at most MaxDubboMethodsBytes; one whose admitted instances
+//     declare call defaults (Dubbo's timeout, retries, loadbalance)
+//     carries meshbridge.io/dubbo-defaults, the value most of them declare
+//     for each (model.RouteDefaults).
 //  6. Registry labels become Kubernetes labels, sanitized or dropped by the
 //     rules of "Registry labels" below; every label not carried exactly as
 //     written is reported in Result.LabelChanges with a reason.

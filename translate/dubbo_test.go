@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -190,5 +191,45 @@ func TestMalformedInstanceIsRejected(t *testing.T) {
 	want := []Rejection{{InstanceID: "raw%20url", Reason: RejectMalformed, Detail: "no port"}}
 	if diff := cmp.Diff(want, res.Rejected); diff != "" || len(res.WorkloadEntries) != 1 {
 		t.Errorf("rejections (-want +got):\n%s\nWorkloadEntries: %d, want 1", diff, len(res.WorkloadEntries))
+	}
+}
+
+// TestDubboDefaultsAnnotation: the call defaults a Dubbo service's
+// providers declare become meshbridge.io/dubbo-defaults: for each, the
+// value most providers declare (ties: the longer timeout, the fewer
+// retries), values that do not parse left out; none without any.
+func TestDubboDefaultsAnnotation(t *testing.T) {
+	tr := mustNew(t, Options{Registry: "zk", HostTemplate: DefaultHostTemplate})
+	declaring := func(id, addr string, d registries.ProviderDefaults) registries.Instance {
+		i := inst(id, addr, 20880, "dubbo")
+		i.Extra = &registries.InstanceExtra{Defaults: d}
+		return i
+	}
+	cases := map[string]struct {
+		defaults []registries.ProviderDefaults
+		want     string // "" no annotation
+	}{
+		"one provider": {defaults: []registries.ProviderDefaults{{Timeout: "200", Retries: "2", LoadBalance: "leastactive"}},
+			want: "timeout=200ms,retries=2,loadbalance=leastactive"},
+		"the most common; ties: the longer timeout, the fewer retries": {defaults: []registries.ProviderDefaults{
+			{Timeout: "200", Retries: "3"}, {Timeout: "500", Retries: "1"}, {Timeout: "200", Retries: "1"},
+			{Timeout: "500", Retries: "3", LoadBalance: "RoundRobin"}},
+			want: "timeout=500ms,retries=1,loadbalance=roundrobin"},
+		"values that do not parse are left out": {defaults: []registries.ProviderDefaults{{Timeout: "2s", Retries: "-1"},
+			{Timeout: "0"}}},
+		"nothing declared": {defaults: []registries.ProviderDefaults{{}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			svc := registries.Service{Name: "providers:a.B::", Host: "a.B.dubbo", PortPerProtocol: true}
+			for i, d := range tc.defaults {
+				svc.Instances = append(svc.Instances, declaring(fmt.Sprint(i), fmt.Sprintf("10.0.0.%d", i+1), d))
+			}
+			res := mustTranslate(t, tr, svc, Sticky{})
+			got, ok := res.ServiceEntry.Annotations[model.AnnotationDubboDefaults]
+			if got != tc.want || ok != (tc.want != "") {
+				t.Errorf("annotation %q (present %v), want %q", got, ok, tc.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -284,10 +285,11 @@ func checkFallbackHost(svc registries.Service, host, reason string) error {
 
 // entry is a validated WorkloadEntry spec for one instance.
 type entry struct {
-	id      string
-	port    uint32
-	methods []string // the instance's (Dubbo) methods
-	spec    *networking.WorkloadEntry
+	id       string
+	port     uint32
+	methods  []string                    // the instance's (Dubbo) methods
+	defaults registries.ProviderDefaults // what it declares for its callers (Dubbo)
+	spec     *networking.WorkloadEntry
 	// In WorkloadEntry form: labels are spec.Labels less the selection
 	// label (what the record keeps), weID names it (WorkloadEntryID), and
 	// reused is a WorkloadEntry of reuse with this spec, or nil.
@@ -368,7 +370,7 @@ func (t *Translator) buildEntries(mode EndpointMode, host string, plan *portPlan
 			Weight:   cmp.Or(c.inst.Weight, model.DefaultWeight),
 			Locality: c.locality,
 		}
-		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods(), spec: spec}
+		e := entry{id: c.inst.ID, port: c.inst.Port, methods: c.inst.Methods(), defaults: c.inst.Defaults(), spec: spec}
 		if weMode {
 			e.labels = labels
 			if len(e.labels) == 0 {
@@ -491,8 +493,67 @@ const MaxDubboMethodsBytes = 4096
 // serviceEntryAnnotations returns meshbridge's own annotations of a
 // ServiceEntry: when its entries serve methods (registries.InstanceExtra:
 // only Dubbo's do), meshbridge.io/dubbo-methods, the sorted union of their
-// methods; else nil.
+// methods; when they declare call defaults, meshbridge.io/dubbo-defaults
+// (routeDefaults); else nil.
 func serviceEntryAnnotations(entries []entry) map[string]string {
+	out := methodsAnnotation(entries)
+	if d := routeDefaults(entries); d != (model.RouteDefaults{}) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[model.AnnotationDubboDefaults] = d.String()
+	}
+	return out
+}
+
+// routeDefaults are the call defaults entries declare (Dubbo's timeout in
+// milliseconds, retries and loadbalance): for each, the value most of the
+// entries that declare a valid one declare, ties going to the longer
+// timeout, the fewer retries and the first load balancer name. A value
+// that does not parse is left out, as Dubbo ignores it.
+func routeDefaults(entries []entry) model.RouteDefaults {
+	timeouts, retries, balancers := map[int64]int{}, map[uint64]int{}, map[string]int{}
+	for _, e := range entries {
+		if ms, err := strconv.ParseInt(e.defaults.Timeout, 10, 64); err == nil && ms > 0 && ms <= maxDefaultTimeoutMs {
+			timeouts[ms]++
+		}
+		if n, err := strconv.ParseUint(e.defaults.Retries, 10, 32); err == nil {
+			retries[n]++
+		}
+		if lb := strings.ToLower(strings.TrimSpace(e.defaults.LoadBalance)); lb != "" && utf8.ValidString(lb) && len(lb) <= 64 {
+			balancers[lb]++
+		}
+	}
+	var d model.RouteDefaults
+	if ms, ok := mostCommon(timeouts, func(a, b int64) bool { return a > b }); ok {
+		d.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	if n, ok := mostCommon(retries, func(a, b uint64) bool { return a < b }); ok {
+		d.Retries, d.RetriesSet = uint32(n), true
+	}
+	d.LoadBalance, _ = mostCommon(balancers, func(a, b string) bool { return a < b })
+	return d
+}
+
+// maxDefaultTimeoutMs bounds a declared timeout: a day.
+const maxDefaultTimeoutMs = 24 * 3600 * 1000
+
+// mostCommon returns the key counted most often, ties going to the key
+// better says comes first; false when counts is empty.
+func mostCommon[K comparable](counts map[K]int, better func(a, b K) bool) (K, bool) {
+	var best K
+	n := 0
+	for k, c := range counts {
+		if c > n || c == n && better(k, best) {
+			best, n = k, c
+		}
+	}
+	return best, n > 0
+}
+
+// methodsAnnotation is meshbridge.io/dubbo-methods of entries, nil when
+// they serve no method.
+func methodsAnnotation(entries []entry) map[string]string {
 	var methods []string
 	for _, e := range entries {
 		for _, m := range e.methods {

@@ -203,8 +203,10 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 			ports = append(ports, registries.Port{Number: p.Port, Protocol: p.Protocol})
 		}
 	}
-	if len(methods) > 0 || len(ports) > 0 {
-		inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: methods}
+	defaults := registries.ProviderDefaults{Timeout: first.Params["timeout"], Retries: first.Params["retries"],
+		LoadBalance: first.Params["loadbalance"]}
+	if len(methods) > 0 || len(ports) > 0 || !defaults.IsZero() {
+		inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: methods, Defaults: defaults}
 	}
 	return inst
 }

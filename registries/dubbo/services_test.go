@@ -114,6 +114,23 @@ func TestInterfaceServices(t *testing.T) {
 			}},
 		},
 		{
+			name: "the call defaults a provider declares (timeout, retries, loadbalance) are kept as written, not as labels",
+			providers: []string{
+				"tri://10.0.0.1:50051/com.foo.S?application=a&timeout=200&retries=2&loadbalance=leastactive&side=provider",
+			},
+			want: []registries.Service{{
+				Name: "providers:com.foo.S::",
+				Host: idHost(Identity{Interface: iface, Application: "a"}), PortPerProtocol: true,
+				Instances: []registries.Instance{{
+					ID: "10.0.0.1:50051", Address: "10.0.0.1", Port: 50051, Protocol: "tri",
+					Extra: &registries.InstanceExtra{
+						Defaults: registries.ProviderDefaults{Timeout: "200", Retries: "2", LoadBalance: "leastactive"},
+					},
+					Labels: map[string]string{"application": "a"},
+				}},
+			}},
+		},
+		{
 			name: "two processes on one address are two instances, their ports paired in order",
 			providers: []string{
 				"dubbo://10.0.0.1:20881/com.foo.S?application=a",

@@ -43,7 +43,7 @@ func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
 // served instead of what the policy asks.
 func clusterFor(svc *model.Service, port model.Port, lacks Features) (c *cluster.Cluster, substituted []string) {
 	c = buildCluster(svc.Hostname, port)
-	return c, applyTrafficPolicy(c, portPolicy(svc.Policy.GetTrafficPolicy(), port.Number), lacks)
+	return c, applyTrafficPolicy(c, servedPolicy(svc, port.Number), lacks)
 }
 
 func buildCluster(host string, port model.Port) *cluster.Cluster {

@@ -10,8 +10,11 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/model"
 )
 
 // This file translates a DestinationRule's traffic policy into the cluster
@@ -79,6 +82,52 @@ func portPolicy(tp *networking.TrafficPolicy, port uint32) *networking.TrafficPo
 		out.Tls = pl.GetTls()
 	}
 	return out
+}
+
+// servedPolicy is the traffic policy of svc's port: its DestinationRule's
+// (portPolicy), with the load balancer its providers declare (Dubbo's
+// loadbalance, dubboBalancers) when the rule sets none.
+func servedPolicy(svc *model.Service, port uint32) *networking.TrafficPolicy {
+	tp := portPolicy(svc.Policy.GetTrafficPolicy(), port)
+	lb, ok := dubboBalancers[svc.Defaults.LoadBalance]
+	if !ok || tp.GetLoadBalancer() != nil {
+		return tp
+	}
+	out := &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+		LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: lb}}}
+	if tp != nil {
+		out.ConnectionPool, out.OutlierDetection, out.Tls = tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls()
+	}
+	return out
+}
+
+// dubboBalancers are Dubbo's load balancers with a gRPC equivalent:
+// leastactive (fewest calls in flight) is least request; roundrobin and
+// random are round robin (gRPC has no random balancer; both spread calls
+// evenly). The others (consistenthash on the first argument,
+// shortestresponse, adaptive) have none, and clients round robin.
+var dubboBalancers = map[string]networking.LoadBalancerSettings_SimpleLB{
+	"leastactive": networking.LoadBalancerSettings_LEAST_REQUEST,
+	"roundrobin":  networking.LoadBalancerSettings_ROUND_ROBIN,
+	"random":      networking.LoadBalancerSettings_ROUND_ROBIN,
+}
+
+// applyRouteDefaults sets on a, the route of a host without a
+// VirtualService, the timeout (max_stream_duration, as a VirtualService
+// timeout is served) and the retries (num_retries on the gRPC part of
+// Istio's default conditions) its providers declare (Dubbo's timeout and
+// retries); none when retries is 0.
+func applyRouteDefaults(a *route.RouteAction, d model.RouteDefaults) {
+	if a == nil {
+		return
+	}
+	if d.Timeout > 0 {
+		t := durationpb.New(d.Timeout)
+		a.MaxStreamDuration = &route.RouteAction_MaxStreamDuration{MaxStreamDuration: t, GrpcTimeoutHeaderMax: t}
+	}
+	if d.RetriesSet && d.Retries > 0 {
+		a.RetryPolicy = &route.RetryPolicy{RetryOn: strings.Join(defaultRetryOn, ","), NumRetries: wrapperspb.UInt32(d.Retries)}
+	}
 }
 
 // applyTrafficPolicy sets on c what tp (a port's policy, portPolicy)

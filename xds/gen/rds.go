@@ -27,7 +27,10 @@ func buildRoutes(services []*model.Service) map[string]*route.RouteConfiguration
 // injects faults.
 func routeFor(svc *model.Service, port uint32) (*route.RouteConfiguration, bool) {
 	host, name := svc.Hostname, ListenerName(port, svc.Hostname)
-	routes, faults := virtualHostRoutes(host, port, svc.Routing, routeHashPolicy(portPolicy(svc.Policy.GetTrafficPolicy(), port)))
+	routes, faults := virtualHostRoutes(host, port, svc.Routing, routeHashPolicy(servedPolicy(svc, port)))
+	if svc.Routing == nil {
+		applyRouteDefaults(routes[0].GetRoute(), svc.Defaults)
+	}
 	return &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	faultcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
@@ -200,4 +201,55 @@ func TestUnservedRouting(t *testing.T) {
 		"tcp[0]",
 	}, UnservedRouting(vs))
 	assertEqual(t, []string(nil), UnservedRouting(nil))
+}
+
+// TestProviderDefaults: what a host's providers declare (Dubbo's timeout,
+// retries and loadbalance) is its route's timeout and retries and its
+// cluster's load balancer when no VirtualService or DestinationRule says
+// otherwise.
+func TestProviderDefaults(t *testing.T) {
+	defaults := model.RouteDefaults{Timeout: 200 * time.Millisecond, Retries: 2, RetriesSet: true, LoadBalance: "leastactive"}
+	svc := func(mut func(*model.Service)) *model.Service {
+		s := &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "tri", Number: 50051, Protocol: model.ProtocolGRPC}},
+			Defaults: defaults}
+		if mut != nil {
+			mut(s)
+		}
+		return s
+	}
+	ms := durationpb.New(200 * time.Millisecond)
+	withDefaults := &route.RouteAction{
+		ClusterSpecifier:  &route.RouteAction_Cluster{Cluster: "outbound|50051||a.local"},
+		MaxStreamDuration: &route.RouteAction_MaxStreamDuration{MaxStreamDuration: ms, GrpcTimeoutHeaderMax: ms},
+		RetryPolicy:       &route.RetryPolicy{RetryOn: "cancelled,unavailable", NumRetries: wrapperspb.UInt32(2)},
+	}
+	cases := map[string]struct {
+		svc       *model.Service
+		wantRoute *route.RouteAction
+		wantLB    cluster.Cluster_LbPolicy
+	}{
+		"the declared timeout, retries and balancer": {svc: svc(nil), wantRoute: withDefaults, wantLB: cluster.Cluster_LEAST_REQUEST},
+		"0 retries: no retry policy": {svc: svc(func(s *model.Service) { s.Defaults.Retries = 0 }),
+			wantRoute: &route.RouteAction{ClusterSpecifier: withDefaults.ClusterSpecifier, MaxStreamDuration: withDefaults.MaxStreamDuration},
+			wantLB:    cluster.Cluster_LEAST_REQUEST},
+		"random is round robin": {svc: svc(func(s *model.Service) { s.Defaults.LoadBalance = "random" }),
+			wantRoute: withDefaults, wantLB: cluster.Cluster_ROUND_ROBIN},
+		"a VirtualService overrides the route's": {svc: svc(func(s *model.Service) {
+			s.Routing = &networking.VirtualService{Hosts: []string{"a.local"}, Http: []*networking.HTTPRoute{{
+				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a.local"}}}}}}
+		}), wantRoute: &route.RouteAction{ClusterSpecifier: withDefaults.ClusterSpecifier}, wantLB: cluster.Cluster_LEAST_REQUEST},
+		"a DestinationRule's balancer overrides the declared one": {svc: svc(func(s *model.Service) {
+			s.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{
+					Simple: networking.LoadBalancerSettings_ROUND_ROBIN}}}}
+		}), wantRoute: withDefaults, wantLB: cluster.Cluster_ROUND_ROBIN},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rc, _ := routeFor(tc.svc, 50051)
+			assertEqual(t, tc.wantRoute, rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute())
+			c, _ := clusterFor(tc.svc, tc.svc.Ports[0], RandomLB|RingHash)
+			assertEqual(t, tc.wantLB, c.LbPolicy)
+		})
+	}
 }

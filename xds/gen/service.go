@@ -23,7 +23,7 @@ func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource
 	routes = make([]types.Resource, 0, len(svc.Ports))
 	for _, port := range svc.Ports {
 		clusters = append(clusters, vary(ClusterName(port.Number, svc.Hostname),
-			featuresUsed(portPolicy(svc.Policy.GetTrafficPolicy(), port.Number)),
+			featuresUsed(servedPolicy(svc, port.Number)),
 			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, lacks) }))
 		name := ListenerName(port.Number, svc.Hostname)
 		rc, faults := routeFor(svc, port.Number)
