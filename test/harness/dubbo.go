@@ -3,12 +3,15 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // This file runs the dubbo-go test provider (test/dubbo/provider, a dubbo-go
@@ -96,6 +99,11 @@ type DubboProviderOptions struct {
 	MetadataPort int
 	// Weight is the provider's weight; 0 is dubbo-go's default.
 	Weight int64
+	// Params are extra service URL parameters (a provider's call
+	// defaults: timeout, retries, loadbalance); dubbo-go provider only.
+	Params map[string]string
+	// GreetDelay delays each Triple Greet answer; dubbo-go provider only.
+	GreetDelay time.Duration
 }
 
 // DubboProvider is a running dubbo-go test provider started by
@@ -223,6 +231,12 @@ func (o DubboProviderOptions) args() []string {
 	add("-dubbo-port", strconv.Itoa(o.DubboPort))
 	add("-metadata-port", strconv.Itoa(o.MetadataPort))
 	add("-weight", strconv.FormatInt(o.Weight, 10))
+	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
+		a = append(a, "-param", k+"="+o.Params[k])
+	}
+	if o.GreetDelay > 0 {
+		a = append(a, "-greet-delay", o.GreetDelay.String())
+	}
 	return a
 }
 

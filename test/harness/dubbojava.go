@@ -49,6 +49,9 @@ func StartDubboJavaProvider(t testing.TB, opts DubboProviderOptions) *DubboProvi
 	RequireNetNS(t, "dubbo-java")
 	cp := JavaPeerClasspath(t, "dubbo-java", "MESHBRIDGE_DUBBO_JAVA_DIR")
 	java := javaPath(t, "dubbo-java")
+	if len(opts.Params) > 0 || opts.GreetDelay > 0 {
+		t.Fatal("StartDubboJavaProvider: Params and GreetDelay are the dubbo-go provider's")
+	}
 	if opts.Namespace != "" {
 		t.Fatal("StartDubboJavaProvider: a Nacos namespace is not supported")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
@@ -14,10 +15,16 @@ import (
 // come from tripleGreetServiceInfo. Its type name must be exported: dubbo-go
 // refuses a service whose type is not.
 type TripleGreetService struct {
-	from string // "app@127.0.0.1:port"
+	from  string        // "app@127.0.0.1:port"
+	delay time.Duration // before each Greet answer (-greet-delay)
 }
 
-func (s *TripleGreetService) Greet(_ context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+func (s *TripleGreetService) Greet(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return wrapperspb.String("hello " + in.GetValue() + " from " + s.from), nil
 }
 

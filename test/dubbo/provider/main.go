@@ -63,6 +63,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"dubbo.apache.org/dubbo-go/v3"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
@@ -86,6 +87,11 @@ type config struct {
 	triPort, dubboPort, metadataPort int
 	metadata, logLevel               string
 	weight                           int64
+	// params are extra service URL parameters (-param k=v: a Dubbo
+	// provider's call defaults, timeout=200); greetDelay delays each
+	// Triple Greet answer.
+	params     map[string]string
+	greetDelay time.Duration
 }
 
 func main() {
@@ -122,6 +128,18 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.metadataPort, "metadata-port", 0, "MetadataService port (with -metadata local)")
 	fs.Int64Var(&c.weight, "weight", 0, "provider weight (0: dubbo-go's default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "dubbo-go log level")
+	fs.Func("param", "service URL parameter k=v (repeatable), e.g. timeout=200", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not k=v", v)
+		}
+		if c.params == nil {
+			c.params = map[string]string{}
+		}
+		c.params[k] = val
+		return nil
+	})
+	fs.DurationVar(&c.greetDelay, "greet-delay", 0, "delay of each Triple Greet answer")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -220,10 +238,13 @@ func run(c *config, stdout *os.File) error {
 	if c.version != "" {
 		svcOpts = append(svcOpts, server.WithVersion(c.version))
 	}
+	for k, v := range c.params {
+		svcOpts = append(svcOpts, server.WithParam(k, v))
+	}
 	for _, p := range c.protocols {
 		opts := append(svcOpts[:len(svcOpts):len(svcOpts)], onlyProtocol(p))
 		if p == "tri" {
-			err = srv.Register(&TripleGreetService{from: from(c.app, c.triPort)}, tripleGreetServiceInfo(c.iface), opts...)
+			err = srv.Register(&TripleGreetService{from: from(c.app, c.triPort), delay: c.greetDelay}, tripleGreetServiceInfo(c.iface), opts...)
 		} else {
 			err = srv.Register(&DubboGreetService{from: from(c.app, c.dubboPort)}, nil, opts...)
 		}
