@@ -142,10 +142,10 @@ func TestStatusAndConvergence(t *testing.T) {
 	rejected := nacker.State(resourcev3.ClusterType).NACKed
 	for _, row := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^consul-e2e\s+consul\s+yes\s+no\s+1\s+1\s`),
-		regexp.MustCompile(`(?m)^e2e-status-sotw\s+127\.0\.0\.1:\d+\s+sotw\s+grpc\s+CDS\s+` + w["e2e-status-sotw"].cds + `\s+` + w["e2e-status-sotw"].cds + `\s`),
+		regexp.MustCompile(`(?m)^e2e-status-sotw\s+127\.0\.0\.1:\d+\s+sotw\s+grpc/unknown\s+CDS\s+` + w["e2e-status-sotw"].cds + `\s+` + w["e2e-status-sotw"].cds + `\s`),
 		regexp.MustCompile(`(?m)^\s+EDS\s+` + w["e2e-status-sotw"].eds + `\s+` + w["e2e-status-sotw"].eds + `\s`),
-		regexp.MustCompile(`(?m)^e2e-status-delta\s+127\.0\.0\.1:\d+\s+delta\s+envoy\s+CDS\s+` + w["e2e-status-delta"].cds + `\s+` + w["e2e-status-delta"].cds + `\s`),
-		regexp.MustCompile(`(?m)^e2e-status-nack\s+127\.0\.0\.1:\d+\s+sotw\s+envoy\s+CDS\s+` + rejected + `\s+-\s+-\s+` +
+		regexp.MustCompile(`(?m)^e2e-status-delta\s+127\.0\.0\.1:\d+\s+delta\s+envoy/unknown\s+CDS\s+` + w["e2e-status-delta"].cds + `\s+` + w["e2e-status-delta"].cds + `\s`),
+		regexp.MustCompile(`(?m)^e2e-status-nack\s+127\.0\.0\.1:\d+\s+sotw\s+envoy/unknown\s+CDS\s+` + rejected + `\s+-\s+-\s+-\s+` +
 			regexp.QuoteMeta(rejected+": "+nackMessage) + `$`),
 		regexp.MustCompile(`(?m)^Kubernetes output: off`),
 	} {
