@@ -39,13 +39,14 @@ func (s *DiscoveryServer) SetPolicies(p Policies) {
 // without looking the host up again; after SetPolicies each host is
 // looked up once more, and a copy whose objects did not change is kept.
 // So a full push that changes neither allocates nothing, costs one map
-// lookup per service, and the pushed service keeps its identity
+// lookup per service (none for a service at the index it had in the last
+// push), and the pushed service keeps its identity
 // (model.Service.SameGeneratorInputs answers at once). s.pushMu is held.
 func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Service {
 	p := s.policies.Load()
 	if p == nil || *p == nil {
 		clear(s.attached)
-		s.attachedFrom = nil
+		s.attachedFrom, s.lastSrc, s.lastOut = nil, nil, nil
 		return services
 	}
 	if s.attached == nil {
@@ -55,6 +56,10 @@ func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Servi
 	s.attachedFrom = p
 	out := make([]*model.Service, len(services))
 	for i, svc := range services {
+		if same && i < len(s.lastSrc) && s.lastSrc[i] == svc {
+			out[i] = s.lastOut[i]
+			continue
+		}
 		c, ok := s.attached[svc]
 		if ok && same {
 			out[i] = c
@@ -83,5 +88,6 @@ func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Servi
 		}
 		s.attached = keep
 	}
+	s.lastSrc, s.lastOut = services, out
 	return out
 }

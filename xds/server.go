@@ -140,6 +140,9 @@ type DiscoveryServer struct {
 	policies     atomic.Pointer[Policies]
 	attached     map[*model.Service]*model.Service
 	attachedFrom *Policies
+	// lastSrc and lastOut are the last full push's source services and
+	// what it pushed for each, by index: the fast path of withPolicies.
+	lastSrc, lastOut []*model.Service
 }
 
 // NewDiscoveryServer returns a server that generates from src. It starts
