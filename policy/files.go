@@ -218,7 +218,7 @@ func (f *Files) decide(objs []Object) (*Rules, Status) {
 		}
 	}
 	f.valid, f.validRouting, f.logged = d.valid, d.validRouting, d.logged
-	return &Rules{destinations: newHostIndex(d.destinations), routing: newHostIndex(d.routing)}, st
+	return NewRules(d.destinations, d.routing), st
 }
 
 // decision is one decide call's state.

@@ -70,6 +70,13 @@ func (x *hostIndex[T]) same(y *hostIndex[T]) bool {
 	return maps.Equal(x.exact, y.exact) && slices.Equal(x.wildcards, y.wildcards)
 }
 
+// NewRules returns the rules of destination rules and virtual services
+// given by host (lower case; "*" and "*.<suffix>" wildcards), as Files
+// hands them out: the objects themselves, matched by rule 4.
+func NewRules(destinations map[string]*networking.DestinationRule, routing map[string]*networking.VirtualService) *Rules {
+	return &Rules{destinations: newHostIndex(destinations), routing: newHostIndex(routing)}
+}
+
 // For returns the DestinationRule of host (rule 4), nil when none
 // matches. A nil Rules has none.
 func (r *Rules) For(host string) *networking.DestinationRule {

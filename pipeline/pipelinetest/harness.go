@@ -24,10 +24,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	networking "istio.io/api/networking/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/pipeline"
+	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -91,9 +93,12 @@ type Harness struct {
 	regs map[string]*Registry
 	conn *grpc.ClientConn
 	stop func()
-	// policy is the traffic policy served (SetPolicy), nil none;
-	// policyObjects the objects made for each (host, Policy).
-	policy        *policies
+	// policy is the traffic policy served (SetPolicy), nil none, made of
+	// rules and routing by host; policyObjects the objects made for each
+	// (host, Policy).
+	policy        *policy.Rules
+	rules         map[string]*networking.DestinationRule
+	routing       map[string]*networking.VirtualService
 	policyObjects map[string]any
 }
 

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
+
+	"github.com/meshbridge/meshbridge/policy"
 )
 
 // Policy is a traffic policy a Policy step gives a host: a DestinationRule
@@ -34,33 +36,6 @@ const (
 var policyNames = [...]string{"NoPolicy", "Outliers", "LeastRequest", "RingHash", "Timeout"}
 
 func (p Policy) String() string { return policyNames[p] }
-
-// policies is the policy a harness serves: immutable once handed to the
-// xDS server. It implements xds.Policies; host keys are exact hosts or
-// "*.<suffix>" wildcards, the most specific winning.
-type policies struct {
-	rules   map[string]*networking.DestinationRule
-	routing map[string]*networking.VirtualService
-}
-
-func (p *policies) For(host string) *networking.DestinationRule { return lookup(p.rules, host) }
-
-func (p *policies) RoutingFor(host string) *networking.VirtualService { return lookup(p.routing, host) }
-
-// lookup finds host's object: its own, else the longest wildcard's.
-func lookup[T any](m map[string]*T, host string) *T {
-	if v := m[host]; v != nil {
-		return v
-	}
-	var best *T
-	bestLen := -1
-	for k, v := range m {
-		if suffix, ok := strings.CutPrefix(k, "*"); ok && strings.HasSuffix(host, suffix) && len(suffix) > bestLen {
-			best, bestLen = v, len(suffix)
-		}
-	}
-	return best
-}
 
 // policyObject returns the object of policy p for host, the same one for
 // the same (host, p) (package policy's rule 5: an unchanged rule is the
@@ -105,22 +80,22 @@ func (h *Harness) policyObject(host string, p Policy) any {
 // are kept apart: NoPolicy removes both) and hands the xDS server the new
 // set, as the policy source does on a change.
 func (h *Harness) SetPolicy(host string, p Policy) {
-	next := &policies{rules: map[string]*networking.DestinationRule{}, routing: map[string]*networking.VirtualService{}}
-	if h.policy != nil {
-		maps.Copy(next.rules, h.policy.rules)
-		maps.Copy(next.routing, h.policy.routing)
+	if h.rules == nil {
+		h.rules, h.routing = map[string]*networking.DestinationRule{}, map[string]*networking.VirtualService{}
 	}
 	switch obj := h.policyObject(host, p).(type) {
 	case *networking.DestinationRule:
-		next.rules[host] = obj
+		h.rules[host] = obj
 	case *networking.VirtualService:
-		next.routing[host] = obj
+		h.routing[host] = obj
 	default:
-		delete(next.rules, host)
-		delete(next.routing, host)
+		delete(h.rules, host)
+		delete(h.routing, host)
 	}
-	h.policy = next
-	h.Pipeline.XDS.SetPolicies(next)
+	// package policy's own matching (a host's object, else the longest
+	// wildcard's), as the policy source hands it to the xDS server.
+	h.policy = policy.NewRules(maps.Clone(h.rules), maps.Clone(h.routing))
+	h.Pipeline.XDS.SetPolicies(h.policy)
 }
 
 // SetPolicyStep gives host policy p (Harness.SetPolicy).

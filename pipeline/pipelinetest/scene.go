@@ -460,11 +460,12 @@ func RestartBridge() Step {
 			})
 		}
 		s.H.Stop()
-		policy, objects := s.H.policy, s.H.policyObjects
+		prev := s.H
 		s.H = Start(s.H.T, s.H.opts)
 		// The policy source reads its files again on start: the same
 		// policy serves from the first push.
-		s.H.policy, s.H.policyObjects = policy, objects
+		s.H.policy, s.H.rules, s.H.routing, s.H.policyObjects = prev.policy, prev.rules, prev.routing, prev.policyObjects
+		policy := s.H.policy
 		if policy != nil {
 			s.H.Pipeline.XDS.SetPolicies(policy)
 		}
