@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -226,7 +227,6 @@ func RetryCondition(cond string) bool {
 	if envoyRetryConditions[cond] || slices.Contains(gen.GRPCRetryConditions, cond) {
 		return true
 	}
-	var code int
-	_, err := fmt.Sscanf(cond, "%d", &code)
-	return err == nil && fmt.Sprint(code) == cond && code >= 100 && code <= 599
+	code, err := strconv.Atoi(cond)
+	return err == nil && strconv.Itoa(code) == cond && code >= 100 && code <= 599
 }
