@@ -11,7 +11,8 @@
 //     error, as istiod's validation makes it.
 //  2. A DestinationRule is validated as istiod validates one, for the
 //     fields meshbridge serves and their neighbours: a host (an FQDN, or
-//     "*" or "*.<suffix>"), unique non-empty subset names, positive
+//     "*" or "*.<suffix>"), unique subset names that are DNS-1123
+//     labels, subset labels that are Kubernetes labels, positive
 //     durations, percentages within 0-100, a port-level setting per port
 //     number 1-65535; for a VirtualService, hosts (no "*" alone), routes
 //     with destination weights summing to 100 when there are several,

@@ -93,7 +93,9 @@ type RuleStatus struct {
 	// is served for (those no earlier one has, rule 8).
 	Host  string   `json:"host,omitempty"`
 	Hosts []string `json:"hosts,omitempty"`
-	// Unserved are the fields no proxyless client is served (gen.Unserved).
+	// Unserved are the fields no proxyless client is served (gen.Unserved,
+	// gen.UnservedRouting) and a VirtualService's destination subsets no
+	// DestinationRule defines (MissingSubsets).
 	Unserved []string `json:"unserved,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
 }
@@ -217,8 +219,49 @@ func (f *Files) decide(objs []Object) (*Rules, Status) {
 			d.destinationRule(o)
 		}
 	}
+	rules := NewRules(d.destinations, d.routing)
+	for i, rs := range st.Rules {
+		if rs.Kind != KindVirtualService {
+			continue
+		}
+		vs := d.validRouting[rs.ID]
+		missing := MissingSubsets(vs, rules)
+		if len(missing) > 0 && !d.f.logged[missingKey{vs, strings.Join(missing, "\n")}] {
+			d.f.log.Warn("A VirtualService routes to subsets no DestinationRule defines; calls routed to them fail",
+				"rule", rs.ID, "subsets", missing)
+		}
+		d.logged[missingKey{vs, strings.Join(missing, "\n")}] = true
+		st.Rules[i].Unserved = append(st.Rules[i].Unserved, missing...)
+	}
 	f.valid, f.validRouting, f.logged = d.valid, d.validRouting, d.logged
-	return NewRules(d.destinations, d.routing), st
+	return rules, st
+}
+
+// missingKey is the log-once key of a VirtualService's missing subsets.
+type missingKey struct {
+	vs      *networking.VirtualService
+	missing string
+}
+
+// MissingSubsets names each destination of vs whose subset the
+// DestinationRule of its host (rules.For) does not define, as
+// "http[0].route[1].destination.subset: v3 (not a subset of
+// reviews.dubbo's DestinationRule: calls routed to it fail)": the
+// destination is served as the subset's cluster, which no client finds
+// (gen.SubsetClusterName), as istiod serves it.
+func MissingSubsets(vs *networking.VirtualService, rules *Rules) []string {
+	var out []string
+	for i, hr := range vs.GetHttp() {
+		for k, dst := range hr.GetRoute() {
+			sub, host := dst.GetDestination().GetSubset(), dst.GetDestination().GetHost()
+			if sub == "" || slices.ContainsFunc(rules.For(host).GetSubsets(), func(s *networking.Subset) bool { return s.GetName() == sub }) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("http[%d].route[%d].destination.subset: %s (not a subset of %s's DestinationRule: "+
+				"calls routed to it fail)", i, k, sub, host))
+		}
+	}
+	return out
 }
 
 // decision is one decide call's state.
@@ -290,8 +333,10 @@ func (d *decision) destinationRule(o Object) {
 	d.valid[id] = rule
 	d.destinations[rule.GetHost()] = rule
 	unserved := gen.Unserved(rule.GetTrafficPolicy())
-	if len(rule.GetSubsets()) > 0 {
-		unserved = append(unserved, "subsets")
+	for i, sub := range rule.GetSubsets() {
+		for _, f := range gen.Unserved(sub.GetTrafficPolicy()) {
+			unserved = append(unserved, fmt.Sprintf("subsets[%d].trafficPolicy.%s", i, f))
+		}
 	}
 	d.note(rule, id, unserved, "host", rule.GetHost())
 	d.st.Rules = append(d.st.Rules, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(), Unserved: unserved})

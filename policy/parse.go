@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/golang/protobuf/jsonpb" //nolint:staticcheck // istiod's YAML decoding: Go durations
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -198,8 +201,19 @@ func validate(dr *networking.DestinationRule) error {
 			return fmt.Errorf("%s.name is empty", at)
 		case names[s.GetName()]:
 			return fmt.Errorf("%s.name %q: a subset of that name comes before", at, s.GetName())
+		case len(validation.IsDNS1123Label(s.GetName())) > 0:
+			return fmt.Errorf("%s.name %q: not a DNS-1123 label (%s)", at, s.GetName(),
+				strings.Join(validation.IsDNS1123Label(s.GetName()), "; "))
 		}
 		names[s.GetName()] = true
+		for _, k := range slices.Sorted(maps.Keys(s.GetLabels())) {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				return fmt.Errorf("%s.labels: key %q: %s", at, k, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(s.GetLabels()[k]); len(errs) > 0 {
+				return fmt.Errorf("%s.labels[%s]: value %q: %s", at, k, s.GetLabels()[k], strings.Join(errs, "; "))
+			}
+		}
 		if err := validatePolicy(at+".trafficPolicy", s.GetTrafficPolicy()); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,12 @@ func TestParse(t *testing.T) {
 		"duplicate subsets": {doc: dr("a", "web", "  subsets:\n  - name: v1\n  - name: v1\n"), wantErr: "subsets[1].name"},
 		"a subset without a name": {doc: dr("a", "web", "  subsets:\n  - labels: {version: v1}\n"),
 			wantErr: "subsets[0].name is empty"},
+		"a subset name that is no DNS label": {doc: dr("a", "web", "  subsets:\n  - name: V1\n"),
+			wantErr: `subsets[0].name "V1": not a DNS-1123 label`},
+		"a subset label that is no label": {doc: dr("a", "web", "  subsets:\n  - name: v1\n    labels: {version: 'v 1'}\n"),
+			wantErr: `subsets[0].labels[version]: value "v 1"`},
+		"subsets with traffic policies": {doc: dr("a", "web", "  subsets:\n  - name: v1\n    labels: {version: v1}\n"+
+			"    trafficPolicy:\n      loadBalancer: {simple: LEAST_REQUEST}\n")},
 		"a Gateway is set aside": {doc: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec: {}\n",
 			ignored: true},
 	}
@@ -278,6 +285,32 @@ func TestFilesVirtualServices(t *testing.T) {
 	}
 	if got.For("web.service.consul") != nil {
 		t.Errorf("the removed DestinationRule still serves")
+	}
+}
+
+// TestFilesSubsets: subsets are served, fields of a subset's traffic
+// policy no client is served are named with the subset, and a
+// VirtualService routing to a subset no DestinationRule defines is named
+// in its status, as it is served (a cluster no client finds).
+func TestFilesSubsets(t *testing.T) {
+	var got *Rules
+	f, _, write := testFiles(t, func(r *Rules) { got = r })
+	write("a.yaml", dr("web", "web.service.consul", "  subsets:\n  - name: v1\n    labels: {version: v1}\n"+
+		"  - name: v2\n    labels: {version: v2}\n    trafficPolicy:\n      tls: {mode: SIMPLE}\n")+"---\n"+
+		vs("web", "  hosts: [web.service.consul]\n  http:\n  - route:\n    - destination: {host: web.service.consul, subset: v1}\n"+
+			"      weight: 90\n    - destination: {host: web.service.consul, subset: v3}\n      weight: 10\n"))
+	f.Read()
+	if len(got.For("web.service.consul").GetSubsets()) != 2 {
+		t.Fatalf("rule %v", got.For("web.service.consul"))
+	}
+	st := f.Status()
+	if len(st.Rules) != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	wantDR := []string{"subsets[1].trafficPolicy.tls.mode"}
+	wantVS := []string{"http[0].route[1].destination.subset: v3 (not a subset of web.service.consul's DestinationRule: calls routed to it fail)"}
+	if !slices.Equal(st.Rules[0].Unserved, wantDR) || !slices.Equal(st.Rules[1].Unserved, wantVS) {
+		t.Errorf("unserved %q and %q, want %q and %q", st.Rules[0].Unserved, st.Rules[1].Unserved, wantDR, wantVS)
 	}
 }
 

@@ -23,9 +23,11 @@
 //     and an empty set keeps the service key (Istio release-1.29
 //     pilot/pkg/xds/eds.go edsCacheUpdate; docs/design.md §5). Unlike
 //     Istio, a changed set of service accounts never pushes full, and a
-//     change of only labels, service accounts or workload names pushes
-//     nothing: Istio's clusters carry the accounts as TLS subject alt names
-//     and its LbEndpoints carry metadata; meshbridge's carry neither. This
+//     change of only service accounts or workload names pushes nothing,
+//     nor does one of only labels unless the service's DestinationRule has
+//     subsets (which select by labels): Istio's clusters carry the
+//     accounts as TLS subject alt names and its LbEndpoints carry
+//     metadata; meshbridge's carry neither. This
 //     is the one statement of that rule; the XDSUpdater docs refer to it.
 //     shards.go, updater.go.
 //  2. Requests are merged with PushRequest.Merge and pushed after a quiet

@@ -12,9 +12,10 @@ import (
 // A full push diffs the services against those of the last full push
 // (endpointShards.swapPushed): what the caches' Clusters, Listeners and
 // RouteConfigurations were generated from. The generators read nothing of a
-// service but its hostname and ports (name, number, protocol;
-// gen.Resources), so a full push generates only the services whose inputs
-// differ (model.Service.SameGeneratorInputs), removes the resources of those gone, and hands
+// service but its generator inputs (model.Service.SameGeneratorInputs:
+// hostname, ports, DestinationRule, VirtualService, providers' defaults),
+// so a full push generates only the services whose inputs differ, removes
+// the resources of those gone (a port's, a subset's: gen.ClusterNames), and hands
 // the caches nothing for the others: the caches hold the one encoding of
 // each resource, and nothing else keeps a copy.
 
@@ -52,11 +53,11 @@ func diff(services, prev, vanished []*model.Service) generation {
 		add(g.routes, routes)
 		g.regenerated = append(g.regenerated, svc)
 		if prev[i] != nil {
-			g.removeVanishedPorts(prev[i], svc)
+			g.removeVanished(prev[i], svc)
 		}
 	}
 	for _, svc := range vanished {
-		g.removeVanishedPorts(svc, nil)
+		g.removeVanished(svc, nil)
 	}
 	g.keepNamesInUse(services)
 	return g
@@ -74,8 +75,10 @@ func (g *generation) keepNamesInUse(services []*model.Service) {
 		if !g.removedHosts[svc.Hostname] {
 			continue
 		}
+		for _, name := range gen.ClusterNames(svc) {
+			inUse[name] = true
+		}
 		for _, p := range svc.Ports {
-			inUse[gen.ClusterName(p.Number, svc.Hostname)] = true
 			inUse[gen.ListenerName(p.Number, svc.Hostname)] = true
 		}
 	}
@@ -90,21 +93,36 @@ func add(dst map[string]types.Resource, resources []types.Resource) {
 	}
 }
 
-// removeVanishedPorts notes the resources of prev's ports that cur (nil:
-// none) no longer has.
-func (g *generation) removeVanishedPorts(prev, cur *model.Service) {
+// removeVanished notes the resources of prev that cur (nil: none) no
+// longer has: the clusters (and their ClusterLoadAssignments) of its
+// ports and subsets (gen.ClusterNames), the listeners and routes of its
+// ports.
+func (g *generation) removeVanished(prev, cur *model.Service) {
+	var keep []string
+	if cur != nil {
+		keep = gen.ClusterNames(cur)
+	}
+	for _, cluster := range gen.ClusterNames(prev) {
+		if !slices.Contains(keep, cluster) {
+			g.removed[0] = append(g.removed[0], cluster)
+			g.removed[3] = append(g.removed[3], cluster)
+			g.noteHost(prev.Hostname)
+		}
+	}
 	for _, p := range prev.Ports {
 		if cur != nil && slices.ContainsFunc(cur.Ports, func(q model.Port) bool { return q.Number == p.Number }) {
 			continue
 		}
-		cluster, listener := gen.ClusterName(p.Number, prev.Hostname), gen.ListenerName(p.Number, prev.Hostname)
-		g.removed[0] = append(g.removed[0], cluster)
+		listener := gen.ListenerName(p.Number, prev.Hostname)
 		g.removed[1] = append(g.removed[1], listener)
 		g.removed[2] = append(g.removed[2], listener)
-		g.removed[3] = append(g.removed[3], cluster)
-		if g.removedHosts == nil {
-			g.removedHosts = map[string]bool{}
-		}
-		g.removedHosts[prev.Hostname] = true
+		g.noteHost(prev.Hostname)
 	}
+}
+
+func (g *generation) noteHost(host string) {
+	if g.removedHosts == nil {
+		g.removedHosts = map[string]bool{}
+	}
+	g.removedHosts[host] = true
 }

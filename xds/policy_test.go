@@ -5,12 +5,14 @@ import (
 	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
@@ -118,5 +120,91 @@ func TestRoutingChangePushesOnlyItsRoutes(t *testing.T) {
 	rds.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesSubscribe: names[1:]})
 	if resp := rds.next(t); len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != names[1] {
 		t.Fatalf("after the barrier: %v", resp.GetResources())
+	}
+}
+
+// TestSubsetsComeAndGo: a DestinationRule with subsets adds a cluster and
+// a ClusterLoadAssignment per subset, the latter holding the endpoints
+// whose labels match; a label change then pushes the subsets'
+// assignments; removing the subsets removes both (Delta: the names
+// removed).
+func TestSubsetsComeAndGo(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80))
+	ts := startReadyServer(t, src)
+	labelled := func(addr, version string) *model.Endpoint {
+		e := ep(addr, 80, "")
+		e.Labels = map[string]string{"version": version}
+		return e
+	}
+	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{labelled("10.0.0.1", "v1"), labelled("10.0.0.2", "v2")}, time.Time{})
+	ts.waitPushes(t, 1)
+	c := openDelta(t, rawClient(t, ts.Addr().String()))
+	c.send(&discovery.DeltaDiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	c.ack(c.next(t))
+	v1, v2 := gen.SubsetClusterName(80, "v1", "a.local"), gen.SubsetClusterName(80, "v2", "a.local")
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{clusterA, v1, v2}})
+	first := c.next(t)
+	assertEqual(t, 1, len(first.GetResources())) // the subsets' do not exist yet
+	c.ack(first)
+
+	addresses := func(res *discovery.Resource) []string {
+		var cla endpoint.ClusterLoadAssignment
+		if err := res.GetResource().UnmarshalTo(&cla); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range cla.GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				out = append(out, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+			}
+		}
+		return out
+	}
+	// Reads responses until it has seen every name of want (a cluster's
+	// response and its assignments' may come apart).
+	collect := func(typeURL string, want ...string) map[string]*discovery.Resource {
+		got := map[string]*discovery.Resource{}
+		for len(got) < len(want) {
+			resp := c.next(t)
+			c.ack(resp)
+			if resp.GetTypeUrl() != typeURL {
+				continue
+			}
+			for _, r := range resp.GetResources() {
+				got[r.GetName()] = r
+			}
+			for _, name := range resp.GetRemovedResources() {
+				got[name] = nil
+			}
+		}
+		return got
+	}
+
+	rule := &networking.DestinationRule{Host: "a.local", Subsets: []*networking.Subset{
+		{Name: "v1", Labels: map[string]string{"version": "v1"}}, {Name: "v2", Labels: map[string]string{"version": "v2"}}}}
+	ts.SetPolicies(hostPolicies{"a.local": rule})
+	ts.waitPushes(t, 1)
+	got := collect(resourcev3.EndpointType, v1, v2)
+	assertEqual(t, []string{"10.0.0.1"}, addresses(got[v1]))
+	assertEqual(t, []string{"10.0.0.2"}, addresses(got[v2]))
+
+	// 10.0.0.2 becomes v1: both subsets' assignments change, the port's
+	// does not.
+	ts.EDSUpdate("test", "a.local", "mesh", []*model.Endpoint{labelled("10.0.0.1", "v1"), labelled("10.0.0.2", "v1")}, time.Time{})
+	ts.waitPushes(t, 1)
+	got = collect(resourcev3.EndpointType, v1, v2)
+	if _, ok := got[clusterA]; ok {
+		t.Errorf("the port's assignment was pushed for a label change")
+	}
+	assertEqual(t, []string{"10.0.0.1", "10.0.0.2"}, addresses(got[v1]))
+	assertEqual(t, []string(nil), addresses(got[v2]))
+
+	// The subsets go: their assignments are removed.
+	ts.SetPolicies(nil)
+	ts.waitPushes(t, 1)
+	got = collect(resourcev3.EndpointType, v1, v2)
+	if got[v1] != nil || got[v2] != nil {
+		t.Errorf("subset assignments after the rule went: %v", got)
 	}
 }

@@ -91,8 +91,11 @@ func find(shards []shard, name string) (int, bool) {
 //     full pushes); EDS push when the shard had endpoints, else none;
 //  3. first endpoints of an unknown service: full push (clients have no
 //     cluster for it yet);
-//  4. the shard's endpoints are the same for clients (gen.SameForClients),
-//     in any order: no push;
+//  4. the shard's endpoints are the same for clients (gen.SameForClients:
+//     their labels count when the service as last fully pushed has
+//     DestinationRule subsets; a full push that brings subsets
+//     regenerates the service's assignments from the labels kept), in any
+//     order: no push;
 //  5. otherwise: EDS push.
 func (e *endpointShards) update(name, host, namespace string, endpoints []*model.Endpoint) pushKind {
 	id := serviceID{host, namespace}
@@ -126,7 +129,8 @@ func (e *endpointShards) update(name, host, namespace string, endpoints []*model
 	old := st.shards[i].endpoints
 	cur := gen.EncodeEndpoints(endpoints, old)
 	st.shards[i].endpoints = cur
-	if slices.EqualFunc(old, cur, gen.SameForClients) {
+	bySubsets := st.pushed != nil && len(st.pushed.Policy.GetSubsets()) > 0
+	if slices.EqualFunc(old, cur, func(a, b *gen.Endpoint) bool { return gen.SameForClients(a, b, bySubsets) }) {
 		return noPush
 	}
 	return edsPush

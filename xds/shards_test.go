@@ -3,6 +3,8 @@ package xds
 import (
 	"testing"
 
+	networking "istio.io/api/networking/v1"
+
 	"github.com/meshbridge/meshbridge/model"
 )
 
@@ -16,8 +18,9 @@ func TestEndpointShardsUpdate(t *testing.T) {
 		endpoints []*model.Endpoint
 	}
 	tests := map[string]struct {
-		declared bool     // SvcUpdate(add) came first: the service has clusters
-		before   []update // applied first, results ignored
+		declared bool                        // SvcUpdate(add) came first: the service has clusters
+		pushed   *networking.DestinationRule // the last full push's service had this rule
+		before   []update                    // applied first, results ignored
 		update   update
 		want     pushKind
 		known    bool // the service key exists afterwards
@@ -91,12 +94,24 @@ func TestEndpointShardsUpdate(t *testing.T) {
 			update: update{"consul", []*model.Endpoint{withAccount(a, "sa1"), withAccount(b, "sa1")}},
 			want:   edsPush, known: true,
 		},
-		"a label, account or workload name change pushes nothing: no client is sent them": {
+		"a label, account or workload name change pushes nothing without subsets: no client is sent them": {
 			before: []update{{"consul", []*model.Endpoint{a, b}}},
 			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) {
 				e.Labels, e.ServiceAccount, e.WorkloadName = map[string]string{"version": "v2"}, "sa9", "renamed"
 			}), b}},
 			want: noPush, known: true,
+		},
+		"a label change pushes EDS when the pushed service's DestinationRule has subsets": {
+			pushed: &networking.DestinationRule{Host: "a.local", Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"}}}},
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) { e.Labels = map[string]string{"version": "v2"} }), b}},
+			want:   edsPush, known: true,
+		},
+		"an account or workload name change pushes nothing with subsets": {
+			pushed: &networking.DestinationRule{Host: "a.local", Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"}}}},
+			before: []update{{"consul", []*model.Endpoint{a, b}}},
+			update: update{"consul", []*model.Endpoint{with(a, func(e *model.Endpoint) { e.ServiceAccount, e.WorkloadName = "sa9", "renamed" }), b}},
+			want:   noPush, known: true,
 		},
 		"a weight change pushes EDS": {
 			before: []update{{"consul", []*model.Endpoint{a, b}}},
@@ -127,6 +142,9 @@ func TestEndpointShardsUpdate(t *testing.T) {
 			}
 			for _, u := range tc.before {
 				shards.update(u.shard, "a.local", "mesh", u.endpoints)
+			}
+			if tc.pushed != nil {
+				shards.swapPushed([]*model.Service{{Hostname: "a.local", Namespace: "mesh", Policy: tc.pushed}})
 			}
 			if got := shards.update(tc.update.shard, "a.local", "mesh", tc.update.endpoints); got != tc.want {
 				t.Errorf("push = %v, want %v", got, tc.want)

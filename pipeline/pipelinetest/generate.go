@@ -273,7 +273,9 @@ func (g *generator) clusters() []string {
 	var out []string
 	for range g.r.IntN(4) {
 		host := strings.ReplaceAll(strings.ToLower(pickOf(g.r, genServices)), "_", "-")
-		out = append(out, fmt.Sprintf("outbound|%d||%s.service.consul", pickOf(g.r, genOwnPorts), host))
+		// Now and then a subset's cluster (pipelinetest.Subsets).
+		subset := pickOf(g.r, []string{"", "", "v1", "v2"})
+		out = append(out, fmt.Sprintf("outbound|%d|%s|%s.service.consul", pickOf(g.r, genOwnPorts), subset, host))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

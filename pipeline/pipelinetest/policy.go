@@ -30,10 +30,17 @@ const (
 	RingHash
 	// Timeout: a VirtualService with a timeout and a fault (RDS and LDS).
 	Timeout
+	// Subsets: a DestinationRule with subsets v1 and v2 selecting by the
+	// version label the generator's instances carry (a cluster and a
+	// ClusterLoadAssignment per subset; a label change pushes EDS).
+	Subsets
+	// SubsetSplit: a VirtualService splitting calls over subsets v1 and
+	// v2 (weighted clusters named after subsets, defined or not).
+	SubsetSplit
 	numPolicies
 )
 
-var policyNames = [...]string{"NoPolicy", "Outliers", "LeastRequest", "RingHash", "Timeout"}
+var policyNames = [...]string{"NoPolicy", "Outliers", "LeastRequest", "RingHash", "Timeout", "Subsets", "SubsetSplit"}
 
 func (p Policy) String() string { return policyNames[p] }
 
@@ -67,6 +74,20 @@ func (h *Harness) policyObject(host string, p Policy) any {
 			Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
 				ErrorType:  &networking.HTTPFaultInjection_Abort_GrpcStatus{GrpcStatus: "UNAVAILABLE"},
 				Percentage: &networking.Percent{Value: 1}}},
+		}}}
+	case Subsets:
+		obj = &networking.DestinationRule{Host: host, Subsets: []*networking.Subset{
+			{Name: "v1", Labels: map[string]string{"version": "v1"}},
+			{Name: "v2", Labels: map[string]string{"version": "v2"},
+				TrafficPolicy: &networking.TrafficPolicy{OutlierDetection: &networking.OutlierDetection{Consecutive_5XxErrors: wrapperspb.UInt32(2)}}},
+		}}
+	case SubsetSplit:
+		dst := strings.TrimPrefix(host, "*.")
+		obj = &networking.VirtualService{Hosts: []string{host}, Http: []*networking.HTTPRoute{{
+			Route: []*networking.HTTPRouteDestination{
+				{Destination: &networking.Destination{Host: dst, Subset: "v1"}, Weight: 90},
+				{Destination: &networking.Destination{Host: dst, Subset: "v2"}, Weight: 10},
+			},
 		}}}
 	}
 	if h.policyObjects == nil {

@@ -8,6 +8,7 @@ import (
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/model"
 )
@@ -20,7 +21,8 @@ const connectTimeout = 10 * time.Second
 // reads upstream HTTP options from.
 const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
-// buildClusters returns one EDS cluster per service port, keyed by name.
+// buildClusters returns one EDS cluster per service port and per port and
+// DestinationRule subset, keyed by name.
 //
 // Every cluster is type EDS, also for DNS resolution: grpc-go supports only
 // EDS, LOGICAL_DNS and aggregate clusters (gRFC A27/A37), so STRICT_DNS would
@@ -30,24 +32,32 @@ func buildClusters(services []*model.Service) map[string]*cluster.Cluster {
 	out := make(map[string]*cluster.Cluster)
 	for _, svc := range services {
 		for _, port := range svc.Ports {
-			c, _ := clusterFor(svc, port, 0)
+			c, _ := clusterFor(svc, port, nil, 0)
 			out[c.Name] = c
+			for _, sub := range svc.Policy.GetSubsets() {
+				c, _ := clusterFor(svc, port, sub, 0)
+				out[c.Name] = c
+			}
 		}
 	}
 	return out
 }
 
-// clusterFor returns the cluster of svc's port for a client lacking the
-// features lacks: buildCluster's, with the port's traffic policy of svc's
-// DestinationRule (policy.go); substituted names what the client is
+// clusterFor returns the cluster of svc's port, or of that port's subset
+// sub (nil: the port's own), for a client lacking the features lacks:
+// buildCluster's, with the port's traffic policy of svc's DestinationRule,
+// the subset's over it (policy.go); substituted names what the client is
 // served instead of what the policy asks.
-func clusterFor(svc *model.Service, port model.Port, lacks Features) (c *cluster.Cluster, substituted []string) {
-	c = buildCluster(svc.Hostname, port)
-	return c, applyTrafficPolicy(c, servedPolicy(svc, port.Number), lacks)
+func clusterFor(svc *model.Service, port model.Port, sub *networking.Subset, lacks Features) (c *cluster.Cluster, substituted []string) {
+	if sub == nil {
+		c = buildCluster(ClusterName(port.Number, svc.Hostname), port)
+		return c, applyTrafficPolicy(c, servedPolicy(svc, port.Number), lacks)
+	}
+	c = buildCluster(SubsetClusterName(port.Number, sub.GetName(), svc.Hostname), port)
+	return c, applyTrafficPolicy(c, subsetPolicy(svc, sub, port.Number), lacks)
 }
 
-func buildCluster(host string, port model.Port) *cluster.Cluster {
-	name := ClusterName(port.Number, host)
+func buildCluster(name string, port model.Port) *cluster.Cluster {
 	c := &cluster.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},

@@ -15,11 +15,11 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 )
 
-// forEachPort calls f with the cluster name of each port of svc and the
+// forEachPort calls f with each port of svc, its cluster name and the
 // endpoints serving it; f may reorder the slice it gets, which can be
 // endpoints itself. A port without endpoints still gets its call, so a client
 // learns "no endpoints" instead of waiting for one.
-func forEachPort(svc *model.Service, endpoints []*Endpoint, f func(name string, selected []*Endpoint)) {
+func forEachPort(svc *model.Service, endpoints []*Endpoint, f func(port uint32, name string, selected []*Endpoint)) {
 	if len(svc.Ports) == 1 {
 		// The common case: every endpoint serves the one port, so the
 		// slice is selected as is, without a copy.
@@ -28,11 +28,11 @@ func forEachPort(svc *model.Service, endpoints []*Endpoint, f func(name string, 
 		if !allServe(endpoints, port.Name) {
 			selected = selectPort(endpoints, port.Name)
 		}
-		f(ClusterName(port.Number, svc.Hostname), selected)
+		f(port.Number, ClusterName(port.Number, svc.Hostname), selected)
 		return
 	}
 	for _, port := range svc.Ports {
-		f(ClusterName(port.Number, svc.Hostname), selectPort(endpoints, port.Name))
+		f(port.Number, ClusterName(port.Number, svc.Hostname), selectPort(endpoints, port.Name))
 	}
 }
 
@@ -60,7 +60,11 @@ func selectPort(endpoints []*Endpoint, portName string) []*Endpoint {
 // messages whose encodings LoadAssignments assembles.
 func buildLoadAssignments(svc *model.Service, endpoints []*model.Endpoint) map[string]*endpoint.ClusterLoadAssignment {
 	out := make(map[string]*endpoint.ClusterLoadAssignment, len(svc.Ports))
-	forEachPort(svc, plain(endpoints), func(name string, selected []*Endpoint) {
+	forEachPort(svc, plain(endpoints), func(port uint32, name string, selected []*Endpoint) {
+		for _, sub := range svc.Policy.GetSubsets() {
+			sname := SubsetClusterName(port, sub.GetName(), svc.Hostname)
+			out[sname] = loadAssignmentMessage(sname, sortCompact(selectSubset(selected, sub.GetLabels())))
+		}
 		out[name] = loadAssignmentMessage(name, sortCompact(selected))
 	})
 	return out
@@ -291,16 +295,44 @@ func setLocality(l *core.Locality, s string) {
 // message would have (an *Encoded), and the names of those whose weights
 // were scaled down to fit (weightScale). It takes endpoints over and
 // reorders it.
+//
+// A port's cluster has its endpoints; each subset of the host's
+// DestinationRule has a cluster of its own (SubsetClusterName), whose
+// assignment holds the port's endpoints whose labels the subset's select
+// (hasLabels), as istiod builds a subset's (gRFC A28: a route's weighted
+// clusters name them). A subset no endpoint matches has an assignment
+// without endpoints: a client calling it learns there is none.
 func LoadAssignments(svc *model.Service, endpoints []*Endpoint) (cla map[string]types.Resource, scaled []string) {
-	cla = make(map[string]types.Resource, len(svc.Ports))
-	forEachPort(svc, endpoints, func(name string, selected []*Endpoint) {
+	subsets := svc.Policy.GetSubsets()
+	cla = make(map[string]types.Resource, len(svc.Ports)*(1+len(subsets)))
+	add := func(name string, selected []*Endpoint) {
 		var s bool
 		cla[name], s = encodeLoadAssignment(name, selected)
 		if s {
 			scaled = append(scaled, name)
 		}
+	}
+	forEachPort(svc, endpoints, func(port uint32, name string, selected []*Endpoint) {
+		// Subsets first: encoding the port's assignment reorders and
+		// compacts selected in place.
+		for _, sub := range subsets {
+			add(SubsetClusterName(port, sub.GetName(), svc.Hostname), selectSubset(selected, sub.GetLabels()))
+		}
+		add(name, selected)
 	})
 	return cla, scaled
+}
+
+// selectSubset returns, in a new slice, the endpoints whose labels hold
+// every label of selector.
+func selectSubset(endpoints []*Endpoint, selector map[string]string) []*Endpoint {
+	var out []*Endpoint
+	for _, e := range endpoints {
+		if hasLabels(e.labels(), selector) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // claType is the ClusterLoadAssignment message type.

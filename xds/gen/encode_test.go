@@ -17,6 +17,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1"
 
 	"github.com/meshbridge/meshbridge/internal/wire"
 	"github.com/meshbridge/meshbridge/model"
@@ -96,6 +97,16 @@ func (g endpointGen) service() *model.Service {
 	svc := &model.Service{Hostname: host, Namespace: "mesh"}
 	for i := range 1 + g.r.IntN(3) {
 		svc.Ports = append(svc.Ports, model.Port{Name: fmt.Sprintf("p%d", i), Number: uint32(80 + i), Protocol: model.ProtocolGRPC})
+	}
+	if g.rare(3) {
+		// Subsets selecting by one label, two, none, and one no
+		// endpoint carries.
+		svc.Policy = &networking.DestinationRule{Host: host, Subsets: []*networking.Subset{
+			{Name: "v1", Labels: map[string]string{"version": "v1"}},
+			{Name: "a-v2", Labels: map[string]string{"app": "a", "version": "v2"}},
+			{Name: "all"},
+			{Name: "none", Labels: map[string]string{"zone": "x"}},
+		}}
 	}
 	return svc
 }
@@ -202,6 +213,9 @@ func (g endpointGen) mutate(svc *model.Service, eps []*model.Endpoint) []*model.
 			c.Locality = g.locality()
 		case 4:
 			c.Labels = map[string]string{"version": g.pick("v1", "v2", "v3")}
+			if g.rare(2) {
+				c.Labels["app"] = g.pick("a", "b")
+			}
 		case 5:
 			continue
 		}
@@ -225,7 +239,11 @@ func checkEncodedMatchesMarshal(t *testing.T, shards shards, svc *model.Service)
 	got, scaled := LoadAssignments(svc, shards.encoded())
 	// The messages of the same endpoints, built from their fields.
 	want := make(map[string]*endpoint.ClusterLoadAssignment)
-	forEachPort(svc, shards.encoded(), func(name string, selected []*Endpoint) {
+	forEachPort(svc, shards.encoded(), func(port uint32, name string, selected []*Endpoint) {
+		for _, sub := range svc.Policy.GetSubsets() {
+			sname := SubsetClusterName(port, sub.GetName(), svc.Hostname)
+			want[sname] = loadAssignmentMessage(sname, sortCompact(selectSubset(selected, sub.GetLabels())))
+		}
 		want[name] = loadAssignmentMessage(name, sortCompact(selected))
 	})
 	if len(got) != len(want) {
@@ -259,6 +277,34 @@ func checkEncodedMatchesMarshal(t *testing.T, shards shards, svc *model.Service)
 	}
 }
 
+// checkFromModel checks every assignment pushed from shards for svc
+// against buildLoadAssignments' message of the model endpoints they were
+// encoded from (sets, per shard), subsets' included: what an update kept
+// of an earlier one (EncodeEndpoints' reuse of labels and places) is what
+// the endpoints say.
+func checkFromModel(t *testing.T, shards shards, sets map[string][]*model.Endpoint, svc *model.Service) {
+	t.Helper()
+	var all []*model.Endpoint
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		all = append(all, SortEndpoints(sets[name])...)
+	}
+	got, _ := LoadAssignments(svc, shards.encoded())
+	want := buildLoadAssignments(svc, all)
+	if len(got) != len(want) || len(want) != len(ClusterNames(svc)) {
+		t.Fatalf("%d assignments, want %d (%d clusters)", len(got), len(want), len(ClusterNames(svc)))
+	}
+	for name, msg := range want {
+		if _, err := cachev3.MarshalResource(msg); err != nil {
+			continue // invalid UTF-8: checkEncodedMatchesMarshal checks both fail
+		}
+		gotBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(got[name])
+		wantBytes, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+		if err != nil || !bytes.Equal(gotBytes, wantBytes) {
+			t.Fatalf("%q (err %v) is not the model endpoints' assignment\nwant %v", name, err, msg)
+		}
+	}
+}
+
 func TestEncodedLoadAssignmentMatchesMarshal(t *testing.T) {
 	g := endpointGen{rand.New(rand.NewPCG(1, 2))}
 	for i := range 1500 {
@@ -272,12 +318,14 @@ func TestEncodedLoadAssignmentMatchesMarshal(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			checkEncodedMatchesMarshal(t, shards, svc)
+			checkFromModel(t, shards, sets, svc)
 			// Later updates reuse the encodings of unchanged endpoints.
 			for range 1 + g.r.IntN(3) {
 				shard := names[g.r.IntN(len(names))]
 				sets[shard] = g.mutate(svc, sets[shard])
 				shards.update(shard, sets[shard])
 				checkEncodedMatchesMarshal(t, shards, svc)
+				checkFromModel(t, shards, sets, svc)
 			}
 		})
 	}

@@ -101,6 +101,26 @@ func servedPolicy(svc *model.Service, port uint32) *networking.TrafficPolicy {
 	return out
 }
 
+// subsetPolicy is the traffic policy of sub's cluster of svc's port: the
+// port's (servedPolicy), each of loadBalancer, connectionPool,
+// outlierDetection and tls replaced by the subset's when it sets one (its
+// port-level setting of that port first). Mirrors Istio's
+// MergeTrafficPolicy of a subset (pilot/pkg/networking/core/cluster_traffic_policy.go).
+func subsetPolicy(svc *model.Service, sub *networking.Subset, port uint32) *networking.TrafficPolicy {
+	tp := servedPolicy(svc, port)
+	sp := portPolicy(sub.GetTrafficPolicy(), port)
+	if sp == nil {
+		return tp
+	}
+	out := &networking.TrafficPolicy{
+		LoadBalancer:     cmp.Or(sp.GetLoadBalancer(), tp.GetLoadBalancer()),
+		ConnectionPool:   cmp.Or(sp.GetConnectionPool(), tp.GetConnectionPool()),
+		OutlierDetection: cmp.Or(sp.GetOutlierDetection(), tp.GetOutlierDetection()),
+		Tls:              cmp.Or(sp.GetTls(), tp.GetTls()),
+	}
+	return out
+}
+
 // dubboBalancers are Dubbo's load balancers with a gRPC equivalent:
 // leastactive (fewest calls in flight) is least request; roundrobin and
 // random are round robin (gRPC has no random balancer; both spread calls

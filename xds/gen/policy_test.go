@@ -101,7 +101,7 @@ func TestClusterTrafficPolicy(t *testing.T) {
 			if tc.policy != nil {
 				svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}
 			}
-			c, substituted := clusterFor(svc, svc.Ports[0], AllFeatures)
+			c, substituted := clusterFor(svc, svc.Ports[0], nil, AllFeatures)
 			assertEqual(t, []string(nil), substituted)
 			assertEqual(t, tc.wantOutlier, c.OutlierDetection)
 			assertEqual(t, tc.wantCB, c.CircuitBreakers)
@@ -192,7 +192,7 @@ func TestClusterLoadBalancer(t *testing.T) {
 			if tc.policy != nil {
 				svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}
 			}
-			c, substituted := clusterFor(svc, svc.Ports[0], tc.lacks)
+			c, substituted := clusterFor(svc, svc.Ports[0], nil, tc.lacks)
 			assertEqual(t, tc.want, c.LbPolicy)
 			assertEqual(t, tc.wantSubstituted, substituted)
 		})
@@ -225,7 +225,7 @@ func TestVariedClusters(t *testing.T) {
 		}
 		return b
 	}
-	own, _ := clusterFor(svc, svc.Ports[0], 0)
+	own, _ := clusterFor(svc, svc.Ports[0], nil, 0)
 	assertEqual(t, marshal(own), v.Encoding())
 	for p := range NumProfiles {
 		wire, substituted := v.Variant(p)
@@ -235,7 +235,7 @@ func TestVariedClusters(t *testing.T) {
 			}
 			continue
 		}
-		want, wantSubstituted := clusterFor(svc, svc.Ports[0], Features(p))
+		want, wantSubstituted := clusterFor(svc, svc.Ports[0], nil, Features(p))
 		assertEqual(t, marshal(want), wire)
 		assertEqual(t, wantSubstituted, substituted)
 	}
@@ -274,10 +274,10 @@ func TestRingHash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			svc := &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 8080, Protocol: model.ProtocolGRPC}},
 				Policy: &networking.DestinationRule{Host: "a.local", TrafficPolicy: tc.policy}}
-			c, _ := clusterFor(svc, svc.Ports[0], AllFeatures&^RingHash)
+			c, _ := clusterFor(svc, svc.Ports[0], nil, AllFeatures&^RingHash)
 			assertEqual(t, cluster.Cluster_RING_HASH, c.LbPolicy)
 			// A client lacking ring hash: round robin, named.
-			rr, substituted := clusterFor(svc, svc.Ports[0], RingHash)
+			rr, substituted := clusterFor(svc, svc.Ports[0], nil, RingHash)
 			assertEqual(t, cluster.Cluster_ROUND_ROBIN, rr.LbPolicy)
 			assertEqual(t, []string{"loadBalancer.consistentHash"}, substituted)
 			assertEqual(t, &cluster.Cluster_RingHashLbConfig{MinimumRingSize: wrapperspb.UInt64(tc.wantSize),

@@ -128,7 +128,12 @@ func routeMatch(m *networking.HTTPMatchRequest) *route.RouteMatch {
 // listener on port; nil when hr routes nowhere (no destination).
 //   - Destinations: one is its cluster; several are weighted clusters
 //     (gRFC A28), those of weight 0 left out as Istio does. A destination
-//     without a port is the listener's port.
+//     without a port is the listener's port. A destination's subset is
+//     its subset's cluster (SubsetClusterName), as istiod names it,
+//     whether or not the host's DestinationRule defines it: calls routed
+//     to a subset that no rule defines fail (gRPC: UNAVAILABLE), as
+//     they do behind istiod, and UnservedRouting does not see other
+//     hosts' rules, so the policy's status names no such subset.
 //   - timeout: max_stream_duration, which also caps the caller's deadline
 //     (grpc_timeout_header_max), as istiod sends it (gRFC A31).
 //   - retries: retry_policy with attempts as num_retries, the gRPC
@@ -147,7 +152,8 @@ func routeAction(hr *networking.HTTPRoute, port uint32) *route.RouteAction {
 			p = port
 		}
 		clusters = append(clusters, &route.WeightedCluster_ClusterWeight{
-			Name: ClusterName(p, dst.GetDestination().GetHost()), Weight: wrapperspb.UInt32(uint32(dst.GetWeight()))})
+			Name:   SubsetClusterName(p, dst.GetDestination().GetSubset(), dst.GetDestination().GetHost()),
+			Weight: wrapperspb.UInt32(uint32(dst.GetWeight()))})
 	}
 	if len(clusters) == 0 {
 		return nil
@@ -257,7 +263,7 @@ var servedRoutingFields = map[string]bool{
 	"http.name": true, "http.match.name": true, "http.match.uri": true, "http.match.headers": true,
 	"http.match.without_headers": true, "http.match.port": true, "http.match.ignore_uri_case": true,
 	"http.route.destination.host": true, "http.route.destination.port": true, "http.route.weight": true,
-	"http.route.destination.subset": true, // checked by value in UnservedRouting
+	"http.route.destination.subset": true,
 	"http.timeout":                  true, "http.retries.attempts": true, "http.retries.retry_on": true, "http.retries.backoff": true,
 	"http.fault.delay.fixed_delay": true, "http.fault.delay.percentage": true, "http.fault.delay.percent": true,
 	"http.fault.abort.http_status": true, "http.fault.abort.grpc_status": true, "http.fault.abort.percentage": true,
@@ -266,20 +272,13 @@ var servedRoutingFields = map[string]bool{
 // UnservedRouting names, sorted, each field of vs that proxyless clients
 // are not served (as written in YAML, e.g. "http[0].mirror"), and each
 // value served otherwise than asked ("http[0].retries.retryOn: 5xx (not a
-// gRPC condition)", "http[0].route[1].destination.subset: v2 (subsets are
-// not served: the host's whole cluster is)").
+// gRPC condition)").
 func UnservedRouting(vs *networking.VirtualService) []string {
 	if vs == nil {
 		return nil
 	}
 	out := unservedFields(vs.ProtoReflect(), func(p string) bool { return servedRoutingFields[p] })
 	for i, hr := range vs.GetHttp() {
-		for k, dst := range hr.GetRoute() {
-			if s := dst.GetDestination().GetSubset(); s != "" {
-				out = append(out, fmt.Sprintf("http[%d].route[%d].destination.subset: %s (subsets are not served: "+
-					"the host's whole cluster is)", i, k, s))
-			}
-		}
 		if rt := hr.GetRetries(); rt != nil {
 			for cond := range strings.SplitSeq(rt.GetRetryOn(), ",") {
 				if cond = strings.TrimSpace(cond); cond != "" && !slices.Contains(GRPCRetryConditions, cond) {

@@ -59,6 +59,16 @@ func TestVirtualServiceRoutes(t *testing.T) {
 						{Name: "outbound|8080||a.local", Weight: wrapperspb.UInt32(90)},
 						{Name: "outbound|8080||b.local", Weight: wrapperspb.UInt32(10)}}}}}}}},
 		},
+		"subsets: each destination's subset cluster, named as istiod names it": {
+			http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{
+				{Destination: &networking.Destination{Host: host, Subset: "v1"}, Weight: 90},
+				{Destination: &networking.Destination{Host: host, Subset: "v2", Port: &networking.PortSelector{Number: 9090}}, Weight: 10}}}},
+			want: []*route.Route{{Match: prefix("/"), Action: &route.Route_Route{Route: &route.RouteAction{
+				ClusterSpecifier: &route.RouteAction_WeightedClusters{WeightedClusters: &route.WeightedCluster{
+					Clusters: []*route.WeightedCluster_ClusterWeight{
+						{Name: "outbound|8080|v1|a.local", Weight: wrapperspb.UInt32(90)},
+						{Name: "outbound|9090|v2|a.local", Weight: wrapperspb.UInt32(10)}}}}}}}},
+		},
 		"matches: a route per match, in order; another port's match is left out; headers by name": {
 			http: []*networking.HTTPRoute{{
 				Name: "canary",
@@ -196,7 +206,6 @@ func TestUnservedRouting(t *testing.T) {
 		"http[0].mirror.host",
 		"http[0].retries.perTryTimeout",
 		"http[0].retries.retryOn: 5xx (not a gRPC condition)",
-		"http[0].route[0].destination.subset: v1 (subsets are not served: the host's whole cluster is)",
 		"http[0].route[1].headers",
 		"tcp[0]",
 	}, UnservedRouting(vs))
@@ -248,7 +257,7 @@ func TestProviderDefaults(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rc, _ := routeFor(tc.svc, 50051)
 			assertEqual(t, tc.wantRoute, rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute())
-			c, _ := clusterFor(tc.svc, tc.svc.Ports[0], RandomLB|RingHash)
+			c, _ := clusterFor(tc.svc, tc.svc.Ports[0], nil, RandomLB|RingHash)
 			assertEqual(t, tc.wantLB, c.LbPolicy)
 		})
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // Resources returns the Clusters, Listeners and RouteConfigurations of
-// svc, one of each per port, each encoded once (Encode); a cluster whose
+// svc, one of each per port and a cluster per port and subset of its
+// DestinationRule (ClusterNames' order), each encoded once (Encode); a cluster whose
 // policy uses a feature some clients lack is a Varied, with the form each
 // of them is served. They depend only on the service's hostname, ports
 // (name, number, protocol), DestinationRule (svc.Policy) and
@@ -18,13 +19,19 @@ import (
 // A port's Listener and RouteConfiguration share one name string, which
 // the caches keep as their keys.
 func Resources(svc *model.Service) (clusters, listeners, routes []types.Resource) {
-	clusters = make([]types.Resource, 0, len(svc.Ports))
 	listeners = make([]types.Resource, 0, len(svc.Ports))
 	routes = make([]types.Resource, 0, len(svc.Ports))
+	subsets := svc.Policy.GetSubsets()
+	clusters = make([]types.Resource, 0, len(svc.Ports)*(1+len(subsets)))
 	for _, port := range svc.Ports {
 		clusters = append(clusters, vary(ClusterName(port.Number, svc.Hostname),
 			featuresUsed(servedPolicy(svc, port.Number)),
-			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, lacks) }))
+			func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, nil, lacks) }))
+		for _, sub := range subsets {
+			clusters = append(clusters, vary(SubsetClusterName(port.Number, sub.GetName(), svc.Hostname),
+				featuresUsed(subsetPolicy(svc, sub, port.Number)),
+				func(lacks Features) (proto.Message, []string) { return clusterFor(svc, port, sub, lacks) }))
+		}
 		name := ListenerName(port.Number, svc.Hostname)
 		rc, faults := routeFor(svc, port.Number)
 		listeners = append(listeners, Encode(name, buildListener(name, faults)))
