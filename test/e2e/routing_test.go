@@ -193,3 +193,88 @@ func TestProxylessRouteFault(t *testing.T) {
 	}
 	assertNoNACKs(t, b)
 }
+
+// TestProxylessSubsets: gray release by metadata. Three instances of one
+// Consul service, each on its own port, declare version v1, v1 and v2 in
+// their meta; a DestinationRule's subsets select by it (gRFC A28: a
+// cluster per subset), and a VirtualService sends calls with x-canary: v1
+// to subset v2, the others (x-canary: v0) to v1. Every call of every gRPC
+// implementation reaches its subset. Then one v1 instance re-registers as
+// v2 (a meta change, nothing else): calls with x-canary: v1 reach it too,
+// and the others no longer do.
+func TestProxylessSubsets(t *testing.T) {
+	var policy strings.Builder
+	for _, pc := range proxylessClients {
+		host := "gray-" + pc.name + ".service.consul"
+		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: gray-%s}\n"+
+			"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
+			pc.name, host))
+		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: gray-%s}\n"+
+			"spec:\n  hosts: [%s]\n  http:\n  - match:\n    - headers: {x-canary: {exact: v1}}\n"+
+			"    route:\n    - destination: {host: %s, subset: v2}\n  - route:\n    - destination: {host: %s, subset: v1}\n---\n",
+			pc.name, host, host, host))
+	}
+	consul, b := routingBridge(t, policy.String())
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "gray-" + pc.name
+			names := []string{svc + "-v1a", svc + "-v1b", svc + "-v2"}
+			ports := []int{startBackend(t, names[0]), startBackend(t, names[1]), startBackend(t, names[2])}
+			meta := func(version string) map[string]string {
+				return map[string]string{"protocol": "grpc", "version": version}
+			}
+			// In port order: the service's port is the first instance's,
+			// which the client dials.
+			versions := []string{"v1", "v1", "v2"}
+			order := []int{0, 1, 2}
+			slices.SortFunc(order, func(i, j int) int { return ports[i] - ports[j] })
+			for _, i := range order {
+				consul.RegisterInstance(t, svc, names[i], "127.0.0.1", ports[i], nil, meta(versions[i]), api.HealthPassing)
+			}
+			boot := renderBootstrap(t, "--node-id", "e2e-gray-"+pc.name, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, slices.Min(ports)),
+				callOpts{interval: 5 * time.Millisecond, cycleHeader: "x-canary=2"}), boot)
+			// inSubset reports whether the last 100 calls from start each
+			// reached a backend of their subset (v2: the names of subset
+			// v2's); call i sends x-canary: v<i mod 2>.
+			inSubset := func(start int, v2 []string) func(rs []callResult) bool {
+				return func(rs []callResult) bool {
+					if len(rs) < 100 {
+						return false
+					}
+					for i, r := range rs[len(rs)-100:] {
+						canary := (start+len(rs)-100+i)%2 == 1
+						if r.backend == "" || slices.Contains(v2, r.backend) != canary {
+							return false
+						}
+					}
+					return true
+				}
+			}
+			c.waitUntil(0, 90*time.Second, "100 calls in a row in their subsets", inSubset(0, names[2:]))
+			mark := len(c.since(0))
+			// Once it holds, it holds: every later call too.
+			c.waitUntil(mark, 60*time.Second, "200 more calls", func(rs []callResult) bool { return len(rs) >= 200 })
+			for i, r := range c.since(mark)[:200] {
+				canary := (mark+i)%2 == 1
+				if r.backend == "" || (r.backend == names[2]) != canary {
+					t.Fatalf("call %d (x-canary %v) reached %q (%s)", mark+i, canary, r.backend, r.err)
+				}
+			}
+			seen := map[string]bool{}
+			for _, r := range c.since(mark) {
+				seen[r.backend] = true
+			}
+			if !seen[names[0]] || !seen[names[1]] {
+				t.Errorf("v1 calls reached %v, want both v1 instances", seen)
+			}
+
+			// v1b becomes v2.
+			consul.RegisterInstance(t, svc, names[1], "127.0.0.1", ports[1], nil, meta("v2"), api.HealthPassing)
+			mark = len(c.since(0))
+			c.waitUntil(mark, 90*time.Second, "100 calls in a row in their new subsets", inSubset(mark, names[1:]))
+			c.stop()
+		})
+	}
+	assertNoNACKs(t, b)
+}
