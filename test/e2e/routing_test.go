@@ -194,6 +194,49 @@ func TestProxylessRouteFault(t *testing.T) {
 	assertNoNACKs(t, b)
 }
 
+// TestProxylessRouteFaultDelay: a VirtualService fault delaying every call
+// by 300ms (gRFC A33) holds each call of every gRPC implementation that
+// long before it reaches the backend, which answers at once: calls still
+// succeed, and no two results of calls made back to back (5ms apart) are
+// closer than the delay.
+func TestProxylessRouteFaultDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	var policy strings.Builder
+	for _, pc := range proxylessClients {
+		host := "delay-" + pc.name + ".service.consul"
+		policy.WriteString(virtualService("delay-"+pc.name, host, "    route:\n    - destination: {host: "+host+"}\n"+
+			"    fault: {delay: {fixedDelay: 300ms, percentage: {value: 100}}}\n"))
+	}
+	consul, b := routingBridge(t, policy.String())
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "delay-" + pc.name
+			port := startBackend(t, svc)
+			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
+			boot := renderBootstrap(t, "--node-id", "e2e-delay-"+pc.name, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port),
+				callOpts{interval: 5 * time.Millisecond, timeout: 5 * time.Second}), boot)
+			first := 0
+			c.waitUntil(0, 60*time.Second, "a first call answered", func(rs []callResult) bool {
+				first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend != "" })
+				return first >= 0
+			})
+			c.waitUntil(first, 60*time.Second, "10 more calls", func(rs []callResult) bool { return len(rs) > 10 })
+			c.stop()
+			rs := c.since(first)[:11]
+			for i := 1; i < len(rs); i++ {
+				if rs[i].backend == "" {
+					t.Fatalf("call %d failed: %s", first+i, rs[i].err)
+				}
+				if gap := rs[i].at.Sub(rs[i-1].at); gap < delay {
+					t.Errorf("call %d ended %v after the one before, want at least the %v delay", first+i, gap, delay)
+				}
+			}
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
 // TestProxylessSubsets: gray release by metadata. Three instances of one
 // Consul service, each on its own port, declare version v1, v1 and v2 in
 // their meta; a DestinationRule's subsets select by it (gRFC A28: a
