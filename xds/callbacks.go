@@ -294,6 +294,9 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 			st.client = clientMCP
 		}
 		xdsClients.WithLabelValues(st.client).Inc()
+		if c.subs != nil {
+			c.subs.opened(st.node)
+		}
 		c.log.Info("Connected xDS client", append([]any{"listener", c.listener, "streamID", key.id, "mode", key.mode(),
 			"node", st.node, "generator", st.client, "userAgent", st.agent.userAgent, "family", st.agent.family,
 			"lacks", st.agent.lacks.Names()}, st.peer.attrs()...)...)
@@ -386,10 +389,10 @@ func (c *callbacks) closed(key streamKey) {
 	if c.conv != nil {
 		c.conv.closed(st)
 	}
-	node, client, peerAddr, opened := st.node, st.client, st.peer.addr, st.opened
+	node, client, peerAddr, opened, named := st.node, st.client, st.peer.addr, st.opened, st.gen != ""
 	st.mu.Unlock()
-	if c.subs != nil {
-		c.subs.forget(node)
+	if c.subs != nil && named {
+		c.subs.closed(node)
 	}
 	c.log.Debug("Closed xDS stream", "listener", c.listener, "streamID", key.id, "mode", key.mode(), "node", node,
 		"generator", client, "peer", peerAddr, "duration", time.Since(opened))

@@ -140,15 +140,42 @@ func versionNumbers(version string) []int {
 }
 
 // substitutions records what each node was served in a substituted form
-// (the xDS caches' served hook), for the metric and /debug/syncz.
+// (the xDS caches' served hook), for the metric and /debug/syncz, while a
+// stream of the node is open: a node's streams (several per client
+// process, and a reconnection's overlapping the old one) share its record,
+// which goes when the last closes.
 type substitutions struct {
-	mu     sync.Mutex
-	byNode map[string]map[string]bool // node ID → substituted fields
+	mu      sync.Mutex
+	byNode  map[string]map[string]bool // node ID → substituted fields
+	streams map[string]int             // node ID → open streams
+}
+
+// opened counts a stream of node, once its first request named it.
+func (s *substitutions) opened(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams == nil {
+		s.streams = map[string]int{}
+	}
+	s.streams[node]++
+}
+
+// closed uncounts a stream of node that opened counted, and drops node's
+// record when it was the last.
+func (s *substitutions) closed(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[node]--; s.streams[node] > 0 {
+		return
+	}
+	delete(s.streams, node)
+	delete(s.byNode, node)
 }
 
 // served counts and records the substituted forms a response to node
-// carried (one entry per resource and substitution). Called under a
-// cache's lock: it takes only its own.
+// carried (one entry per resource and substitution); a node with no open
+// stream (a response racing its stream's close) is counted, not recorded.
+// Called under a cache's lock: it takes only its own.
 func (s *substitutions) served(node *core.Node, substituted []string) {
 	family := agentOf(node).family
 	for _, field := range substituted {
@@ -156,6 +183,9 @@ func (s *substitutions) served(node *core.Node, substituted []string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.streams[node.GetId()] == 0 {
+		return
+	}
 	if s.byNode == nil {
 		s.byNode = map[string]map[string]bool{}
 	}
@@ -179,12 +209,4 @@ func (s *substitutions) of(node string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// forget drops node's record, when a stream of it closes: its next
-// stream's responses record it again.
-func (s *substitutions) forget(node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byNode, node)
 }

@@ -70,8 +70,12 @@ func TestLoadBalancerPerClient(t *testing.T) {
 		return n
 	}
 	substitutedBefore := testutil.ToFloat64(policySubstitutions.WithLabelValues("grpc-js", "loadBalancer.simple:LEAST_REQUEST"))
+	var jsStreams []*deltaClient
 	lbOf := func(n *core.Node) map[string]cluster.Cluster_LbPolicy {
 		c := openDelta(t, rawClient(t, ts.Addr().String()))
+		if n.GetId() == "js" {
+			jsStreams = append(jsStreams, c)
+		}
 		c.send(&discovery.DeltaDiscoveryRequest{Node: n, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"*"}})
 		resp := c.next(t)
 		out := map[string]cluster.Cluster_LbPolicy{}
@@ -102,5 +106,31 @@ func TestLoadBalancerPerClient(t *testing.T) {
 		if s.Family == "" || s.UserAgent == "" {
 			t.Errorf("stream of %s shows no client family or user agent: %+v", s.Node, s)
 		}
+	}
+
+	// A node's streams share its record: a second stream of js closing
+	// leaves it to the first; the last one closing drops it.
+	substitutedOf := func(node string) (open int, substituted []string) {
+		for _, s := range ts.SyncStatus().Streams {
+			if s.Node == node {
+				open++
+				substituted = s.Substituted
+			}
+		}
+		return open, substituted
+	}
+	lbOf(node("js", "gRPC Node Pure JS", "1.14.1"))
+	jsStreams[1].cancel()
+	eventually(t, "js's second stream closed", func() bool { n, _ := substitutedOf("js"); return n == 1 })
+	if _, got := substitutedOf("js"); !slices.Equal(got, []string{"loadBalancer.simple:LEAST_REQUEST"}) {
+		t.Errorf("js's first stream shows substituted %q once its second closed", got)
+	}
+	jsStreams[0].cancel()
+	eventually(t, "js's streams closed", func() bool { n, _ := substitutedOf("js"); return n == 0 })
+	subs := ts.listeners[listenerXDS].subs
+	subs.mu.Lock()
+	defer subs.mu.Unlock()
+	if len(subs.byNode["js"]) != 0 || subs.streams["js"] != 0 {
+		t.Errorf("js's record kept after its streams closed: %v, %d streams", subs.byNode["js"], subs.streams["js"])
 	}
 }
