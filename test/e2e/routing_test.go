@@ -162,36 +162,45 @@ func cmpBackend(r callResult) string {
 	return r.backend
 }
 
+// withFault runs check, for each gRPC implementation, on a client calling
+// a one-instance service whose VirtualService injects fault (a YAML flow
+// map of HTTPFaultInjection), and checks that no client NACKed.
+func withFault(t *testing.T, prefix, fault string, opts callOpts, check func(t *testing.T, c *client)) {
+	t.Helper()
+	var policy strings.Builder
+	for _, pc := range proxylessClients {
+		host := prefix + "-" + pc.name + ".service.consul"
+		policy.WriteString(virtualService(prefix+"-"+pc.name, host, "    route:\n    - destination: {host: "+host+"}\n"+
+			"    fault: "+fault+"\n"))
+	}
+	consul, b := routingBridge(t, policy.String())
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := prefix + "-" + pc.name
+			port := startBackend(t, svc)
+			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
+			boot := renderBootstrap(t, "--node-id", "e2e-"+svc, "--xds-address", b.xdsAddr)
+			check(t, runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port), opts), boot))
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
 // TestProxylessRouteFault: a VirtualService fault aborting every call
 // with PERMISSION_DENIED (gRFC A33: the fault filter in the listener, its
 // config on the route) ends each call of every gRPC implementation with
 // that status before it reaches the backend.
 func TestProxylessRouteFault(t *testing.T) {
-	var policy strings.Builder
-	for _, pc := range proxylessClients {
-		host := "fault-" + pc.name + ".service.consul"
-		policy.WriteString(virtualService("fault-"+pc.name, host, "    route:\n    - destination: {host: "+host+"}\n"+
-			"    fault: {abort: {grpcStatus: PERMISSION_DENIED, percentage: {value: 100}}}\n"))
-	}
-	consul, b := routingBridge(t, policy.String())
-	for _, pc := range proxylessClients {
-		t.Run(pc.name, func(t *testing.T) {
-			svc := "fault-" + pc.name
-			port := startBackend(t, svc)
-			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
-			boot := renderBootstrap(t, "--node-id", "e2e-fault-"+pc.name, "--xds-address", b.xdsAddr)
-			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port), callOpts{}), boot)
-			c.waitUntil(0, 60*time.Second, "5 calls in a row aborted PERMISSION_DENIED", func(rs []callResult) bool {
-				return len(rs) >= 5 && !slices.ContainsFunc(rs[len(rs)-5:], func(r callResult) bool {
-					return !isStatus(r.err, "PERMISSION_DENIED")
-				})
+	withFault(t, "fault", "{abort: {grpcStatus: PERMISSION_DENIED, percentage: {value: 100}}}", callOpts{}, func(t *testing.T, c *client) {
+		c.waitUntil(0, 60*time.Second, "5 calls in a row aborted PERMISSION_DENIED", func(rs []callResult) bool {
+			return len(rs) >= 5 && !slices.ContainsFunc(rs[len(rs)-5:], func(r callResult) bool {
+				return !isStatus(r.err, "PERMISSION_DENIED")
 			})
-			if i := slices.IndexFunc(c.since(0), func(r callResult) bool { return r.backend != "" }); i >= 0 {
-				t.Errorf("call %d reached the backend through an abort of every call: %+v", i, c.since(0)[i])
-			}
 		})
-	}
-	assertNoNACKs(t, b)
+		if i := slices.IndexFunc(c.since(0), func(r callResult) bool { return r.backend != "" }); i >= 0 {
+			t.Errorf("call %d reached the backend through an abort of every call: %+v", i, c.since(0)[i])
+		}
+	})
 }
 
 // TestProxylessRouteFaultDelay: a VirtualService fault delaying every call
@@ -201,40 +210,25 @@ func TestProxylessRouteFault(t *testing.T) {
 // closer than the delay.
 func TestProxylessRouteFaultDelay(t *testing.T) {
 	const delay = 300 * time.Millisecond
-	var policy strings.Builder
-	for _, pc := range proxylessClients {
-		host := "delay-" + pc.name + ".service.consul"
-		policy.WriteString(virtualService("delay-"+pc.name, host, "    route:\n    - destination: {host: "+host+"}\n"+
-			"    fault: {delay: {fixedDelay: 300ms, percentage: {value: 100}}}\n"))
-	}
-	consul, b := routingBridge(t, policy.String())
-	for _, pc := range proxylessClients {
-		t.Run(pc.name, func(t *testing.T) {
-			svc := "delay-" + pc.name
-			port := startBackend(t, svc)
-			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
-			boot := renderBootstrap(t, "--node-id", "e2e-delay-"+pc.name, "--xds-address", b.xdsAddr)
-			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port),
-				callOpts{interval: 5 * time.Millisecond, timeout: 5 * time.Second}), boot)
-			first := 0
-			c.waitUntil(0, 60*time.Second, "a first call answered", func(rs []callResult) bool {
-				first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend != "" })
-				return first >= 0
-			})
-			c.waitUntil(first, 60*time.Second, "10 more calls", func(rs []callResult) bool { return len(rs) > 10 })
-			c.stop()
-			rs := c.since(first)[:11]
-			for i := 1; i < len(rs); i++ {
-				if rs[i].backend == "" {
-					t.Fatalf("call %d failed: %s", first+i, rs[i].err)
-				}
-				if gap := rs[i].at.Sub(rs[i-1].at); gap < delay {
-					t.Errorf("call %d ended %v after the one before, want at least the %v delay", first+i, gap, delay)
-				}
-			}
+	opts := callOpts{interval: 5 * time.Millisecond, timeout: 5 * time.Second}
+	withFault(t, "delay", "{delay: {fixedDelay: 300ms, percentage: {value: 100}}}", opts, func(t *testing.T, c *client) {
+		first := 0
+		c.waitUntil(0, 60*time.Second, "a first call answered", func(rs []callResult) bool {
+			first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend != "" })
+			return first >= 0
 		})
-	}
-	assertNoNACKs(t, b)
+		c.waitUntil(first, 60*time.Second, "10 more calls", func(rs []callResult) bool { return len(rs) > 10 })
+		c.stop()
+		rs := c.since(first)[:11]
+		for i := 1; i < len(rs); i++ {
+			if rs[i].backend == "" {
+				t.Fatalf("call %d failed: %s", first+i, rs[i].err)
+			}
+			if gap := rs[i].at.Sub(rs[i-1].at); gap < delay {
+				t.Errorf("call %d ended %v after the one before, want at least the %v delay", first+i, gap, delay)
+			}
+		}
+	})
 }
 
 // TestProxylessSubsets: gray release by metadata. Three instances of one
