@@ -45,4 +45,17 @@
 //     VirtualService whose gateways omit "mesh" applies to gateways only
 //     and is not served (it is listed as rejected, with that reason).
 //     Hosts match as in rule 4 (Rules.RoutingFor).
+//  9. An object whose exportTo limits it to some namespaces (".", "~",
+//     names) is rejected with that reason: meshbridge serves every client
+//     the same rules, so it can neither serve it only where it is
+//     exported nor ignore the limit. Empty exportTo and "*" are served.
+//  10. With policy.kubernetes (Config.Kubernetes), DestinationRules and
+//     VirtualServices are also read from a cluster by client-go informers
+//     (istio.io/client-go), in the namespaces configured or all. They come
+//     before the files' in rule 3's order, oldest first (creation time,
+//     then namespace and name, as istiod orders them), and are validated
+//     as the files' are. No rule is served until every informer has
+//     listed; a list or watch error is logged, shown on /debug/policyz
+//     (kubernetes.lastError) and retried by the informers, and the rules
+//     as last read keep serving meanwhile.
 package policy

@@ -154,11 +154,34 @@ func parseRule(d document) (*networking.DestinationRule, error) {
 	if err := parseSpec(d, dr); err != nil {
 		return nil, err
 	}
+	return checkRule(dr)
+}
+
+// checkRule lower-cases dr's host, in place, and validates it (rule 2): a
+// DestinationRule of any source.
+func checkRule(dr *networking.DestinationRule) (*networking.DestinationRule, error) {
 	dr.Host = strings.ToLower(dr.GetHost())
+	if err := validateExportTo(dr.GetExportTo()); err != nil {
+		return nil, err
+	}
 	if err := validate(dr); err != nil {
 		return nil, err
 	}
 	return dr, nil
+}
+
+// validateExportTo refuses an exportTo that limits an object to some
+// namespaces ("." its own, "~" none, or names): istiod shows such an
+// object only to the proxies of those namespaces, and meshbridge serves
+// every client the same rules, so serving it would show it to clients
+// it is not exported to, and ignoring the limit is not an option (rule
+// 9). Empty (Istio's default) and a list holding "*" are every namespace.
+func validateExportTo(exportTo []string) error {
+	if len(exportTo) == 0 || slices.Contains(exportTo, "*") {
+		return nil
+	}
+	return fmt.Errorf("spec.exportTo %q limits it to some namespaces: meshbridge serves every client the same "+
+		"rules; export it to \"*\" (or leave exportTo out) to serve it", exportTo)
 }
 
 // validateHost checks a host as istiod does: an FQDN or one label, or a

@@ -314,12 +314,12 @@ func TestFilesSubsets(t *testing.T) {
 	}
 }
 
-// testFiles returns a Files following *.yaml in a new directory, calling
+// testFiles returns a Source following *.yaml in a new directory, calling
 // onChange, the directory, and a function writing a file there.
-func testFiles(t *testing.T, onChange func(*Rules)) (f *Files, dir string, write func(name, content string)) {
+func testFiles(t *testing.T, onChange func(*Rules)) (f *Source, dir string, write func(name, content string)) {
 	t.Helper()
 	dir = t.TempDir()
-	f, err := NewFiles(FilesConfig{Globs: []string{filepath.Join(dir, "*.yaml")}, OnChange: onChange,
+	f, err := New(Config{Globs: []string{filepath.Join(dir, "*.yaml")}, OnChange: onChange,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

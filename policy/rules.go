@@ -71,7 +71,7 @@ func (x *hostIndex[T]) same(y *hostIndex[T]) bool {
 }
 
 // NewRules returns the rules of destination rules and virtual services
-// given by host (lower case; "*" and "*.<suffix>" wildcards), as Files
+// given by host (lower case; "*" and "*.<suffix>" wildcards), as a Source
 // hands them out: the objects themselves, matched by rule 4.
 func NewRules(destinations map[string]*networking.DestinationRule, routing map[string]*networking.VirtualService) *Rules {
 	return &Rules{destinations: newHostIndex(destinations), routing: newHostIndex(routing)}

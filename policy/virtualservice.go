@@ -19,6 +19,12 @@ func parseVirtualService(d document) (*networking.VirtualService, error) {
 	if err := parseSpec(d, vs); err != nil {
 		return nil, err
 	}
+	return checkVirtualService(vs)
+}
+
+// checkVirtualService lower-cases vs's hosts and destination hosts, in
+// place, and validates it (rule 2): a VirtualService of any source.
+func checkVirtualService(vs *networking.VirtualService) (*networking.VirtualService, error) {
 	for i, h := range vs.GetHosts() {
 		vs.Hosts[i] = strings.ToLower(h)
 	}
@@ -28,6 +34,9 @@ func parseVirtualService(d document) (*networking.VirtualService, error) {
 				dst.Destination.Host = strings.ToLower(dst.GetDestination().GetHost())
 			}
 		}
+	}
+	if err := validateExportTo(vs.GetExportTo()); err != nil {
+		return nil, err
 	}
 	if err := validateVirtualService(vs); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ type bridge struct {
 	syncer  *syncer.Syncer
 	xds     *xds.DiscoveryServer
 	kube    *kubeOutput   // nil unless kubernetes.enabled
-	policy  *policy.Files // nil unless policy.files is set
+	policy  *policy.Source // nil unless policy.files is set
 	metrics *prometheus.Registry
 	ready   <-chan struct{} // closed once the store holds every registry's first listing
 
@@ -79,7 +79,7 @@ func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags co
 	b.pipe = pipeline.New(pipelineOptions(cfg, regs, log))
 	b.store, b.syncer, b.xds, b.ready = b.pipe.Store, b.pipe.Syncer, b.pipe.XDS, b.pipe.Ready()
 	if len(cfg.Policy.Files) > 0 {
-		b.policy, err = policy.NewFiles(policy.FilesConfig{Globs: cfg.Policy.Files, Logger: log.With("component", "policy"),
+		b.policy, err = policy.New(policy.Config{Globs: cfg.Policy.Files, Logger: log.With("component", "policy"),
 			OnChange: func(r *policy.Rules) { b.xds.SetPolicies(r) }})
 		if err != nil {
 			return nil, err

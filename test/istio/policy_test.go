@@ -98,7 +98,7 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, err := policy.NewFiles(policy.FilesConfig{Globs: []string{policyFile}, Logger: quiet,
+	files, err := policy.New(policy.Config{Globs: []string{policyFile}, Logger: quiet,
 		OnChange: func(r *policy.Rules) { b.xds.SetPolicies(r) }})
 	if err != nil {
 		t.Fatal(err)

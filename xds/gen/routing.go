@@ -263,8 +263,8 @@ var servedRoutingFields = map[string]bool{
 	"http.name": true, "http.match.name": true, "http.match.uri": true, "http.match.headers": true,
 	"http.match.without_headers": true, "http.match.port": true, "http.match.ignore_uri_case": true,
 	"http.route.destination.host": true, "http.route.destination.port": true, "http.route.weight": true,
-	"http.route.destination.subset": true,
-	"http.timeout":                  true, "http.retries.attempts": true, "http.retries.retry_on": true, "http.retries.backoff": true,
+	"http.route.destination.subset": true, "export_to": true,
+	"http.timeout": true, "http.retries.attempts": true, "http.retries.retry_on": true, "http.retries.backoff": true,
 	"http.fault.delay.fixed_delay": true, "http.fault.delay.percentage": true, "http.fault.delay.percent": true,
 	"http.fault.abort.http_status": true, "http.fault.abort.grpc_status": true, "http.fault.abort.percentage": true,
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -20,21 +21,25 @@ import (
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
-// FilesConfig configures Files.
-type FilesConfig struct {
+// Config configures a Source.
+type Config struct {
 	// Globs are the file patterns read, in order (config key
 	// policy.files; filepath.Match syntax). The directory part of a glob
 	// is a directory, not a pattern.
 	Globs []string
 	// Settle and Resync are internal/filewatch's; default 200ms and 30s.
 	Settle, Resync time.Duration
+	// Kubernetes, when set, reads DestinationRules and VirtualServices
+	// from a cluster too, before the files' (rule 10).
+	Kubernetes *KubernetesConfig
 	// OnChange is called with the rules after each read that changes
-	// them (and after the first read), from Run's goroutine.
+	// them (and after the first read), from Run's goroutines, one call at
+	// a time.
 	OnChange func(*Rules)
 	Logger   *slog.Logger
 }
 
-// ValidateGlob says why g is not a glob Files follows: empty, a malformed
+// ValidateGlob says why g is not a glob a Source follows: empty, a malformed
 // pattern, or a pattern in its directory part (a directory is watched,
 // not searched); nil when it is one.
 func ValidateGlob(g string) error {
@@ -50,10 +55,10 @@ func ValidateGlob(g string) error {
 	return nil
 }
 
-// Files reads DestinationRules from the files its globs match and follows
+// Source reads DestinationRules and VirtualServices from the files its globs match and follows
 // them (package rules).
-type Files struct {
-	cfg FilesConfig
+type Source struct {
+	cfg Config
 	log *slog.Logger
 
 	// kept is what each file held at its last good read, by path (rule
@@ -70,6 +75,16 @@ type Files struct {
 
 	mu     sync.Mutex
 	status Status
+	// kubeErr is the last error listing or watching the cluster (under
+	// mu).
+	kubeErr string
+
+	// readMu makes Read one call at a time: the files' loop and the
+	// cluster's informers both call it.
+	readMu     sync.Mutex
+	kube       *kubernetes
+	kubeSynced atomic.Bool
+	kick       chan struct{}
 }
 
 // Status is what /debug/policyz shows: each rule's state as last read.
@@ -81,6 +96,8 @@ type Status struct {
 	Ignored  []Ignored    `json:"ignored"`
 	// FileErrors are the files that could not be read or parsed, and why.
 	FileErrors map[string]string `json:"fileErrors,omitempty"`
+	// Kubernetes is the cluster's state when policy.kubernetes is set.
+	Kubernetes *KubernetesStatus `json:"kubernetes,omitempty"`
 }
 
 // RuleStatus is one DestinationRule or VirtualService.
@@ -100,9 +117,9 @@ type RuleStatus struct {
 	Reason   string   `json:"reason,omitempty"`
 }
 
-// NewFiles returns the source of cfg, or an error naming a glob that is
+// New returns the source of cfg, or an error naming a glob that is
 // not one (ValidateGlob).
-func NewFiles(cfg FilesConfig) (*Files, error) {
+func New(cfg Config) (*Source, error) {
 	for i, g := range cfg.Globs {
 		if err := ValidateGlob(g); err != nil {
 			return nil, fmt.Errorf("policy.files[%d]: %w", i, err)
@@ -117,12 +134,37 @@ func NewFiles(cfg FilesConfig) (*Files, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Files{cfg: cfg, log: cfg.Logger, kept: map[string][]Object{}, valid: map[string]*networking.DestinationRule{},
-		validRouting: map[string]*networking.VirtualService{}, logged: map[any]bool{}}, nil
+	f := &Source{cfg: cfg, log: cfg.Logger, kept: map[string][]Object{}, valid: map[string]*networking.DestinationRule{},
+		validRouting: map[string]*networking.VirtualService{}, logged: map[any]bool{}, kick: make(chan struct{}, 1)}
+	if cfg.Kubernetes != nil {
+		if cfg.Kubernetes.Client == nil {
+			return nil, errors.New("policy.kubernetes: no client")
+		}
+		f.kube = newKubernetes(cfg.Kubernetes, func() {
+			select {
+			case f.kick <- struct{}{}:
+			default:
+			}
+		}, f.kubeError)
+	}
+	return f, nil
 }
 
-// Run reads the files and follows them until ctx is done (rule 7).
-func (f *Files) Run(ctx context.Context) error {
+// Run reads the files and the cluster's objects and follows them until
+// ctx is done (rules 7 and 10).
+func (f *Source) Run(ctx context.Context) error {
+	if f.kube != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			f.followKubernetes(ctx)
+		}()
+		if len(f.cfg.Globs) == 0 {
+			<-ctx.Done()
+			return nil
+		}
+	}
 	dirs := map[string]bool{}
 	for _, g := range f.cfg.Globs {
 		dirs[filepath.Dir(g)] = true
@@ -144,8 +186,16 @@ func (f *Files) Run(ctx context.Context) error {
 
 // Read reads every file the globs match once, and calls OnChange when the
 // rules changed (or on the first read).
-func (f *Files) Read() {
+func (f *Source) Read() {
+	f.readMu.Lock()
+	defer f.readMu.Unlock()
+	if f.kube != nil && !f.kubeSynced.Load() {
+		return // nothing is served before the cluster's objects are read (rule 10)
+	}
 	var objs []Object
+	if f.kube != nil {
+		objs = f.kube.objects()
+	}
 	var ignored []Ignored
 	fileErrors := map[string]string{}
 	seen := map[string]bool{}
@@ -206,7 +256,7 @@ func readFile(path string) ([]Object, []Ignored, error) {
 
 // decide turns the objects read, in order, into the rules served (rules
 // 2, 3, 5, 6 and 8), keeping the last valid version of each object.
-func (f *Files) decide(objs []Object) (*Rules, Status) {
+func (f *Source) decide(objs []Object) (*Rules, Status) {
 	var st Status
 	d := decision{f: f, st: &st, ids: map[string]bool{}, logged: map[any]bool{},
 		destinations: map[string]*networking.DestinationRule{}, routing: map[string]*networking.VirtualService{},
@@ -266,7 +316,7 @@ func MissingSubsets(vs *networking.VirtualService, rules *Rules) []string {
 
 // decision is one decide call's state.
 type decision struct {
-	f            *Files
+	f            *Source
 	st           *Status
 	ids          map[string]bool // kind + ID seen
 	logged       map[any]bool
@@ -387,8 +437,12 @@ func (d *decision) note(obj any, id string, unserved []string, attrs ...any) {
 }
 
 // Status returns the rules as last read.
-func (f *Files) Status() Status {
+func (f *Source) Status() Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.status
+	st := f.status
+	if f.kube != nil {
+		st.Kubernetes = &KubernetesStatus{Synced: f.kubeSynced.Load(), LastError: f.kubeErr}
+	}
+	return st
 }
