@@ -229,18 +229,18 @@ refresh-golden: ## Regenerate translate/testdata/*.golden.yaml
 	REFRESH_GOLDEN=true $(GO) test ./translate/...
 
 .PHONY: refresh-crds
-refresh-crds: ## Copy the ServiceEntry and WorkloadEntry CRDs of go.mod's istio.io/api into kube/testdata/crds/
+refresh-crds: ## Copy the ServiceEntry, WorkloadEntry, DestinationRule and VirtualService CRDs of go.mod's istio.io/api into kube/testdata/crds/
 	@$(GO) mod download istio.io/api
 	@v=$$($(GO) list -m -f '{{.Version}}' istio.io/api) && d=$$($(GO) list -m -f '{{.Dir}}' istio.io/api) && \
 	out=kube/testdata/crds/istio-networking.yaml && \
-	{ echo "# ServiceEntry and WorkloadEntry CRDs, verbatim from istio.io/api $$v kubernetes/customresourcedefinitions.gen.yaml."; \
+	{ echo "# ServiceEntry, WorkloadEntry, DestinationRule and VirtualService CRDs, verbatim from istio.io/api $$v kubernetes/customresourcedefinitions.gen.yaml."; \
 	  echo "# Do not edit: after changing istio.io/api in go.mod run make refresh-crds (kube/crds_test.go checks this copy)."; \
 	  awk '/^---$$/ { if (keep) printf "---\n%s", doc; doc = ""; keep = 0; next } \
 	       { doc = doc $$0 "\n" } \
-	       /^  name: (serviceentries|workloadentries)\.networking\.istio\.io$$/ { keep = 1 } \
+	       /^  name: (serviceentries|workloadentries|destinationrules|virtualservices)\.networking\.istio\.io$$/ { keep = 1 } \
 	       END { if (keep) printf "---\n%s", doc }' "$$d/kubernetes/customresourcedefinitions.gen.yaml"; \
 	} >"$$out.tmp" && \
-	test "$$(grep -cE '^  name: (serviceentries|workloadentries)\.networking\.istio\.io$$' "$$out.tmp")" = 2 && \
+	test "$$(grep -cE '^  name: (serviceentries|workloadentries|destinationrules|virtualservices)\.networking\.istio\.io$$' "$$out.tmp")" = 4 && \
 	mv "$$out.tmp" "$$out" && echo "refresh-crds: $$out from istio.io/api $$v" || { rm -f "$$out.tmp"; exit 1; }
 
 # Fuzzing time per target; go test fuzzes one target per run, so the

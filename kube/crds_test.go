@@ -21,10 +21,11 @@ const (
 )
 
 // copiedCRDs are the CRDs crdCopy holds, in the order they appear upstream.
-var copiedCRDs = []string{"serviceentries.networking.istio.io", "workloadentries.networking.istio.io"}
+var copiedCRDs = []string{"destinationrules.networking.istio.io", "serviceentries.networking.istio.io",
+	"virtualservices.networking.istio.io", "workloadentries.networking.istio.io"}
 
 // TestCRDsMatchIstioAPI checks that testdata/crds/istio-networking.yaml is a
-// verbatim copy of the ServiceEntry and WorkloadEntry CRDs of the istio.io/api
+// verbatim copy of the ServiceEntry, WorkloadEntry, DestinationRule and VirtualService CRDs of the istio.io/api
 // version go.mod requires, and that its header names that version. Tests run
 // meshbridge's output against these CRDs, so a stale copy would validate
 // objects against a schema istiod no longer uses. Fix: make refresh-crds.

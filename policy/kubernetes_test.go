@@ -1,14 +1,12 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,39 +23,9 @@ import (
 	"github.com/meshbridge/meshbridge/test/harness"
 )
 
-// policyCRDs writes the DestinationRule and VirtualService CRDs of the
-// istio.io/api module go.mod requires (its
-// kubernetes/customresourcedefinitions.gen.yaml) to a file for
-// harness.StartKube, and returns its path.
-func policyCRDs(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "istio.io/api")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -m istio.io/api: %v\n%s", err, stderr.Bytes())
-	}
-	all, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "kubernetes", "customresourcedefinitions.gen.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept []string
-	for doc := range strings.SplitSeq(string(all), "\n---\n") {
-		if strings.Contains(doc, "\n  name: destinationrules.networking.istio.io\n") ||
-			strings.Contains(doc, "\n  name: virtualservices.networking.istio.io\n") {
-			kept = append(kept, doc)
-		}
-	}
-	if len(kept) != 2 {
-		t.Fatalf("istio.io/api's CRDs hold %d of the DestinationRule and VirtualService CRDs, want 2", len(kept))
-	}
-	path := filepath.Join(t.TempDir(), "crds.yaml")
-	if err := os.WriteFile(path, []byte(strings.Join(kept, "\n---\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// istioCRDs are Istio's networking CRDs the tests' apiserver installs
+// (make refresh-crds keeps the copy).
+const istioCRDs = "../kube/testdata/crds/istio-networking.yaml"
 
 // kubeSource runs a Source of the cluster's namespace ns (and of files,
 // when globs are given) until the test ends, and returns it and a function
@@ -90,7 +58,7 @@ func kubeSource(t *testing.T, cfg *rest.Config, ns string, globs ...string) (*So
 // cluster's is deleted); an object exported to its own namespace only is
 // rejected with that reason (rule 9).
 func TestKubernetesSource(t *testing.T) {
-	k := harness.StartKube(t, policyCRDs(t))
+	k := harness.StartKube(t, istioCRDs)
 	ns := k.Namespace(t)
 	client, err := versioned.NewForConfig(k.Config)
 	if err != nil {
@@ -180,7 +148,7 @@ func TestKubernetesSource(t *testing.T) {
 // DestinationRules serves nothing, not even its files' rules (rule 10:
 // no partial policy), and shows why.
 func TestKubernetesSourceForbidden(t *testing.T) {
-	k := harness.StartKube(t, policyCRDs(t))
+	k := harness.StartKube(t, istioCRDs)
 	ns := k.Namespace(t)
 	cfg := rest.CopyConfig(k.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":nobody"}

@@ -59,10 +59,23 @@ type Config struct {
 
 // PolicyConfig is where traffic policy comes from (package policy).
 type PolicyConfig struct {
-	// Files are globs of YAML files of Istio DestinationRules, read in
-	// order and followed; a relative one is resolved against the
-	// configuration's directory. Empty serves no policy.
+	// Files are globs of YAML files of Istio DestinationRules and
+	// VirtualServices, read in order and followed; a relative one is
+	// resolved against the configuration's directory.
 	Files []string `json:"files,omitempty"`
+	// Kubernetes reads them from a cluster too. Neither set: no policy.
+	Kubernetes PolicyKubernetesConfig `json:"kubernetes"`
+}
+
+// PolicyKubernetesConfig reads DestinationRules and VirtualServices from
+// the cluster the kubernetes block connects to (kubernetes.kubeconfig, or
+// in-cluster; kubernetes.qps and burst), with get, list and watch on them
+// (the chart's RBAC when policy.kubernetes is on).
+type PolicyKubernetesConfig struct {
+	Enabled bool `json:"enabled"`
+	// Namespaces are the namespaces read; empty reads every namespace
+	// (a ClusterRole), else one Role per namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // LogConfig is the log level and format.
@@ -498,7 +511,7 @@ func checkFile(f registries.File) error {
 // load that credentials and certificates can be read.
 func (c *Config) files() []registries.File {
 	fs := []registries.File{
-		{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled},
+		{Key: "kubernetes.kubeconfig", Path: &c.Kubernetes.Kubeconfig, MustExist: c.Kubernetes.Enabled || c.Policy.Kubernetes.Enabled},
 		{Key: "state.dir", Path: &c.State.Dir},
 	}
 	for i := range c.Policy.Files {
@@ -680,6 +693,19 @@ func (c *Config) validate() error {
 		if err := policy.ValidateGlob(g); err != nil {
 			add("policy.files["+strconv.Itoa(i)+"]", "%v", err)
 		}
+	}
+	seen := map[string]bool{}
+	for i, ns := range c.Policy.Kubernetes.Namespaces {
+		key := "policy.kubernetes.namespaces[" + strconv.Itoa(i) + "]"
+		switch {
+		case !c.Policy.Kubernetes.Enabled:
+			add(key, "is set but policy.kubernetes.enabled is false")
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			add(key, "%q is not a namespace name (a DNS-1123 label)", ns)
+		case seen[ns]:
+			add(key, "%q is listed twice", ns)
+		}
+		seen[ns] = true
 	}
 	return errors.Join(errs...)
 }

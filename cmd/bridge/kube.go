@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshbridge/meshbridge/kube"
+	"github.com/meshbridge/meshbridge/policy"
 )
 
 // kubeOutput is the Kubernetes output when kubernetes.enabled: the writer
@@ -47,6 +48,20 @@ func restConfig(k KubernetesConfig) (*rest.Config, error) {
 		}
 	}
 	return limited(rc, k), nil
+}
+
+// policyKubernetes is the cluster policy.kubernetes reads from: the
+// kubernetes block's connection and client rate limit.
+func policyKubernetes(cfg *Config) (*policy.KubernetesConfig, error) {
+	rc, err := restConfig(cfg.Kubernetes)
+	if err != nil {
+		return nil, fmt.Errorf("policy.kubernetes: %w", err)
+	}
+	client, err := versioned.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("policy.kubernetes: %w", err)
+	}
+	return &policy.KubernetesConfig{Client: client, Namespaces: cfg.Policy.Kubernetes.Namespaces}, nil
 }
 
 // limited sets rc's client rate limit (kubernetes.qps, burst) and user

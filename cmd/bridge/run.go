@@ -36,8 +36,8 @@ type bridge struct {
 	store   *serviceentry.Store
 	syncer  *syncer.Syncer
 	xds     *xds.DiscoveryServer
-	kube    *kubeOutput   // nil unless kubernetes.enabled
-	policy  *policy.Source // nil unless policy.files is set
+	kube    *kubeOutput    // nil unless kubernetes.enabled
+	policy  *policy.Source // nil unless policy.files or policy.kubernetes is set
 	metrics *prometheus.Registry
 	ready   <-chan struct{} // closed once the store holds every registry's first listing
 
@@ -78,10 +78,15 @@ func newBridgeWith(cfg *Config, log *slog.Logger, level *slog.LevelVar, flags co
 	}
 	b.pipe = pipeline.New(pipelineOptions(cfg, regs, log))
 	b.store, b.syncer, b.xds, b.ready = b.pipe.Store, b.pipe.Syncer, b.pipe.XDS, b.pipe.Ready()
-	if len(cfg.Policy.Files) > 0 {
-		b.policy, err = policy.New(policy.Config{Globs: cfg.Policy.Files, Logger: log.With("component", "policy"),
-			OnChange: func(r *policy.Rules) { b.xds.SetPolicies(r) }})
-		if err != nil {
+	if len(cfg.Policy.Files) > 0 || cfg.Policy.Kubernetes.Enabled {
+		pc := policy.Config{Globs: cfg.Policy.Files, Logger: log.With("component", "policy"),
+			OnChange: func(r *policy.Rules) { b.xds.SetPolicies(r) }}
+		if cfg.Policy.Kubernetes.Enabled {
+			if pc.Kubernetes, err = policyKubernetes(cfg); err != nil {
+				return nil, err
+			}
+		}
+		if b.policy, err = policy.New(pc); err != nil {
 			return nil, err
 		}
 	}

@@ -173,6 +173,11 @@ func TestBridgeRuns(t *testing.T) {
 					return nil
 				})
 			}
+			if ns := policyNamespaces(cfg); len(ns) > 0 {
+				harness.EventuallyTrue(t, time.Minute, "meshbridge read the cluster's traffic policy", func() bool {
+					return strings.Contains(logs.String(), "Read the cluster's DestinationRules and VirtualServices")
+				})
+			}
 			if vs.name == "single-replica" {
 				outNS := digString(cfg, "output", "namespace")
 				harness.Eventually(t, time.Minute, "the file registry's ServiceEntry in "+outNS, func() error {

@@ -64,6 +64,10 @@ var valueSets = []valueSet{
 	// TLS from cert-manager Secrets (mTLS xDS, TLS MCP on its own port), a
 	// NetworkPolicy admitting Prometheus.
 	{name: "cert-manager", file: "testdata/cert-manager.yaml"},
+	// Traffic policy read from the cluster, in another namespace.
+	{name: "policy-reader", file: "testdata/policy-reader.yaml", sets: func(_, other string) []string {
+		return []string{"config.policy.kubernetes.namespaces={" + other + "}"}
+	}},
 }
 
 // helmArgs are the values arguments of vs for a release in namespace

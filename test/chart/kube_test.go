@@ -3,7 +3,9 @@ package chart
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/kube"
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
@@ -79,6 +82,15 @@ func TestRBAC(t *testing.T) {
 					acct.waitAllowed(t, k, le.namespace, "coordination.k8s.io", "leases", "update", le.name)
 				}
 				runWriter(t, ctx, k, as, cfg, le)
+			}
+
+			if namespaces := policyNamespaces(cfg); len(namespaces) > 0 {
+				acct.waitAllowed(t, k, namespaces[0], "networking.istio.io", "destinationrules", "watch", "")
+				runPolicyReader(t, as, namespaces)
+				_, err := as.istio.NetworkingV1().DestinationRules(elsewhere).List(ctx, metav1.ListOptions{})
+				if !apierrors.IsForbidden(err) {
+					t.Errorf("list DestinationRules in a namespace policy.kubernetes does not name: %v; want Forbidden", err)
+				}
 			}
 
 			// Outside the Roles: Forbidden.
@@ -485,4 +497,45 @@ func adminKube(t testing.TB, k *harness.Kube) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// policyNamespaces are cfg's policy.kubernetes.namespaces when
+// policy.kubernetes.enabled, else none.
+func policyNamespaces(cfg map[string]any) []string {
+	if on, _ := dig(cfg, "policy", "kubernetes", "enabled").(bool); !on {
+		return nil
+	}
+	list, _ := dig(cfg, "policy", "kubernetes", "namespaces").([]any)
+	var out []string
+	for _, ns := range list {
+		out = append(out, fmt.Sprint(ns))
+	}
+	return out
+}
+
+// runPolicyReader runs meshbridge's traffic policy source (package
+// policy, as cmd/bridge wires it) with the account's client over
+// namespaces, until it has listed every namespace's DestinationRules and
+// VirtualServices without an error.
+func runPolicyReader(t *testing.T, as *clients, namespaces []string) {
+	t.Helper()
+	src, err := policy.New(policy.Config{Kubernetes: &policy.KubernetesConfig{Client: as.istio, Namespaces: namespaces},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	harness.Eventually(t, time.Minute, "the policy reader synced", func() error {
+		st := src.Status().Kubernetes
+		switch {
+		case st.LastError != "":
+			return errors.New(st.LastError)
+		case !st.Synced:
+			return errors.New("not synced")
+		}
+		return nil
+	})
 }

@@ -56,6 +56,7 @@ func TestTemplate(t *testing.T) {
 		"state-secrets":  checkStateSecrets,
 		"single-replica": checkSingleReplica,
 		"cert-manager":   checkCertManager,
+		"policy-reader":  func(*testing.T, *release) {}, // checkCommon's RBAC and token checks
 	}
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -85,6 +86,15 @@ func userConfig(t testing.TB, vs valueSet) map[string]any {
 					m[p] = next
 				}
 				m = next
+			}
+			if list, ok := strings.CutPrefix(val, "{"); ok {
+				// helm's --set list syntax: {a,b}.
+				var items []any
+				for item := range strings.SplitSeq(strings.TrimSuffix(list, "}"), ",") {
+					items = append(items, item)
+				}
+				m[path[len(path)-1]] = items
+				continue
 			}
 			m[path[len(path)-1]] = val
 		}
@@ -317,13 +327,16 @@ func checkCommon(t *testing.T, r *release, user, values map[string]any) {
 	checkNetworkPolicy(t, r, cfg, values, c.Ports)
 
 	// The service account token only where the bridge uses it: the
-	// Kubernetes output with the in-cluster config.
+	// Kubernetes output or policy.kubernetes with the in-cluster config.
 	kubeOn, _ := dig(cfg, "kubernetes", "enabled").(bool)
-	if want := kubeOn && digString(cfg, "kubernetes", "kubeconfig") == ""; pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != want {
-		t.Errorf("pod automountServiceAccountToken %v, want %v (kubernetes.enabled %v)", pod.AutomountServiceAccountToken, want, kubeOn)
+	policyOn, _ := dig(cfg, "policy", "kubernetes", "enabled").(bool)
+	if want := (kubeOn || policyOn) && digString(cfg, "kubernetes", "kubeconfig") == ""; pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != want {
+		t.Errorf("pod automountServiceAccountToken %v, want %v (kubernetes.enabled %v, policy.kubernetes.enabled %v)",
+			pod.AutomountServiceAccountToken, want, kubeOn, policyOn)
 	}
 
-	// RBAC: namespaced only, following kubernetes.enabled.
+	// RBAC: namespaced only (these value sets name policy.kubernetes'
+	// namespaces), following kubernetes.enabled and policy.kubernetes.
 	if n := len(r.all("ClusterRole")) + len(r.all("ClusterRoleBinding")); n != 0 {
 		t.Errorf("%d cluster-wide RBAC objects", n)
 	}
@@ -351,6 +364,13 @@ func checkCommon(t *testing.T, r *release, user, values map[string]any) {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{leaseName}, Verbs: []string{"get", "update"}},
 		}}
+	}
+	for _, ns := range policyNamespaces(cfg) {
+		// One namespace in these value sets: one Role of that name.
+		want[d.Name+"-policy-reader"] = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"networking.istio.io"}, Resources: []string{"destinationrules", "virtualservices"},
+			Verbs: []string{"get", "list", "watch"},
+		}}}
 	}
 	roles := r.all("Role")
 	if len(roles) != len(want) || len(r.all("RoleBinding")) != len(want) {

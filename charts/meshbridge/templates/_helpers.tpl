@@ -112,7 +112,8 @@ of the user's passes through unchanged):
 
 {{/*
 "true" when the pod needs its service account token: the Kubernetes output
-(and so leader election) with the in-cluster config, no kubeconfig; else "".
+(and so leader election) or policy.kubernetes with the in-cluster config, no
+kubeconfig; else "".
 serviceAccount.automountServiceAccountToken, when not null, decides instead.
 */}}
 {{- define "meshbridge.automountToken" -}}
@@ -121,7 +122,7 @@ serviceAccount.automountServiceAccountToken, when not null, decides instead.
 {{- if $v -}}true{{- end -}}
 {{- else -}}
 {{- $cfg := include "meshbridge.config" . | fromYaml -}}
-{{- if and (include "meshbridge.kubernetesEnabled" .) (not (dig "kubernetes" "kubeconfig" "" $cfg)) -}}true{{- end -}}
+{{- if and (or (include "meshbridge.kubernetesEnabled" .) (dig "policy" "kubernetes" "enabled" false $cfg)) (not (dig "kubernetes" "kubeconfig" "" $cfg)) -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
 
