@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	apinetworking "istio.io/api/networking/v1"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -311,6 +314,55 @@ func TestProxylessSubsets(t *testing.T) {
 			mark = len(c.since(0))
 			c.waitUntil(mark, 90*time.Second, "100 calls in a row in their new subsets", inSubset(mark, names[1:]))
 			c.stop()
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
+// TestProxylessPolicyFromKubernetes: a VirtualService created in a real
+// kube-apiserver (policy.kubernetes) reaches every gRPC implementation
+// through the bridge (a fault aborting every call), and deleting it
+// leaves them: calls succeed again.
+func TestProxylessPolicyFromKubernetes(t *testing.T) {
+	k := harness.SharedKube(t)
+	ns := k.Namespace(t)
+	ic := istioClient(t, k)
+	consul := harness.StartConsul(t)
+	b := startBridge(t, consulRegistry(consul)+fmt.Sprintf("kubernetes: {kubeconfig: %q}\npolicy: {kubernetes: {enabled: true, namespaces: [%s]}}\n",
+		k.Kubeconfig(t), ns))
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "kpolicy-" + pc.name
+			host := svc + ".service.consul"
+			vs := &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: ns}}
+			vs.Spec.Hosts = []string{host}
+			vs.Spec.Http = []*apinetworking.HTTPRoute{{
+				Route: []*apinetworking.HTTPRouteDestination{{Destination: &apinetworking.Destination{Host: host}}},
+				Fault: &apinetworking.HTTPFaultInjection{Abort: &apinetworking.HTTPFaultInjection_Abort{
+					ErrorType:  &apinetworking.HTTPFaultInjection_Abort_GrpcStatus{GrpcStatus: "PERMISSION_DENIED"},
+					Percentage: &apinetworking.Percent{Value: 100}}},
+			}}
+			if _, err := ic.NetworkingV1().VirtualServices(ns).Create(t.Context(), vs, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			port := startBackend(t, svc)
+			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
+			boot := renderBootstrap(t, "--node-id", "e2e-"+svc, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s:%d", host, port), callOpts{interval: 20 * time.Millisecond}), boot)
+			inARow := func(ok func(callResult) bool) func([]callResult) bool {
+				return func(rs []callResult) bool {
+					return len(rs) >= 5 && !slices.ContainsFunc(rs[len(rs)-5:], func(r callResult) bool { return !ok(r) })
+				}
+			}
+			c.waitUntil(0, 60*time.Second, "5 calls in a row aborted PERMISSION_DENIED", inARow(func(r callResult) bool {
+				return isStatus(r.err, "PERMISSION_DENIED")
+			}))
+			if err := ic.NetworkingV1().VirtualServices(ns).Delete(t.Context(), svc, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			mark := len(c.since(0))
+			c.waitUntil(mark, 60*time.Second, "5 calls in a row answered once the VirtualService is deleted",
+				inARow(func(r callResult) bool { return r.backend == svc }))
 		})
 	}
 	assertNoNACKs(t, b)
