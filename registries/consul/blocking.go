@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -22,6 +23,9 @@ import (
 //     with the hang) goes to failed, then the loop backs off (retry: 250 ms
 //     doubling up to 10 s, jittered), keeping its index, until the backoff
 //     ends or another failing reader gets through (registries.Session.Recovery);
+//     a read sent while failing that is still in flight when another reader
+//     gets through is cancelled and sent again at once, not reported
+//     (resendOnRecovery);
 //  6. a successful one resets the backoff, marks reader as answering
 //     (registries.Session.ReadOK) and goes to answered with what its X-Consul-Index
 //     means (answer); except an answer whose index went backwards, which is
@@ -64,10 +68,18 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 		if !ok {
 			return
 		}
+		superseded, release := func() bool { return false }, func() {}
+		if st.failing {
+			rctx, superseded, release = resendOnRecovery(rctx, wake)
+		}
 		got, meta, err := b.read(q.WithContext(rctx))
+		release()
 		err = done(err)
 		if ctx.Err() != nil {
 			return
+		}
+		if err != nil && superseded() {
+			continue // held by a server without a leader: sent again at once
 		}
 		now := time.Now()
 		if err != nil {
@@ -89,4 +101,29 @@ func (b blockingQuery[T]) run(ctx context.Context, w *watcher) {
 		}
 		b.answered(ctx, got, meta, a, now)
 	}
+}
+
+// resendOnRecovery returns the context of a read sent after a failure
+// (without blocking: it should be answered at once) that is cancelled when
+// wake (registries.Session.Recovery, taken before the read) is closed;
+// superseded reports whether that is what ended it, and release ends the
+// watch once the read returned. A Consul server without a leader holds the
+// reads sent to it (rpc_hold_timeout, 7 s) and answers them seconds after it
+// elects one, well after reads sent then; another reader getting through
+// means the agent answers now, so the held read is sent again rather than
+// awaited: a restarted agent's readers are all back within one round trip.
+func resendOnRecovery(ctx context.Context, wake <-chan struct{}) (rctx context.Context, superseded func() bool, release func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	var cut atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-wake:
+			cut.Store(true)
+			cancel()
+		case <-stop:
+		case <-rctx.Done():
+		}
+	}()
+	return rctx, cut.Load, func() { close(stop); cancel() }
 }

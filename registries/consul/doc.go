@@ -19,7 +19,9 @@
 //     (api/watch/plan.go backs off too, but drops the index: its watch
 //     functions return none with an error). After a failure a loop reads
 //     without blocking, so the first answer clears the error; a loop that
-//     gets through wakes the others out of their backoff. The catalog,
+//     gets through wakes the others out of their backoff, and sends again
+//     their reads still in flight: a server without a leader holds a read
+//     for seconds after it elects one (rpc_hold_timeout). The catalog,
 //     service and state/any loops are one loop (blockingQuery).
 //  4. An agent accepts 200 concurrent HTTP connections per client IP
 //     (limits.http_max_conns_per_client). The first Config.MaxWatches services

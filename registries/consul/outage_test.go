@@ -3,8 +3,10 @@ package consul
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/consul/api"
@@ -189,5 +191,49 @@ func TestOutageLogsOnceDownOnceUp(t *testing.T) {
 		if texts[i] == texts[i-1] {
 			t.Errorf("registry-wide error %q sent twice in one outage (snapshots %q)", texts[i], texts)
 		}
+	}
+}
+
+// TestReadHeldAcrossRecoveryIsSentAgain: a read sent while the agent was
+// down that the agent holds (a restarted server holds the reads it gets
+// before electing a leader, and answers them seconds after) does not hold
+// its service's recovery back: once another reader gets through, the held
+// read is abandoned and sent again, and the registry is up without it
+// (blockingQuery rule 5). The proxy never releases the held read while the
+// test runs.
+func TestReadHeldAcrossRecoveryIsSentAgain(t *testing.T) {
+	c := harness.StartConsulServer(t, t.TempDir(), harness.FreeConsulPorts(t))
+	registerPassing(t, c, "web", "web-1", "10.0.0.1", 80)
+	registerPassing(t, c, "api", "api-1", "10.0.0.3", 8080)
+	proxy := newHeldRequestProxy(t, c.Address())
+	// The production WaitTime: the HTTP client gives up on a read only after
+	// it (plus 30 s), well past this test's wait, so only the resend brings
+	// web back in time.
+	reg, rec := runRegistry(t, Config{Address: proxy.Address(), WaitTime: 5 * time.Minute})
+	rec.Eventually(t, "Synced with web and api", func(st registrytest.State) bool {
+		return st.Synced == 1 && len(st.IDs("web")) == 1 && len(st.IDs("api")) == 1
+	})
+
+	c.Stop()
+	rec.Eventually(t, "every service has an error snapshot", func(st registrytest.State) bool {
+		return st.Last["web"].Err != nil && st.Last["api"].Err != nil
+	})
+	// web's next read after a failure does not block (no index): hold it.
+	proxy.Arm(func(r *http.Request) bool {
+		return r.URL.Path == "/v1/health/service/web" && r.URL.Query().Get("index") == ""
+	})
+	t.Cleanup(func() { close(proxy.Forward); close(proxy.Deliver) }) // before the proxy closes
+	<-proxy.Arrived
+	c.Restart(t)
+	waitFor(t, "the registry up again with web's held read still unanswered", func() bool {
+		return reg.Health().Up
+	})
+	if st := rec.State(); st.Last["web"].Err != nil || len(st.IDs("web")) != 1 {
+		t.Errorf("web after the recovery: last snapshot error %v, instances %v", st.Last["web"].Err, st.IDs("web"))
+	}
+	select {
+	case <-proxy.Fetched:
+		t.Errorf("the held read was forwarded; the test holds it until its end")
+	default:
 	}
 }

@@ -170,6 +170,12 @@ func (p *places) of(here endpointPlace) unique.Handle[endpointPlace] {
 			return e.handle
 		}
 	}
+	return p.add(here)
+}
+
+// add interns here, a place not in the cache, and caches it while there is
+// room.
+func (p *places) add(here endpointPlace) unique.Handle[endpointPlace] {
 	h := unique.Make(here)
 	if p.n < maxPlaces {
 		p.list[p.n].place, p.list[p.n].handle = here, h
@@ -187,7 +193,7 @@ func (p *places) ofEndpoint(ep *model.Endpoint) unique.Handle[endpointPlace] {
 			return e.handle
 		}
 	}
-	return p.of(endpointPlace{portName: ep.ServicePortName, locality: ep.Locality, labels: canonLabels(ep.Labels)})
+	return p.add(endpointPlace{portName: ep.ServicePortName, locality: ep.Locality, labels: canonLabels(ep.Labels)})
 }
 
 // plain returns endpoints with no encoding.
