@@ -100,6 +100,77 @@ spec:
 	assertNoNACKs(t, b)
 }
 
+// TestProxylessCircuitBreaking: a DestinationRule's
+// connectionPool.http.http2MaxRequests reaches each gRPC implementation's
+// client as the cluster's circuit_breakers max_requests (gRFC A32). The
+// client keeps 6 calls in flight against a backend that answers after
+// 300 ms: the backend never holds more than the 2 allowed at once (and does
+// hold 2), the calls over the limit fail UNAVAILABLE at the client, and the
+// others succeed. grpc-java accepts the limit but does not enforce it (as
+// the README says): its cluster_impl policy counts the calls in flight only
+// for a cluster with load reporting (LRS), which meshbridge does not serve;
+// its row checks that every call succeeds and that more than the limit
+// reach the backend, so a grpc-java that starts enforcing it shows here.
+func TestProxylessCircuitBreaking(t *testing.T) {
+	const maxRequests = 2
+	consul := harness.StartConsul(t)
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: breakers}
+spec:
+  host: "*.service.consul"
+  trafficPolicy:
+    connectionPool: {http: {http2MaxRequests: %d}}
+`, maxRequests)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, consulRegistry(consul)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "breakers-" + pc.name
+			port, inFlight := harness.StartCountingSlowEcho(t, svc, 300*time.Millisecond)
+			t.Cleanup(func() { t.Logf("the backend held up to %d calls at once", inFlight.Max()) })
+			consul.RegisterInstance(t, svc, svc+"-1", "127.0.0.1", port, nil, grpcMeta, api.HealthPassing)
+			boot := renderBootstrap(t, "--node-id", "e2e-breakers-"+pc.name, "--xds-address", b.xdsAddr)
+			opts := callOpts{concurrency: 6, timeout: 5 * time.Second}
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, port), opts), boot)
+			first := 0
+			c.waitUntil(0, 60*time.Second, "a first call answered", func(rs []callResult) bool {
+				first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend != "" })
+				return first >= 0
+			})
+			// The limit holds from there: a client checks it at each pick but
+			// counts a call once it started, so the calls queued while the
+			// channel connected may all pass together.
+			inFlight.Reset()
+			enforced := pc.name != "grpc-java"
+			c.waitUntil(first, 60*time.Second, "20 calls answered and, where enforced, one over the limit refused", func(rs []callResult) bool {
+				ok := 0
+				for _, r := range rs {
+					if r.backend != "" {
+						ok++
+					}
+				}
+				return ok >= 20 && (!enforced || slices.ContainsFunc(rs, func(r callResult) bool { return r.backend == "" }))
+			})
+			c.stop()
+			for i, r := range c.since(first) {
+				if r.backend == "" && (!enforced || !isStatus(r.err, "UNAVAILABLE")) {
+					t.Errorf("call %d: %s, want an answer or, where the limit is enforced, UNAVAILABLE", first+i, r.err)
+				}
+			}
+			switch got := inFlight.Max(); {
+			case enforced && got != maxRequests:
+				t.Errorf("the backend held up to %d calls at once, want %d (max_requests, with 6 calls in flight at the client)", got, maxRequests)
+			case !enforced && got <= maxRequests:
+				t.Errorf("the backend held up to %d calls at once: %s now enforces max_requests; update the README's A32 row and this test", got, pc.name)
+			}
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
 // assertNoNACKs fails t when the bridge counted a NACK
 // (meshbridge_xds_nacks_total): no client rejected what it was served.
 func assertNoNACKs(t *testing.T, b *bridge) {

@@ -40,17 +40,23 @@ var proxylessClients = []proxylessClient{
 // callOpts are how a client calls: count times (0: until stopped), each
 // call with a deadline of timeout (default 1s), interval apart (default
 // 50ms); cycleHeader "name=N" sends header name with value v<i mod N> on
-// call i (each client's --cycle-header).
+// call i (each client's --cycle-header); concurrency loops (default 1)
+// share the calls, so that many are in flight at once (--concurrency).
 type callOpts struct {
 	count             int
 	timeout, interval time.Duration
 	cycleHeader       string
+	concurrency       int
 }
 
-// with appends the cycle-header flag to cmd when o asks for it.
-func (o callOpts) with(cmd *exec.Cmd, flag string) *exec.Cmd {
+// with appends the cycle-header and concurrency flags (spelled with the
+// client's prefix, "-" or "--") to cmd when o asks for them.
+func (o callOpts) with(cmd *exec.Cmd, prefix string) *exec.Cmd {
 	if o.cycleHeader != "" {
-		cmd.Args = append(cmd.Args, flag, o.cycleHeader)
+		cmd.Args = append(cmd.Args, prefix+"cycle-header", o.cycleHeader)
+	}
+	if o.concurrency > 1 {
+		cmd.Args = append(cmd.Args, prefix+"concurrency", strconv.Itoa(o.concurrency))
 	}
 	return cmd
 }
@@ -64,7 +70,7 @@ func (o callOpts) withDefaults() callOpts {
 func goClient(_ testing.TB, target string, o callOpts) *exec.Cmd {
 	o = o.withDefaults()
 	return o.with(exec.Command(bins.client, "-target", target, "-count", strconv.Itoa(o.count), "-interval", o.interval.String(),
-		"-timeout", o.timeout.String()), "-cycle-header")
+		"-timeout", o.timeout.String()), "-")
 }
 
 // nodeClient is test/clients/node/client.js: grpc-js with @grpc/grpc-js-xds.
@@ -74,7 +80,7 @@ func nodeClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	node := harness.NodeXDSClient(t, dir)
 	return o.with(exec.Command(node, filepath.Join(dir, "client.js"), "--target", target, "--count", strconv.Itoa(o.count),
 		"--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10), "--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10)),
-		"--cycle-header")
+		"--")
 }
 
 // pythonClient is test/clients/python/client.py on gRPC C-core (Debian's
@@ -84,7 +90,7 @@ func pythonClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	python := harness.PythonGRPC(t)
 	return o.with(exec.Command(python, filepath.Join(clientDir(t, "python"), "client.py"), "--target", target,
 		"--count", strconv.Itoa(o.count), "--interval", strconv.FormatFloat(o.interval.Seconds(), 'f', -1, 64),
-		"--timeout", strconv.FormatFloat(o.timeout.Seconds(), 'f', -1, 64)), "--cycle-header")
+		"--timeout", strconv.FormatFloat(o.timeout.Seconds(), 'f', -1, 64)), "--")
 }
 
 // javaClient is tools/grpc-java's client: grpc-java 1.85.1 with grpc-xds
@@ -94,7 +100,7 @@ func javaClient(t testing.TB, target string, o callOpts) *exec.Cmd {
 	java, cp := harness.GRPCJavaClient(t)
 	return o.with(exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, harness.GRPCJavaMain,
 		"--target", target, "--count", strconv.Itoa(o.count), "--interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10),
-		"--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10)), "--cycle-header")
+		"--timeout-ms", strconv.FormatInt(o.timeout.Milliseconds(), 10)), "--")
 }
 
 // clientDir is test/clients/<name>, absolute.

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +54,18 @@ func StartFailingEcho(t testing.TB, name string) int {
 // ends first); it returns the port.
 func StartSlowEcho(t testing.TB, name string, delay time.Duration) int {
 	t.Helper()
-	return startEchoWith(t, name, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	port, _ := StartCountingSlowEcho(t, name, delay)
+	return port
+}
+
+// StartCountingSlowEcho is StartSlowEcho that also counts the calls it
+// holds at once (InFlight).
+func StartCountingSlowEcho(t testing.TB, name string, delay time.Duration) (port int, in *InFlight) {
+	t.Helper()
+	in = &InFlight{}
+	port = startEchoWith(t, name, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		in.add(1)
+		defer in.add(-1)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -61,6 +73,36 @@ func StartSlowEcho(t testing.TB, name string, delay time.Duration) int {
 		}
 		return h(ctx, req)
 	})
+	return port, in
+}
+
+// InFlight counts a server's calls in flight. Safe for concurrent use.
+type InFlight struct {
+	mu        sync.Mutex
+	now, most int
+}
+
+func (in *InFlight) add(d int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.now += d
+	in.most = max(in.most, in.now)
+}
+
+// Max returns the most calls held at once since the server started or the
+// last Reset.
+func (in *InFlight) Max() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.most
+}
+
+// Reset starts a new count of the most calls held at once from the calls
+// in flight now.
+func (in *InFlight) Reset() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.most = in.now
 }
 
 // StartFirstAttemptFailingEcho serves the example echo service on a free

@@ -10,6 +10,7 @@
 // e.g. /org.apache.dubbo.demo.GreetService/Greet), sending -message and the
 // -header metadata (tri-service-version=1.0.0 for a versioned Dubbo
 // service), and printing the reply's value instead of a backend name.
+// With -concurrency K, K calls are in flight at once.
 //
 // With -bootstrap it only prints a bootstrap for the xDS server -xds.
 package main
@@ -22,6 +23,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,6 +49,7 @@ func main() {
 	var headers headerFlags
 	flag.Var(&headers, "header", "request metadata key=value (repeatable)")
 	cycle := flag.String("cycle-header", "", "name=N: send header name with value v<i mod N> on call i (0, 1, …), to spread calls over N hash keys")
+	concurrency := flag.Int("concurrency", 1, "calls in flight at once: this many loops share the -count calls, each pausing -interval after its call")
 	flag.Parse()
 	cycleName, cycleN, err := parseCycle(*cycle)
 	if err != nil {
@@ -68,30 +72,52 @@ func main() {
 		log.Fatalf("client: %v", err)
 	}
 	defer cc.Close()
-	for i := 0; *count == 0 || i < *count; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		md := metadata.MD(headers).Copy()
-		if cycleN > 0 {
-			md.Set(cycleName, fmt.Sprintf("v%d", i%cycleN))
-		}
-		ctx = metadata.NewOutgoingContext(ctx, md)
-		var name string
-		if *method != "" {
-			reply := &wrapperspb.StringValue{}
-			err = cc.Invoke(ctx, *method, wrapperspb.String(*message), reply)
-			name = reply.GetValue()
-		} else {
-			name, err = echo.Whoami(ctx, cc)
-		}
-		cancel()
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		if err != nil {
-			fmt.Fprintf(os.Stdout, "%s error %v\n", now, err)
-		} else {
-			fmt.Fprintf(os.Stdout, "%s ok %s\n", now, name)
-		}
-		time.Sleep(*interval)
+	if *concurrency < 1 {
+		log.Fatal("-concurrency must be at least 1")
 	}
+	var (
+		next atomic.Int64 // the next call's number
+		out  sync.Mutex   // one line per call
+		wg   sync.WaitGroup
+	)
+	for range *concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if *count != 0 && i >= *count {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+				md := metadata.MD(headers).Copy()
+				if cycleN > 0 {
+					md.Set(cycleName, fmt.Sprintf("v%d", i%cycleN))
+				}
+				ctx = metadata.NewOutgoingContext(ctx, md)
+				var (
+					name string
+					err  error
+				)
+				if *method != "" {
+					reply := &wrapperspb.StringValue{}
+					err = cc.Invoke(ctx, *method, wrapperspb.String(*message), reply)
+					name = reply.GetValue()
+				} else {
+					name, err = echo.Whoami(ctx, cc)
+				}
+				cancel()
+				now := time.Now().UTC().Format(time.RFC3339Nano)
+				out.Lock()
+				if err != nil {
+					fmt.Fprintf(os.Stdout, "%s error %v\n", now, err)
+				} else {
+					fmt.Fprintf(os.Stdout, "%s ok %s\n", now, name)
+				}
+				out.Unlock()
+				time.Sleep(*interval)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // parseCycle parses -cycle-header's "name=N" ("" is none: N is 0).

@@ -10,6 +10,7 @@
 // Usage: node client.js --target xds:///echo.service.consul:8080
 //          [--count N (0 = until killed)] [--interval-ms 200] [--timeout-ms 2000]
 //          [--cycle-header name=N (header name = v<i mod N> on call i)]
+//          [--concurrency K (K calls in flight at once, sharing --count)]
 'use strict';
 
 const path = require('node:path');
@@ -27,6 +28,7 @@ const { values: args } = parseArgs({
     'interval-ms': { type: 'string', default: '200' },
     'timeout-ms': { type: 'string', default: '2000' },
     'cycle-header': { type: 'string', default: '' },
+    concurrency: { type: 'string', default: '1' },
   },
   strict: true,
 });
@@ -39,6 +41,11 @@ const intervalMs = Number(args['interval-ms']);
 const timeoutMs = Number(args['timeout-ms']);
 const [cycleName, cycleCount] = args['cycle-header'] ? args['cycle-header'].split('=') : ['', '0'];
 const cycleN = Number(cycleCount);
+const concurrency = Number(args.concurrency);
+if (!(concurrency >= 1)) {
+  console.error('client.js: --concurrency must be at least 1');
+  process.exit(2);
+}
 
 const definition = protoLoader.loadSync(
   path.join(__dirname, '..', '..', '..', 'examples', 'grpc', 'echo', 'echo.proto'));
@@ -47,7 +54,19 @@ const { Echo } = grpc.loadPackageDefinition(definition).meshbridge.example;
 // stream only.
 const client = new Echo(args.target, grpc.credentials.createInsecure());
 
-function call(i) {
+// K loops share the calls: each takes the next number, calls, and pauses
+// --interval-ms after the answer before its next call.
+let next = 0;
+let running = concurrency;
+
+function loop() {
+  const i = next++;
+  if (count !== 0 && i >= count) {
+    if (--running === 0) {
+      client.close();
+    }
+    return;
+  }
   const metadata = new grpc.Metadata();
   if (cycleN > 0) {
     metadata.set(cycleName.toLowerCase(), `v${i % cycleN}`);
@@ -60,11 +79,7 @@ function call(i) {
     } else {
       process.stdout.write(`${now} ok ${reply.value}\n`);
     }
-    if (count === 0 || i + 1 < count) {
-      setTimeout(() => call(i + 1), intervalMs);
-    } else {
-      client.close();
-    }
+    setTimeout(loop, intervalMs);
   });
 }
 
@@ -72,4 +87,6 @@ process.on('SIGTERM', () => {
   client.close();
   process.exit(0);
 });
-call(0);
+for (let k = 0; k < concurrency; k++) {
+  loop();
+}

@@ -14,12 +14,15 @@ it needs no generated code. One line per call on stdout, as the Go client
 Usage: /usr/bin/python3 client.py --target xds:///echo.service.consul:8080
            [--count N (0 = until killed)] [--interval 0.2] [--timeout 2]
            [--cycle-header name=N (header name = v<i mod N> on call i)]
+           [--concurrency K (K calls in flight at once, sharing --count)]
 """
 
 import argparse
 import datetime
+import itertools
 import signal
 import sys
+import threading
 import time
 
 import grpc
@@ -35,6 +38,7 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between calls")
     parser.add_argument("--timeout", type=float, default=2.0, help="per-call deadline, seconds")
     parser.add_argument("--cycle-header", default="", help="name=N: header name = v<i mod N> on call i")
+    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once, sharing --count")
     args = parser.parse_args()
     cycle_name, cycle_n = "", 0
     if args.cycle_header:
@@ -51,18 +55,30 @@ def main() -> int:
             request_serializer=wrappers_pb2.StringValue.SerializeToString,
             response_deserializer=wrappers_pb2.StringValue.FromString,
         )
-        i = 0
-        while args.count == 0 or i < args.count:
-            try:
-                metadata = [(cycle_name, "v{}".format(i % cycle_n))] if cycle_n > 0 else None
-                reply = whoami(wrappers_pb2.StringValue(value="hello"), timeout=args.timeout, metadata=metadata)
-                result = "ok " + reply.value
-            except grpc.RpcError as err:
-                result = "error {} {}".format(err.code().name, err.details())
-            now = datetime.datetime.now(datetime.timezone.utc).isoformat()
-            print(now, result, flush=True)
-            i += 1
-            time.sleep(args.interval)
+        numbers = itertools.count()  # the next call's number, shared by the loops
+        out = threading.Lock()  # one line per call
+
+        def loop() -> None:
+            for i in numbers:
+                if args.count != 0 and i >= args.count:
+                    return
+                try:
+                    metadata = [(cycle_name, "v{}".format(i % cycle_n))] if cycle_n > 0 else None
+                    reply = whoami(wrappers_pb2.StringValue(value="hello"), timeout=args.timeout, metadata=metadata)
+                    result = "ok " + reply.value
+                except grpc.RpcError as err:
+                    result = "error {} {}".format(err.code().name, err.details())
+                now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+                with out:
+                    print(now, result, flush=True)
+                time.sleep(args.interval)
+
+        loops = [threading.Thread(target=loop, daemon=True) for _ in range(max(1, args.concurrency))]
+        for t in loops:
+            t.start()
+        for t in loops:
+            while t.is_alive():
+                t.join(0.1)  # a join with a timeout lets SIGTERM's handler run
     return 0
 
 

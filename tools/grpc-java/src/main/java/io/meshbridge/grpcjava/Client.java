@@ -15,7 +15,10 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.MetadataUtils;
 import java.util.Locale;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A proxyless gRPC client on grpc-java with grpc-xds: it resolves
@@ -28,7 +31,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Flags: --target xds:///echo.service.consul:8080 [--count N (0 = until
  * killed)] [--interval-ms 200] [--timeout-ms 2000] [--method
  * /meshbridge.example.Echo/Whoami] [--message hello] [--cycle-header name=N
- * (header name = v(i mod N) on call i)].
+ * (header name = v(i mod N) on call i)] [--concurrency K (K calls in flight at
+ * once, sharing --count)].
  */
 public final class Client {
     private Client() {}
@@ -42,6 +46,7 @@ public final class Client {
         long timeoutMs = 2000;
         String cycleName = "";
         long cycleN = 0;
+        int concurrency = 1;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--target" -> target = args[i + 1];
@@ -50,6 +55,7 @@ public final class Client {
                 case "--timeout-ms" -> timeoutMs = Long.parseLong(args[i + 1]);
                 case "--method" -> method = args[i + 1];
                 case "--message" -> message = args[i + 1];
+                case "--concurrency" -> concurrency = Integer.parseInt(args[i + 1]);
                 case "--cycle-header" -> {
                     String[] parts = args[i + 1].split("=", 2);
                     cycleName = parts[0].toLowerCase(Locale.ROOT);
@@ -61,6 +67,9 @@ public final class Client {
         if (target == null) {
             throw new IllegalArgumentException("--target is required");
         }
+        if (concurrency < 1) {
+            throw new IllegalArgumentException("--concurrency must be at least 1");
+        }
         MethodDescriptor<StringValue, StringValue> whoami = MethodDescriptor.<StringValue, StringValue>newBuilder()
                 .setType(MethodDescriptor.MethodType.UNARY)
                 .setFullMethodName(method.startsWith("/") ? method.substring(1) : method)
@@ -71,24 +80,45 @@ public final class Client {
         // the xDS stream only.
         ManagedChannel channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
         Runtime.getRuntime().addShutdownHook(new Thread(channel::shutdownNow));
-        for (long i = 0; count == 0 || i < count; i++) {
-            String result;
-            Channel calling = channel;
-            if (cycleN > 0) {
-                Metadata md = new Metadata();
-                md.put(Metadata.Key.of(cycleName, Metadata.ASCII_STRING_MARSHALLER), "v" + (i % cycleN));
-                calling = ClientInterceptors.intercept(channel, MetadataUtils.newAttachHeadersInterceptor(md));
-            }
-            try {
-                StringValue reply = ClientCalls.blockingUnaryCall(calling, whoami,
-                        CallOptions.DEFAULT.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS), StringValue.of(message));
-                result = "ok " + reply.getValue();
-            } catch (StatusRuntimeException e) {
-                result = "error " + e.getStatus().getCode() + " " + e.getStatus().getDescription();
-            }
-            System.out.println(Instant.now() + " " + result);
-            System.out.flush();
-            Thread.sleep(intervalMs);
+        // K loops share the calls: each takes the next number, calls, and
+        // pauses --interval-ms after the answer before its next call.
+        AtomicLong next = new AtomicLong();
+        final long calls = count, pause = intervalMs, deadlineMs = timeoutMs, cycle = cycleN;
+        final String cycleKey = cycleName, sent = message;
+        List<Thread> loops = new ArrayList<>();
+        for (int k = 0; k < concurrency; k++) {
+            Thread loop = new Thread(() -> {
+                for (long i = next.getAndIncrement(); calls == 0 || i < calls; i = next.getAndIncrement()) {
+                    String result;
+                    Channel calling = channel;
+                    if (cycle > 0) {
+                        Metadata md = new Metadata();
+                        md.put(Metadata.Key.of(cycleKey, Metadata.ASCII_STRING_MARSHALLER), "v" + (i % cycle));
+                        calling = ClientInterceptors.intercept(channel, MetadataUtils.newAttachHeadersInterceptor(md));
+                    }
+                    try {
+                        StringValue reply = ClientCalls.blockingUnaryCall(calling, whoami,
+                                CallOptions.DEFAULT.withDeadlineAfter(deadlineMs, TimeUnit.MILLISECONDS), StringValue.of(sent));
+                        result = "ok " + reply.getValue();
+                    } catch (StatusRuntimeException e) {
+                        result = "error " + e.getStatus().getCode() + " " + e.getStatus().getDescription();
+                    }
+                    synchronized (System.out) {
+                        System.out.println(Instant.now() + " " + result);
+                        System.out.flush();
+                    }
+                    try {
+                        Thread.sleep(pause);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            });
+            loop.start();
+            loops.add(loop);
+        }
+        for (Thread loop : loops) {
+            loop.join();
         }
         channel.shutdownNow();
     }
