@@ -35,7 +35,9 @@
 //     Routing, compared by identity) regenerates only the resources of
 //     hosts whose rule changed.
 //  6. What a rule sets that no proxyless client is served (xds/gen
-//     Unserved, UnservedRouting) is logged once per version of the rule.
+//     Unserved, UnservedRouting), and what some client accepts without
+//     applying it (Unenforced), is logged once per version of the rule and
+//     shown in its status.
 //  7. Files are followed with internal/filewatch's loop: a change is read
 //     once the file has settled, and every Resync anyway; a glob matching
 //     new files picks them up.

@@ -314,6 +314,39 @@ func TestFilesSubsets(t *testing.T) {
 	}
 }
 
+// TestFilesUnenforced: a DestinationRule's http2MaxRequests, at the top,
+// per port and in a subset, is served and named in the rule's status as
+// what grpc-java accepts without applying; a rule without it names
+// nothing.
+func TestFilesUnenforced(t *testing.T) {
+	f, _, write := testFiles(t, func(*Rules) {})
+	write("a.yaml", dr("web", "web.service.consul", "  trafficPolicy:\n    connectionPool: {http: {http2MaxRequests: 10}}\n"+
+		"    portLevelSettings:\n    - port: {number: 80}\n      connectionPool: {http: {http2MaxRequests: 5}}\n"+
+		"  subsets:\n  - name: v1\n    labels: {version: v1}\n    trafficPolicy:\n      connectionPool: {http: {http2MaxRequests: 2}}\n")+
+		"---\n"+dr("api", "api.service.consul", "  trafficPolicy:\n    outlierDetection: {consecutive5xxErrors: 3}\n"))
+	f.Read()
+	st := f.Status()
+	if len(st.Rules) != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	const grpcJava = " (not enforced by grpc-java, which counts calls in flight only with load reporting)"
+	want := []string{"connectionPool.http.http2MaxRequests" + grpcJava,
+		"portLevelSettings[0].connectionPool.http.http2MaxRequests" + grpcJava,
+		"subsets[0].trafficPolicy.connectionPool.http.http2MaxRequests" + grpcJava}
+	for _, r := range st.Rules {
+		switch r.Host {
+		case "web.service.consul":
+			if !slices.Equal(r.Unenforced, want) || len(r.Unserved) != 0 {
+				t.Errorf("web: unenforced %q, unserved %q; want %q and none", r.Unenforced, r.Unserved, want)
+			}
+		default:
+			if len(r.Unenforced) != 0 {
+				t.Errorf("%s: unenforced %q, want none", r.Host, r.Unenforced)
+			}
+		}
+	}
+}
+
 // testFiles returns a Source following *.yaml in a new directory, calling
 // onChange, the directory, and a function writing a file there.
 func testFiles(t *testing.T, onChange func(*Rules)) (f *Source, dir string, write func(name, content string)) {

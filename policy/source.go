@@ -114,7 +114,10 @@ type RuleStatus struct {
 	// gen.UnservedRouting) and a VirtualService's destination subsets no
 	// DestinationRule defines (MissingSubsets).
 	Unserved []string `json:"unserved,omitempty"`
-	Reason   string   `json:"reason,omitempty"`
+	// Unenforced are the fields served that some client accepts without
+	// applying, each naming which (gen.Unenforced).
+	Unenforced []string `json:"unenforced,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
 }
 
 // New returns the source of cfg, or an error naming a glob that is
@@ -388,8 +391,16 @@ func (d *decision) destinationRule(o Object) {
 			unserved = append(unserved, fmt.Sprintf("subsets[%d].trafficPolicy.%s", i, f))
 		}
 	}
+	unenforced := gen.Unenforced(rule.GetTrafficPolicy())
+	for i, sub := range rule.GetSubsets() {
+		for _, f := range gen.Unenforced(sub.GetTrafficPolicy()) {
+			unenforced = append(unenforced, fmt.Sprintf("subsets[%d].trafficPolicy.%s", i, f))
+		}
+	}
 	d.note(rule, id, unserved, "host", rule.GetHost())
-	d.st.Rules = append(d.st.Rules, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(), Unserved: unserved})
+	d.noteUnenforced(rule, id, unenforced, "host", rule.GetHost())
+	d.st.Rules = append(d.st.Rules, RuleStatus{ID: id, Source: o.Source, Host: rule.GetHost(), Unserved: unserved,
+		Unenforced: unenforced})
 }
 
 // virtualService serves o for each of its hosts that no earlier
@@ -434,6 +445,15 @@ func (d *decision) note(obj any, id string, unserved []string, attrs ...any) {
 			append([]any{"rule", id, "fields", unserved}, attrs...)...)
 	}
 	d.logged[obj] = true
+}
+
+// noteUnenforced logs, once per version of obj (rule 6, with note), the
+// settings it sets that some client accepts without applying.
+func (d *decision) noteUnenforced(obj any, id string, unenforced []string, attrs ...any) {
+	if len(unenforced) > 0 && !d.f.logged[obj] {
+		d.f.log.Info("A traffic policy sets fields some proxyless clients accept without applying",
+			append([]any{"rule", id, "fields", unenforced}, attrs...)...)
+	}
 }
 
 // Status returns the rules as last read.

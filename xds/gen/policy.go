@@ -355,6 +355,28 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 	return out
 }
 
+// Unenforced names each setting of tp (as written in YAML, the port-level
+// ones with their index) that is served but that some client accepts
+// without applying it, and which: a DestinationRule's
+// connectionPool.http.http2MaxRequests, served as circuit_breakers
+// max_requests (gRFC A32), is applied by grpc-go, gRPC C-core and grpc-js,
+// but grpc-java (1.85) counts the calls in flight only for a cluster with
+// load reporting (LRS), which is not served, so it never refuses one
+// (grpc-java ClusterImplLoadBalancer; e2e TestProxylessCircuitBreaking).
+func Unenforced(tp *networking.TrafficPolicy) []string {
+	const note = " (not enforced by grpc-java, which counts calls in flight only with load reporting)"
+	var out []string
+	if tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests() > 0 {
+		out = append(out, "connectionPool.http.http2MaxRequests"+note)
+	}
+	for i, p := range tp.GetPortLevelSettings() {
+		if p.GetConnectionPool().GetHttp().GetHttp2MaxRequests() > 0 {
+			out = append(out, fmt.Sprintf("portLevelSettings[%d].connectionPool.http.http2MaxRequests%s", i, note))
+		}
+	}
+	return out
+}
+
 // unservedFields names, as written in YAML ("outlierDetection.interval",
 // "portLevelSettings[0].tls.mode"), each field set in m whose path (proto
 // names, dot-joined from m, without list indexes) served does not accept;

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -112,6 +113,34 @@ func TestClusterTrafficPolicy(t *testing.T) {
 
 // TestUnserved: every set field of a traffic policy that no cluster
 // carries is named, as written in YAML; the served ones are not.
+func TestUnenforced(t *testing.T) {
+	pool := func(n int32) *networking.ConnectionPoolSettings {
+		return &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: n}}
+	}
+	const grpcJava = " (not enforced by grpc-java, which counts calls in flight only with load reporting)"
+	cases := map[string]struct {
+		policy *networking.TrafficPolicy
+		want   []string
+	}{
+		"nothing":         {},
+		"no limit":        {policy: &networking.TrafficPolicy{ConnectionPool: pool(0)}},
+		"top-level limit": {policy: &networking.TrafficPolicy{ConnectionPool: pool(10)}, want: []string{"connectionPool.http.http2MaxRequests" + grpcJava}},
+		"port-level limits": {
+			policy: &networking.TrafficPolicy{PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{
+				{Port: &networking.PortSelector{Number: 80}},
+				{Port: &networking.PortSelector{Number: 81}, ConnectionPool: pool(5)}}},
+			want: []string{"portLevelSettings[1].connectionPool.http.http2MaxRequests" + grpcJava},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Unenforced(tc.policy); !slices.Equal(got, tc.want) {
+				t.Errorf("Unenforced = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestUnserved(t *testing.T) {
 	u32 := wrapperspb.UInt32
 	cases := map[string]struct {
