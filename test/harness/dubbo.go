@@ -100,9 +100,9 @@ type DubboProviderOptions struct {
 	// Weight is the provider's weight; 0 is dubbo-go's default.
 	Weight int64
 	// Params are extra service URL parameters (a provider's call
-	// defaults: timeout, retries, loadbalance); dubbo-go provider only.
+	// defaults: timeout, retries, loadbalance).
 	Params map[string]string
-	// GreetDelay delays each Triple Greet answer; dubbo-go provider only.
+	// GreetDelay delays each Triple Greet answer.
 	GreetDelay time.Duration
 }
 

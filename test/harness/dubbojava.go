@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,9 +50,6 @@ func StartDubboJavaProvider(t testing.TB, opts DubboProviderOptions) *DubboProvi
 	RequireNetNS(t, "dubbo-java")
 	cp := JavaPeerClasspath(t, "dubbo-java", "MESHBRIDGE_DUBBO_JAVA_DIR")
 	java := javaPath(t, "dubbo-java")
-	if len(opts.Params) > 0 || opts.GreetDelay > 0 {
-		t.Fatal("StartDubboJavaProvider: Params and GreetDelay are the dubbo-go provider's")
-	}
 	if opts.Namespace != "" {
 		t.Fatal("StartDubboJavaProvider: a Nacos namespace is not supported")
 	}
@@ -113,6 +111,10 @@ func (o DubboProviderOptions) javaArgs() []string {
 		add("-metadata-port", strconv.Itoa(o.MetadataPort))
 	}
 	add("-weight", strconv.FormatInt(o.Weight, 10))
+	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
+		a = append(a, "-param", k+"="+o.Params[k])
+	}
+	add("-greet-delay-ms", strconv.FormatInt(o.GreetDelay.Milliseconds(), 10))
 	return a
 }
 

@@ -23,7 +23,9 @@ import org.apache.dubbo.demo.GreetService;
  * register; Dubbo refuses a loopback one); -group; -version; -protocols
  * tri,dubbo; -tri-port; -dubbo-port; -metadata local or remote (remote: the
  * MetadataInfo goes to the registry's metadata report); -metadata-port
- * (local: the MetadataService's port); -weight. SIGTERM runs Dubbo's own
+ * (local: the MetadataService's port); -weight; -param key=value
+ * (repeatable: a service URL parameter, e.g. a call default timeout=200);
+ * -greet-delay-ms (Greet answers after it). SIGTERM runs Dubbo's own
  * shutdown hook (unregister, then close).
  */
 public final class Provider {
@@ -31,9 +33,18 @@ public final class Provider {
 
     public static void main(String[] args) throws InterruptedException {
         Map<String, String> o = new HashMap<>();
+        Map<String, String> params = new HashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) {
             if (!args[i].startsWith("-")) {
                 throw new IllegalArgumentException("flag expected, got " + args[i]);
+            }
+            if (args[i].equals("-param")) {
+                String[] kv = args[i + 1].split("=", 2);
+                if (kv.length != 2 || kv[0].isEmpty()) {
+                    throw new IllegalArgumentException("-param wants key=value, got " + args[i + 1]);
+                }
+                params.put(kv[0], kv[1]);
+                continue;
             }
             o.put(args[i].substring(1), args[i + 1]);
         }
@@ -61,7 +72,11 @@ public final class Provider {
         ServiceConfig<GreetService> service = new ServiceConfig<>();
         service.setInterface(GreetService.class);
         String first = o.getOrDefault("protocols", "tri").split(",")[0];
-        service.setRef(new Greeter(app, host + ":" + o.getOrDefault("tri-port", o.get(first + "-port"))));
+        service.setRef(new Greeter(app, host + ":" + o.getOrDefault("tri-port", o.get(first + "-port")),
+                Long.parseLong(o.getOrDefault("greet-delay-ms", "0"))));
+        if (!params.isEmpty()) {
+            service.setParameters(params);
+        }
         if (o.containsKey("group")) {
             service.setGroup(o.get("group"));
         }
@@ -91,9 +106,22 @@ public final class Provider {
      */
     static final class Greeter implements GreetService {
         private final String from;
+        private final long greetDelayMs;
 
-        Greeter(String app, String address) {
+        Greeter(String app, String address, long greetDelayMs) {
             this.from = app + "@" + address;
+            this.greetDelayMs = greetDelayMs;
+        }
+
+        private void delay() {
+            if (greetDelayMs <= 0) {
+                return;
+            }
+            try {
+                Thread.sleep(greetDelayMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
 
         private StringValue say(String word, StringValue name) {
@@ -102,6 +130,7 @@ public final class Provider {
 
         @Override
         public StringValue Greet(StringValue name) {
+            delay();
             return say("hello", name);
         }
 
