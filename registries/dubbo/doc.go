@@ -80,8 +80,12 @@
 //     services) in a ZooKeeper metadata report lies at
 //     <root>/metadata/<application>/<revision> (Apache Dubbo Java) or
 //     <root>/<application>/<revision> (dubbo-go) (MetadataPaths); its
-//     methods are the union of its services' methods parameters
-//     (MetadataMethods), checked to be of that application and revision.
+//     methods are the union of its services' methods parameters, and its
+//     call defaults (timeout, retries, loadbalance) its services' when they
+//     all declare the same (ReadMetadata), checked to be of that
+//     application and revision. An application-level instance gets the
+//     call defaults of its revision, as an interface-level one gets its
+//     URL's (registries.ProviderDefaults).
 //  10. A service is named by the host template of its level
 //     (Config.InterfaceHostTemplate, ApplicationHostTemplate; defaults
 //     DefaultInterfaceHostTemplate, DefaultApplicationHostTemplate, over

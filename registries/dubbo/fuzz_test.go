@@ -92,11 +92,11 @@ func FuzzBuilder(f *testing.F) {
 			}
 			insts = append(insts, a)
 		}
-		var methods []string
+		var revisions map[string]RevisionMetadata
 		if md, err := ParseMetadataInfo(metadata); err == nil {
-			methods = md.Methods()
+			revisions = map[string]RevisionMetadata{md.Revision: {Methods: md.Methods()}}
 		}
-		svc := b.ApplicationService("", app, insts, malformed, methods)
+		svc := b.ApplicationService("", app, insts, malformed, revisions)
 		// The default application template: the application's name.
 		if svc.Name != app || svc.Host != app+".dubbo" || svc.HostError != "" || !svc.PortPerProtocol {
 			t.Fatalf("application %q gave service %q, host %q (error %q), port per protocol %v",

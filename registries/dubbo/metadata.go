@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/meshbridge/meshbridge/registries"
 )
 
 // MetadataPaths are where an application's MetadataInfo of revision lies in
@@ -28,25 +30,44 @@ type metadataInfo struct {
 	} `json:"services"`
 }
 
-// MetadataMethods returns the methods a MetadataInfo lists for its services
-// (the union of their methods parameters, sorted), checking that it is
-// app's of revision. An error names what is wrong with the JSON.
-func MetadataMethods(data []byte, app, revision string) ([]string, error) {
+// RevisionMetadata is what one revision of an application's MetadataInfo
+// says of the instances that name it: its methods (the union of its
+// services' methods parameters, sorted) and its call defaults (the timeout,
+// retries and loadbalance parameters, when every service declares the same;
+// none when they differ, since an application-level host is one route for
+// every interface, and each interface-level host has its own).
+type RevisionMetadata struct {
+	Methods  []string
+	Defaults registries.ProviderDefaults
+}
+
+// ReadMetadata returns what a MetadataInfo JSON says (RevisionMetadata),
+// checking that it is app's of revision. An error names what is wrong with
+// the JSON.
+func ReadMetadata(data []byte, app, revision string) (RevisionMetadata, error) {
 	var info metadataInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("decode MetadataInfo: %w", err)
+		return RevisionMetadata{}, fmt.Errorf("decode MetadataInfo: %w", err)
 	}
 	if info.App != "" && info.App != app || info.Revision != "" && info.Revision != revision {
-		return nil, fmt.Errorf("MetadataInfo of %s revision %s, want %s revision %s", info.App, info.Revision, app, revision)
+		return RevisionMetadata{}, fmt.Errorf("MetadataInfo of %s revision %s, want %s revision %s", info.App, info.Revision, app, revision)
 	}
-	var methods []string
+	var (
+		out      RevisionMetadata
+		defaults []registries.ProviderDefaults
+	)
 	for _, svc := range info.Services {
 		for _, m := range strings.Split(svc.Params["methods"], ",") {
 			if m = strings.TrimSpace(m); m != "" {
-				methods = append(methods, m)
+				out.Methods = append(out.Methods, m)
 			}
 		}
+		defaults = append(defaults, providerDefaults(svc.Params))
 	}
-	slices.Sort(methods)
-	return slices.Compact(methods), nil
+	slices.Sort(out.Methods)
+	out.Methods = slices.Compact(out.Methods)
+	if len(defaults) > 0 && !slices.ContainsFunc(defaults, func(d registries.ProviderDefaults) bool { return d != defaults[0] }) {
+		out.Defaults = defaults[0]
+	}
+	return out, nil
 }

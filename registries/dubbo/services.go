@@ -203,26 +203,46 @@ func (b *Builder) providerInstance(addr string, group []Provider) registries.Ins
 			ports = append(ports, registries.Port{Number: p.Port, Protocol: p.Protocol})
 		}
 	}
-	defaults := registries.ProviderDefaults{Timeout: first.Params["timeout"], Retries: first.Params["retries"],
-		LoadBalance: first.Params["loadbalance"]}
+	defaults := providerDefaults(first.Params)
 	if len(methods) > 0 || len(ports) > 0 || !defaults.IsZero() {
 		inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: methods, Defaults: defaults}
 	}
 	return inst
 }
 
+// providerDefaults are the call defaults a provider's URL parameters (or a
+// MetadataInfo service's) declare: timeout, retries and loadbalance, as
+// written.
+func providerDefaults(params map[string]string) registries.ProviderDefaults {
+	return registries.ProviderDefaults{Timeout: params["timeout"], Retries: params["retries"], LoadBalance: params["loadbalance"]}
+}
+
 // ApplicationService is the application-level service of app in namespace
-// (Named) with its
-// instances (doc.go rule 7) and malformed registrations (instances with
-// Invalid set). methods, when known (from the application's MetadataInfo),
-// are every instance's Methods.
-func (b *Builder) ApplicationService(namespace, app string, insts []AppInstance, malformed []Malformed, methods []string) registries.Service {
+// (Named) with its instances (doc.go rule 7) and malformed registrations
+// (instances with Invalid set). metadata, when known, is the application's
+// MetadataInfo by revision (rule 9): every instance's Methods are the union
+// of the revisions' methods, and an instance's call defaults are its own
+// revision's.
+func (b *Builder) ApplicationService(namespace, app string, insts []AppInstance, malformed []Malformed, metadata map[string]RevisionMetadata) registries.Service {
 	svc := b.Named(Identity{Application: app}, app, namespace, nil)
-	// The instances that serve one port share one InstanceExtra: the
-	// application's methods.
-	var shared *registries.InstanceExtra
-	if len(methods) > 0 {
-		shared = &registries.InstanceExtra{Methods: methods}
+	var methods []string
+	for _, m := range metadata {
+		methods = append(methods, m.Methods...)
+	}
+	slices.Sort(methods)
+	methods = slices.Compact(methods)
+	// The instances of one revision that serve one port share one
+	// InstanceExtra: the application's methods and the revision's defaults.
+	shared := map[string]*registries.InstanceExtra{}
+	extraOf := func(revision string) *registries.InstanceExtra {
+		e, ok := shared[revision]
+		if !ok {
+			if d := metadata[revision].Defaults; len(methods) > 0 || !d.IsZero() {
+				e = &registries.InstanceExtra{Methods: methods, Defaults: d}
+			}
+			shared[revision] = e
+		}
+		return e
 	}
 	for _, a := range oneProcess(newestPerID(insts)) {
 		inst := registries.Instance{
@@ -231,7 +251,7 @@ func (b *Builder) ApplicationService(namespace, app string, insts []AppInstance,
 			Port:    a.Port,
 			Labels:  b.labels(a.Metadata),
 			Weight:  a.Weight,
-			Extra:   shared,
+			Extra:   extraOf(a.Revision),
 		}
 		eps := slices.Clone(a.Endpoints)
 		slices.SortFunc(eps, func(x, y Endpoint) int {
@@ -245,7 +265,7 @@ func (b *Builder) ApplicationService(namespace, app string, insts []AppInstance,
 			for _, e := range eps {
 				ports = append(ports, registries.Port{Number: e.Port, Protocol: strings.ToLower(e.Protocol)})
 			}
-			inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: inst.Methods()}
+			inst.Extra = &registries.InstanceExtra{Ports: ports, Methods: inst.Methods(), Defaults: inst.Defaults()}
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}

@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -391,10 +392,53 @@ func TestApplicationService(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := identityBuilder(t, tc.cfg).ApplicationService("", "shop", tc.insts, tc.malformed, tc.methods)
+			var metadata map[string]RevisionMetadata
+			if tc.methods != nil {
+				metadata = map[string]RevisionMetadata{"r1": {Methods: tc.methods}}
+			}
+			got := identityBuilder(t, tc.cfg).ApplicationService("", "shop", tc.insts, tc.malformed, metadata)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ApplicationService (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestApplicationServiceDefaults: an application-level instance gets the
+// call defaults of its own revision's MetadataInfo (two revisions in a
+// rolling upgrade, one declaring timeout=200, the other timeout=500), the
+// methods of every revision, and one with no MetadataInfo read gets the
+// methods only.
+func TestApplicationServiceDefaults(t *testing.T) {
+	inst := func(addr, revision string) AppInstance {
+		t.Helper()
+		a, err := AppInstanceFromMetadata("shop", addr, 50051, map[string]string{
+			MetaEndpoints: `[{"port":50051,"protocol":"tri"}]`, MetaRevision: revision, MetaStorageType: "remote"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	svc := identityBuilder(t, Config{}).ApplicationService("", "shop",
+		[]AppInstance{inst("10.0.0.1", "r1"), inst("10.0.0.2", "r2"), inst("10.0.0.3", "r3")}, nil,
+		map[string]RevisionMetadata{
+			"r1": {Methods: []string{"Greet"}, Defaults: registries.ProviderDefaults{Timeout: "200", Retries: "2"}},
+			"r2": {Methods: []string{"Greet", "Hello"}, Defaults: registries.ProviderDefaults{Timeout: "500"}},
+		})
+	want := map[string]registries.ProviderDefaults{
+		"10.0.0.1:50051": {Timeout: "200", Retries: "2"},
+		"10.0.0.2:50051": {Timeout: "500"},
+		"10.0.0.3:50051": {},
+	}
+	for _, i := range svc.Instances {
+		if got := i.Defaults(); got != want[i.ID] {
+			t.Errorf("%s: defaults %+v, want %+v", i.ID, got, want[i.ID])
+		}
+		if got := i.Methods(); !slices.Equal(got, []string{"Greet", "Hello"}) {
+			t.Errorf("%s: methods %v, want every revision's", i.ID, got)
+		}
+	}
+	if len(svc.Instances) != 3 {
+		t.Errorf("instances %+v", svc.Instances)
 	}
 }

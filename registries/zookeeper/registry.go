@@ -234,9 +234,9 @@ type parsedProvider struct {
 
 type appState struct {
 	instances map[string]parsedInstance // by child name (ip:port)
-	// methods are the methods of the MetadataInfo of each revision its
-	// instances name, read (watcher.appMethods).
-	methods map[string][]string
+	// metadata is the MetadataInfo of each revision its instances name,
+	// read (watcher.appMetadata).
+	metadata map[string]dubbo.RevisionMetadata
 }
 
 type parsedInstance struct {

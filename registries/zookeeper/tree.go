@@ -334,63 +334,63 @@ func (w *watcher) applicationServices(app string) []registries.Service {
 		}
 		insts = append(insts, pi.a)
 	}
-	return []registries.Service{w.r.builder.ApplicationService("", app, insts, malformed, w.appMethods(app, insts))}
+	return []registries.Service{w.r.builder.ApplicationService("", app, insts, malformed, w.appMetadata(app, insts))}
 }
 
-// appMethods are the methods of app's MetadataInfo of every revision its
-// instances with remote metadata name (doc.go rule 9), read from the
-// metadata report in ZooKeeper at either layout (dubbo.MetadataPaths: Dubbo
-// Java's, then dubbo-go's). A MetadataInfo is immutable per revision: it is
-// read once and kept while an instance names that revision. Local metadata
+// appMetadata is app's MetadataInfo of every revision its instances with
+// remote metadata name (doc.go rule 9), by revision, read from the metadata
+// report in ZooKeeper at either layout (dubbo.MetadataPaths: Dubbo Java's,
+// then dubbo-go's). A MetadataInfo is immutable per revision: it is read
+// once and kept while an instance names that revision. Local metadata
 // (served by the process's MetadataService over the Dubbo protocol) is not
-// read. A revision not written yet, or unreadable, gives no methods; it is
-// read again at the application's next change.
-func (w *watcher) appMethods(app string, insts []dubbo.AppInstance) []string {
+// read. A revision not written yet, or unreadable, is left out; it is read
+// again at the application's next change.
+func (w *watcher) appMetadata(app string, insts []dubbo.AppInstance) map[string]dubbo.RevisionMetadata {
 	st := w.apps[app]
-	seen := map[string]bool{}
-	var methods []string
+	out := map[string]dubbo.RevisionMetadata{}
 	for _, a := range insts {
-		if a.StorageType != "remote" || a.Revision == "" || seen[a.Revision] {
+		if a.StorageType != "remote" || a.Revision == "" {
 			continue
 		}
-		seen[a.Revision] = true
-		m, ok := st.methods[a.Revision]
+		if _, done := out[a.Revision]; done {
+			continue
+		}
+		m, ok := st.metadata[a.Revision]
 		if !ok {
 			m, ok = w.readMetadata(app, a.Revision)
 		}
 		if ok {
-			if st.methods == nil {
-				st.methods = map[string][]string{}
+			if st.metadata == nil {
+				st.metadata = map[string]dubbo.RevisionMetadata{}
 			}
-			st.methods[a.Revision] = m
-		}
-		methods = append(methods, m...)
-	}
-	for rev := range st.methods {
-		if !seen[rev] {
-			delete(st.methods, rev)
+			st.metadata[a.Revision] = m
+			out[a.Revision] = m
 		}
 	}
-	slices.Sort(methods)
-	return slices.Compact(methods)
+	for rev := range st.metadata {
+		if _, named := out[rev]; !named {
+			delete(st.metadata, rev)
+		}
+	}
+	return out
 }
 
-// readMetadata reads app's MetadataInfo of revision and returns its methods;
-// ok is false when neither layout holds it, or it cannot be read.
-func (w *watcher) readMetadata(app, revision string) (methods []string, ok bool) {
+// readMetadata reads app's MetadataInfo of revision; ok is false when
+// neither layout holds it, or it cannot be read.
+func (w *watcher) readMetadata(app, revision string) (m dubbo.RevisionMetadata, ok bool) {
 	for _, path := range dubbo.MetadataPaths(w.r.root, app, revision) {
 		data, _, err := w.conn.Get(path)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err == nil {
-			methods, err = dubbo.MetadataMethods(data, app, revision)
+			m, err = dubbo.ReadMetadata(data, app, revision)
 		}
 		if err != nil {
 			w.log.Debug("Cannot read a Dubbo application's metadata", "application", app, "path", path, "err", err)
-			return nil, false
+			return dubbo.RevisionMetadata{}, false
 		}
-		return methods, true
+		return m, true
 	}
-	return nil, false
+	return dubbo.RevisionMetadata{}, false
 }

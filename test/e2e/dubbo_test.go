@@ -372,29 +372,40 @@ func (c *client) waitFailing(mark int, timeout time.Duration, what string) {
 }
 
 // TestDubboProviderTimeoutDefault: a provider registering timeout=200 in
-// ZooKeeper at interface level, whose Greet answers after 2s, has its calls
-// from a proxyless client (deadline 5s) end DEADLINE_EXCEEDED with no
-// VirtualService: the provider's declared timeout is the route's. A
-// VirtualService with a 5s timeout then overrides it: the calls succeed.
-// Both providers: dubbo-go, and Apache Dubbo (Java), whose URLs differ.
+// ZooKeeper, whose Greet answers after 2s, has its calls from a proxyless
+// client (deadline 5s) end DEADLINE_EXCEEDED with no VirtualService: the
+// provider's declared timeout is the route's. A VirtualService with a 5s
+// timeout then overrides it: the calls succeed. Both providers, dubbo-go
+// and Apache Dubbo (Java), whose URLs differ; at interface level (the URL's
+// parameter) and at application level (its MetadataInfo's, kept remote).
 func TestDubboProviderTimeoutDefault(t *testing.T) {
 	for _, impl := range []struct {
-		name  string
-		start func(testing.TB, harness.DubboProviderOptions) *harness.DubboProvider
-	}{{"dubbo-go", harness.StartDubboProvider}, {"dubbo-java", harness.StartDubboJavaProvider}} {
+		name     string
+		start    func(testing.TB, harness.DubboProviderOptions) *harness.DubboProvider
+		register string
+	}{
+		{"dubbo-go", harness.StartDubboProvider, "interface"},
+		{"dubbo-java", harness.StartDubboJavaProvider, "interface"},
+		{"dubbo-go application level", harness.StartDubboProvider, "application"},
+		{"dubbo-java application level", harness.StartDubboJavaProvider, "application"},
+	} {
 		t.Run(impl.name, func(t *testing.T) {
 			z := harness.StartZooKeeper(t)
 			p := impl.start(t, harness.DubboProviderOptions{
-				Registry: "zookeeper://" + z.Address(), App: "slow-greeter", Register: "interface",
-				Params: map[string]string{"timeout": "200"}, GreetDelay: 2 * time.Second,
+				Registry: "zookeeper://" + z.Address(), App: "slow-greeter", Register: impl.register,
+				MetadataType: "remote", Params: map[string]string{"timeout": "200"}, GreetDelay: 2 * time.Second,
 			})
+			host := greetHost
+			if impl.register == "application" {
+				host = "slow-greeter.dubbo"
+			}
 			port := p.Options().TriPort
 			policyFile := filepath.Join(t.TempDir(), "policy.yaml")
 			if err := os.WriteFile(policyFile, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			b := startBridge(t, zookeeperRegistry(z)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
-			target := fmt.Sprintf("xds:///%s:%d", greetHost, port)
+			target := fmt.Sprintf("xds:///%s:%d", host, port)
 			c := startClient(t, b.xdsAddr, target, "-method", greetMethod, "-timeout", "5s")
 			c.waitUntil(0, 60*time.Second, "3 calls in a row ended DEADLINE_EXCEEDED", func(rs []callResult) bool {
 				return len(rs) >= 3 && !slices.ContainsFunc(rs[len(rs)-3:], func(r callResult) bool {
@@ -405,8 +416,8 @@ func TestDubboProviderTimeoutDefault(t *testing.T) {
 				t.Fatalf("call %d succeeded past the provider's 200ms timeout: %+v", i, c.since(0)[i])
 			}
 
-			if err := os.WriteFile(policyFile, []byte(virtualService("greet", greetHost,
-				"    route:\n    - destination: {host: "+greetHost+"}\n    timeout: 5s\n")), 0o644); err != nil {
+			if err := os.WriteFile(policyFile, []byte(virtualService("greet", host,
+				"    route:\n    - destination: {host: "+host+"}\n    timeout: 5s\n")), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			c.waitReached(c.mark(), greeting(p), 60*time.Second)
