@@ -319,6 +319,69 @@ func TestProxylessSubsets(t *testing.T) {
 	assertNoNACKs(t, b)
 }
 
+// TestProxylessSubsetWeights: gray release by weight. Three instances of
+// one Consul service on their own ports declare version v1, v1 and v2 in
+// their meta; a DestinationRule's subsets select by it and a VirtualService
+// sends 90 % of calls to subset v1, 10 % to v2 (gRFC A28 weighted
+// clusters). Of 1,000 calls of each gRPC implementation, all answered,
+// between 5 % and 15 % reach the v2 instance (10 % ± 5 %; the binomial
+// spread is ±1 % at one standard deviation), and both v1 instances are
+// reached.
+func TestProxylessSubsetWeights(t *testing.T) {
+	const calls = 1000
+	var policy strings.Builder
+	for _, pc := range proxylessClients {
+		host := "split-" + pc.name + ".service.consul"
+		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: split-%s}\n"+
+			"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
+			pc.name, host))
+		policy.WriteString(virtualService("split-"+pc.name, host, "    route:\n    - destination: {host: "+host+", subset: v1}\n"+
+			"      weight: 90\n    - destination: {host: "+host+", subset: v2}\n      weight: 10\n"))
+	}
+	consul, b := routingBridge(t, policy.String())
+	for _, pc := range proxylessClients {
+		t.Run(pc.name, func(t *testing.T) {
+			svc := "split-" + pc.name
+			names := []string{svc + "-v1a", svc + "-v1b", svc + "-v2"}
+			versions := []string{"v1", "v1", "v2"}
+			ports := []int{startBackend(t, names[0]), startBackend(t, names[1]), startBackend(t, names[2])}
+			order := []int{0, 1, 2}
+			slices.SortFunc(order, func(i, j int) int { return ports[i] - ports[j] })
+			for _, i := range order { // the lowest port first: the service's port, which the client dials
+				consul.RegisterInstance(t, svc, names[i], "127.0.0.1", ports[i], nil,
+					map[string]string{"protocol": "grpc", "version": versions[i]}, api.HealthPassing)
+			}
+			boot := renderBootstrap(t, "--node-id", "e2e-split-"+pc.name, "--xds-address", b.xdsAddr)
+			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, slices.Min(ports)),
+				callOpts{interval: 2 * time.Millisecond, timeout: 5 * time.Second}), boot)
+			// From the first call that reached v2: the VirtualService is in
+			// force (before it, calls may reach the host's cluster).
+			first := 0
+			c.waitUntil(0, 90*time.Second, "a call reached "+names[2], func(rs []callResult) bool {
+				first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend == names[2] })
+				return first >= 0
+			})
+			c.waitUntil(first+1, 120*time.Second, fmt.Sprintf("%d more calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
+			c.stop()
+			count := map[string]int{}
+			for i, r := range c.since(first + 1)[:calls] {
+				if r.backend == "" {
+					t.Fatalf("call %d failed: %s", first+1+i, r.err)
+				}
+				count[r.backend]++
+			}
+			if n := count[names[2]]; n < calls*5/100 || n > calls*15/100 {
+				t.Errorf("%d of %d calls reached subset v2 (%v), want 10 %% ± 5 %%", n, calls, count)
+			}
+			if count[names[0]] == 0 || count[names[1]] == 0 {
+				t.Errorf("calls reached %v, want both v1 instances", count)
+			}
+			t.Logf("%d calls: %v", calls, count)
+		})
+	}
+	assertNoNACKs(t, b)
+}
+
 // TestProxylessPolicyFromKubernetes: a VirtualService created in a real
 // kube-apiserver (policy.kubernetes) reaches every gRPC implementation
 // through the bridge (a fault aborting every call), and deleting it
