@@ -1,10 +1,8 @@
 package dubbo
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meshbridge/meshbridge/registries"
 )
@@ -16,18 +14,6 @@ import (
 // <root>/<application>/<revision>.
 func MetadataPaths(root, app, revision string) []string {
 	return []string{root + "/metadata/" + app + "/" + revision, root + "/" + app + "/" + revision}
-}
-
-// metadataInfo is the JSON of Dubbo 3's MetadataInfo, as both
-// implementations write it to a metadata report: the application's
-// services, each with its URL parameters (methods among them).
-type metadataInfo struct {
-	App      string `json:"app"`
-	Revision string `json:"revision"`
-	Services map[string]struct {
-		Name   string            `json:"name"`
-		Params map[string]string `json:"params"`
-	} `json:"services"`
 }
 
 // RevisionMetadata is what one revision of an application's MetadataInfo
@@ -45,27 +31,20 @@ type RevisionMetadata struct {
 // checking that it is app's of revision. An error names what is wrong with
 // the JSON.
 func ReadMetadata(data []byte, app, revision string) (RevisionMetadata, error) {
-	var info metadataInfo
-	if err := json.Unmarshal(data, &info); err != nil {
-		return RevisionMetadata{}, fmt.Errorf("decode MetadataInfo: %w", err)
+	info, err := ParseMetadataInfo(data)
+	if err != nil {
+		return RevisionMetadata{}, err
 	}
 	if info.App != "" && info.App != app || info.Revision != "" && info.Revision != revision {
 		return RevisionMetadata{}, fmt.Errorf("MetadataInfo of %s revision %s, want %s revision %s", info.App, info.Revision, app, revision)
 	}
-	var (
-		out      RevisionMetadata
-		defaults []registries.ProviderDefaults
-	)
+	out := RevisionMetadata{Methods: info.Methods()}
+	var defaults []registries.ProviderDefaults
 	for _, svc := range info.Services {
-		for _, m := range strings.Split(svc.Params["methods"], ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				out.Methods = append(out.Methods, m)
-			}
+		if svc != nil {
+			defaults = append(defaults, providerDefaults(svc.Params))
 		}
-		defaults = append(defaults, providerDefaults(svc.Params))
 	}
-	slices.Sort(out.Methods)
-	out.Methods = slices.Compact(out.Methods)
 	if len(defaults) > 0 && !slices.ContainsFunc(defaults, func(d registries.ProviderDefaults) bool { return d != defaults[0] }) {
 		out.Defaults = defaults[0]
 	}
