@@ -36,6 +36,14 @@ func virtualService(name, host, http string) string {
 		"  hosts: [%s]\n  http:\n  - %s---\n", name, host, strings.TrimPrefix(http, "    "))
 }
 
+// versionSubsets is a DestinationRule document named name for host with
+// subsets v1 and v2 selecting instances by their version label.
+func versionSubsets(name, host string) string {
+	return fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: %s}\n"+
+		"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
+		name, host)
+}
+
 // isStatus reports whether a client's error line carries the gRPC status
 // name (as "DEADLINE_EXCEEDED"; grpc-go writes "DeadlineExceeded").
 func isStatus(err, name string) bool {
@@ -246,9 +254,7 @@ func TestProxylessSubsets(t *testing.T) {
 	var policy strings.Builder
 	for _, pc := range proxylessClients {
 		host := "gray-" + pc.name + ".service.consul"
-		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: gray-%s}\n"+
-			"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
-			pc.name, host))
+		policy.WriteString(versionSubsets("gray-"+pc.name, host))
 		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: gray-%s}\n"+
 			"spec:\n  hosts: [%s]\n  http:\n  - match:\n    - headers: {x-canary: {exact: v1}}\n"+
 			"    route:\n    - destination: {host: %s, subset: v2}\n  - route:\n    - destination: {host: %s, subset: v1}\n---\n",
@@ -332,9 +338,7 @@ func TestProxylessSubsetWeights(t *testing.T) {
 	var policy strings.Builder
 	for _, pc := range proxylessClients {
 		host := "split-" + pc.name + ".service.consul"
-		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: split-%s}\n"+
-			"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
-			pc.name, host))
+		policy.WriteString(versionSubsets("split-"+pc.name, host))
 		policy.WriteString(virtualService("split-"+pc.name, host, "    route:\n    - destination: {host: "+host+", subset: v1}\n"+
 			"      weight: 90\n    - destination: {host: "+host+", subset: v2}\n      weight: 10\n"))
 	}
