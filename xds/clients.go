@@ -8,6 +8,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/meshbridge/meshbridge/xds/bootstrap"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
@@ -18,7 +19,8 @@ import (
 // family and version from the node's user_agent_name and
 // user_agent_version and serves it only the optional features
 // (gen.Features) its row says it accepts, each from the version it is
-// known from; a resource using another is served in the form gen built
+// known from (and TLS clusters only when its node also declares the
+// certificate provider they name, declaresCertificateProvider); a resource using another is served in the form gen built
 // for the features the client lacks (gen.Varied), and each substitution
 // served is counted (meshbridge_xds_policy_substitutions_total) and shown
 // on the stream in /debug/syncz. A client no row names gets only what
@@ -52,10 +54,13 @@ var clientTable = []clientRow{
 		{gen.AllFeatures, "", "Envoy implements every Cluster lb_policy"}}},
 	{family: "grpc-go", agent: "gRPC Go", accepts: []acceptance{
 		{gen.LeastRequest, "1.73.0", "gRFC A48: least_request on by default from grpc-go 1.73.0 (GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST)"},
-		{gen.RingHash, "1.41.0", "gRFC A42: grpc doc/grpc_xds_features.md, Go 1.41.0"}}},
+		{gen.RingHash, "1.41.0", "gRFC A42: grpc doc/grpc_xds_features.md, Go 1.41.0"},
+		{gen.UpstreamTLS, "1.41.0", "gRFC A29: on by default from grpc-go 1.41.0 (GRPC_XDS_EXPERIMENTAL_SECURITY_SUPPORT), " +
+			"validation_context.ca_certificate_provider_instance read (xdsclient/xds.go)"}}},
 	{family: "grpc-java", agent: "gRPC Java", accepts: []acceptance{
 		{gen.LeastRequest, "1.48.0", "gRFC A48: grpc doc/grpc_xds_features.md, Java 1.48.0"},
-		{gen.RingHash, "1.40.1", "gRFC A42: grpc doc/grpc_xds_features.md, Java 1.40.1"}}},
+		{gen.RingHash, "1.40.1", "gRFC A42: grpc doc/grpc_xds_features.md, Java 1.40.1"},
+		{gen.UpstreamTLS, "1.85.0", "gRFC A29: the form served verified with 1.85.1 (e2e TestProxylessTLS); earlier versions are refused"}}},
 	// gRPC C-core (C++, Python, Ruby, PHP): "gRPC C-core <platform>…",
 	// version "C-core <core version> …"; no least_request (grpc
 	// doc/grpc_xds_features.md). Ring hash from core 30 (gRPC 1.53): the
@@ -63,10 +68,14 @@ var clientTable = []clientRow{
 	// crashes the process (grpc/grpc#31766, fixed by #32012; seen here:
 	// TestProxylessRingHash).
 	{family: "grpc-c-core", agent: "gRPC C-core", prefix: true, versionPrefix: "C-core ", accepts: []acceptance{
-		{gen.RingHash, "30.0.0", "gRFC A42, after grpc/grpc#32012"}}},
-	// grpc-js-xds: no least_request (grpc doc/grpc_xds_features.md).
+		{gen.RingHash, "30.0.0", "gRFC A42, after grpc/grpc#32012"},
+		{gen.UpstreamTLS, "29.0.0", "gRFC A29: the form served verified with core 29 (Python 1.51.1, e2e TestProxylessTLS); earlier cores are refused"}}},
+	// grpc-js-xds: no least_request (grpc doc/grpc_xds_features.md); A29
+	// from 1.13.0 (1.10.1 ignores transport_socket: it would call in
+	// plaintext).
 	{family: "grpc-js", agent: "gRPC Node Pure JS", accepts: []acceptance{
-		{gen.RingHash, "1.10.0", "gRFC A42: grpc doc/grpc_xds_features.md, Node 1.10.0"}}},
+		{gen.RingHash, "1.10.0", "gRFC A42: grpc doc/grpc_xds_features.md, Node 1.10.0"},
+		{gen.UpstreamTLS, "1.13.0", "gRFC A29: grpc-js-xds 1.13.0 validates and applies transport_socket (cluster-resource-type.js)"}}},
 }
 
 // familyUnknown is the family of a client no row names.
@@ -99,7 +108,20 @@ func agentOf(node *core.Node) clientAgent {
 		}
 		break
 	}
+	if !declaresCertificateProvider(node) {
+		a.lacks |= gen.UpstreamTLS
+	}
 	return a
+}
+
+// declaresCertificateProvider reports whether node's metadata declares the
+// certificate provider instance TLS clusters name
+// (bootstrap.MetadataCertificateProvider): a client NACKs a cluster naming
+// an instance its bootstrap lacks, and the bridge sees the bootstrap only
+// through the node.
+func declaresCertificateProvider(node *core.Node) bool {
+	v := node.GetMetadata().GetFields()[bootstrap.MetadataCertificateProvider]
+	return v.GetStringValue() == gen.CertProviderInstance
 }
 
 // profileOf is the xDS caches' profile of node: the features it lacks.

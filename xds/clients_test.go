@@ -9,45 +9,63 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1"
 
+	"github.com/meshbridge/meshbridge/xds/bootstrap"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // TestClientTable: each client family and version is served the features
-// its row accepts from the version it is known from; any other client
-// only what every client accepts.
+// its row accepts from the version it is known from, and TLS clusters only
+// when its node also declares the certificate provider they name; any
+// other client only what every client accepts.
 func TestClientTable(t *testing.T) {
 	grpcOnly := gen.RandomLB // what every gRPC client lacks: RANDOM
 	noLR := gen.RandomLB | gen.LeastRequest
+	tls := gen.UpstreamTLS
 	cases := []struct {
 		name, version string
+		provider      string // node metadata CERTIFICATE_PROVIDER
 		family        string
 		lacks         gen.Features
 	}{
-		{"gRPC Go", "1.85.0", "grpc-go", grpcOnly},
-		{"gRPC Go", "1.73.0", "grpc-go", grpcOnly},
-		{"gRPC Go", "1.73.0-dev", "grpc-go", grpcOnly},
-		{"gRPC Go", "1.72.2", "grpc-go", noLR},
-		{"gRPC Go", "1.40.0", "grpc-go", gen.AllFeatures},
-		{"gRPC Go", "", "grpc-go", gen.AllFeatures},
-		{"gRPC Java", "1.85.1", "grpc-java", grpcOnly},
-		{"gRPC Java", "1.48.0", "grpc-java", grpcOnly},
-		{"gRPC Java", "1.47.1", "grpc-java", noLR},
-		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", "grpc-c-core", gen.AllFeatures},
-		{"gRPC C-core linux", "C-core 45.0.0", "grpc-c-core", noLR},
-		{"gRPC Node Pure JS", "1.14.1", "grpc-js", noLR},
-		{"gRPC Node Pure JS", "1.9.0", "grpc-js", gen.AllFeatures},
-		{"envoy", "", "envoy", 0},
-		{"", "", familyUnknown, gen.AllFeatures},
-		{"gRPC Rust", "0.1.0", familyUnknown, gen.AllFeatures},
-		{"grpc go", "1.85.0", familyUnknown, gen.AllFeatures},
+		{"gRPC Go", "1.85.0", "default", "grpc-go", grpcOnly},
+		{"gRPC Go", "1.85.0", "", "grpc-go", grpcOnly | tls},
+		{"gRPC Go", "1.85.0", "other", "grpc-go", grpcOnly | tls},
+		{"gRPC Go", "1.73.0", "", "grpc-go", grpcOnly | tls},
+		{"gRPC Go", "1.73.0-dev", "", "grpc-go", grpcOnly | tls},
+		{"gRPC Go", "1.72.2", "", "grpc-go", noLR | tls},
+		{"gRPC Go", "1.41.0", "default", "grpc-go", noLR},
+		{"gRPC Go", "1.40.0", "default", "grpc-go", gen.AllFeatures},
+		{"gRPC Go", "", "default", "grpc-go", gen.AllFeatures},
+		{"gRPC Java", "1.85.1", "default", "grpc-java", grpcOnly},
+		{"gRPC Java", "1.85.1", "", "grpc-java", grpcOnly | tls},
+		{"gRPC Java", "1.48.0", "default", "grpc-java", grpcOnly | tls},
+		{"gRPC Java", "1.47.1", "", "grpc-java", noLR | tls},
+		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", "default", "grpc-c-core", gen.AllFeatures &^ tls},
+		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", "", "grpc-c-core", gen.AllFeatures},
+		{"gRPC C-core linux", "C-core 28.0.0", "default", "grpc-c-core", gen.AllFeatures},
+		{"gRPC C-core linux", "C-core 45.0.0", "default", "grpc-c-core", noLR},
+		{"gRPC Node Pure JS", "1.14.1", "default", "grpc-js", noLR},
+		{"gRPC Node Pure JS", "1.14.1", "", "grpc-js", noLR | tls},
+		{"gRPC Node Pure JS", "1.10.1", "default", "grpc-js", noLR | tls},
+		{"gRPC Node Pure JS", "1.9.0", "", "grpc-js", gen.AllFeatures},
+		{"envoy", "", "", "envoy", tls},
+		{"", "", "default", familyUnknown, gen.AllFeatures},
+		{"gRPC Rust", "0.1.0", "", familyUnknown, gen.AllFeatures},
+		{"grpc go", "1.85.0", "default", familyUnknown, gen.AllFeatures},
 	}
 	for _, tc := range cases {
-		a := agentOf(&core.Node{UserAgentName: tc.name, UserAgentVersionType: &core.Node_UserAgentVersion{UserAgentVersion: tc.version}})
+		n := &core.Node{UserAgentName: tc.name, UserAgentVersionType: &core.Node_UserAgentVersion{UserAgentVersion: tc.version}}
+		if tc.provider != "" {
+			n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+				bootstrap.MetadataCertificateProvider: structpb.NewStringValue(tc.provider)}}
+		}
+		a := agentOf(n)
 		if a.family != tc.family || a.lacks != tc.lacks {
-			t.Errorf("%q %q: family %s lacking %v, want %s lacking %v", tc.name, tc.version, a.family, a.lacks.Names(),
-				tc.family, tc.lacks.Names())
+			t.Errorf("%q %q provider %q: family %s lacking %v, want %s lacking %v", tc.name, tc.version, tc.provider,
+				a.family, a.lacks.Names(), tc.family, tc.lacks.Names())
 		}
 	}
 }

@@ -12,7 +12,9 @@
 // the function MCPOptions.Validate gives it). Neither imports xds nor the
 // other. xds/dns is the stage before the server: it wraps it as the
 // ServiceEntry controller's XDSUpdater and hands it endpoints whose DNS
-// names are resolved; xds does not import it.
+// names are resolved; xds does not import it. xds/bootstrap, the client's
+// side (its bootstrap), imports no meshbridge package; xds and xds/gen
+// read the names it declares (the certificate provider instance).
 //
 // Rules:
 //  1. Endpoints are kept per service (host, namespace) and per shard; the

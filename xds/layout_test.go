@@ -14,16 +14,19 @@ import (
 // which imports no meshbridge package; xds/cache imports no translation
 // (its MCP validation is given, xds.MCPOptions.Validate); xds/dns, the
 // stage between the ServiceEntry controller and the server, imports no
-// other xds package and xds does not import it. Test files are left out: a
-// test may use what it checks against.
+// other xds package and xds does not import it; xds/bootstrap, the
+// client's side of the contract (what a bootstrap declares), imports no
+// meshbridge package, and xds and xds/gen read its names. Test files are
+// left out: a test may use what it checks against.
 func TestPackagesImportOneWay(t *testing.T) {
 	const module = "github.com/meshbridge/meshbridge/"
 	allowed := map[string][]string{
 		"../internal/wire": nil,
-		"gen":              {"internal/wire", "model"},
+		"bootstrap":        nil,
+		"gen":              {"internal/wire", "model", "xds/bootstrap"},
 		"cache":            {"model"},
 		"dns":              {"model", "serviceentry"},
-		".":                {"model", "serviceentry", "xds/cache", "xds/gen"},
+		".":                {"model", "serviceentry", "xds/bootstrap", "xds/cache", "xds/gen"},
 	}
 	for dir, want := range allowed {
 		pkg, err := build.Default.ImportDir(filepath.FromSlash(dir), 0)

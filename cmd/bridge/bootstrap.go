@@ -25,6 +25,14 @@ connection is plaintext unless a TLS flag is given or --config serves TLS
 (xds.tls); gRFC A65 "tls" credentials need grpc-go >= 1.61 or C-core >= 1.65,
 grpc-js-xds has none, and a client without them rejects the bootstrap.
 
+The --upstream-* flags give the client the certificates of backends whose
+DestinationRule asks for TLS (gRFC A29): they become the bootstrap's
+file_watcher certificate provider "default", declared in node.metadata
+(CERTIFICATE_PROVIDER); a client whose bootstrap has none is refused those
+backends, never served them in plaintext. The client must opt in to xDS
+credentials (grpc-go credentials/xds, grpc-java XdsChannelCredentials,
+grpc-js-xds XdsChannelCredentials, Python grpc.xds_channel_credentials).
+
 Flags:
 `
 
@@ -34,6 +42,8 @@ type bootstrapFlags struct {
 	config, xdsAddress        string
 	tls                       bool
 	caFile, certFile, keyFile string
+	// upstream: the certificate provider's files (gRFC A29).
+	upstreamCA, upstreamCert, upstreamKey string
 }
 
 func (f *bootstrapFlags) register(fs *flag.FlagSet) {
@@ -46,6 +56,9 @@ func (f *bootstrapFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca-file", "", "CA certificates (PEM) that verify the bridge's certificate; implies --tls")
 	fs.StringVar(&f.certFile, "cert-file", "", "client certificate chain (PEM) for an mTLS xDS port (xds.tls.clientCAFile); with --key-file; implies --tls")
 	fs.StringVar(&f.keyFile, "key-file", "", "client private key (PEM) for --cert-file")
+	fs.StringVar(&f.upstreamCA, "upstream-ca-file", "", "CA certificates (PEM) that verify backends whose DestinationRule asks for TLS (gRFC A29 certificate provider)")
+	fs.StringVar(&f.upstreamCert, "upstream-cert-file", "", "client certificate chain (PEM) for backends asking mTLS (MUTUAL, ISTIO_MUTUAL); with --upstream-key-file and --upstream-ca-file")
+	fs.StringVar(&f.upstreamKey, "upstream-key-file", "", "client private key (PEM) for --upstream-cert-file")
 }
 
 // cmdBootstrap prints the xDS bootstrap (package xds/bootstrap) of a
@@ -70,23 +83,29 @@ func cmdBootstrap(args []string, stdout, stderr io.Writer) int {
 	if cfg.TLS == nil && !isLoopback(cfg.ServerURI) {
 		fmt.Fprintf(stderr, "meshbridge bootstrap: warning: the xDS connection to %s is plaintext; give --tls or --ca-file if the bridge serves xds.tls\n", cfg.ServerURI)
 	}
-	for _, w := range clientFileWarnings(cfg.TLS) {
+	for _, w := range clientFileWarnings(cfg) {
 		fmt.Fprintf(stderr, "meshbridge bootstrap: warning: %s\n", w)
 	}
 	_, _ = stdout.Write(out)
 	return 0
 }
 
-// clientFileWarnings returns a warning for each file of t that the client
-// may not find: a relative path (the client resolves it against its own
-// working directory when it starts), or one missing on this machine (the
-// bootstrap may be meant for another; the warning says so).
-func clientFileWarnings(t *bootstrap.TLS) []string {
-	if t == nil {
-		return nil
+// clientFileWarnings returns a warning for each file of cfg that the
+// client may not find: a relative path (the client resolves it against its
+// own working directory when it starts), or one missing on this machine
+// (the bootstrap may be meant for another; the warning says so).
+func clientFileWarnings(cfg *bootstrap.Config) []string {
+	type file struct{ flag, path string }
+	var files []file
+	if t := cfg.TLS; t != nil {
+		files = append(files, file{"--ca-file", t.CAFile}, file{"--cert-file", t.CertFile}, file{"--key-file", t.KeyFile})
+	}
+	if c := cfg.Certificates; c != nil {
+		files = append(files, file{"--upstream-ca-file", c.CAFile}, file{"--upstream-cert-file", c.CertFile},
+			file{"--upstream-key-file", c.KeyFile})
 	}
 	var out []string
-	for _, f := range []struct{ flag, path string }{{"--ca-file", t.CAFile}, {"--cert-file", t.CertFile}, {"--key-file", t.KeyFile}} {
+	for _, f := range files {
 		switch {
 		case f.path == "":
 		case !filepath.IsAbs(f.path):
@@ -123,6 +142,15 @@ func (f *bootstrapFlags) bootstrapConfig(stderr io.Writer) (*bootstrap.Config, i
 	}
 	if f.tls || f.caFile != "" || f.certFile != "" {
 		cfg.TLS = &bootstrap.TLS{CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile}
+	}
+	if f.upstreamCA != "" || f.upstreamCert != "" || f.upstreamKey != "" {
+		if f.upstreamCA == "" {
+			return fail(2, "--upstream-ca-file is required with --upstream-cert-file: a TLS backend is always verified")
+		}
+		if (f.upstreamCert == "") != (f.upstreamKey == "") {
+			return fail(2, "--upstream-cert-file and --upstream-key-file go together")
+		}
+		cfg.Certificates = &bootstrap.Certificates{CAFile: f.upstreamCA, CertFile: f.upstreamCert, KeyFile: f.upstreamKey}
 	}
 	if f.config == "" {
 		if cfg.ServerURI == "" {

@@ -75,6 +75,18 @@ func TestCmdBootstrap(t *testing.T) {
 			want:       &bootstrap.Config{ServerURI: "127.0.0.1:15010", NodeID: "n", TLS: &bootstrap.TLS{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}},
 			wantStderr: `warning: --ca-file "ca.pem" is a relative path`,
 		},
+		{
+			name: "upstream certificates: the certificate provider (gRFC A29)",
+			args: []string{"--node-id", "n", "--upstream-ca-file", "/etc/certs/ca.pem", "--upstream-cert-file", "/etc/certs/tls.crt",
+				"--upstream-key-file", "/etc/certs/tls.key"},
+			want: &bootstrap.Config{ServerURI: "127.0.0.1:15010", NodeID: "n",
+				Certificates: &bootstrap.Certificates{CAFile: "/etc/certs/ca.pem", CertFile: "/etc/certs/tls.crt", KeyFile: "/etc/certs/tls.key"}},
+			wantStderr: "warning: --upstream-cert-file /etc/certs/tls.crt: no such file or directory",
+		},
+		{name: "upstream certificate without a CA", args: []string{"--node-id", "n", "--upstream-cert-file", "c.pem", "--upstream-key-file", "k.pem"},
+			wantCode: 2, wantStderr: "--upstream-ca-file is required"},
+		{name: "upstream certificate without key", args: []string{"--node-id", "n", "--upstream-ca-file", "ca.pem", "--upstream-cert-file", "c.pem"},
+			wantCode: 2, wantStderr: "--upstream-cert-file and --upstream-key-file go together"},
 		{name: "certificate without key", args: []string{"--node-id", "n", "--cert-file", "c.pem"}, wantCode: 2, wantStderr: "--cert-file and --key-file go together"},
 		{name: "key without certificate", args: []string{"--node-id", "n", "--key-file", "k.pem"}, wantCode: 2, wantStderr: "--cert-file and --key-file go together"},
 		{

@@ -41,17 +41,22 @@ var proxylessClients = []proxylessClient{
 // call with a deadline of timeout (default 1s), interval apart (default
 // 50ms); cycleHeader "name=N" sends header name with value v<i mod N> on
 // call i (each client's --cycle-header); concurrency loops (default 1)
-// share the calls, so that many are in flight at once (--concurrency).
+// share the calls, so that many are in flight at once (--concurrency);
+// xdsCreds applies the TLS the clusters carry (--xds-creds, gRFC A29).
 type callOpts struct {
 	count             int
 	timeout, interval time.Duration
 	cycleHeader       string
 	concurrency       int
+	xdsCreds          bool
 }
 
-// with appends the cycle-header and concurrency flags (spelled with the
-// client's prefix, "-" or "--") to cmd when o asks for them.
+// with appends the cycle-header, concurrency and xds-creds flags (spelled
+// with the client's prefix, "-" or "--") to cmd when o asks for them.
 func (o callOpts) with(cmd *exec.Cmd, prefix string) *exec.Cmd {
+	if o.xdsCreds {
+		cmd.Args = append(cmd.Args, prefix+"xds-creds")
+	}
 	if o.cycleHeader != "" {
 		cmd.Args = append(cmd.Args, prefix+"cycle-header", o.cycleHeader)
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -20,15 +22,21 @@ import (
 // the port.
 func StartEcho(t testing.TB, name string) int {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return startEcho(t, name)
+}
+
+// StartTLSEcho serves the example echo service over TLS only, presenting
+// cert, on a free 127.0.0.1 port until the test ends; with clientCA it
+// also requires of every client a certificate clientCA issued (mTLS). A
+// plaintext or unverified connection fails its handshake. It returns the
+// port.
+func StartTLSEcho(t testing.TB, name string, cert *KeyPair, clientCA *CA) int {
+	t.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert.TLSCertificate(t)}, MinVersion: tls.VersionTLS12}
+	if clientCA != nil {
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, clientCA.Pool()
 	}
-	s := grpc.NewServer()
-	echo.Register(s, name)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().(*net.TCPAddr).Port
+	return startEcho(t, name, grpc.Creds(credentials.NewTLS(cfg)))
 }
 
 // StartFailingEcho serves the example echo service on a free 127.0.0.1
@@ -123,11 +131,18 @@ func StartFirstAttemptFailingEcho(t testing.TB, name string) int {
 // startEchoWith serves the example echo service behind interceptor.
 func startEchoWith(t testing.TB, name string, interceptor grpc.UnaryServerInterceptor) int {
 	t.Helper()
+	return startEcho(t, name, grpc.UnaryInterceptor(interceptor))
+}
+
+// startEcho serves the example echo service with opts on a free 127.0.0.1
+// port until the test ends, and returns the port.
+func startEcho(t testing.TB, name string, opts ...grpc.ServerOption) int {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(grpc.UnaryInterceptor(interceptor))
+	s := grpc.NewServer(opts...)
 	echo.Register(s, name)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)

@@ -17,6 +17,19 @@ const (
 	// ServerFeatureXDSv3 tells the client to speak xDS transport protocol v3
 	// (gRFC A30).
 	ServerFeatureXDSv3 = "xds_v3"
+	// CertificateProviderInstance is the certificate provider instance
+	// (gRFC A29) of Config.Certificates: the one every cluster with a
+	// DestinationRule's tls names (istio-agent's and istiod's "default").
+	CertificateProviderInstance = "default"
+	// MetadataCertificateProvider is the node metadata field that declares
+	// the bootstrap's CertificateProviderInstance (its value is the
+	// instance's name). A client whose node does not declare it is refused
+	// TLS clusters rather than served ones it would NACK: the bridge cannot
+	// see the client's bootstrap otherwise.
+	MetadataCertificateProvider = "CERTIFICATE_PROVIDER"
+	// certificateRefresh is how often a file_watcher instance reads its
+	// files again (a rotated certificate is used from then on).
+	certificateRefresh = "60s"
 )
 
 // Config is what one client's bootstrap says.
@@ -35,6 +48,25 @@ type Config struct {
 	Cluster string
 	// Locality is where the client runs (node.locality).
 	Locality Locality
+	// Certificates, when set, are the PEM files of the client's connections
+	// to backends whose DestinationRule asks for TLS (gRFC A29): written as
+	// the file_watcher certificate provider CertificateProviderInstance and
+	// declared in the node metadata (MetadataCertificateProvider); nil: the
+	// client is refused TLS backends.
+	Certificates *Certificates
+}
+
+// Certificates name the PEM files of a file_watcher certificate provider
+// (gRFC A29), the client's paths.
+type Certificates struct {
+	// CAFile verifies backends' certificates (ca_certificate_file).
+	// Required: a TLS cluster always verifies the server.
+	CAFile string
+	// CertFile and KeyFile are the client's certificate chain and key
+	// (certificate_file, private_key_file), for backends asking mTLS
+	// (MUTUAL, ISTIO_MUTUAL); both or neither.
+	CertFile string
+	KeyFile  string
 }
 
 // TLS names the client's PEM files for "tls" channel credentials (gRFC A65).
@@ -90,6 +122,14 @@ func (c Config) Validate() error {
 	}
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		errs = append(errs, errors.New("tls: the client certificate and key files go together (gRFC A65)"))
+	}
+	if p := c.Certificates; p != nil {
+		if p.CAFile == "" {
+			errs = append(errs, errors.New("upstream certificates: the CA file is required (a TLS cluster always verifies the server, gRFC A29)"))
+		}
+		if (p.CertFile == "") != (p.KeyFile == "") {
+			errs = append(errs, errors.New("upstream certificates: the certificate and key files go together"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -147,6 +187,18 @@ func Render(c Config) ([]byte, error) {
 			Metadata: map[string]string{"GENERATOR": GeneratorGRPC},
 		},
 	}
+	if p := c.Certificates; p != nil {
+		doc.CertificateProviders = map[string]certificateProvider{CertificateProviderInstance: {
+			PluginName: "file_watcher",
+			Config: fileWatcher{
+				CertificateFile:   p.CertFile,
+				PrivateKeyFile:    p.KeyFile,
+				CACertificateFile: p.CAFile,
+				RefreshInterval:   certificateRefresh,
+			},
+		}}
+		doc.Node.Metadata[MetadataCertificateProvider] = CertificateProviderInstance
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -159,8 +211,24 @@ func Render(c Config) ([]byte, error) {
 
 // document is the bootstrap's JSON, fields in the order gRPC documents them.
 type document struct {
-	XDSServers []xdsServer `json:"xds_servers"`
-	Node       node        `json:"node"`
+	XDSServers           []xdsServer                    `json:"xds_servers"`
+	Node                 node                           `json:"node"`
+	CertificateProviders map[string]certificateProvider `json:"certificate_providers,omitempty"`
+}
+
+// certificateProvider is a certificate_providers instance (gRFC A29).
+type certificateProvider struct {
+	PluginName string      `json:"plugin_name"`
+	Config     fileWatcher `json:"config"`
+}
+
+// fileWatcher is the file_watcher plugin's config; grpc-js requires
+// refresh_interval.
+type fileWatcher struct {
+	CertificateFile   string `json:"certificate_file,omitempty"`
+	PrivateKeyFile    string `json:"private_key_file,omitempty"`
+	CACertificateFile string `json:"ca_certificate_file,omitempty"`
+	RefreshInterval   string `json:"refresh_interval"`
 }
 
 type xdsServer struct {

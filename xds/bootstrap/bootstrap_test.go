@@ -136,6 +136,45 @@ func TestRender(t *testing.T) {
   }
 }
 `,
+	}, {
+		name: "upstream certificates: the file_watcher instance, declared in the node metadata",
+		cfg: Config{ServerURI: "127.0.0.1:15010", NodeID: "n",
+			Certificates: &Certificates{CAFile: "/etc/certs/ca.pem", CertFile: "/etc/certs/tls.crt", KeyFile: "/etc/certs/tls.key"}},
+		want: `{
+  "xds_servers": [
+    {
+      "server_uri": "127.0.0.1:15010",
+      "channel_creds": [
+        {
+          "type": "insecure"
+        }
+      ],
+      "server_features": [
+        "xds_v3"
+      ]
+    }
+  ],
+  "node": {
+    "id": "n",
+    "locality": {},
+    "metadata": {
+      "CERTIFICATE_PROVIDER": "default",
+      "GENERATOR": "grpc"
+    }
+  },
+  "certificate_providers": {
+    "default": {
+      "plugin_name": "file_watcher",
+      "config": {
+        "certificate_file": "/etc/certs/tls.crt",
+        "private_key_file": "/etc/certs/tls.key",
+        "ca_certificate_file": "/etc/certs/ca.pem",
+        "refresh_interval": "60s"
+      }
+    }
+  }
+}
+`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Render(tc.cfg)
@@ -168,6 +207,10 @@ func TestRenderErrors(t *testing.T) {
 		{"IPv6 without brackets", Config{ServerURI: "::1:15010", NodeID: "n"}, []string{"neither host:port"}},
 		{"certificate without key", Config{ServerURI: "127.0.0.1:15010", NodeID: "n", TLS: &TLS{CertFile: "c.pem"}}, []string{"go together"}},
 		{"key without certificate", Config{ServerURI: "127.0.0.1:15010", NodeID: "n", TLS: &TLS{KeyFile: "k.pem"}}, []string{"go together"}},
+		{"upstream certificates without a CA", Config{ServerURI: "127.0.0.1:15010", NodeID: "n",
+			Certificates: &Certificates{CertFile: "c.pem", KeyFile: "k.pem"}}, []string{"the CA file is required"}},
+		{"upstream certificate without key", Config{ServerURI: "127.0.0.1:15010", NodeID: "n",
+			Certificates: &Certificates{CAFile: "ca.pem", CertFile: "c.pem"}}, []string{"upstream certificates: the certificate and key files go together"}},
 		{"every error at once", Config{TLS: &TLS{KeyFile: "k.pem"}}, []string{"address is required", "node id is required", "go together"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,10 +37,13 @@
 //  4. server_features is ["xds_v3"] (gRFC A30; ignored by clients that speak
 //     only v3). It never holds "ignore_resource_deletion" (gRFC A53): a
 //     service meshbridge stops serving must disappear from its clients.
-//  5. The document names no certificate_providers (gRFC A29) nor server
-//     listener template (gRFC A36): meshbridge serves no security
-//     configuration and no server-side Listeners, so clients would never
-//     use them.
+//  5. certificate_providers holds one instance, CertificateProviderInstance
+//     ("default"), a file_watcher of Config.Certificates, only when they are
+//     given; node.metadata then declares it (MetadataCertificateProvider),
+//     since a client NACKs a cluster naming an instance its bootstrap lacks,
+//     and the bridge serves TLS clusters (gRFC A29) only to clients that
+//     declare it. No server listener template (gRFC A36): meshbridge serves
+//     no server-side Listeners.
 //  6. File paths are written as given: they are the client's paths, resolved
 //     against the client's working directory when relative.
 //

@@ -22,9 +22,16 @@ const (
 	// RingHash is a cluster's lb_policy RING_HASH (gRFC A42), which gRPC
 	// C-core 1.51 crashes on (grpc/grpc#31766).
 	RingHash
+	// UpstreamTLS is a cluster's transport_socket UpstreamTlsContext whose
+	// certificates come from the certificate provider instance
+	// CertProviderInstance of the client's bootstrap (gRFC A29). A client
+	// that lacks it (no A29, or a bootstrap that declares no such instance,
+	// which it would NACK) is refused the cluster's endpoints (refuseTLS),
+	// never served them in plaintext.
+	UpstreamTLS
 
 	// AllFeatures is every optional feature.
-	AllFeatures = LeastRequest | RandomLB | RingHash
+	AllFeatures = LeastRequest | RandomLB | RingHash | UpstreamTLS
 )
 
 // NumProfiles is how many profiles there are: a profile is the set of
@@ -37,6 +44,7 @@ var featureNames = map[Features]string{
 	LeastRequest: "lb_policy LEAST_REQUEST (gRFC A48)",
 	RandomLB:     "lb_policy RANDOM (Envoy only)",
 	RingHash:     "lb_policy RING_HASH (gRFC A42)",
+	UpstreamTLS:  "transport_socket UpstreamTlsContext from a certificate provider (gRFC A29)",
 }
 
 // Names returns the names of the features in f, in bit order.

@@ -152,7 +152,8 @@ func applyRouteDefaults(a *route.RouteAction, d model.RouteDefaults) {
 
 // applyTrafficPolicy sets on c what tp (a port's policy, portPolicy)
 // asks for that proxyless clients read: outlier detection (gRFC A50), the
-// maximum of concurrent requests (gRFC A32) and the load balancer, for a
+// maximum of concurrent requests (gRFC A32), the load balancer and TLS
+// (gRFC A29, applyTLS: refused to a client lacking it), for a
 // client lacking the features lacks. A balancer the client lacks is served
 // as ROUND_ROBIN, which every client implements, and named in the result
 // ("loadBalancer.simple:LEAST_REQUEST").
@@ -183,7 +184,7 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, lacks 
 			MaxRequests: wrapperspb.UInt32(uint32(n)),
 		}}}
 	}
-	return substituted
+	return append(substituted, applyTLS(c, tp.GetTls(), lacks)...)
 }
 
 // Ring hash (gRFC A42). A consistentHash load balancer is served as
@@ -247,6 +248,9 @@ func featuresUsed(tp *networking.TrafficPolicy) Features {
 	f := balancers[tp.GetLoadBalancer().GetSimple()].feature
 	if tp.GetLoadBalancer().GetConsistentHash() != nil {
 		f |= RingHash
+	}
+	if usesTLS(tp.GetTls()) {
+		f |= UpstreamTLS
 	}
 	return f
 }
@@ -315,6 +319,8 @@ var servedFields = map[string]bool{
 	"outlier_detection.base_ejection_time":                      true,
 	"outlier_detection.max_ejection_percent":                    true,
 	"port_level_settings.port":                                  true,
+	"tls.mode":                                                  true,
+	"tls.subject_alt_names":                                     true,
 }
 
 // servedBalancers are the loadBalancer.simple values served as asked to

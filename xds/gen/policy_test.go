@@ -166,13 +166,15 @@ func TestUnserved(t *testing.T) {
 				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 80},
 					LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{
 						Simple: networking.LoadBalancerSettings_RANDOM}},
-					Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE}}},
+					Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE, SubjectAltNames: []string{"a"},
+						Sni: "backend.example", CaCertificates: "/etc/certs/ca.pem"}}},
 			},
 			want: []string{
 				"connectionPool.tcp.maxConnections",
 				"loadBalancer.simple: PASSTHROUGH (served as ROUND_ROBIN)",
 				"outlierDetection.minHealthPercent",
-				"portLevelSettings[0].tls.mode",
+				"portLevelSettings[0].tls.caCertificates",
+				"portLevelSettings[0].tls.sni",
 			},
 		},
 	}

@@ -10,7 +10,10 @@
 // e.g. /org.apache.dubbo.demo.GreetService/Greet), sending -message and the
 // -header metadata (tri-service-version=1.0.0 for a versioned Dubbo
 // service), and printing the reply's value instead of a backend name.
-// With -concurrency K, K calls are in flight at once.
+// With -concurrency K, K calls are in flight at once. With -xds-creds the
+// channel applies the TLS its clusters carry (xDS credentials, gRFC A29,
+// certificates from the bootstrap's certificate provider), and plaintext
+// where a cluster carries none.
 //
 // With -bootstrap it only prints a bootstrap for the xDS server -xds.
 package main
@@ -29,6 +32,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	xdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/metadata"
 	_ "google.golang.org/grpc/xds" // registers the xds:/// resolver and balancers
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -50,6 +54,7 @@ func main() {
 	flag.Var(&headers, "header", "request metadata key=value (repeatable)")
 	cycle := flag.String("cycle-header", "", "name=N: send header name with value v<i mod N> on call i (0, 1, …), to spread calls over N hash keys")
 	concurrency := flag.Int("concurrency", 1, "calls in flight at once: this many loops share the -count calls, each pausing -interval after its call")
+	useXDSCreds := flag.Bool("xds-creds", false, "apply the TLS the xDS clusters carry (gRFC A29), plaintext where they carry none")
 	flag.Parse()
 	cycleName, cycleN, err := parseCycle(*cycle)
 	if err != nil {
@@ -66,7 +71,13 @@ func main() {
 	if *target == "" {
 		log.Fatal("-target is required")
 	}
-	cc, err := grpc.NewClient(*target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if *useXDSCreds {
+		if creds, err = xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()}); err != nil {
+			log.Fatalf("xDS credentials: %v", err)
+		}
+	}
+	cc, err := grpc.NewClient(*target, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.WaitForReady(*waitForReady)))
 	if err != nil {
 		log.Fatalf("client: %v", err)

@@ -11,6 +11,7 @@
 //          [--count N (0 = until killed)] [--interval-ms 200] [--timeout-ms 2000]
 //          [--cycle-header name=N (header name = v<i mod N> on call i)]
 //          [--concurrency K (K calls in flight at once, sharing --count)]
+//          [--xds-creds (apply the TLS the xDS clusters carry, gRFC A29)]
 'use strict';
 
 const path = require('node:path');
@@ -29,6 +30,7 @@ const { values: args } = parseArgs({
     'timeout-ms': { type: 'string', default: '2000' },
     'cycle-header': { type: 'string', default: '' },
     concurrency: { type: 'string', default: '1' },
+    'xds-creds': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -50,9 +52,12 @@ if (!(concurrency >= 1)) {
 const definition = protoLoader.loadSync(
   path.join(__dirname, '..', '..', '..', 'examples', 'grpc', 'echo', 'echo.proto'));
 const { Echo } = grpc.loadPackageDefinition(definition).meshbridge.example;
-// Plaintext to the backends; the bootstrap's channel_creds secure the xDS
-// stream only.
-const client = new Echo(args.target, grpc.credentials.createInsecure());
+// Plaintext to the backends (the bootstrap's channel_creds secure the xDS
+// stream only), or with --xds-creds the TLS each cluster carries, from the
+// bootstrap's certificate provider, and plaintext where it carries none.
+const insecure = grpc.credentials.createInsecure();
+const client = new Echo(args.target,
+  args['xds-creds'] ? new (require('@grpc/grpc-js-xds').XdsChannelCredentials)(insecure) : insecure);
 
 // K loops share the calls: each takes the next number, calls, and pauses
 // --interval-ms after the answer before its next call.

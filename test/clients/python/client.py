@@ -15,6 +15,7 @@ Usage: /usr/bin/python3 client.py --target xds:///echo.service.consul:8080
            [--count N (0 = until killed)] [--interval 0.2] [--timeout 2]
            [--cycle-header name=N (header name = v<i mod N> on call i)]
            [--concurrency K (K calls in flight at once, sharing --count)]
+           [--xds-creds (apply the TLS the xDS clusters carry, gRFC A29)]
 """
 
 import argparse
@@ -39,6 +40,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=2.0, help="per-call deadline, seconds")
     parser.add_argument("--cycle-header", default="", help="name=N: header name = v<i mod N> on call i")
     parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once, sharing --count")
+    parser.add_argument("--xds-creds", action="store_true",
+                        help="apply the TLS the xDS clusters carry (gRFC A29), plaintext where they carry none")
     args = parser.parse_args()
     cycle_name, cycle_n = "", 0
     if args.cycle_header:
@@ -47,9 +50,17 @@ def main() -> int:
 
     # SIGTERM ends the process like Ctrl-C: the channel closes on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    # Plaintext to the backends; the bootstrap's channel_creds secure the xDS
-    # stream only.
-    with grpc.insecure_channel(args.target) as channel:
+    # Plaintext to the backends (the bootstrap's channel_creds secure the xDS
+    # stream only), or with --xds-creds the TLS each cluster carries, from the
+    # bootstrap's certificate provider, and plaintext where it carries none.
+    if args.xds_creds:
+        import grpc.experimental  # pylint: disable=import-outside-toplevel
+
+        creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
+        channel = grpc.secure_channel(args.target, creds)
+    else:
+        channel = grpc.insecure_channel(args.target)
+    with channel:
         whoami = channel.unary_unary(
             METHOD,
             request_serializer=wrappers_pb2.StringValue.SerializeToString,

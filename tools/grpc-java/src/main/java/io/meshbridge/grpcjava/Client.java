@@ -3,6 +3,7 @@ package io.meshbridge.grpcjava;
 import com.google.protobuf.StringValue;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
+import io.grpc.ChannelCredentials;
 import io.grpc.ClientInterceptors;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
@@ -13,6 +14,7 @@ import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.ProtoUtils;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.MetadataUtils;
+import io.grpc.xds.XdsChannelCredentials;
 import java.util.Locale;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -32,7 +34,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * killed)] [--interval-ms 200] [--timeout-ms 2000] [--method
  * /meshbridge.example.Echo/Whoami] [--message hello] [--cycle-header name=N
  * (header name = v(i mod N) on call i)] [--concurrency K (K calls in flight at
- * once, sharing --count)].
+ * once, sharing --count)] [--xds-creds (apply the TLS the xDS clusters carry,
+ * gRFC A29)].
  */
 public final class Client {
     private Client() {}
@@ -47,21 +50,31 @@ public final class Client {
         String cycleName = "";
         long cycleN = 0;
         int concurrency = 1;
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            switch (args[i]) {
-                case "--target" -> target = args[i + 1];
-                case "--count" -> count = Long.parseLong(args[i + 1]);
-                case "--interval-ms" -> intervalMs = Long.parseLong(args[i + 1]);
-                case "--timeout-ms" -> timeoutMs = Long.parseLong(args[i + 1]);
-                case "--method" -> method = args[i + 1];
-                case "--message" -> message = args[i + 1];
-                case "--concurrency" -> concurrency = Integer.parseInt(args[i + 1]);
+        boolean xdsCreds = false;
+        for (int i = 0; i < args.length; i++) {
+            String flag = args[i];
+            if (flag.equals("--xds-creds")) {
+                xdsCreds = true;
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                throw new IllegalArgumentException("flag " + flag + " needs a value");
+            }
+            String value = args[++i];
+            switch (flag) {
+                case "--target" -> target = value;
+                case "--count" -> count = Long.parseLong(value);
+                case "--interval-ms" -> intervalMs = Long.parseLong(value);
+                case "--timeout-ms" -> timeoutMs = Long.parseLong(value);
+                case "--method" -> method = value;
+                case "--message" -> message = value;
+                case "--concurrency" -> concurrency = Integer.parseInt(value);
                 case "--cycle-header" -> {
-                    String[] parts = args[i + 1].split("=", 2);
+                    String[] parts = value.split("=", 2);
                     cycleName = parts[0].toLowerCase(Locale.ROOT);
                     cycleN = Long.parseLong(parts[1]);
                 }
-                default -> throw new IllegalArgumentException("unknown flag " + args[i]);
+                default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
         }
         if (target == null) {
@@ -76,9 +89,15 @@ public final class Client {
                 .setRequestMarshaller(ProtoUtils.marshaller(StringValue.getDefaultInstance()))
                 .setResponseMarshaller(ProtoUtils.marshaller(StringValue.getDefaultInstance()))
                 .build();
-        // Plaintext to the backends; the bootstrap's channel_creds secure
-        // the xDS stream only.
-        ManagedChannel channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
+        // Plaintext to the backends (the bootstrap's channel_creds secure the
+        // xDS stream only), or with --xds-creds the TLS each cluster carries,
+        // from the bootstrap's certificate provider, and plaintext where it
+        // carries none.
+        ChannelCredentials creds = InsecureChannelCredentials.create();
+        if (xdsCreds) {
+            creds = XdsChannelCredentials.create(creds);
+        }
+        ManagedChannel channel = Grpc.newChannelBuilder(target, creds).build();
         Runtime.getRuntime().addShutdownHook(new Thread(channel::shutdownNow));
         // K loops share the calls: each takes the next number, calls, and
         // pauses --interval-ms after the answer before its next call.
