@@ -3,6 +3,7 @@ package istio
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +27,8 @@ import (
 
 	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
+	"github.com/meshbridge/meshbridge/xds/bootstrap"
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // sideBySidePolicy is one set of Istio objects for hosts %[1]s (outlier
@@ -65,6 +69,22 @@ spec:
     - destination: {host: %[4]s}
     timeout: 2s
     retries: {attempts: 2, retryOn: unavailable}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: tls}
+spec:
+  host: %[5]s
+  trafficPolicy:
+    tls: {mode: SIMPLE, subjectAltNames: [backend.example]}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: istio-mtls}
+spec:
+  host: %[6]s
+  trafficPolicy:
+    tls: {mode: ISTIO_MUTUAL}
 `
 
 // TestProxylessPolicySideBySide: the same DestinationRules and
@@ -81,7 +101,7 @@ spec:
 func TestProxylessPolicySideBySide(t *testing.T) {
 	a := startAmbient(t)
 	s := a.scenario(t)
-	names := []string{"outliers", "least", "ring", "routed"}
+	names := []string{"outliers", "least", "ring", "routed", "tls", "mtls"}
 	hosts := make([]string, len(names))
 	services := fileServices{}
 	for i, n := range names {
@@ -91,7 +111,7 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	writeServices(t, s.path, services)
 	// The objects exist before the ServiceEntries: istiod has them when it
 	// first serves the hosts.
-	doc := fmt.Sprintf(sideBySidePolicy, hosts[0], hosts[1], hosts[2], hosts[3])
+	doc := fmt.Sprintf(sideBySidePolicy, hosts[0], hosts[1], hosts[2], hosts[3], hosts[4], hosts[5])
 	applyYAML(t, a, s.ns, doc)
 	b := a.startBridge(t, s.ns, s.path, bridgeOptions{})
 	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
@@ -113,13 +133,17 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	got := map[string]map[string]string{} // "server family" → field → what it became
 	for _, srv := range servers {
 		for _, ag := range agents {
-			node := probeNode(t, s.ns, "policy-"+ag.family, map[string]any{"GENERATOR": "grpc"})
+			// The node declares the certificate provider its bootstrap
+			// holds, as meshbridge bootstrap --upstream-* writes it.
+			node := probeNode(t, s.ns, "policy-"+ag.family, map[string]any{"GENERATOR": "grpc",
+				bootstrap.MetadataCertificateProvider: bootstrap.CertificateProviderInstance})
 			node.UserAgentName, node.UserAgentVersionType = ag.name, &core.Node_UserAgentVersion{UserAgentVersion: ag.version}
 			got[srv.name+" "+ag.family] = servedPolicy(t, srv.addr, node, hosts)
 		}
 	}
 
-	fields := []string{"outlier_detection", "max_requests", "least_request", "ring_hash", "hash_policy", "timeout", "retries"}
+	fields := []string{"outlier_detection", "max_requests", "least_request", "ring_hash", "hash_policy", "timeout", "retries",
+		"tls SIMPLE", "tls ISTIO_MUTUAL"}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| field |")
 	for _, srv := range servers {
@@ -142,10 +166,12 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	want := map[string]map[string]string{
 		"meshbridge grpc-go": {"outlier_detection": "failure percentage, volume 3", "max_requests": "10",
 			"least_request": "LEAST_REQUEST", "ring_hash": "RING_HASH", "hash_policy": "header x-user",
-			"timeout": "2s", "retries": "2 on unavailable"},
+			"timeout": "2s", "retries": "2 on unavailable",
+			"tls SIMPLE": "CA default/ROOTCA, SANs [backend.example]", "tls ISTIO_MUTUAL": "CA default/ROOTCA, certificate default/default"},
 		"meshbridge c-core": {"outlier_detection": "failure percentage, volume 3", "max_requests": "10",
 			"least_request": "ROUND_ROBIN", "ring_hash": "ROUND_ROBIN", "hash_policy": "header x-user",
-			"timeout": "2s", "retries": "2 on unavailable"},
+			"timeout": "2s", "retries": "2 on unavailable",
+			"tls SIMPLE": "CA default/ROOTCA, SANs [backend.example]", "tls ISTIO_MUTUAL": "CA default/ROOTCA, certificate default/default"},
 	}
 	for who, fs := range want {
 		for f, w := range fs {
@@ -259,9 +285,61 @@ func servedPolicy(t *testing.T, addr string, node *core.Node, hosts []string) ma
 		if rp := routes[hosts[3]].GetRetryPolicy(); rp != nil {
 			out["retries"] = fmt.Sprintf("%d on %s", rp.GetNumRetries().GetValue(), rp.GetRetryOn())
 		}
+		out["tls SIMPLE"] = describeTLS(cs[hosts[4]])
+		out["tls ISTIO_MUTUAL"] = describeTLS(cs[hosts[5]])
 		return nil
 	})
 	return out
+}
+
+// describeTLS describes the UpstreamTlsContext of c (gRFC A29): the
+// certificate provider instances it names (instance/certificate, from the
+// current fields or the deprecated ones gRPC also reads) and the SANs
+// asked; "-" for none.
+func describeTLS(c *cluster.Cluster) string {
+	ts := c.GetTransportSocket()
+	if ts == nil {
+		if strings.HasPrefix(c.GetEdsClusterConfig().GetServiceName(), gen.RefusedEDSPrefix) {
+			return "refused (no endpoint)"
+		}
+		return "-"
+	}
+	var utc tlsv3.UpstreamTlsContext
+	if err := ts.GetTypedConfig().UnmarshalTo(&utc); err != nil {
+		return "undecodable: " + err.Error()
+	}
+	common := utc.GetCommonTlsContext()
+	instance := func(p *tlsv3.CertificateProviderPluginInstance) string {
+		return p.GetInstanceName() + "/" + p.GetCertificateName()
+	}
+	var parts []string
+	validation := common.GetValidationContext()
+	if cv := common.GetCombinedValidationContext(); cv != nil {
+		validation = cv.GetDefaultValidationContext()
+		if p := cv.GetValidationContextCertificateProviderInstance(); p != nil {
+			parts = append(parts, "CA "+p.GetInstanceName()+"/"+p.GetCertificateName()+" (deprecated field)")
+		}
+	}
+	if p := validation.GetCaCertificateProviderInstance(); p != nil {
+		parts = append(parts, "CA "+instance(p))
+	}
+	if p := common.GetTlsCertificateProviderInstance(); p != nil {
+		parts = append(parts, "certificate "+instance(p))
+	}
+	if p := common.GetTlsCertificateCertificateProviderInstance(); p != nil {
+		parts = append(parts, "certificate "+p.GetInstanceName()+"/"+p.GetCertificateName()+" (deprecated field)")
+	}
+	var sans []string
+	for _, m := range validation.GetMatchSubjectAltNames() {
+		sans = append(sans, cmp.Or(m.GetExact(), m.GetPrefix(), m.GetSuffix(), m.GetContains(), m.GetSafeRegex().GetRegex()))
+	}
+	if len(sans) > 0 {
+		parts = append(parts, fmt.Sprintf("SANs %v", sans))
+	}
+	if len(parts) == 0 {
+		return "an UpstreamTlsContext naming no certificate provider"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // heldRoute returns the action of the first route of the route
