@@ -97,7 +97,9 @@ spec:
 // max_requests for every client (istiod sends no outlier detection to
 // proxyless clients, istio/api#3001), LEAST_REQUEST and ring hash where
 // the client implements them and round robin where it would NACK or
-// crash, the route's timeout and retries.
+// crash, the route's timeout and retries, and tls (SIMPLE, which istiod
+// does not send: its proxyless clients call in plaintext; ISTIO_MUTUAL) as
+// an UpstreamTlsContext from the certificate provider the node declares.
 func TestProxylessPolicySideBySide(t *testing.T) {
 	a := startAmbient(t)
 	s := a.scenario(t)
@@ -183,6 +185,9 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	for _, ag := range agents {
 		if g := got["istiod "+ag.family]["outlier_detection"]; g != "-" {
 			t.Errorf("istiod now sends %s outlier detection (%s): update the docs' table", ag.family, g)
+		}
+		if g := got["istiod "+ag.family]["tls SIMPLE"]; g != "-" {
+			t.Errorf("istiod now sends %s tls SIMPLE (%s): update the docs' table", ag.family, g)
 		}
 	}
 }
