@@ -424,3 +424,68 @@ func TestDubboProviderTimeoutDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestDubboSubsetWeights: gray release by what Dubbo providers register.
+// Three Apache Dubbo (Java) providers of one interface, on their own
+// ports, declare the URL parameter gray=v1, v1 and v2 in ZooKeeper (a
+// parameter of the user's: Dubbo writes release itself, its own version); a
+// DestinationRule's subsets select by it (registry labels) and a
+// VirtualService sends 90 % of calls to subset v1, 10 % to v2. Of 1,000
+// calls, all answered, between 5 % and 15 % reach the v2 provider and
+// both v1 providers are reached.
+//
+// A Dubbo service version cannot be split so: it is part of the service's
+// key, so a provider of 1.0.0 answers only calls carrying
+// tri-service-version: 1.0.0 (TestDubboVersionedProvider), and a
+// proxyless client sends one header whichever subset xDS picks; each
+// version is a host of its own.
+func TestDubboSubsetWeights(t *testing.T) {
+	const calls = 1000
+	z := harness.StartZooKeeper(t)
+	start := func(release string) *harness.DubboProvider {
+		return harness.StartDubboJavaProvider(t, harness.DubboProviderOptions{
+			Registry: "zookeeper://" + z.Address(), App: "gray-greeter", Register: "interface",
+			Params: map[string]string{"gray": release},
+		})
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(versionSubsets("gray-greeter", greetHost, "gray")+
+		virtualService("gray-greeter", greetHost, "    route:\n    - destination: {host: "+greetHost+", subset: v1}\n"+
+			"      weight: 90\n    - destination: {host: "+greetHost+", subset: v2}\n      weight: 10\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The first provider's port is the host's (it stays while the host
+	// has an instance); the others map through their WorkloadEntries.
+	v1a := start("v1")
+	b := startBridge(t, zookeeperRegistry(z)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+	target := fmt.Sprintf("xds:///%s:%d", greetHost, v1a.Options().TriPort)
+	first := startClient(t, b.xdsAddr, target, "-method", greetMethod)
+	first.waitReached(0, greeting(v1a), 60*time.Second)
+	first.stop()
+	v1b, v2 := start("v1"), start("v2")
+
+	c := startClient(t, b.xdsAddr, target, "-method", greetMethod, "-interval", "2ms", "-timeout", "5s")
+	// From the first call that reached v2: every provider is served.
+	from := 0
+	c.waitUntil(0, 90*time.Second, "a call reached "+greeting(v2), func(rs []callResult) bool {
+		from = slices.IndexFunc(rs, func(r callResult) bool { return r.backend == greeting(v2) })
+		return from >= 0
+	})
+	c.waitUntil(from+1, 120*time.Second, fmt.Sprintf("%d more calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
+	c.stop()
+	count := map[string]int{}
+	for i, r := range c.since(from + 1)[:calls] {
+		if r.backend == "" {
+			t.Fatalf("call %d failed: %s", from+1+i, r.err)
+		}
+		count[r.backend]++
+	}
+	if n := count[greeting(v2)]; n < calls*5/100 || n > calls*15/100 {
+		t.Errorf("%d of %d calls reached subset v2 (%v), want 10 %% ± 5 %%", n, calls, count)
+	}
+	if count[greeting(v1a)] == 0 || count[greeting(v1b)] == 0 {
+		t.Errorf("calls reached %v, want both v1 providers", count)
+	}
+	t.Logf("%d calls: %v", calls, count)
+	assertNoNACKs(t, b)
+}

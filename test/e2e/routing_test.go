@@ -37,11 +37,11 @@ func virtualService(name, host, http string) string {
 }
 
 // versionSubsets is a DestinationRule document named name for host with
-// subsets v1 and v2 selecting instances by their version label.
-func versionSubsets(name, host string) string {
-	return fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: %s}\n"+
-		"spec:\n  host: %s\n  subsets:\n  - name: v1\n    labels: {version: v1}\n  - name: v2\n    labels: {version: v2}\n---\n",
-		name, host)
+// subsets v1 and v2 selecting instances by their label (value v1, v2).
+func versionSubsets(name, host, label string) string {
+	return fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: %[1]s}\n"+
+		"spec:\n  host: %[2]s\n  subsets:\n  - name: v1\n    labels: {%[3]s: v1}\n  - name: v2\n    labels: {%[3]s: v2}\n---\n",
+		name, host, label)
 }
 
 // isStatus reports whether a client's error line carries the gRPC status
@@ -254,7 +254,7 @@ func TestProxylessSubsets(t *testing.T) {
 	var policy strings.Builder
 	for _, pc := range proxylessClients {
 		host := "gray-" + pc.name + ".service.consul"
-		policy.WriteString(versionSubsets("gray-"+pc.name, host))
+		policy.WriteString(versionSubsets("gray-"+pc.name, host, "version"))
 		policy.WriteString(fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: gray-%s}\n"+
 			"spec:\n  hosts: [%s]\n  http:\n  - match:\n    - headers: {x-canary: {exact: v1}}\n"+
 			"    route:\n    - destination: {host: %s, subset: v2}\n  - route:\n    - destination: {host: %s, subset: v1}\n---\n",
@@ -338,7 +338,7 @@ func TestProxylessSubsetWeights(t *testing.T) {
 	var policy strings.Builder
 	for _, pc := range proxylessClients {
 		host := "split-" + pc.name + ".service.consul"
-		policy.WriteString(versionSubsets("split-"+pc.name, host))
+		policy.WriteString(versionSubsets("split-"+pc.name, host, "version"))
 		policy.WriteString(virtualService("split-"+pc.name, host, "    route:\n    - destination: {host: "+host+", subset: v1}\n"+
 			"      weight: 90\n    - destination: {host: "+host+", subset: v2}\n      weight: 10\n"))
 	}
