@@ -323,6 +323,18 @@ var servedFields = map[string]bool{
 	"tls.subject_alt_names":                                     true,
 }
 
+// unservedTLSNotes say why a ClientTLSSettings field (its YAML name) is
+// not served, and what proxyless clients do instead (tls.go).
+var unservedTLSNotes = map[string]string{
+	"caCertificates":     " (proxyless clients verify with their bootstrap's certificate provider)",
+	"caCrl":              " (proxyless clients verify with their bootstrap's certificate provider)",
+	"clientCertificate":  " (proxyless clients present their bootstrap's certificate provider's)",
+	"privateKey":         " (proxyless clients present their bootstrap's certificate provider's)",
+	"credentialName":     " (proxyless clients read certificates from their bootstrap's certificate provider)",
+	"insecureSkipVerify": " (proxyless clients always verify the server)",
+	"sni":                " (gRPC sets no SNI from xDS)",
+}
+
 // servedBalancers are the loadBalancer.simple values served as asked to
 // the clients that accept them (balancers), and as round robin to the
 // others.
@@ -345,6 +357,11 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 	out := unservedFields(tp.ProtoReflect(), func(p string) bool {
 		return servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]
 	})
+	for i, f := range out {
+		if at := strings.LastIndex(f, "tls."); at >= 0 {
+			out[i] += unservedTLSNotes[f[at+len("tls."):]]
+		}
+	}
 	for i, lb := range append([]*networking.LoadBalancerSettings{tp.GetLoadBalancer()}, loadBalancers(tp)...) {
 		at := "loadBalancer"
 		if i > 0 {

@@ -173,8 +173,8 @@ func TestUnserved(t *testing.T) {
 				"connectionPool.tcp.maxConnections",
 				"loadBalancer.simple: PASSTHROUGH (served as ROUND_ROBIN)",
 				"outlierDetection.minHealthPercent",
-				"portLevelSettings[0].tls.caCertificates",
-				"portLevelSettings[0].tls.sni",
+				"portLevelSettings[0].tls.caCertificates (proxyless clients verify with their bootstrap's certificate provider)",
+				"portLevelSettings[0].tls.sni (gRPC sets no SNI from xDS)",
 			},
 		},
 	}
