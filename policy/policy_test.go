@@ -296,7 +296,7 @@ func TestFilesSubsets(t *testing.T) {
 	var got *Rules
 	f, _, write := testFiles(t, func(r *Rules) { got = r })
 	write("a.yaml", dr("web", "web.service.consul", "  subsets:\n  - name: v1\n    labels: {version: v1}\n"+
-		"  - name: v2\n    labels: {version: v2}\n    trafficPolicy:\n      tls: {mode: SIMPLE}\n")+"---\n"+
+		"  - name: v2\n    labels: {version: v2}\n    trafficPolicy:\n      tls: {mode: SIMPLE, sni: web.example}\n")+"---\n"+
 		vs("web", "  hosts: [web.service.consul]\n  http:\n  - route:\n    - destination: {host: web.service.consul, subset: v1}\n"+
 			"      weight: 90\n    - destination: {host: web.service.consul, subset: v3}\n      weight: 10\n"))
 	f.Read()
@@ -307,7 +307,7 @@ func TestFilesSubsets(t *testing.T) {
 	if len(st.Rules) != 2 {
 		t.Fatalf("status %+v", st)
 	}
-	wantDR := []string{"subsets[1].trafficPolicy.tls.mode"}
+	wantDR := []string{"subsets[1].trafficPolicy.tls.sni (gRPC sets no SNI from xDS)"}
 	wantVS := []string{"http[0].route[1].destination.subset: v3 (not a subset of web.service.consul's DestinationRule: calls routed to it fail)"}
 	if !slices.Equal(st.Rules[0].Unserved, wantDR) || !slices.Equal(st.Rules[1].Unserved, wantVS) {
 		t.Errorf("unserved %q and %q, want %q and %q", st.Rules[0].Unserved, st.Rules[1].Unserved, wantDR, wantVS)

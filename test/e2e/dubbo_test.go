@@ -465,27 +465,6 @@ func TestDubboSubsetWeights(t *testing.T) {
 	v1b, v2 := start("v1"), start("v2")
 
 	c := startClient(t, b.xdsAddr, target, "-method", greetMethod, "-interval", "2ms", "-timeout", "5s")
-	// From the first call that reached v2: every provider is served.
-	from := 0
-	c.waitUntil(0, 90*time.Second, "a call reached "+greeting(v2), func(rs []callResult) bool {
-		from = slices.IndexFunc(rs, func(r callResult) bool { return r.backend == greeting(v2) })
-		return from >= 0
-	})
-	c.waitUntil(from+1, 120*time.Second, fmt.Sprintf("%d more calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
-	c.stop()
-	count := map[string]int{}
-	for i, r := range c.since(from + 1)[:calls] {
-		if r.backend == "" {
-			t.Fatalf("call %d failed: %s", from+1+i, r.err)
-		}
-		count[r.backend]++
-	}
-	if n := count[greeting(v2)]; n < calls*5/100 || n > calls*15/100 {
-		t.Errorf("%d of %d calls reached subset v2 (%v), want 10 %% ± 5 %%", n, calls, count)
-	}
-	if count[greeting(v1a)] == 0 || count[greeting(v1b)] == 0 {
-		t.Errorf("calls reached %v, want both v1 providers", count)
-	}
-	t.Logf("%d calls: %v", calls, count)
+	assertSplit(t, c, calls, greeting(v2), greeting(v1a), greeting(v1b))
 	assertNoNACKs(t, b)
 }

@@ -44,6 +44,39 @@ func versionSubsets(name, host, label string) string {
 		name, host, label)
 }
 
+// assertSplit checks the 90/10 split of a gray release over the calls
+// calls c makes after its first call that reached v2 (from there the
+// VirtualService and every backend are served; before, calls may reach the
+// host's cluster or fail), then stops c: every call answered, 10 % ± 5 %
+// of them by v2 (the binomial spread is ±1 % at one standard deviation),
+// and each of v1 reached.
+func assertSplit(t *testing.T, c *client, calls int, v2 string, v1 ...string) {
+	t.Helper()
+	mark := 0
+	c.waitUntil(0, 90*time.Second, "a call reached "+v2, func(rs []callResult) bool {
+		mark = slices.IndexFunc(rs, func(r callResult) bool { return r.backend == v2 }) + 1
+		return mark > 0
+	})
+	c.waitUntil(mark, 120*time.Second, fmt.Sprintf("%d more calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
+	c.stop()
+	count := map[string]int{}
+	for i, r := range c.since(mark)[:calls] {
+		if r.backend == "" {
+			t.Fatalf("call %d failed: %s", mark+i, r.err)
+		}
+		count[r.backend]++
+	}
+	if n := count[v2]; n < calls*5/100 || n > calls*15/100 {
+		t.Errorf("%d of %d calls reached subset v2 (%v), want 10 %% ± 5 %%", n, calls, count)
+	}
+	for _, b := range v1 {
+		if count[b] == 0 {
+			t.Errorf("calls reached %v, want every v1 backend", count)
+		}
+	}
+	t.Logf("%d calls: %v", calls, count)
+}
+
 // isStatus reports whether a client's error line carries the gRPC status
 // name (as "DEADLINE_EXCEEDED"; grpc-go writes "DeadlineExceeded").
 func isStatus(err, name string) bool {
@@ -358,29 +391,7 @@ func TestProxylessSubsetWeights(t *testing.T) {
 			boot := renderBootstrap(t, "--node-id", "e2e-split-"+pc.name, "--xds-address", b.xdsAddr)
 			c := runProxyless(t, pc.name, pc.command(t, fmt.Sprintf("xds:///%s.service.consul:%d", svc, slices.Min(ports)),
 				callOpts{interval: 2 * time.Millisecond, timeout: 5 * time.Second}), boot)
-			// From the first call that reached v2: the VirtualService is in
-			// force (before it, calls may reach the host's cluster).
-			first := 0
-			c.waitUntil(0, 90*time.Second, "a call reached "+names[2], func(rs []callResult) bool {
-				first = slices.IndexFunc(rs, func(r callResult) bool { return r.backend == names[2] })
-				return first >= 0
-			})
-			c.waitUntil(first+1, 120*time.Second, fmt.Sprintf("%d more calls", calls), func(rs []callResult) bool { return len(rs) >= calls })
-			c.stop()
-			count := map[string]int{}
-			for i, r := range c.since(first + 1)[:calls] {
-				if r.backend == "" {
-					t.Fatalf("call %d failed: %s", first+1+i, r.err)
-				}
-				count[r.backend]++
-			}
-			if n := count[names[2]]; n < calls*5/100 || n > calls*15/100 {
-				t.Errorf("%d of %d calls reached subset v2 (%v), want 10 %% ± 5 %%", n, calls, count)
-			}
-			if count[names[0]] == 0 || count[names[1]] == 0 {
-				t.Errorf("calls reached %v, want both v1 instances", count)
-			}
-			t.Logf("%d calls: %v", calls, count)
+			assertSplit(t, c, calls, names[2], names[0], names[1])
 		})
 	}
 	assertNoNACKs(t, b)

@@ -27,6 +27,7 @@ import threading
 import time
 
 import grpc
+import grpc.experimental
 from google.protobuf import wrappers_pb2
 
 METHOD = "/meshbridge.example.Echo/Whoami"
@@ -54,8 +55,6 @@ def main() -> int:
     # stream only), or with --xds-creds the TLS each cluster carries, from the
     # bootstrap's certificate provider, and plaintext where it carries none.
     if args.xds_creds:
-        import grpc.experimental  # pylint: disable=import-outside-toplevel
-
         creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
         channel = grpc.secure_channel(args.target, creds)
     else:
