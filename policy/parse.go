@@ -252,6 +252,9 @@ func validatePolicy(at string, tp *networking.TrafficPolicy) error {
 	if err := validateSettings(at, tp.GetConnectionPool(), tp.GetOutlierDetection()); err != nil {
 		return err
 	}
+	if err := validateLocality(at+".loadBalancer.localityLbSetting", tp.GetLoadBalancer().GetLocalityLbSetting()); err != nil {
+		return err
+	}
 	ports := map[uint32]bool{}
 	for i, p := range tp.GetPortLevelSettings() {
 		pat := fmt.Sprintf("%s.portLevelSettings[%d]", at, i)
@@ -264,6 +267,9 @@ func validatePolicy(at string, tp *networking.TrafficPolicy) error {
 			ports[n] = true
 		}
 		if err := validateSettings(pat, p.GetConnectionPool(), p.GetOutlierDetection()); err != nil {
+			return err
+		}
+		if err := validateLocality(pat+".loadBalancer.localityLbSetting", p.GetLoadBalancer().GetLocalityLbSetting()); err != nil {
 			return err
 		}
 	}
@@ -296,6 +302,74 @@ func validateSettings(at string, cp *networking.ConnectionPoolSettings, od *netw
 	}
 	if od.GetConsecutiveErrors() < 0 {
 		return fmt.Errorf("%s.outlierDetection.consecutiveErrors %d: negative", at, od.GetConsecutiveErrors())
+	}
+	return nil
+}
+
+// validateLocality checks a localityLbSetting as istiod's
+// validateLocalityLbSetting does: distribute and failover exclusive; each
+// distribute rule's to weights in 1-100 and summing to 100; a locality
+// with at most one "*", as its last part, and none listed twice; failover
+// between two different regions, without "/" or "*"; no topology label in
+// failoverPriority next to failover.
+func validateLocality(at string, lb *networking.LocalityLoadBalancerSetting) error {
+	if lb == nil {
+		return nil
+	}
+	if len(lb.GetDistribute()) > 0 && len(lb.GetFailover()) > 0 {
+		return fmt.Errorf("%s: distribute and failover cannot both be set", at)
+	}
+	if len(lb.GetFailover()) > 0 {
+		for _, l := range lb.GetFailoverPriority() {
+			switch name, _, _ := strings.Cut(l, "="); name {
+			case "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "topology.istio.io/subzone":
+				return fmt.Errorf("%s: failoverPriority %q: a topology label cannot be set with failover", at, l)
+			}
+		}
+	}
+	checkLocalities := func(at string, localities []string) error {
+		seen := map[string]bool{}
+		for _, l := range localities {
+			if n := strings.Count(l, "*"); n > 1 || n == 1 && !strings.HasSuffix(l, "*") {
+				return fmt.Errorf("%s: locality %q: a wildcard '*' may only be its last part", at, l)
+			}
+			if seen[l] {
+				return fmt.Errorf("%s: locality %q is listed twice", at, l)
+			}
+			seen[l] = true
+		}
+		return nil
+	}
+	from := make([]string, 0, len(lb.GetDistribute()))
+	for i, d := range lb.GetDistribute() {
+		dat := fmt.Sprintf("%s.distribute[%d]", at, i)
+		from = append(from, d.GetFrom())
+		var total uint32
+		for _, loc := range slices.Sorted(maps.Keys(d.GetTo())) {
+			w := d.GetTo()[loc]
+			if w < 1 || w > 100 {
+				return fmt.Errorf("%s.to[%s]: weight %d is not in 1-100", dat, loc, w)
+			}
+			total += w
+		}
+		if total != 100 {
+			return fmt.Errorf("%s.to: the weights sum to %d, not 100", dat, total)
+		}
+		if err := checkLocalities(dat+".to", slices.Sorted(maps.Keys(d.GetTo()))); err != nil {
+			return err
+		}
+	}
+	if err := checkLocalities(at+".distribute", from); err != nil {
+		return err
+	}
+	for i, f := range lb.GetFailover() {
+		fat := fmt.Sprintf("%s.failover[%d]", at, i)
+		switch {
+		case f.GetFrom() == f.GetTo():
+			return fmt.Errorf("%s: from and to are the same region %q", fat, f.GetFrom())
+		case strings.ContainsAny(f.GetFrom()+f.GetTo(), "/*"):
+			return fmt.Errorf("%s: from and to are regions, without '/' or '*'", fat)
+		}
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ type caches struct {
 }
 
 // newCaches returns the caches; clusters are served by client profile
-// (clients.go), recording substitutions in subs.
+// (clients.go), recording substitutions in subs, and endpoints by where
+// the client runs (placeOf).
 func newCaches(mcp *cache.MCP, subs *substitutions) *caches {
 	set := func(typeURL string) *resourceSet {
 		r := newResourceSet(cache.NewResources(typeURL))
@@ -47,6 +48,7 @@ func newCaches(mcp *cache.MCP, subs *substitutions) *caches {
 		mcp:       mcp,
 	}
 	c.clusters.cache.ServeProfiles(gen.NumProfiles, profileOf, subs.served)
+	c.endpoints.cache.ServeLocalized(placeOf)
 	c.xds = map[string]cachev3.Cache{
 		resourcev3.ClusterType:                          c.clusters.cache,
 		resourcev3.EndpointType:                         c.endpoints.cache,

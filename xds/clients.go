@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshbridge/meshbridge/xds/bootstrap"
 	"github.com/meshbridge/meshbridge/xds/gen"
@@ -122,6 +123,27 @@ func agentOf(node *core.Node) clientAgent {
 func declaresCertificateProvider(node *core.Node) bool {
 	v := node.GetMetadata().GetFields()[bootstrap.MetadataCertificateProvider]
 	return v.GetStringValue() == gen.CertProviderInstance
+}
+
+// placeOf is where node runs, as the endpoints cache serves Localized
+// assignments by it (xds/cache ServeLocalized): its locality as
+// "region/zone/subzone" and its labels, the string fields of its metadata
+// LABELS object (bootstrap.MetadataLabels, as Istio's proxies send them);
+// nil when it has none.
+func placeOf(node *core.Node) (locality string, labels map[string]string) {
+	if l := node.GetLocality(); l != nil && (l.GetRegion() != "" || l.GetZone() != "" || l.GetSubZone() != "") {
+		locality = strings.TrimRight(l.GetRegion()+"/"+l.GetZone()+"/"+l.GetSubZone(), "/")
+	}
+	fields := node.GetMetadata().GetFields()[bootstrap.MetadataLabels].GetStructValue().GetFields()
+	for k, v := range fields {
+		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			if labels == nil {
+				labels = make(map[string]string, len(fields))
+			}
+			labels[k] = s.StringValue
+		}
+	}
+	return locality, labels
 }
 
 // profileOf is the xDS caches' profile of node: the features it lacks.

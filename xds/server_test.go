@@ -89,10 +89,16 @@ func startReadyServer(t *testing.T, src ServiceSource) *testServer {
 func (ts *testServer) waitPushes(t *testing.T, n int) {
 	t.Helper()
 	ts.seen += n
-	for seq := range ts.Sequence() {
-		if seq >= ts.seen {
-			ts.seen = seq
-			return
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case seq := <-ts.Sequence():
+			if seq >= ts.seen {
+				ts.seen = seq
+				return
+			}
+		case <-deadline:
+			t.Fatalf("push %d: not within 30s", ts.seen)
 		}
 	}
 }

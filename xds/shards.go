@@ -92,8 +92,8 @@ func find(shards []shard, name string) (int, bool) {
 //  3. first endpoints of an unknown service: full push (clients have no
 //     cluster for it yet);
 //  4. the shard's endpoints are the same for clients (gen.SameForClients:
-//     their labels count when the service as last fully pushed has
-//     DestinationRule subsets; a full push that brings subsets
+//     their labels count when they matter to the service as last fully
+//     pushed, gen.LabelsMatter; a full push that makes them matter
 //     regenerates the service's assignments from the labels kept), in any
 //     order: no push;
 //  5. otherwise: EDS push.
@@ -129,8 +129,8 @@ func (e *endpointShards) update(name, host, namespace string, endpoints []*model
 	old := st.shards[i].endpoints
 	cur := gen.EncodeEndpoints(endpoints, old)
 	st.shards[i].endpoints = cur
-	bySubsets := st.pushed != nil && len(st.pushed.Policy.GetSubsets()) > 0
-	if slices.EqualFunc(old, cur, func(a, b *gen.Endpoint) bool { return gen.SameForClients(a, b, bySubsets) }) {
+	byLabels := st.pushed != nil && gen.LabelsMatter(st.pushed)
+	if slices.EqualFunc(old, cur, func(a, b *gen.Endpoint) bool { return gen.SameForClients(a, b, byLabels) }) {
 		return noPush
 	}
 	return edsPush

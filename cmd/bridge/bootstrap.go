@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/meshbridge/meshbridge/xds/bootstrap"
 )
 
@@ -33,12 +35,20 @@ backends, never served them in plaintext. The client must opt in to xDS
 credentials (grpc-go credentials/xds, grpc-java XdsChannelCredentials,
 grpc-js-xds XdsChannelCredentials, Python grpc.xds_channel_credentials).
 
+--locality and --label say where the client runs: a DestinationRule's
+localityLbSetting serves each client the priorities (failover, with
+outlierDetection) or weights (distribute) of its locality, and
+failoverPriority compares its labels (node.metadata LABELS; the
+topology.kubernetes.io/region and /zone and topology.istio.io/subzone labels
+are the locality's parts where it has them) with the backends'.
+
 Flags:
 `
 
 // bootstrapFlags are the flags of `meshbridge bootstrap`.
 type bootstrapFlags struct {
 	nodeID, cluster, locality string
+	labels                    map[string]string // --label, repeated
 	config, xdsAddress        string
 	tls                       bool
 	caFile, certFile, keyFile string
@@ -50,6 +60,23 @@ func (f *bootstrapFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeID, "node-id", "", "node.id: names the client in the bridge's logs (required)")
 	fs.StringVar(&f.cluster, "cluster", "", "node.cluster: the client's service cluster (optional)")
 	fs.StringVar(&f.locality, "locality", "", "node.locality where the client runs, as region/zone/subzone (trailing parts optional)")
+	fs.Func("label", "a client label as key=value (repeatable), sent in the node metadata LABELS: a DestinationRule's failoverPriority compares it with the backends' labels", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", s)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("label %q value %q: %s", k, v, strings.Join(errs, "; "))
+		}
+		if f.labels == nil {
+			f.labels = map[string]string{}
+		}
+		f.labels[k] = v
+		return nil
+	})
 	fs.StringVar(&f.config, "config", "", "the bridge's configuration: default xDS address and TLS from its xds block")
 	fs.StringVar(&f.xdsAddress, "xds-address", "", "the bridge's xDS address as clients dial it: host:port or a gRPC target URI (default: --config's xds.address, else 127.0.0.1:15010)")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the bridge's certificate against the system roots unless --ca-file is given")
@@ -136,7 +163,7 @@ func (f *bootstrapFlags) bootstrapConfig(stderr io.Writer) (*bootstrap.Config, i
 	if err != nil {
 		return fail(2, "--locality: %v", err)
 	}
-	cfg := &bootstrap.Config{NodeID: f.nodeID, Cluster: f.cluster, Locality: loc, ServerURI: f.xdsAddress}
+	cfg := &bootstrap.Config{NodeID: f.nodeID, Cluster: f.cluster, Locality: loc, Labels: f.labels, ServerURI: f.xdsAddress}
 	if f.keyFile != "" && f.certFile == "" || f.certFile != "" && f.keyFile == "" {
 		return fail(2, "--cert-file and --key-file go together")
 	}

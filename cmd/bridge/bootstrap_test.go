@@ -44,6 +44,13 @@ func TestCmdBootstrap(t *testing.T) {
 			want: &bootstrap.Config{ServerURI: "127.0.0.1:15010", NodeID: "n", Cluster: "checkout",
 				Locality: bootstrap.Locality{Region: "eu-west-1", Zone: "eu-west-1a", SubZone: "rack-4"}},
 		},
+		{
+			name: "labels",
+			args: []string{"--node-id", "n", "--label", "tier=gold", "--label", "topology.kubernetes.io/zone=z1"},
+			want: &bootstrap.Config{ServerURI: "127.0.0.1:15010", NodeID: "n", Labels: map[string]string{"tier": "gold", "topology.kubernetes.io/zone": "z1"}},
+		},
+		{name: "a label without a value", args: []string{"--node-id", "n", "--label", "tier"}, wantCode: 2, wantStderr: `"tier" is not key=value`},
+		{name: "an invalid label value", args: []string{"--node-id", "n", "--label", "tier=a b"}, wantCode: 2, wantStderr: `label "tier" value "a b"`},
 		{name: "locality with four parts", args: []string{"--node-id", "n", "--locality", "a/b/c/d"}, wantCode: 2, wantStderr: "--locality"},
 		{name: "invalid address", args: []string{"--node-id", "n", "--xds-address", "meshbridge"}, wantCode: 2, wantStderr: `"meshbridge" is neither host:port`},
 		{

@@ -30,6 +30,7 @@ const (
 	localityLocality     protowire.Number = 1 // LocalityLbEndpoints.locality
 	localityLbEndpoints  protowire.Number = 2 // LocalityLbEndpoints.lb_endpoints
 	localityWeight       protowire.Number = 3 // LocalityLbEndpoints.load_balancing_weight
+	localityPriority     protowire.Number = 5 // LocalityLbEndpoints.priority
 	coreLocalityRegion   protowire.Number = 1 // Locality.region
 	coreLocalityZone     protowire.Number = 2 // Locality.zone
 	coreLocalitySubZone  protowire.Number = 3 // Locality.sub_zone
@@ -98,6 +99,8 @@ type Locality struct {
 	Name string
 	// Weight is the locality's load_balancing_weight.
 	Weight uint32
+	// Priority is the locality's priority (0, the highest, is omitted).
+	Priority uint32
 	// LbEndpoints are the encodings (LbEndpoint) of its endpoints, in
 	// order.
 	LbEndpoints []string
@@ -106,7 +109,7 @@ type Locality struct {
 // LoadAssignment returns the encoding of the ClusterLoadAssignment
 //
 //	{cluster_name: clusterName, endpoints: [for each locality:
-//	 {locality: {region, zone, sub_zone}, lb_endpoints, load_balancing_weight: {value: weight}}]}
+//	 {locality: {region, zone, sub_zone}, lb_endpoints, load_balancing_weight: {value: weight}, priority}]}
 //
 // in one allocation of the exact size, or false when a string it would
 // encode is not valid UTF-8 or an LbEndpoint is "" (LbEndpoint's invalid
@@ -144,6 +147,9 @@ func LoadAssignment(clusterName string, localities []Locality) ([]byte, bool) {
 		}
 		b = appendMessageHeader(b, localityWeight, uint32ValueSize(l.Weight))
 		b = appendVarintField(b, uint32ValueValue, uint64(l.Weight))
+		if l.Priority != 0 {
+			b = appendVarintField(b, localityPriority, uint64(l.Priority))
+		}
 	}
 	return b, true
 }
@@ -157,7 +163,11 @@ func localitySize(l Locality) (n, locality int) {
 	for _, lb := range l.LbEndpoints {
 		n += messageSize(localityLbEndpoints, len(lb))
 	}
-	return n + messageSize(localityWeight, uint32ValueSize(l.Weight)), locality
+	n += messageSize(localityWeight, uint32ValueSize(l.Weight))
+	if l.Priority != 0 {
+		n += protowire.SizeTag(localityPriority) + protowire.SizeVarint(uint64(l.Priority))
+	}
+	return n, locality
 }
 
 // SplitLocality splits "region/zone/subzone" into its parts; missing parts

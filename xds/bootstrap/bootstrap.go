@@ -27,6 +27,11 @@ const (
 	// TLS clusters rather than served ones it would NACK: the bridge cannot
 	// see the client's bootstrap otherwise.
 	MetadataCertificateProvider = "CERTIFICATE_PROVIDER"
+	// MetadataLabels is the node metadata field that holds the client's
+	// labels, a JSON object of strings, as Istio's proxies send theirs: a
+	// DestinationRule's failoverPriority compares them with the
+	// backends'.
+	MetadataLabels = "LABELS"
 	// certificateRefresh is how often a file_watcher instance reads its
 	// files again (a rotated certificate is used from then on).
 	certificateRefresh = "60s"
@@ -48,6 +53,9 @@ type Config struct {
 	Cluster string
 	// Locality is where the client runs (node.locality).
 	Locality Locality
+	// Labels are the client's labels (node metadata MetadataLabels);
+	// empty omits them.
+	Labels map[string]string
 	// Certificates, when set, are the PEM files of the client's connections
 	// to backends whose DestinationRule asks for TLS (gRFC A29): written as
 	// the file_watcher certificate provider CertificateProviderInstance and
@@ -184,8 +192,11 @@ func Render(c Config) ([]byte, error) {
 			ID:       c.NodeID,
 			Cluster:  c.Cluster,
 			Locality: c.Locality,
-			Metadata: map[string]string{"GENERATOR": GeneratorGRPC},
+			Metadata: map[string]any{"GENERATOR": GeneratorGRPC},
 		},
+	}
+	if len(c.Labels) > 0 {
+		doc.Node.Metadata[MetadataLabels] = c.Labels
 	}
 	if p := c.Certificates; p != nil {
 		doc.CertificateProviders = map[string]certificateProvider{CertificateProviderInstance: {
@@ -251,8 +262,8 @@ type tlsConfig struct {
 }
 
 type node struct {
-	ID       string            `json:"id"`
-	Cluster  string            `json:"cluster,omitempty"`
-	Locality Locality          `json:"locality"`
-	Metadata map[string]string `json:"metadata"`
+	ID       string         `json:"id"`
+	Cluster  string         `json:"cluster,omitempty"`
+	Locality Locality       `json:"locality"`
+	Metadata map[string]any `json:"metadata"`
 }

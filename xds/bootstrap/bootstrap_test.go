@@ -37,13 +37,14 @@ func TestRender(t *testing.T) {
 }
 `,
 	}, {
-		name: "mTLS, cluster and full locality",
+		name: "mTLS, cluster, full locality and labels",
 		cfg: Config{
 			ServerURI: "dns:///meshbridge.istio-system.svc:15010",
 			TLS:       &TLS{CAFile: "/etc/meshbridge/ca.pem", CertFile: "/etc/client/tls.crt", KeyFile: "/etc/client/tls.key"},
 			NodeID:    "checkout~10.0.0.7",
 			Cluster:   "checkout",
 			Locality:  Locality{Region: "eu-west-1", Zone: "eu-west-1a", SubZone: "rack-4"},
+			Labels:    map[string]string{"tier": "gold", "app": "checkout"},
 		},
 		want: `{
   "xds_servers": [
@@ -73,7 +74,11 @@ func TestRender(t *testing.T) {
       "sub_zone": "rack-4"
     },
     "metadata": {
-      "GENERATOR": "grpc"
+      "GENERATOR": "grpc",
+      "LABELS": {
+        "app": "checkout",
+        "tier": "gold"
+      }
     }
   }
 }

@@ -61,6 +61,13 @@ import (
 // sent, so a client reconnecting with initial_resource_versions compares
 // with what it was sent.
 //
+// Localities: a resource may be served in a form that depends on where
+// the client runs (a Localized resource, xds/gen's Localized;
+// ServeLocalized): a watch is served the form of its node's locality and
+// labels, built on the first response that carries it and shared by every
+// stream of the same form until the resource changes, under the same
+// versions as profiles' forms.
+//
 // Safe for concurrent use.
 type Resources struct {
 	typeURL   string
@@ -70,6 +77,9 @@ type Resources struct {
 	// profile 0.
 	profileOf func(*core.Node) int
 	served    func(node *core.Node, substituted []string)
+	// placeOf is ServeLocalized's; nil: every watch is served the own
+	// form of a Localized resource.
+	placeOf func(*core.Node) (locality string, labels map[string]string)
 
 	mu        sync.Mutex
 	version   uint64
@@ -79,8 +89,11 @@ type Resources struct {
 	// profile-1 (nil where the profile is served the own form); only
 	// Varied resources are in it, so a cachedEntry stays 32 bytes.
 	variants map[string][]*variantEntry
-	watches  map[string]map[*cacheWatch]struct{} // by subscribed name
-	wildcard map[*cacheWatch]struct{}
+	// localized are the Localized resources, by name, with the forms
+	// built so far.
+	localized map[string]*localizedEntry
+	watches   map[string]map[*cacheWatch]struct{} // by subscribed name
+	wildcard  map[*cacheWatch]struct{}
 }
 
 // cachedEntry is one resource version in a Resources, 32 bytes: a cache
@@ -110,6 +123,25 @@ type variantEntry struct {
 	substituted []string
 }
 
+// localizedEntry is a Localized resource version and the forms built of
+// it, by FormKey; own is the key of the resource's own encoding.
+type localizedEntry struct {
+	res   Localized
+	own   string
+	forms map[string]*cachedEntry
+}
+
+// Localized is a resource whose form depends on where the client runs
+// (xds/gen's Localized): FormKey names the form of a client at locality
+// ("region/zone/subzone") with labels, equal keys for equal forms; Form
+// builds the encoding of a key's form; SameForms reports whether another
+// resource sends every client the same.
+type Localized interface {
+	FormKey(locality string, labels map[string]string) string
+	Form(key string) []byte
+	SameForms(o any) bool
+}
+
 // Varied is a resource served in another form to some profiles (xds/gen's
 // Varied): Variant(p) is profile p's encoding and what it substitutes, nil
 // where p is served the resource's own encoding.
@@ -123,11 +155,14 @@ func (e *cachedEntry) bytesOf() []byte { return unsafe.Slice(unsafe.StringData(e
 // cacheWatch is an open watch: SotW (req, out) or Delta (dreq, dout).
 type cacheWatch struct {
 	profile int // ServeProfiles' profile of the stream's node
-	sub     cachev3.Subscription
-	req     *cachev3.Request
-	out     chan cachev3.Response
-	dreq    *cachev3.DeltaRequest
-	dout    chan cachev3.DeltaResponse
+	// locality and labels are ServeLocalized's place of the stream's node.
+	locality string
+	labels   map[string]string
+	sub      cachev3.Subscription
+	req      *cachev3.Request
+	out      chan cachev3.Response
+	dreq     *cachev3.DeltaRequest
+	dout     chan cachev3.DeltaResponse
 
 	woken     uint64        // the update that last collected it (notify)
 	tracked   bool          // in watches or wildcard, under the cache's lock
@@ -145,6 +180,7 @@ func NewResources(typeURL string) *Resources {
 		versionS:  "0",
 		resources: make(map[string]*cachedEntry),
 		variants:  make(map[string][]*variantEntry),
+		localized: make(map[string]*localizedEntry),
 		watches:   make(map[string]map[*cacheWatch]struct{}),
 		wildcard:  make(map[*cacheWatch]struct{}),
 	}
@@ -163,6 +199,16 @@ func (c *Resources) ServeProfiles(n int, profileOf func(*core.Node) int, served 
 	c.profiles = n
 	c.profileOf = profileOf
 	c.served = served
+}
+
+// ServeLocalized makes the cache serve each watch the form of a Localized
+// resource for its place: placeOf(node) of the stream's node, its
+// locality ("region/zone/subzone") and labels, read-only. Call before the
+// cache is used.
+func (c *Resources) ServeLocalized(placeOf func(*core.Node) (locality string, labels map[string]string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.placeOf = placeOf
 }
 
 // Update sets the resources of set, removes the names of remove, raises the
@@ -194,11 +240,17 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 		}
 		c.resources[name] = &cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)), version: version}
 		c.setVariants(name, res, version)
+		if l, ok := res.(Localized); ok {
+			c.localized[name] = &localizedEntry{res: l, own: l.FormKey("", nil)}
+		} else {
+			delete(c.localized, name)
+		}
 		wake(name)
 	}
 	for _, name := range remove {
 		delete(c.resources, name)
 		delete(c.variants, name)
+		delete(c.localized, name)
 		wake(name)
 		if len(c.watches[name]) == 0 {
 			delete(c.watches, name)
@@ -262,16 +314,44 @@ func (c *Resources) sameVariants(name string, res types.Resource) bool {
 	return true
 }
 
-// entryFor returns the form of name (held as e) that profile is served.
-// Call with mu held.
-func (c *Resources) entryFor(name string, e *cachedEntry, profile int) *cachedEntry {
-	if profile == 0 {
+// sameLocalized reports whether res sends every client what the cache
+// holds of name does. Call with mu held.
+func (c *Resources) sameLocalized(name string, res types.Resource) bool {
+	held := c.localized[name]
+	l, ok := res.(Localized)
+	if !ok || held == nil {
+		return !ok && held == nil
+	}
+	return held.res.SameForms(l)
+}
+
+// entryFor returns the form of name (held as e) that w is served: its
+// profile's (ServeProfiles), or its place's (ServeLocalized), built on
+// first use. Call with mu held.
+func (c *Resources) entryFor(name string, e *cachedEntry, w *cacheWatch) *cachedEntry {
+	if w.profile != 0 {
+		if forms := c.variants[name]; forms != nil && forms[w.profile-1] != nil {
+			return &forms[w.profile-1].cachedEntry
+		}
+	}
+	l := c.localized[name]
+	if l == nil {
 		return e
 	}
-	if forms := c.variants[name]; forms != nil && forms[profile-1] != nil {
-		return &forms[profile-1].cachedEntry
+	key := l.res.FormKey(w.locality, w.labels)
+	if key == l.own {
+		return e
 	}
-	return e
+	form, ok := l.forms[key]
+	if !ok {
+		wire := l.res.Form(key)
+		form = &cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)), version: e.version}
+		if l.forms == nil {
+			l.forms = make(map[string]*cachedEntry)
+		}
+		l.forms[key] = form
+	}
+	return form
 }
 
 // Differences returns the resources of want whose encoding differs from
@@ -287,7 +367,8 @@ func (c *Resources) Differences(want map[string]types.Resource, remove []string)
 	update := make(map[string]types.Resource)
 	for name, res := range want {
 		if e, ok := c.resources[name]; ok {
-			if wire, err := encoding(res); err == nil && bytes.Equal(e.bytesOf(), wire) && c.sameVariants(name, res) {
+			if wire, err := encoding(res); err == nil && bytes.Equal(e.bytesOf(), wire) && c.sameVariants(name, res) &&
+				c.sameLocalized(name, res) {
 				continue
 			}
 		}
@@ -373,6 +454,9 @@ func (c *Resources) watch(w *cacheWatch, node *core.Node, evenIfEmpty bool) func
 			w.profile = p
 		}
 	}
+	if c.placeOf != nil {
+		w.locality, w.labels = c.placeOf(node)
+	}
 	if !c.answer(w, evenIfEmpty) {
 		w.tracked = true
 		if w.sub.IsWildcard() {
@@ -430,7 +514,7 @@ func (c *Resources) untrack(w *cacheWatch) {
 // rules) and reports whether it did. Call with mu held.
 func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	delta := w.dreq != nil
-	changed, removed := c.changes(w.sub, delta, w.profile)
+	changed, removed := c.changes(w, delta)
 	if len(changed)+len(removed) == 0 && !evenIfEmpty {
 		return false
 	}
@@ -466,7 +550,7 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	if delta {
 		resources := make([]*discovery.Resource, len(send))
 		for i, name := range send {
-			r := c.deltaResource(name, c.entryFor(name, c.resources[name], w.profile))
+			r := c.deltaResource(name, c.entryFor(name, c.resources[name], w))
 			resources[i] = r
 			next[name] = r.Version
 		}
@@ -484,7 +568,7 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	}
 	resources := make([]*anypb.Any, len(send))
 	for i, name := range send {
-		e := c.entryFor(name, c.resources[name], w.profile)
+		e := c.entryFor(name, c.resources[name], w)
 		resources[i] = c.anyOf(e)
 		next[name] = *e.version
 	}
@@ -521,15 +605,16 @@ func (c *Resources) noteSubstitutions(w *cacheWatch, sent []string) {
 	}
 }
 
-// changes returns the names sub should be sent (new to the stream, or of
+// changes returns the names w's subscription should be sent (new to the stream, or of
 // another version than it was sent) and the names it has that are gone
 // (removed from the cache, or no longer subscribed), as LinearCache's
 // computeResourceChange. Call with mu held.
-func (c *Resources) changes(sub cachev3.Subscription, delta bool, profile int) (changed, removed []string) {
+func (c *Resources) changes(w *cacheWatch, delta bool) (changed, removed []string) {
+	sub := w.sub
 	known := sub.ReturnedResources()
 	version := func(name string, e *cachedEntry) string {
 		if delta {
-			return c.deltaResource(name, c.entryFor(name, e, profile)).Version
+			return c.deltaResource(name, c.entryFor(name, e, w)).Version
 		}
 		return *e.version
 	}

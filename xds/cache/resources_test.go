@@ -557,3 +557,114 @@ func TestVariedResourcesByProfile(t *testing.T) {
 		t.Errorf("the variants of a resource no longer varied are kept")
 	}
 }
+
+// TestLocalizedResourcesByPlace: a Localized resource (xds/gen) is served
+// to each watch in the form of its node's place (ServeLocalized), built
+// once per form and shared, under one SotW version; Delta versions hash
+// the form sent; a node without locality or labels gets the own form;
+// Differences sees a change of the forms that leaves the own form as it
+// was.
+func TestLocalizedResourcesByPlace(t *testing.T) {
+	assignment := func(failover []*networking.LocalityLoadBalancerSetting_Failover) types.Resource {
+		svc := &model.Service{Hostname: "a.local", Ports: []model.Port{{Name: "grpc", Number: 80, Protocol: model.ProtocolGRPC}},
+			Policy: &networking.DestinationRule{Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+				OutlierDetection: &networking.OutlierDetection{},
+				LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+					Failover: failover}}}}}
+		var eps []*model.Endpoint
+		for i, loc := range []string{"r1/z1", "r2/z1", "r3/z1"} {
+			eps = append(eps, &model.Endpoint{Address: fmt.Sprintf("10.0.0.%d", i+1), ServicePortName: "grpc", EndpointPort: 80, Weight: 1, Locality: loc})
+		}
+		cla, _ := gen.LoadAssignments(svc, gen.EncodeEndpoints(eps, nil))
+		return cla["outbound|80||a.local"]
+	}
+	res := assignment(nil)
+	l, ok := res.(*gen.Localized)
+	if !ok {
+		t.Fatalf("an assignment with outlier detection is a %T, want *gen.Localized", res)
+	}
+	name := l.GetName()
+	c := NewResources(resourcev3.EndpointType)
+	c.ServeLocalized(func(n *core.Node) (string, map[string]string) { return n.GetLocality().GetRegion(), nil })
+	if err := c.Update(map[string]types.Resource{name: res}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub := func() stream.Subscription {
+		return stream.NewSotwSubscription([]string{name}, false)
+	}
+	sotw := func(region string) *discovery.DiscoveryResponse {
+		out := make(chan cachev3.Response, 1)
+		req := &cachev3.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{name}, Node: &core.Node{Locality: &core.Locality{Region: region}}}
+		if _, err := c.CreateWatch(req, sub(), out); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (<-out).GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	firstPriority := func(resp *discovery.DiscoveryResponse) string {
+		cla := &endpoint.ClusterLoadAssignment{}
+		if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range cla.GetEndpoints() {
+			if e.GetPriority() == 0 {
+				out = append(out, e.GetLocality().GetRegion())
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	r1, r1Again, r2, none := sotw("r1"), sotw("r1"), sotw("r2"), sotw("")
+	for _, tc := range []struct {
+		resp *discovery.DiscoveryResponse
+		want string
+	}{{r1, "r1"}, {r1Again, "r1"}, {r2, "r2"}, {none, "r1,r2,r3"}} {
+		if got := firstPriority(tc.resp); got != tc.want {
+			t.Errorf("priority 0 is %s, want %s", got, tc.want)
+		}
+		if tc.resp.GetVersionInfo() != r1.GetVersionInfo() {
+			t.Errorf("SotW versions differ by place")
+		}
+	}
+	if !slices.Equal(none.GetResources()[0].GetValue(), l.Encoding()) {
+		t.Errorf("a node without locality was sent another form than the own")
+	}
+	if r1.GetResources()[0] != r1Again.GetResources()[0] {
+		t.Errorf("two nodes of one place were sent forms built twice")
+	}
+	if got := len(c.localized[name].forms); got != 2 {
+		t.Errorf("%d forms built, want 2 (r1, r2; the own form is the resource's)", got)
+	}
+	out := make(chan cachev3.DeltaResponse, 1)
+	dreq := &cachev3.DeltaRequest{TypeUrl: resourcev3.EndpointType, Node: &core.Node{Locality: &core.Locality{Region: "r2"}}}
+	if _, err := c.CreateDeltaWatch(dreq, stream.NewDeltaSubscription([]string{name}, nil, nil, false), out); err != nil {
+		t.Fatal(err)
+	}
+	d, err := (<-out).GetDeltaDiscoveryResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.GetResources()[0].GetVersion(), cachev3.HashResource(r2.GetResources()[0].GetValue()); got != want {
+		t.Errorf("the Delta version = %s, want the hash of the place's form %s", got, want)
+	}
+
+	if update, _ := c.Differences(map[string]types.Resource{name: assignment(nil)}, nil); len(update) != 0 {
+		t.Errorf("the same forms again count as a change")
+	}
+	failover := assignment([]*networking.LocalityLoadBalancerSetting_Failover{{From: "r1", To: "r3"}})
+	if !slices.Equal(failover.(*gen.Localized).Encoding(), l.Encoding()) {
+		t.Fatalf("the test wants a change that keeps the own form")
+	}
+	if update, _ := c.Differences(map[string]types.Resource{name: failover}, nil); len(update) != 1 {
+		t.Errorf("a change of the forms only does not count as a change")
+	}
+	if err := c.Update(map[string]types.Resource{name: failover}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.localized[name].forms); got != 0 {
+		t.Errorf("the forms of the version before are kept")
+	}
+}

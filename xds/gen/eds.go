@@ -302,12 +302,16 @@ func setLocality(l *core.Locality, s string) {
 // (hasLabels), as istiod builds a subset's (gRFC A28: a route's weighted
 // clusters name them). A subset no endpoint matches has an assignment
 // without endpoints: a client calling it learns there is none.
+//
+// A cluster with locality load balancing (its traffic policy's
+// localityLbSetting, localityLBOf) has a Localized assignment: each client
+// is sent the form for where it runs.
 func LoadAssignments(svc *model.Service, endpoints []*Endpoint) (cla map[string]types.Resource, scaled []string) {
 	subsets := svc.Policy.GetSubsets()
 	cla = make(map[string]types.Resource, len(svc.Ports)*(1+len(subsets)))
-	add := func(name string, selected []*Endpoint) {
+	add := func(name string, selected []*Endpoint, lb *localityLB) {
 		var s bool
-		cla[name], s = encodeLoadAssignment(name, selected)
+		cla[name], s = encodeLoadAssignment(name, selected, lb)
 		if s {
 			scaled = append(scaled, name)
 		}
@@ -316,11 +320,27 @@ func LoadAssignments(svc *model.Service, endpoints []*Endpoint) (cla map[string]
 		// Subsets first: encoding the port's assignment reorders and
 		// compacts selected in place.
 		for _, sub := range subsets {
-			add(SubsetClusterName(port, sub.GetName(), svc.Hostname), selectSubset(selected, sub.GetLabels()))
+			add(SubsetClusterName(port, sub.GetName(), svc.Hostname), selectSubset(selected, sub.GetLabels()),
+				localityLBOf(subsetPolicy(svc, sub, port)))
 		}
-		add(name, selected)
+		add(name, selected, localityLBOf(servedPolicy(svc, port)))
 	})
 	return cla, scaled
+}
+
+// LabelsMatter reports whether the labels of svc's endpoints decide what
+// clients are sent: its DestinationRule has subsets, or a cluster of it
+// fails over by failoverPriority labels.
+func LabelsMatter(svc *model.Service) bool {
+	if len(svc.Policy.GetSubsets()) > 0 {
+		return true
+	}
+	for _, p := range svc.Ports {
+		if lb := localityLBOf(servedPolicy(svc, p.Number)); lb != nil && len(lb.labels) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // selectSubset returns, in a new slice, the endpoints whose labels hold
@@ -345,10 +365,19 @@ var claType = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
 // to fit. When a string it would encode is not valid UTF-8, or the weights
 // need scaling (the encodings carry the unscaled weights), it returns the
 // message instead, so that the cache's marshal fails as it does for that
-// message, or carries the scaled weights. It reorders endpoints in place.
-func encodeLoadAssignment(name string, endpoints []*Endpoint) (cla types.Resource, scaled bool) {
+// message, or carries the scaled weights. With lb (not nil), it returns the
+// Localized assignment, or, where a string is not valid UTF-8, the
+// message. It reorders endpoints in place.
+func encodeLoadAssignment(name string, endpoints []*Endpoint, lb *localityLB) (cla types.Resource, scaled bool) {
 	unique := sortCompact(endpoints)
-	if _, scaled := weightScale(unique); scaled {
+	s, scaled := weightScale(unique)
+	if lb != nil && len(unique) > 0 {
+		if r, ok := localizedAssignment(name, unique, s, scaled, lb); ok {
+			return r, scaled
+		}
+		return loadAssignmentMessage(name, unique), scaled
+	}
+	if scaled {
 		return loadAssignmentMessage(name, unique), true
 	}
 	groups := groupByLocality(unique)

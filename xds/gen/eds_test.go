@@ -38,7 +38,7 @@ const maxFileWeight = 42949672 * model.DefaultWeight
 
 // encodeOne is encodeLoadAssignment without its report of scaled weights.
 func encodeOne(name string, eps []*Endpoint) types.Resource {
-	res, _ := encodeLoadAssignment(name, eps)
+	res, _ := encodeLoadAssignment(name, eps, nil)
 	return res
 }
 
@@ -144,7 +144,7 @@ func TestBuildLoadAssignment(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			assertEqual(t, tc.want, buildLoadAssignment("outbound|80||a.local", tc.endpoints))
-			res, scaled := encodeLoadAssignment("outbound|80||a.local", encodeEach(tc.endpoints))
+			res, scaled := encodeLoadAssignment("outbound|80||a.local", encodeEach(tc.endpoints), nil)
 			switch {
 			case scaled != tc.scaled:
 				t.Errorf("scaled = %v, want %v", scaled, tc.scaled)

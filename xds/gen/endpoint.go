@@ -125,12 +125,13 @@ func lbWeight(w uint32) uint32 { return max(w, 1) }
 
 // SameForClients reports whether a and b give clients the same endpoint:
 // every field a ClusterLoadAssignment is built from (address, port,
-// weight, service port, locality) and, when bySubsets (the service's
-// DestinationRule has subsets), the labels, which decide the subsets'
-// assignments. It is the one definition the endpoint shards decide pushes
+// weight, service port, locality) and, when byLabels (LabelsMatter: the
+// service's DestinationRule has subsets, or fails over by labels), the
+// labels, which decide the subsets' assignments and the failover
+// priorities. It is the one definition the endpoint shards decide pushes
 // by (an update whose endpoints are all the same for clients pushes
 // nothing).
-func SameForClients(a, b *Endpoint, bySubsets bool) bool {
+func SameForClients(a, b *Endpoint, byLabels bool) bool {
 	switch {
 	case a == b:
 		return true
@@ -138,7 +139,7 @@ func SameForClients(a, b *Endpoint, bySubsets bool) bool {
 		return false
 	case a.place == b.place:
 		return true
-	case bySubsets:
+	case byLabels:
 		return false
 	}
 	pa, pb := a.place.Value(), b.place.Value()
