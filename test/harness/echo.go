@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,22 @@ func StartFailingEcho(t testing.TB, name string) int {
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// StartSwitchableEcho serves the example echo service on a free 127.0.0.1
+// port until the test ends, answering every call UNAVAILABLE ("<name> is
+// failing") while failing is set, as a backend that goes bad and recovers;
+// it returns the port and the switch, off.
+func StartSwitchableEcho(t testing.TB, name string) (port int, failing *atomic.Bool) {
+	t.Helper()
+	failing = &atomic.Bool{}
+	port = startEchoWith(t, name, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if failing.Load() {
+			return nil, status.Error(codes.Unavailable, name+" is failing")
+		}
+		return h(ctx, req)
+	})
+	return port, failing
 }
 
 // StartSlowEcho serves the example echo service on a free 127.0.0.1 port

@@ -40,6 +40,8 @@ type localityLB struct {
 	// value a "label=value" entry sets for every client.
 	labels []string
 	fixed  map[string]string
+	// explicit: the rule sets localityLbSetting (not the mesh default).
+	explicit bool
 }
 
 // localityLBOf returns the locality load balancing of a cluster whose
@@ -64,7 +66,7 @@ func localityLBOf(tp *networking.TrafficPolicy) *localityLB {
 	if tp.GetOutlierDetection() == nil {
 		return nil
 	}
-	l := &localityLB{failover: true, regions: s.GetFailover()}
+	l := &localityLB{failover: true, regions: s.GetFailover(), explicit: s != nil}
 	for _, p := range s.GetFailoverPriority() {
 		name, value, fixed := strings.Cut(p, "=")
 		l.labels = append(l.labels, name)
@@ -86,7 +88,7 @@ func (l *localityLB) same(o *localityLB) bool {
 	eqFailover := func(a, b *networking.LocalityLoadBalancerSetting_Failover) bool {
 		return a.GetFrom() == b.GetFrom() && a.GetTo() == b.GetTo()
 	}
-	return l.failover == o.failover && slices.EqualFunc(l.distribute, o.distribute, eqDistribute) &&
+	return l.failover == o.failover && l.explicit == o.explicit && slices.EqualFunc(l.distribute, o.distribute, eqDistribute) &&
 		slices.EqualFunc(l.regions, o.regions, eqFailover) && slices.Equal(l.labels, o.labels) && maps.Equal(l.fixed, o.fixed)
 }
 

@@ -40,7 +40,7 @@ const (
 	failurePercentageThreshold = 50
 	// failurePercentageMinimumHosts: a cluster of one address never ejects
 	// it (gRPC clients have no panic routing: an ejected last address
-	// fails every call).
+	// fails every call). Not with locality failover (minimumHosts).
 	failurePercentageMinimumHosts = 2
 	// defaultConsecutiveErrors is Envoy's consecutive_5xx default, which
 	// applies to an outlierDetection block that sets no error count.
@@ -177,7 +177,7 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, lacks 
 			HashFunction:    cluster.Cluster_RingHashLbConfig_XX_HASH,
 		}}
 	}
-	c.OutlierDetection = outlierDetection(tp.GetOutlierDetection())
+	c.OutlierDetection = outlierDetection(tp)
 	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
 		c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
 			Priority:    core.RoutingPriority_DEFAULT,
@@ -255,9 +255,11 @@ func featuresUsed(tp *networking.TrafficPolicy) Features {
 	return f
 }
 
-// outlierDetection translates od (gRFC A50, see failurePercentageThreshold);
-// nil when od is nil or turns ejection off (an error count of 0).
-func outlierDetection(od *networking.OutlierDetection) *cluster.OutlierDetection {
+// outlierDetection translates the outlier detection of tp (gRFC A50, see
+// failurePercentageThreshold); nil when it has none or turns ejection off
+// (an error count of 0).
+func outlierDetection(tp *networking.TrafficPolicy) *cluster.OutlierDetection {
+	od := tp.GetOutlierDetection()
 	if od == nil {
 		return nil
 	}
@@ -271,13 +273,32 @@ func outlierDetection(od *networking.OutlierDetection) *cluster.OutlierDetection
 		EnforcingSuccessRate:           wrapperspb.UInt32(0),
 		FailurePercentageThreshold:     wrapperspb.UInt32(failurePercentageThreshold),
 		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
-		FailurePercentageMinimumHosts:  wrapperspb.UInt32(failurePercentageMinimumHosts),
+		FailurePercentageMinimumHosts:  wrapperspb.UInt32(minimumHosts(tp)),
 		FailurePercentageRequestVolume: wrapperspb.UInt32(n),
 	}
 	if p := od.GetMaxEjectionPercent(); p > 0 {
 		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(p, 100)))
 	}
 	return out
+}
+
+// minimumHosts is the failure_percentage_minimum_hosts of a cluster with
+// policy tp: failurePercentageMinimumHosts, but 1 when the rule's own
+// localityLbSetting (not the mesh default that outlierDetection alone
+// turns on) fails over by priority (localityLBOf): gRPC clients judge each
+// priority on its own and count only the addresses that had calls in the
+// interval, so with 2 a priority's last failing address, or its only one,
+// would never be ejected and calls would never move to the next priority
+// (Envoy's consecutive-error ejection has no such minimum, and Istio's
+// locality failover example has one endpoint per region). The cost, which
+// the explicit setting accepts: the last failing address of the lowest
+// priority is ejected too, and its calls fail at once until the ejection
+// ends (gRPC has no panic routing).
+func minimumHosts(tp *networking.TrafficPolicy) uint32 {
+	if lb := localityLBOf(tp); lb != nil && lb.failover && lb.explicit {
+		return 1
+	}
+	return failurePercentageMinimumHosts
 }
 
 // consecutiveErrors is the error count od ejects after: the smaller of

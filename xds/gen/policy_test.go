@@ -62,6 +62,22 @@ func TestClusterTrafficPolicy(t *testing.T) {
 			policy:      &networking.TrafficPolicy{OutlierDetection: &networking.OutlierDetection{}},
 			wantOutlier: ejection(5, 0, 0, 0),
 		},
+		"an explicit locality failover ejects a priority's last address": {
+			policy: &networking.TrafficPolicy{OutlierDetection: &networking.OutlierDetection{Consecutive_5XxErrors: u32(3)},
+				LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+					FailoverPriority: []string{"tier"}}}},
+			wantOutlier: func() *cluster.OutlierDetection {
+				od := ejection(3, 0, 0, 0)
+				od.FailurePercentageMinimumHosts = u32(1)
+				return od
+			}(),
+		},
+		"locality load balancing turned off keeps the minimum": {
+			policy: &networking.TrafficPolicy{OutlierDetection: &networking.OutlierDetection{Consecutive_5XxErrors: u32(3)},
+				LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+					Enabled: wrapperspb.Bool(false)}}},
+			wantOutlier: ejection(3, 0, 0, 0),
+		},
 		"the smaller of the 5xx and gateway counts": {
 			policy: &networking.TrafficPolicy{OutlierDetection: &networking.OutlierDetection{
 				Consecutive_5XxErrors: u32(7), ConsecutiveGatewayErrors: u32(4)}},
