@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -95,7 +97,9 @@ spec:
 // records what each field became. The table is logged (docs/policy-istiod.md
 // keeps it). meshbridge's side is asserted: outlier detection and
 // max_requests for every client (istiod sends no outlier detection to
-// proxyless clients, istio/api#3001), LEAST_REQUEST and ring hash where
+// proxyless clients, istio/api#3001), the locality priorities of a client
+// in r1/z1 as istiod computes them (it sends them too, but without the
+// outlier detection that would move calls off a failing priority), LEAST_REQUEST and ring hash where
 // the client implements them and round robin where it would NACK or
 // crash, the route's timeout and retries, and tls (SIMPLE, which istiod
 // does not send: its proxyless clients call in plaintext; ISTIO_MUTUAL) as
@@ -108,7 +112,11 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	services := fileServices{}
 	for i, n := range names {
 		hosts[i] = s.host(n)
-		services[hosts[i]] = svc(hosts[i], 8080, "grpc", startEcho(t, n+"-1"), startEcho(t, n+"-2"))
+		// Two localities: the rule with outlier detection fails over
+		// between them.
+		one, two := startEcho(t, n+"-1"), startEcho(t, n+"-2")
+		one.Locality, two.Locality = "r1/z1", "r1/z2"
+		services[hosts[i]] = svc(hosts[i], 8080, "grpc", one, two)
 	}
 	writeServices(t, s.path, services)
 	// The objects exist before the ServiceEntries: istiod has them when it
@@ -140,11 +148,15 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 			node := probeNode(t, s.ns, "policy-"+ag.family, map[string]any{"GENERATOR": "grpc",
 				bootstrap.MetadataCertificateProvider: bootstrap.CertificateProviderInstance})
 			node.UserAgentName, node.UserAgentVersionType = ag.name, &core.Node_UserAgentVersion{UserAgentVersion: ag.version}
+			// Its own locality: istiod takes a proxy's locality from a
+			// workload at its address, and every backend is at 127.0.0.1.
+			node.Locality = &core.Locality{Region: "r1", Zone: "z1"}
+			node.Id = strings.Replace(node.GetId(), "~127.0.0.1~", "~127.0.0.99~", 1)
 			got[srv.name+" "+ag.family] = servedPolicy(t, srv.addr, node, hosts)
 		}
 	}
 
-	fields := []string{"outlier_detection", "max_requests", "least_request", "ring_hash", "hash_policy", "timeout", "retries",
+	fields := []string{"outlier_detection", "locality priorities", "max_requests", "least_request", "ring_hash", "hash_policy", "timeout", "retries",
 		"tls SIMPLE", "tls ISTIO_MUTUAL"}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| field |")
@@ -166,11 +178,11 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	t.Log(table.String())
 
 	want := map[string]map[string]string{
-		"meshbridge grpc-go": {"outlier_detection": "failure percentage, volume 3", "max_requests": "10",
+		"meshbridge grpc-go": {"outlier_detection": "failure percentage, volume 3", "locality priorities": "r1/z1: 0, r1/z2: 1", "max_requests": "10",
 			"least_request": "LEAST_REQUEST", "ring_hash": "RING_HASH", "hash_policy": "header x-user",
 			"timeout": "2s", "retries": "2 on unavailable",
 			"tls SIMPLE": "CA default/ROOTCA, SANs [backend.example]", "tls ISTIO_MUTUAL": "CA default/ROOTCA, certificate default/default"},
-		"meshbridge c-core": {"outlier_detection": "failure percentage, volume 3", "max_requests": "10",
+		"meshbridge c-core": {"outlier_detection": "failure percentage, volume 3", "locality priorities": "r1/z1: 0, r1/z2: 1", "max_requests": "10",
 			"least_request": "ROUND_ROBIN", "ring_hash": "ROUND_ROBIN", "hash_policy": "header x-user",
 			"timeout": "2s", "retries": "2 on unavailable",
 			"tls SIMPLE": "CA default/ROOTCA, SANs [backend.example]", "tls ISTIO_MUTUAL": "CA default/ROOTCA, certificate default/default"},
@@ -185,6 +197,9 @@ func TestProxylessPolicySideBySide(t *testing.T) {
 	for _, ag := range agents {
 		if g := got["istiod "+ag.family]["outlier_detection"]; g != "-" {
 			t.Errorf("istiod now sends %s outlier detection (%s): update the docs' table", ag.family, g)
+		}
+		if g, m := got["istiod "+ag.family]["locality priorities"], got["meshbridge "+ag.family]["locality priorities"]; g != m {
+			t.Errorf("%s locality priorities: istiod %q, meshbridge %q: the same rule gives other priorities", ag.family, g, m)
 		}
 		if g := got["istiod "+ag.family]["tls SIMPLE"]; g != "-" {
 			t.Errorf("istiod now sends %s tls SIMPLE (%s): update the docs' table", ag.family, g)
@@ -241,6 +256,9 @@ func servedPolicy(t *testing.T, addr string, node *core.Node, hosts []string) ma
 	if err := c.Subscribe(resourcev3.ClusterType, clusters); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Subscribe(resourcev3.EndpointType, clusters[:1]); err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]string{}
 	c.Await(t, ambientWait, "the policy served to "+node.GetUserAgentName()+" from "+addr, func() error {
 		routes := map[string]*route.RouteAction{}
@@ -262,6 +280,11 @@ func servedPolicy(t *testing.T, addr string, node *core.Node, hosts []string) ma
 		if len(routes[hosts[2]].GetHashPolicy()) == 0 && cs[hosts[2]].GetLbPolicy() != cluster.Cluster_RING_HASH {
 			return fmt.Errorf("the ring hash shows in neither the cluster nor the route yet")
 		}
+		prio, err := localityPriorities(c, clusters[0])
+		if err != nil {
+			return err
+		}
+		out["locality priorities"] = prio
 		od := cs[hosts[0]].GetOutlierDetection()
 		out["outlier_detection"] = "-"
 		switch {
@@ -295,6 +318,33 @@ func servedPolicy(t *testing.T, addr string, node *core.Node, hosts []string) ma
 		return nil
 	})
 	return out
+}
+
+// localityPriorities describes the held ClusterLoadAssignment name (both
+// endpoints) as "<locality>: <priority>, ..." by priority and locality.
+func localityPriorities(c *ads.SotW, name string) (string, error) {
+	a := c.Resources(resourcev3.EndpointType)[name]
+	if a == nil {
+		return "", fmt.Errorf("no ClusterLoadAssignment %s", name)
+	}
+	var cla endpoint.ClusterLoadAssignment
+	if err := a.UnmarshalTo(&cla); err != nil {
+		return "", err
+	}
+	if n := len(lbEndpoints(&cla)); n != 2 {
+		return "", fmt.Errorf("%s has %d endpoints, want 2", name, n)
+	}
+	var parts []string
+	for _, l := range cla.GetEndpoints() {
+		loc := strings.TrimRight(l.GetLocality().GetRegion()+"/"+l.GetLocality().GetZone()+"/"+l.GetLocality().GetSubZone(), "/")
+		parts = append(parts, fmt.Sprintf("%s: %d", loc, l.GetPriority()))
+	}
+	slices.SortFunc(parts, func(a, b string) int {
+		_, pa, _ := strings.Cut(a, ": ")
+		_, pb, _ := strings.Cut(b, ": ")
+		return cmp.Or(strings.Compare(pa, pb), strings.Compare(a, b))
+	})
+	return strings.Join(parts, ", "), nil
 }
 
 // describeTLS describes the UpstreamTlsContext of c (gRFC A29): the
