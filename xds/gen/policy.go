@@ -383,6 +383,9 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 	}
 	out := unservedFields(tp.ProtoReflect(), func(p string) bool {
 		return servedFields[p] || servedFields[strings.TrimPrefix(p, "port_level_settings.")]
+	}, func(p string) bool {
+		// An empty outlierDetection ejects after Envoy's default count.
+		return strings.TrimPrefix(p, "port_level_settings.") == "outlier_detection"
 	})
 	for i, f := range out {
 		if at := strings.LastIndex(f, "tls."); at >= 0 {
@@ -400,6 +403,10 @@ func Unserved(tp *networking.TrafficPolicy) []string {
 		if lb.GetConsistentHash().GetMaglev() != nil {
 			out = append(out, at+".consistentHash.maglev (served as ring hash: gRPC has no Maglev)")
 		}
+	}
+	if ls := tp.GetLoadBalancer().GetLocalityLbSetting(); tp.GetOutlierDetection() == nil && len(ls.GetDistribute()) == 0 &&
+		(len(ls.GetFailover()) > 0 || len(ls.GetFailoverPriority()) > 0) && (ls.GetEnabled() == nil || ls.GetEnabled().GetValue()) {
+		out = append(out, "loadBalancer.localityLbSetting failover (applies only with outlierDetection, as in Istio)")
 	}
 	slices.Sort(out)
 	return out
@@ -431,8 +438,9 @@ func Unenforced(tp *networking.TrafficPolicy) []string {
 // "portLevelSettings[0].tls.mode"), each field set in m whose path (proto
 // names, dot-joined from m, without list indexes) served does not accept;
 // a map, a well-known type (a Duration) and an empty message are one
-// field.
-func unservedFields(m protoreflect.Message, served func(path string) bool) []string {
+// field; an empty message whose path servedEmpty accepts (nil: none) is
+// served.
+func unservedFields(m protoreflect.Message, served, servedEmpty func(path string) bool) []string {
 	var out []string
 	var walk func(m protoreflect.Message, path, shown string)
 	walk = func(m protoreflect.Message, path, shown string) {
@@ -441,6 +449,7 @@ func unservedFields(m protoreflect.Message, served func(path string) bool) []str
 			s := strings.TrimPrefix(shown+"."+fd.JSONName(), ".")
 			switch {
 			case served(p):
+			case servedEmpty != nil && fd.Message() != nil && !fd.IsMap() && !fd.IsList() && isEmpty(v.Message()) && servedEmpty(p):
 			case fd.IsList() && fd.Message() != nil:
 				for i := range v.List().Len() {
 					at := fmt.Sprintf("%s[%d]", s, i)

@@ -172,6 +172,17 @@ func TestUnserved(t *testing.T) {
 				ConnectionPool: &networking.ConnectionPoolSettings{
 					Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 10}}}},
 		}},
+		"locality load balancing is served": {policy: &networking.TrafficPolicy{
+			OutlierDetection: &networking.OutlierDetection{},
+			LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+				Enabled: wrapperspb.Bool(true), FailoverPriority: []string{"tier"},
+				Failover: []*networking.LocalityLoadBalancerSetting_Failover{{From: "r1", To: "r2"}}}},
+		}},
+		"locality failover without outlier detection does nothing": {
+			policy: &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+				LocalityLbSetting: &networking.LocalityLoadBalancerSetting{FailoverPriority: []string{"tier"}}}},
+			want: []string{"loadBalancer.localityLbSetting failover (applies only with outlierDetection, as in Istio)"},
+		},
 		"unserved fields and balancers": {
 			policy: &networking.TrafficPolicy{
 				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{

@@ -277,7 +277,7 @@ func UnservedRouting(vs *networking.VirtualService) []string {
 	if vs == nil {
 		return nil
 	}
-	out := unservedFields(vs.ProtoReflect(), func(p string) bool { return servedRoutingFields[p] })
+	out := unservedFields(vs.ProtoReflect(), func(p string) bool { return servedRoutingFields[p] }, nil)
 	for i, hr := range vs.GetHttp() {
 		if rt := hr.GetRetries(); rt != nil {
 			for cond := range strings.SplitSeq(rt.GetRetryOn(), ",") {
