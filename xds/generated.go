@@ -75,7 +75,7 @@ func (g *generation) keepNamesInUse(services []*model.Service) {
 		if !g.removedHosts[svc.Hostname] {
 			continue
 		}
-		for _, name := range gen.ClusterNames(svc) {
+		for _, name := range gen.AssignmentNames(svc) {
 			inUse[name] = true
 		}
 		for _, p := range svc.Ports {
@@ -94,18 +94,23 @@ func add(dst map[string]types.Resource, resources []types.Resource) {
 }
 
 // removeVanished notes the resources of prev that cur (nil: none) no
-// longer has: the clusters (and their ClusterLoadAssignments) of its
-// ports and subsets (gen.ClusterNames), the listeners and routes of its
-// ports.
+// longer has: the clusters of its ports and subsets (gen.ClusterNames),
+// their ClusterLoadAssignments (gen.AssignmentNames, with the refused
+// forms of TLS clusters), the listeners and routes of its ports.
 func (g *generation) removeVanished(prev, cur *model.Service) {
-	var keep []string
+	var keep, keepAssignments []string
 	if cur != nil {
-		keep = gen.ClusterNames(cur)
+		keep, keepAssignments = gen.ClusterNames(cur), gen.AssignmentNames(cur)
 	}
 	for _, cluster := range gen.ClusterNames(prev) {
 		if !slices.Contains(keep, cluster) {
 			g.removed[0] = append(g.removed[0], cluster)
-			g.removed[3] = append(g.removed[3], cluster)
+			g.noteHost(prev.Hostname)
+		}
+	}
+	for _, name := range gen.AssignmentNames(prev) {
+		if !slices.Contains(keepAssignments, name) {
+			g.removed[3] = append(g.removed[3], name)
 			g.noteHost(prev.Hostname)
 		}
 	}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -206,5 +207,40 @@ func TestSubsetsComeAndGo(t *testing.T) {
 	got = collect(resourcev3.EndpointType, v1, v2)
 	if got[v1] != nil || got[v2] != nil {
 		t.Errorf("subset assignments after the rule went: %v", got)
+	}
+}
+
+// TestRefusedTLSAssignments: a cluster asking for TLS has, besides its
+// assignment, an empty one under its refused name (gen.RefusedEDSPrefix),
+// which a client that cannot apply the TLS is pointed at, so its calls
+// fail at once; the empty one goes when the rule stops asking for TLS.
+func TestRefusedTLSAssignments(t *testing.T) {
+	src := &staticSource{}
+	src.set(grpcService("a.local", 80))
+	ts := startReadyServer(t, src)
+	refused := gen.RefusedEDSPrefix + clusterA
+	ts.SetPolicies(hostPolicies{"a.local": {Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+		Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE}}}})
+	ts.waitPushes(t, 1)
+	c := openDelta(t, rawClient(t, ts.Addr().String()))
+	c.send(&discovery.DeltaDiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{refused}})
+	resp := c.next(t)
+	var cla endpoint.ClusterLoadAssignment
+	if len(resp.GetResources()) != 1 {
+		t.Fatalf("%d resources for %s, want one", len(resp.GetResources()), refused)
+	}
+	if err := resp.GetResources()[0].GetResource().UnmarshalTo(&cla); err != nil {
+		t.Fatal(err)
+	}
+	if cla.GetClusterName() != refused || len(cla.GetEndpoints()) != 0 {
+		t.Errorf("the refused assignment is %v, want %s without endpoints", &cla, refused)
+	}
+	c.ack(resp)
+
+	ts.SetPolicies(nil)
+	ts.waitPushes(t, 1)
+	resp = c.next(t)
+	if !slices.Equal(resp.GetRemovedResources(), []string{refused}) {
+		t.Errorf("after the rule went: removed %v, want [%s]", resp.GetRemovedResources(), refused)
 	}
 }

@@ -23,8 +23,8 @@ import (
 //   - a SAN the backend's certificate lacks, and a bootstrap whose CA did
 //     not sign it, are refused: no call succeeds;
 //   - a client whose bootstrap declares no certificate provider is refused
-//     the backend (no endpoint: never plaintext), and /debug/syncz names
-//     the refusal;
+//     the backend (no endpoint: never plaintext), at once (no call waits
+//     for its deadline), and /debug/syncz names the refusal;
 //
 // and no client NACKs.
 func TestProxylessTLS(t *testing.T) {
@@ -98,6 +98,16 @@ func TestProxylessTLS(t *testing.T) {
 					if r.backend != "" {
 						t.Errorf("%s: call %d reached %s, want every call refused", c.what, i, r.backend)
 					}
+				}
+			}
+			// Refused at once (an assignment without endpoints), not held
+			// until the call's deadline waiting for one.
+			rs := refusedCalls.since(0)
+			t.Logf("%s: a refused call fails with %q", pc.name, rs[len(rs)-1].err)
+			for i, r := range rs {
+				if strings.Contains(strings.ToLower(r.err), "deadline") {
+					t.Errorf("refused call %d waited for its deadline (%q), want it to fail at once", i, r.err)
+					break
 				}
 			}
 			if got := substitutedFor(t, b, refusedNode); !slices.Contains(got, "tls.mode:SIMPLE:refused") {

@@ -325,7 +325,38 @@ func LoadAssignments(svc *model.Service, endpoints []*Endpoint) (cla map[string]
 		}
 		add(name, selected, localityLBOf(servedPolicy(svc, port)))
 	})
+	for _, name := range refusedAssignmentNames(svc) {
+		cla[name] = Encode(name, &endpoint.ClusterLoadAssignment{ClusterName: name})
+	}
 	return cla, scaled
+}
+
+// refusedAssignmentNames returns the EDS service names the clusters of
+// svc that ask for TLS name for a client that cannot apply it
+// (RefusedEDSPrefix): each is served an assignment without endpoints, so
+// that such a client's calls fail at once instead of after the
+// resource-does-not-exist timer.
+func refusedAssignmentNames(svc *model.Service) []string {
+	var out []string
+	for _, p := range svc.Ports {
+		if usesTLS(servedPolicy(svc, p.Number).GetTls()) {
+			out = append(out, RefusedEDSPrefix+ClusterName(p.Number, svc.Hostname))
+		}
+		for _, sub := range svc.Policy.GetSubsets() {
+			if usesTLS(subsetPolicy(svc, sub, p.Number).GetTls()) {
+				out = append(out, RefusedEDSPrefix+SubsetClusterName(p.Number, sub.GetName(), svc.Hostname))
+			}
+		}
+	}
+	return out
+}
+
+// AssignmentNames returns the names of every ClusterLoadAssignment of svc:
+// its clusters' (ClusterNames), then the refused forms of those that ask
+// for TLS (RefusedEDSPrefix). The xDS server removes the assignments of a
+// service by it.
+func AssignmentNames(svc *model.Service) []string {
+	return append(ClusterNames(svc), refusedAssignmentNames(svc)...)
 }
 
 // LabelsMatter reports whether the labels of svc's endpoints decide what

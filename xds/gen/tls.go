@@ -46,10 +46,10 @@ const (
 )
 
 // RefusedEDSPrefix starts the EDS service name of a cluster whose TLS a
-// client cannot apply (refuseTLS): the bridge never serves a
-// ClusterLoadAssignment of that name, so the client has no endpoint to
-// call, and its calls fail once the xDS resource-does-not-exist timer
-// (15 s in gRPC) fires, with the name in their error.
+// client cannot apply (refuseTLS): the bridge serves a
+// ClusterLoadAssignment of that name without endpoints
+// (LoadAssignments), so the client has no endpoint to call and its calls
+// fail at once.
 const RefusedEDSPrefix = "tls-refused-no-certificate-provider:"
 
 // tlsModes are the ClientTLSSettings modes served with TLS, and whether
@@ -102,9 +102,9 @@ func applyTLS(c *cluster.Cluster, s *networking.ClientTLSSettings, lacks Feature
 }
 
 // refuseTLS makes c a cluster with no endpoint for a client that cannot
-// apply its TLS: its EDS service name is one the bridge never serves
-// (RefusedEDSPrefix), and it has no transport socket for the client to
-// reject. Serving the cluster without TLS instead would send the client's
+// apply its TLS: its EDS service name is one whose assignment has no
+// endpoints (RefusedEDSPrefix), and it has no transport socket for the
+// client to reject. Serving the cluster without TLS instead would send the client's
 // calls in plaintext.
 func refuseTLS(c *cluster.Cluster) {
 	c.EdsClusterConfig.ServiceName = RefusedEDSPrefix + c.Name
