@@ -377,24 +377,35 @@ func (c *client) waitFailing(mark int, timeout time.Duration, what string) {
 // provider's declared timeout is the route's. A VirtualService with a 5s
 // timeout then overrides it: the calls succeed. Both providers, dubbo-go
 // and Apache Dubbo (Java), whose URLs differ; at interface level (the URL's
-// parameter) and at application level (its MetadataInfo's, kept remote).
+// parameter) and at application level (its MetadataInfo's, kept remote);
+// and the Java provider's URL parameter registered in the Nacos server.
 func TestDubboProviderTimeoutDefault(t *testing.T) {
 	for _, impl := range []struct {
 		name     string
 		start    func(testing.TB, harness.DubboProviderOptions) *harness.DubboProvider
 		register string
+		nacos    bool
 	}{
-		{"dubbo-go", harness.StartDubboProvider, "interface"},
-		{"dubbo-java", harness.StartDubboJavaProvider, "interface"},
-		{"dubbo-go application level", harness.StartDubboProvider, "application"},
-		{"dubbo-java application level", harness.StartDubboJavaProvider, "application"},
+		{"dubbo-go", harness.StartDubboProvider, "interface", false},
+		{"dubbo-java", harness.StartDubboJavaProvider, "interface", false},
+		{"dubbo-go application level", harness.StartDubboProvider, "application", false},
+		{"dubbo-java application level", harness.StartDubboJavaProvider, "application", false},
+		{"dubbo-java in Nacos", harness.StartDubboJavaProvider, "interface", true},
 	} {
 		t.Run(impl.name, func(t *testing.T) {
-			z := harness.StartZooKeeper(t)
-			p := impl.start(t, harness.DubboProviderOptions{
-				Registry: "zookeeper://" + z.Address(), App: "slow-greeter", Register: impl.register,
-				MetadataType: "remote", Params: map[string]string{"timeout": "200"}, GreetDelay: 2 * time.Second,
-			})
+			opts := harness.DubboProviderOptions{App: "slow-greeter", Register: impl.register, MetadataType: "remote",
+				Params: map[string]string{"timeout": "200"}, GreetDelay: 2 * time.Second}
+			var registry string
+			if impl.nacos {
+				n := harness.StartNacos(t)
+				opts.Registry, opts.MetadataType, opts.Protocols = "nacos://"+n.Address(), "local", []string{"tri"}
+				registry = fmt.Sprintf("registries:\n- name: nacos-dubbo\n  type: nacos\n  nacos: {addresses: [%q], relistInterval: 1s, dubbo: {enabled: true}}\n",
+					n.Address())
+			} else {
+				z := harness.StartZooKeeper(t)
+				opts.Registry, registry = "zookeeper://"+z.Address(), zookeeperRegistry(z)
+			}
+			p := impl.start(t, opts)
 			host := greetHost
 			if impl.register == "application" {
 				host = "slow-greeter.dubbo"
@@ -404,7 +415,7 @@ func TestDubboProviderTimeoutDefault(t *testing.T) {
 			if err := os.WriteFile(policyFile, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			b := startBridge(t, zookeeperRegistry(z)+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
+			b := startBridge(t, registry+fmt.Sprintf("policy: {files: [%q]}\n", policyFile))
 			target := fmt.Sprintf("xds:///%s:%d", host, port)
 			c := startClient(t, b.xdsAddr, target, "-method", greetMethod, "-timeout", "5s")
 			c.waitUntil(0, 60*time.Second, "3 calls in a row ended DEADLINE_EXCEEDED", func(rs []callResult) bool {
