@@ -346,6 +346,9 @@ func (c *Resources) entryFor(name string, e *cachedEntry, w *cacheWatch) *cached
 	if !ok {
 		wire := l.res.Form(key)
 		form = &cachedEntry{wire: unsafe.String(unsafe.SliceData(wire), len(wire)), version: e.version}
+		if form.wire == e.wire {
+			form = e // the own form: shared, not held twice
+		}
 		if l.forms == nil {
 			l.forms = make(map[string]*cachedEntry)
 		}

@@ -402,7 +402,7 @@ var claType = (*endpoint.ClusterLoadAssignment)(nil).ProtoReflect().Type()
 func encodeLoadAssignment(name string, endpoints []*Endpoint, lb *localityLB) (cla types.Resource, scaled bool) {
 	unique := sortCompact(endpoints)
 	s, scaled := weightScale(unique)
-	if lb != nil && len(unique) > 0 {
+	if lb != nil && len(unique) > 0 && !lb.uniform(unique) {
 		if r, ok := localizedAssignment(name, unique, s, scaled, lb); ok {
 			return r, scaled
 		}

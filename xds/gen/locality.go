@@ -80,6 +80,22 @@ func localityLBOf(tp *networking.TrafficPolicy) *localityLB {
 	return l
 }
 
+// uniform reports whether l sends every client the plain assignment of
+// unique (sorted by address): failover by locality alone over endpoints
+// of one locality, which every client has at priority 0. Most services
+// live in one zone, and their assignments are then not Localized.
+func (l *localityLB) uniform(unique []*Endpoint) bool {
+	if !l.failover || len(l.labels) > 0 {
+		return false
+	}
+	for _, e := range unique[1:] {
+		if e.place != unique[0].place && e.locality() != unique[0].locality() {
+			return false
+		}
+	}
+	return true
+}
+
 // same reports whether l and o give every client the same assignment.
 func (l *localityLB) same(o *localityLB) bool {
 	eqDistribute := func(a, b *networking.LocalityLoadBalancerSetting_Distribute) bool {

@@ -241,3 +241,25 @@ func TestLocalizedForms(t *testing.T) {
 		t.Errorf("a client with labels shares the key of one without (istiod prioritizes only a client with labels)")
 	}
 }
+
+// TestLocalityFailoverOfOneLocality: failover by locality over endpoints
+// of one locality sends every client the plain assignment, so it is not
+// Localized; failoverPriority labels still split it.
+func TestLocalityFailoverOfOneLocality(t *testing.T) {
+	eps := []*model.Endpoint{ep("10.0.0.1", 80, "r1/z1"), ep("10.0.0.2", 80, "r1/z1")}
+	eps[0].Labels = map[string]string{"tier": "gold"}
+	for _, tc := range []struct {
+		priorities []string
+		localized  bool
+	}{{nil, false}, {[]string{"tier"}, true}} {
+		svc := grpcService("a.local", 80)
+		svc.Policy = &networking.DestinationRule{Host: "a.local", TrafficPolicy: &networking.TrafficPolicy{
+			OutlierDetection: &networking.OutlierDetection{},
+			LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+				FailoverPriority: tc.priorities, Failover: []*networking.LocalityLoadBalancerSetting_Failover{{From: "r2", To: "r3"}}}}}}
+		res := encodeEveryPort(svc, encodeEach(eps))["outbound|80||a.local"]
+		if _, ok := res.(*Localized); ok != tc.localized {
+			t.Errorf("failoverPriority %v: Localized %v, want %v", tc.priorities, ok, tc.localized)
+		}
+	}
+}
