@@ -3,9 +3,12 @@ package main
 import (
 	"time"
 
+	networking "istio.io/api/networking/v1"
+
 	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/registries/consul"
 	"github.com/meshbridge/meshbridge/translate"
+	"github.com/meshbridge/meshbridge/xds"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
@@ -19,6 +22,34 @@ type bridgeConfig struct {
 	edsDebounce   bool
 }
 
+// everyHostPolicy, when set (-policy), is every bridge's traffic policy: a
+// mesh with a policy on every host.
+var everyHostPolicy xds.Policies
+
+// everyHost gives every host one DestinationRule.
+type everyHost struct{ rule *networking.DestinationRule }
+
+func (e everyHost) For(string) *networking.DestinationRule       { return e.rule }
+func (e everyHost) RoutingFor(string) *networking.VirtualService { return nil }
+
+// hostRule is -policy's DestinationRule ("*"): outlier detection, which
+// with the generator's three zones per service makes every
+// ClusterLoadAssignment one per client locality (gen.Localized), and a
+// circuit breaker.
+var hostRule = &networking.DestinationRule{Host: "*", TrafficPolicy: &networking.TrafficPolicy{
+	OutlierDetection: &networking.OutlierDetection{},
+	ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{
+		Http2MaxRequests: 100}},
+}}
+
+// policyParams is the report's note of -policy.
+func policyParams() string {
+	if everyHostPolicy == nil {
+		return ""
+	}
+	return ", a DestinationRule on every host (outlier detection, http2MaxRequests)"
+}
+
 // bridge is cmd/bridge's pipeline (package pipeline) on the generator
 // registry.
 type bridge struct {
@@ -30,7 +61,7 @@ type bridge struct {
 func startBridge(gen *pipeline.Generator, cfg bridgeConfig) (*bridge, error) {
 	p, err := pipeline.Start(gen, pipeline.Options{
 		Registry: gen.Name(), Type: "consul", HostTemplate: consul.HostTemplate, Endpoints: cfg.endpoints,
-		DebounceAfter: cfg.debounceAfter, EDSDebounce: cfg.edsDebounce,
+		DebounceAfter: cfg.debounceAfter, EDSDebounce: cfg.edsDebounce, Policies: everyHostPolicy,
 	})
 	if err != nil {
 		return nil, err

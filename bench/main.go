@@ -53,7 +53,11 @@ func main() {
 	flag.StringVar(&opts.memProfile, "memprofile", "", "write a heap profile at each P1 memory reading here (suffixed with the mode)")
 	flag.StringVar(&opts.p2Profile, "p2profile", "", "write a CPU profile of P2's measured rounds (the bridge's process) here, suffixed with the watchers and the EDS debounce (without -cpuprofile)")
 	flag.StringVar(&opts.p3Profile, "p3profile", "", "write a CPU profile of P3's measured rounds here (without -cpuprofile)")
+	policy := flag.Bool("policy", false, "every host has a DestinationRule (outlier detection, http2MaxRequests): the scenarios with a policy on every host")
 	flag.Parse()
+	if *policy {
+		everyHostPolicy = everyHost{hostRule}
+	}
 	opts.p2Mode = clientFlags.mode
 	for _, w := range strings.Split(*watchers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))

@@ -18,7 +18,7 @@ import (
 // one ADS client holds every ClusterLoadAssignment, both from the start of
 // the bridge; and the bridge's live heap per instance.
 func p1(opts options, mode translate.EndpointMode) ([]row, error) {
-	params := fmt.Sprintf("%d services × %d instances, endpoints=%s", opts.services, opts.instances, mode)
+	params := fmt.Sprintf("%d services × %d instances, endpoints=%s", opts.services, opts.instances, mode) + policyParams()
 	empty, err := emptyBridgeHeap(mode)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func p2(opts options, watchers int, edsDebounce bool) ([]row, error) {
 	}
 	params := fmt.Sprintf("%d services × %d instances, %d watching + %d other streams (%s, in a client process), %d rounds, %s",
 		opts.services, opts.instances, watchers, opts.others, modeText(opts.p2Mode), opts.rounds, debounce)
-	params += " (after 2 warm-up rounds)"
+	params += policyParams() + " (after 2 warm-up rounds)"
 	gen := pipeline.NewGenerator(opts.services, opts.instances)
 	b, err := startServingBridge(gen, edsDebounce)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 func p3(opts options) ([]row, error) {
 	params := fmt.Sprintf("%d services × %d instances, %d streams (CDS wildcard + 1 CLA each), %d rounds each, debounce.after=100ms",
 		opts.services, opts.instances, opts.p3Streams, opts.rounds)
+	params += policyParams()
 	gen := pipeline.NewGenerator(opts.services, opts.instances)
 	b, err := startServingBridge(gen, true)
 	if err != nil {

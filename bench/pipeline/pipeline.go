@@ -59,6 +59,9 @@ type Options struct {
 	// Sink, when set, wraps the Syncer as the registry's sink (to time
 	// snapshots, say).
 	Sink func(registries.Sink) registries.Sink
+	// Policies, when set, is the traffic policy of direct xDS from the
+	// start (the config's policy block).
+	Policies xds.Policies
 }
 
 // Pipeline is a running pipeline; its fields are read-only.
@@ -126,6 +129,9 @@ func Start(r Runner, opts Options) (*Pipeline, error) {
 		Logger: log,
 	})
 	p.Store, p.Syncer, p.Controller, p.XDS = p.core.Store, p.core.Syncer, p.core.Controller, p.core.XDS
+	if opts.Policies != nil {
+		p.XDS.SetPolicies(opts.Policies)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel

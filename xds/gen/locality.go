@@ -66,7 +66,10 @@ func localityLBOf(tp *networking.TrafficPolicy) *localityLB {
 	if tp.GetOutlierDetection() == nil {
 		return nil
 	}
-	l := &localityLB{failover: true, regions: s.GetFailover(), explicit: s != nil}
+	if s == nil {
+		return meshDefaultFailover
+	}
+	l := &localityLB{failover: true, regions: s.GetFailover(), explicit: true}
 	for _, p := range s.GetFailoverPriority() {
 		name, value, fixed := strings.Cut(p, "=")
 		l.labels = append(l.labels, name)
@@ -95,6 +98,11 @@ func (l *localityLB) uniform(unique []*Endpoint) bool {
 	}
 	return true
 }
+
+// meshDefaultFailover is the locality load balancing of a rule with
+// outlier detection and no localityLbSetting (Istio's mesh default):
+// failover by locality. Shared, read-only: most rules are so.
+var meshDefaultFailover = &localityLB{failover: true}
 
 // same reports whether l and o give every client the same assignment.
 func (l *localityLB) same(o *localityLB) bool {
@@ -423,8 +431,15 @@ func distribute(localities []placedLocality, to map[string]uint32) []wire.Locali
 // Resources.ServeLocalized). Immutable.
 type Localized struct {
 	*Encoded
-	lb         *localityLB
-	localities []placedLocality
+	lb *localityLB
+	// endpoints are the assignment's, grouped by locality: group i is
+	// endpoints[ends[i-1]:ends[i]], named names[i], groups in name order.
+	// They are the shards' entries (shared): 8 bytes per endpoint.
+	endpoints []*Endpoint
+	names     []string
+	ends      []int32
+	scale     scale
+	scaled    bool
 }
 
 // FormKey returns the key of the form a client at locality
@@ -435,20 +450,48 @@ func (r *Localized) FormKey(locality string, labels map[string]string) string {
 
 // Form returns the encoding of the form of key (FormKey's), a new slice.
 func (r *Localized) Form(key string) []byte {
-	b, _ := wire.LoadAssignment(r.name, r.lb.localize(r.localities, key))
+	b, _ := wire.LoadAssignment(r.name, r.lb.localize(r.placed(), key))
 	return b
 }
 
+// placed returns the localities of r as localize reads them, in new
+// slices: each endpoint's LbEndpoint encoding (again at the scaled weight
+// when the weights were scaled), its weight and, when failoverPriority
+// reads them, its labels.
+func (r *Localized) placed() []placedLocality {
+	out := make([]placedLocality, len(r.names))
+	backing := make([]placedEndpoint, len(r.endpoints))
+	var from int32
+	for i, end := range r.ends {
+		members := backing[from:end:end]
+		for k, e := range r.endpoints[from:end] {
+			w := r.scale.of(e.weight)
+			lbe := e.lb
+			if r.scaled {
+				lbe = wire.LbEndpoint(e.address, e.port, w)
+			}
+			members[k] = placedEndpoint{lb: lbe, weight: w}
+			if len(r.lb.labels) > 0 {
+				members[k].labels = e.labels()
+			}
+		}
+		out[i] = placedLocality{name: r.names[i], endpoints: members}
+		from = end
+	}
+	return out
+}
+
 // SameForms reports whether o is a Localized that sends every client what
-// r does.
+// r does: the same setting, own form, localities and endpoints (labels
+// included when failoverPriority reads them, SameForClients).
 func (r *Localized) SameForms(o any) bool {
 	x, ok := o.(*Localized)
-	if !ok || !r.lb.same(x.lb) || string(r.wire) != string(x.wire) {
+	if !ok || !r.lb.same(x.lb) || string(r.wire) != string(x.wire) || r.scale != x.scale ||
+		!slices.Equal(r.names, x.names) || !slices.Equal(r.ends, x.ends) {
 		return false
 	}
-	return slices.EqualFunc(r.localities, x.localities, func(a, b placedLocality) bool {
-		return a.name == b.name && slices.Equal(a.endpoints, b.endpoints)
-	})
+	byLabels := len(r.lb.labels) > 0
+	return slices.EqualFunc(r.endpoints, x.endpoints, func(a, b *Endpoint) bool { return SameForClients(a, b, byLabels) })
 }
 
 // localizedAssignment returns the Localized assignment name of unique
@@ -457,29 +500,19 @@ func (r *Localized) SameForms(o any) bool {
 // UTF-8) or the name is not valid UTF-8.
 func localizedAssignment(name string, unique []*Endpoint, s scale, scaled bool, lb *localityLB) (*Localized, bool) {
 	groups := groupByLocality(unique)
-	localities := make([]placedLocality, len(groups))
-	backing := make([]placedEndpoint, len(unique))
+	r := &Localized{lb: lb, endpoints: make([]*Endpoint, 0, len(unique)), names: make([]string, len(groups)),
+		ends: make([]int32, len(groups)), scale: s, scaled: scaled}
 	for i, g := range groups {
-		members := backing[:len(g.members):len(g.members)]
-		backing = backing[len(g.members):]
-		for k, m := range g.members {
+		for _, m := range g.members {
 			e := unique[m]
-			lbe, w := e.lb, s.of(e.weight)
-			if scaled {
-				lbe = wire.LbEndpoint(e.address, e.port, w)
-			}
-			if lbe == "" {
+			if e.lb == "" {
 				return nil, false
 			}
-			members[k] = placedEndpoint{lb: lbe, weight: w}
-			if len(lb.labels) > 0 {
-				members[k].labels = e.labels()
-			}
+			r.endpoints = append(r.endpoints, e)
 		}
-		localities[i] = placedLocality{name: g.locality, endpoints: members}
+		r.names[i], r.ends[i] = g.locality, int32(len(r.endpoints))
 	}
-	r := &Localized{lb: lb, localities: localities}
-	own, ok := wire.LoadAssignment(name, lb.localize(localities, lb.formKey("", nil)))
+	own, ok := wire.LoadAssignment(name, lb.localize(r.placed(), lb.formKey("", nil)))
 	if !ok {
 		return nil, false
 	}
