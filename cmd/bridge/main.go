@@ -30,7 +30,7 @@ func main() {
 const usageText = `Usage:
   meshbridge run --config FILE [--log-level debug|info|warn|error] [--log-format text|json]
   meshbridge translate --config FILE [-o yaml|json] [--diff [--kubeconfig FILE]] [--allow-empty]
-  meshbridge bootstrap --node-id ID [--xds-address ADDR | --config FILE] [--cluster NAME] [--locality R/Z/S] [--tls] [--ca-file FILE] [--cert-file FILE --key-file FILE] [--upstream-ca-file FILE [--upstream-cert-file FILE --upstream-key-file FILE]]
+  meshbridge bootstrap --node-id ID [--xds-address ADDR | --config FILE] [--cluster NAME] [--locality R/Z/S] [--label K=V ...] [--tls] [--ca-file FILE] [--cert-file FILE --key-file FILE] [--upstream-ca-file FILE [--upstream-cert-file FILE --upstream-key-file FILE]]
   meshbridge status [--address http://127.0.0.1:15015] [-o json]
   meshbridge version
 
