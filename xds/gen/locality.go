@@ -99,6 +99,22 @@ func (l *localityLB) uniform(unique []*Endpoint) bool {
 	return true
 }
 
+// ownIsPlain reports whether a client without locality or labels is sent
+// the plain assignment of localities names: failover by locality alone,
+// no failover regions, and no locality without a region (every locality
+// is then in another region than the client's, at one priority).
+func (l *localityLB) ownIsPlain(names []string) bool {
+	if !l.failover || len(l.labels) > 0 || len(l.regions) > 0 {
+		return false
+	}
+	for _, n := range names {
+		if r, _, _ := wire.SplitLocality(n); r == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // meshDefaultFailover is the locality load balancing of a rule with
 // outlier detection and no localityLbSetting (Istio's mesh default):
 // failover by locality. Shared, read-only: most rules are so.
@@ -172,6 +188,12 @@ func (l *localityLB) formKey(locality string, labels map[string]string) string {
 			}
 		}
 		return ""
+	}
+	switch {
+	case len(l.labels) == 0 && locality == "" && len(labels) == 0:
+		return "\x00-" // no place: the common client, without an allocation
+	case len(l.labels) == 0 && len(labels) == 0:
+		return locality + "\x00+"
 	}
 	var b strings.Builder
 	b.WriteString(locality)
@@ -511,6 +533,17 @@ func localizedAssignment(name string, unique []*Endpoint, s scale, scaled bool, 
 			r.endpoints = append(r.endpoints, e)
 		}
 		r.names[i], r.ends[i] = g.locality, int32(len(r.endpoints))
+	}
+	if lb.ownIsPlain(r.names) {
+		// The client without a place is sent the plain assignment: its
+		// encoding from the endpoints' own, as for any other cluster.
+		// (Scaled weights give a message instead: localized below.)
+		if enc, _ := encodeLoadAssignment(name, unique, nil); enc != nil {
+			if e, ok := enc.(*Encoded); ok {
+				r.Encoded = e
+				return r, true
+			}
+		}
 	}
 	own, ok := wire.LoadAssignment(name, lb.localize(r.placed(), lb.formKey("", nil)))
 	if !ok {
