@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"time"
 
 	networking "istio.io/api/networking/v1"
@@ -38,10 +39,11 @@ func (s *DiscoveryServer) SetPolicies(p Policies) {
 // policies are the same (s.attachedFrom, the pointer SetPolicies stored),
 // without looking the host up again; after SetPolicies each host is
 // looked up once more, and a copy whose objects did not change is kept.
-// So a full push that changes neither allocates nothing, costs one map
-// lookup per service (none for a service at the index it had in the last
-// push), and the pushed service keeps its identity
-// (model.Service.SameGeneratorInputs answers at once). s.pushMu is held.
+// So a full push that changes neither costs one map lookup per service
+// (none for a service at the index it had in the last push, and no
+// allocation when every service is where it was), and the pushed service
+// keeps its identity (model.Service.SameGeneratorInputs answers at once).
+// s.pushMu is held.
 func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Service {
 	p := s.policies.Load()
 	if p == nil || *p == nil {
@@ -54,6 +56,9 @@ func (s *DiscoveryServer) withPolicies(services []*model.Service) []*model.Servi
 	}
 	same := s.attachedFrom == p
 	s.attachedFrom = p
+	if same && slices.Equal(services, s.lastSrc) {
+		return s.lastOut // the same services under the same policies: the same result, read-only
+	}
 	out := make([]*model.Service, len(services))
 	for i, svc := range services {
 		if same && i < len(s.lastSrc) && s.lastSrc[i] == svc {
