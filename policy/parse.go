@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshbridge/meshbridge/xds/gen"
 )
 
 // Object is one DestinationRule or VirtualService document of a file.
@@ -322,7 +324,7 @@ func validateLocality(at string, lb *networking.LocalityLoadBalancerSetting) err
 	if len(lb.GetFailover()) > 0 {
 		for _, l := range lb.GetFailoverPriority() {
 			switch name, _, _ := strings.Cut(l, "="); name {
-			case "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "topology.istio.io/subzone":
+			case gen.LabelTopologyRegion, gen.LabelTopologyZone, gen.LabelTopologySubzone:
 				return fmt.Errorf("%s: failoverPriority %q: a topology label cannot be set with failover", at, l)
 			}
 		}
