@@ -23,6 +23,9 @@ const (
 	ProtocolHTTP2 Protocol = "HTTP2"
 	ProtocolGRPC  Protocol = "GRPC"
 	ProtocolTCP   Protocol = "TCP"
+	// ProtocolHTTPS is TLS the mesh passes through (Istio's HTTPS port:
+	// routed by SNI, not terminated): an instance's secure port.
+	ProtocolHTTPS Protocol = "HTTPS"
 )
 
 // Port is one service port.

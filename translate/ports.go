@@ -59,8 +59,10 @@ type ProtocolPort struct {
 
 // ParseProtocol maps a registry protocol name (case-insensitive) to the
 // protocol meshbridge records: http → HTTP, http2 → HTTP2, grpc and tri
-// (Dubbo's Triple, gRPC on the wire) → GRPC, tcp → TCP, dubbo →
-// ProtocolDubbo; anything else, including "", → TCP (docs/design.md §3).
+// (Dubbo's Triple, gRPC on the wire) → GRPC, https and tls (a secure port:
+// Eureka's securePort, Spring Cloud Zookeeper's sslPort) → HTTPS, tcp →
+// TCP, dubbo → ProtocolDubbo; anything else, including "", → TCP
+// (docs/design.md §3).
 func ParseProtocol(registry string) model.Protocol {
 	switch strings.ToLower(registry) {
 	case "http":
@@ -69,6 +71,8 @@ func ParseProtocol(registry string) model.Protocol {
 		return model.ProtocolHTTP2
 	case "grpc", "tri", "triple":
 		return model.ProtocolGRPC
+	case "https", "tls":
+		return model.ProtocolHTTPS
 	case "dubbo":
 		return ProtocolDubbo
 	}
@@ -78,7 +82,7 @@ func ParseProtocol(registry string) model.Protocol {
 // istioProtocol is the ServiceEntry port protocol for p.
 func istioProtocol(p model.Protocol) model.Protocol {
 	switch p {
-	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC:
+	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC, model.ProtocolHTTPS:
 		return p
 	}
 	return model.ProtocolTCP
@@ -86,13 +90,14 @@ func istioProtocol(p model.Protocol) model.Protocol {
 
 // PortName returns the ServiceEntry port name for protocol p and number n:
 // "<protocol>-<n>" with the protocol lower-cased ("http-8080", "grpc-9000",
-// "tcp-dubbo-20880"); unknown protocols name a tcp port (docs/design.md §3).
+// "https-8443", "tcp-dubbo-20880"); unknown protocols name a tcp port
+// (docs/design.md §3).
 func PortName(p model.Protocol, n uint32) string {
 	num := strconv.FormatUint(uint64(n), 10)
 	switch p {
 	case ProtocolDubbo:
 		return "tcp-dubbo-" + num
-	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC:
+	case model.ProtocolHTTP, model.ProtocolHTTP2, model.ProtocolGRPC, model.ProtocolHTTPS:
 		return strings.ToLower(string(p)) + "-" + num
 	}
 	return "tcp-" + num

@@ -200,14 +200,16 @@ func TestPortName(t *testing.T) {
 		want     string
 		istio    string
 	}{
-		"http":                 {"http", "http-80", "HTTP"},
-		"http2":                {"HTTP2", "http2-80", "HTTP2"},
-		"grpc":                 {"grpc", "grpc-80", "GRPC"},
-		"tcp":                  {"tcp", "tcp-80", "TCP"},
-		"dubbo is tcp-dubbo":   {"dubbo", "tcp-dubbo-80", "TCP"},
-		"empty is tcp":         {"", "tcp-80", "TCP"},
-		"unknown is tcp":       {"thrift", "tcp-80", "TCP"},
-		"case does not matter": {"GrPc", "grpc-80", "GRPC"},
+		"http":                        {"http", "http-80", "HTTP"},
+		"http2":                       {"HTTP2", "http2-80", "HTTP2"},
+		"grpc":                        {"grpc", "grpc-80", "GRPC"},
+		"tcp":                         {"tcp", "tcp-80", "TCP"},
+		"https is passed-through TLS": {"https", "https-80", "HTTPS"},
+		"tls is https":                {"TLS", "https-80", "HTTPS"},
+		"dubbo is tcp-dubbo":          {"dubbo", "tcp-dubbo-80", "TCP"},
+		"empty is tcp":                {"", "tcp-80", "TCP"},
+		"unknown is tcp":              {"thrift", "tcp-80", "TCP"},
+		"case does not matter":        {"GrPc", "grpc-80", "GRPC"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
