@@ -1,6 +1,7 @@
 package registries
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,15 +52,45 @@ var upSeries sync.Map // registry name → struct{}
 
 // Forget drops the metric series of a registry removed from the
 // configuration (meshbridge_registry_up, meshbridge_registry_errors_total,
-// meshbridge_registry_skipped_total, meshbridge_registry_protected_services),
-// so that no alert keeps firing for a registry that is gone.
+// meshbridge_registry_skipped_total, meshbridge_registry_protected_services,
+// and a registry type's own, PerRegistry), so that no alert keeps firing for a registry that is gone.
 func Forget(registry string) {
+	perRegistry.Lock()
+	for _, v := range perRegistry.vecs {
+		v.DeletePartialMatch(prometheus.Labels{"registry": registry})
+	}
+	perRegistry.Unlock()
 	upSeries.Delete(registry)
 	listedRegistries.Delete(registry)
 	registryUp.DeleteLabelValues(registry)
 	RegistryErrors.DeletePartialMatch(prometheus.Labels{"registry": registry})
 	RegistrySkipped.DeletePartialMatch(prometheus.Labels{"registry": registry})
 	registryProtected.DeleteLabelValues(registry)
+}
+
+// perRegistry are the metric vectors of registry types' own packages,
+// labelled by "registry", which Forget clears too (PerRegistry).
+var perRegistry struct {
+	sync.Mutex
+	vecs []PartialDeleter
+}
+
+// PartialDeleter is a metric vector (prometheus.CounterVec, GaugeVec, ...).
+type PartialDeleter interface {
+	DeletePartialMatch(labels prometheus.Labels) int
+}
+
+// PerRegistry adds a registry type's own metric vectors, each with a
+// "registry" label, to those Forget clears; adding one twice changes
+// nothing.
+func PerRegistry(vecs ...PartialDeleter) {
+	perRegistry.Lock()
+	defer perRegistry.Unlock()
+	for _, v := range vecs {
+		if !slices.Contains(perRegistry.vecs, v) {
+			perRegistry.vecs = append(perRegistry.vecs, v)
+		}
+	}
 }
 
 // InitMetrics creates the series of registry at 0, one per reason of

@@ -21,6 +21,7 @@ import (
 	"github.com/meshbridge/meshbridge/model"
 	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/eureka"
 	"github.com/meshbridge/meshbridge/serviceentry"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/xds"
@@ -51,7 +52,7 @@ func metricCollectors() []prometheus.Collector {
 		configReloads.WithLabelValues(result)
 	}
 	return slices.Concat([]prometheus.Collector{buildInfo, configReloads},
-		registries.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), dns.Collectors(), kube.Collectors(),
+		registries.Collectors(), eureka.Collectors(), syncer.Collectors(), serviceentry.Collectors(), xds.Collectors(), dns.Collectors(), kube.Collectors(),
 		policy.Collectors())
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/meshbridge/meshbridge/pipeline"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/registries/eureka"
 	"github.com/meshbridge/meshbridge/registries/file"
 	"github.com/meshbridge/meshbridge/registries/nacos"
 	"github.com/meshbridge/meshbridge/registries/zookeeper"
@@ -19,7 +20,7 @@ import (
 // registryTypes are the registry types the configuration accepts, each
 // defined in its own package (configuration block, defaults, validation,
 // default host template, constructor). Adding a type is one line here.
-var registryTypes = registries.Types{consul.Type(), file.Type(), nacos.Type(), zookeeper.Type()}
+var registryTypes = registries.Types{consul.Type(), eureka.Type(), file.Type(), nacos.Type(), zookeeper.Type()}
 
 // buildRegistries creates the configured registry watchers and the Syncer's
 // view of them (with their translators), in configuration order.
