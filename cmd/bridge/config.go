@@ -776,8 +776,15 @@ func validateRegistry(p string, r RegistryConfig, add func(path, format string, 
 		add(p+".type", "required: one of %s", registryTypes.Names())
 		return
 	}
-	if t, _ := registryTypes.Lookup(r.Type); r.HostTemplate != "" && t.HostsFrom != "" {
-		add(p+".hostTemplate", "a %s registry names its services with %s, not hostTemplate", r.Type, t.HostsFrom)
+	// A block that names its hosts by a setting of its own (a zookeeper
+	// block's layout) says so itself, over its type's HostsFrom.
+	t, _ := registryTypes.Lookup(r.Type)
+	hostsFrom := t.HostsFrom
+	if b, ok := r.Block.(interface{ HostsFrom() string }); ok {
+		hostsFrom = b.HostsFrom()
+	}
+	if r.HostTemplate != "" && hostsFrom != "" {
+		add(p+".hostTemplate", "a %s registry names its services with %s, not hostTemplate", r.Type, hostsFrom)
 	}
 	if r.HostTemplate != "" {
 		if _, err := translate.New(translate.Options{Registry: "r", Namespace: "ns", HostTemplate: r.HostTemplate}); err != nil {

@@ -79,6 +79,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"cert without key":                {"registries:\n- {name: a, type: consul, consul: {address: a:1, tls: {certFile: c}}}\n", "registries[0].consul: tls.certFile and tls.keyFile: set both or neither"},
 		"file path missing":               {"registries:\n- {name: a, type: file}\n", "registries[0].file.path: required"},
 		"zookeeper with a hostTemplate":   {"registries:\n- {name: a, type: zookeeper, hostTemplate: \"{{.Service}}.zk\"}\n", "registries[0].hostTemplate: a zookeeper registry names its services with zookeeper.dubbo.interfaceHostTemplate"},
+		"zookeeper unknown layout":        {"registries:\n- {name: a, type: zookeeper, zookeeper: {layout: eureka}}\n", `registries[0].zookeeper.layout: "eureka" is not one of dubbo, spring-cloud`},
+		"zookeeper spring-cloud dubbo":    {"registries:\n- {name: a, type: zookeeper, zookeeper: {layout: spring-cloud, dubbo: {mode: both}}}\n", "registries[0].zookeeper.dubbo: layout spring-cloud reads Spring Cloud Zookeeper instances"},
 		"file maxSize not positive":       {"registries:\n- {name: a, type: file, file: {path: x, maxSize: 0}}\n", "registries[0].file.maxSize: 0 is not a positive size in bytes"},
 		"file maxSize not a quantity":     {"registries:\n- {name: a, type: file, file: {path: x, maxSize: lots}}\n", "registries[0].file.maxSize"},
 		"file with a hostTemplate":        {"registries:\n- {name: a, type: file, file: {path: x}, hostTemplate: \"{{.Service}}.static\"}\n", "registries[0].hostTemplate: a file registry names its services with the host of each service in its file (services[].host), not hostTemplate"},
@@ -136,6 +138,19 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestZooKeeperSpringCloudTakesHostTemplate: a zookeeper registry of
+// layout spring-cloud is named by hostTemplate (its block lifts the type's
+// HostsFrom); layout dubbo still refuses it (above).
+func TestZooKeeperSpringCloudTakesHostTemplate(t *testing.T) {
+	cfg, err := ParseConfig([]byte("registries:\n- {name: a, type: zookeeper, hostTemplate: \"{{.Service}}.zk\", zookeeper: {layout: spring-cloud}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Registries[0]; r.HostTemplate != "{{.Service}}.zk" {
+		t.Errorf("hostTemplate %q", r.HostTemplate)
 	}
 }
 

@@ -17,15 +17,32 @@ import (
 
 // Defaults of the zookeeper block (README "Configuration").
 const (
-	DefaultServer         = "127.0.0.1:2181"
-	DefaultRoot           = "dubbo"
-	DefaultSessionTimeout = 10 * time.Second
+	DefaultServer = "127.0.0.1:2181"
+	DefaultRoot   = "dubbo"
+	// DefaultSpringCloudRoot is the root of layout spring-cloud: Spring
+	// Cloud Zookeeper's spring.cloud.zookeeper.discovery.root default.
+	DefaultSpringCloudRoot = "/services"
+	// DefaultSpringCloudHostTemplate names the services of layout
+	// spring-cloud (the registry's hostTemplate): <application>.zookeeper.
+	DefaultSpringCloudHostTemplate = "{{.Service}}.zookeeper"
+	DefaultSessionTimeout          = 10 * time.Second
 	// ServicesRoot is where Dubbo 3 application-level instances live
 	// (Curator ServiceDiscovery's base path in Dubbo and dubbo-go).
 	ServicesRoot = "/services"
 	// MappingDir is the child of the root that holds interface → application
 	// mappings, not an interface.
 	MappingDir = "mapping"
+)
+
+// Layouts: how services are laid out in ZooKeeper (Block.Layout).
+const (
+	// LayoutDubbo: Dubbo's providers under /<root> and Dubbo 3
+	// application-level instances under /services.
+	LayoutDubbo = "dubbo"
+	// LayoutSpringCloud: Spring Cloud Zookeeper discovery (Curator
+	// x-discovery), one ServiceInstance JSON per instance at
+	// /<root>/<application>/<id> (spring.go).
+	LayoutSpringCloud = "spring-cloud"
 )
 
 // Session timeouts outside this range are refused: ZooKeeper clamps what it
@@ -36,12 +53,21 @@ const (
 	maxSessionTimeout = 10 * time.Minute
 )
 
-// Type is the registry type "zookeeper" (registries.Types). It emits Dubbo
-// services only, named by the dubbo block's host templates.
+// dubboHostsFrom names what names a layout dubbo registry's services.
+const dubboHostsFrom = "zookeeper.dubbo.interfaceHostTemplate and applicationHostTemplate"
+
+// Type is the registry type "zookeeper" (registries.Types). With layout
+// dubbo (the default) it emits Dubbo services, named by the dubbo block's
+// host templates (HostsFrom; Block.HostsFrom lifts it for layout
+// spring-cloud); with layout spring-cloud, Spring Cloud Zookeeper
+// applications, named by the registry's hostTemplate, default
+// HostTemplate. Dubbo services carry their host, so HostTemplate never
+// applies to them.
 func Type() registries.Type {
 	return registries.Type{
-		Name:      "zookeeper",
-		HostsFrom: "zookeeper.dubbo.interfaceHostTemplate and applicationHostTemplate",
+		Name:         "zookeeper",
+		HostTemplate: DefaultSpringCloudHostTemplate,
+		HostsFrom:    dubboHostsFrom,
 		// fail's reasons (auth becomes forbidden when ZooKeeper refuses the
 		// credentials), outage's, and the liveness probe's.
 		ErrorReasons: []string{"read", "auth", "forbidden", "unavailable", registries.ReasonHung},
@@ -65,16 +91,38 @@ type Block struct {
 	// Servers are the ensemble's client addresses, host:port (default
 	// 127.0.0.1:2181).
 	Servers []string `json:"servers,omitempty"`
-	// Root is Dubbo's registry root (default "dubbo"): interface-level
-	// providers are under /<root>/<interface>/providers, mappings under
-	// /<root>/mapping, remote metadata under /<root>/metadata/<application>
-	// (Dubbo Java) or /<root>/<application> (dubbo-go).
+	// Layout is dubbo (default) or spring-cloud (LayoutDubbo,
+	// LayoutSpringCloud).
+	Layout string `json:"layout,omitempty"`
+	// Root, with layout dubbo, is Dubbo's registry root (default
+	// "dubbo"): interface-level providers are under
+	// /<root>/<interface>/providers, mappings under /<root>/mapping, remote
+	// metadata under /<root>/metadata/<application> (Dubbo Java) or
+	// /<root>/<application> (dubbo-go). With layout spring-cloud it is
+	// Spring's discovery root (default "/services"): instances are at
+	// /<root>/<application>/<id>.
 	Root string `json:"root,omitempty"`
 	// SessionTimeout is the session timeout asked of ZooKeeper (default
 	// 10s; the server clamps it to [2, 20] × tickTime).
 	SessionTimeout strict.Duration `json:"sessionTimeout"`
 	Auth           Auth            `json:"auth"`
-	Dubbo          dubbo.Config    `json:"dubbo"`
+	// Dubbo configures layout dubbo; layout spring-cloud refuses it.
+	Dubbo dubbo.Config `json:"dubbo"`
+}
+
+// springCloud reports whether the block reads layout spring-cloud.
+func (b *Block) springCloud() bool { return b.Layout == LayoutSpringCloud }
+
+// HostsFrom says what names the registry's services instead of its
+// hostTemplate: the dubbo block's templates with layout dubbo (and an
+// unknown one, which Validate refuses), nothing with layout spring-cloud,
+// whose services the registry's hostTemplate names. The configuration
+// loader (cmd/bridge) asks the block before registries.Type.HostsFrom.
+func (b *Block) HostsFrom() string {
+	if b.springCloud() {
+		return ""
+	}
+	return dubboHostsFrom
 }
 
 var _ registries.Config = (*Block)(nil)
@@ -84,11 +132,26 @@ func (b *Block) Default() {
 	if len(b.Servers) == 0 {
 		b.Servers = []string{DefaultServer}
 	}
+	if b.Layout == "" {
+		b.Layout = LayoutDubbo
+	}
 	if b.Root == "" {
 		b.Root = DefaultRoot
+		if b.springCloud() {
+			b.Root = DefaultSpringCloudRoot
+		}
 	}
 	b.SessionTimeout.Default(DefaultSessionTimeout)
-	b.Dubbo.Default()
+	// Layout spring-cloud leaves the dubbo block as written: Validate
+	// refuses it when it is set.
+	if b.Layout == LayoutDubbo {
+		b.Dubbo.Default()
+	}
+}
+
+// dubboSet reports whether the dubbo block sets anything.
+func dubboSet(c dubbo.Config) bool {
+	return c.Enabled != nil || c.Mode != "" || len(c.DropParams) > 0 || c.InterfaceHostTemplate != "" || c.ApplicationHostTemplate != ""
 }
 
 // Validate implements registries.Config.
@@ -123,11 +186,21 @@ func (b *Block) Validate() []error {
 	default:
 		errs = append(errs, registries.Invalid("auth.scheme", "%q is not supported (digest)", b.Auth.Scheme))
 	}
-	if b.Dubbo.Enabled != nil && !*b.Dubbo.Enabled {
-		errs = append(errs, registries.Invalid("dubbo.enabled", "a zookeeper registry reads Dubbo providers only; remove the key"))
-	}
-	for _, err := range b.Dubbo.Validate() {
-		errs = append(errs, registries.Nested("dubbo", err))
+	switch b.Layout {
+	case LayoutDubbo:
+		if b.Dubbo.Enabled != nil && !*b.Dubbo.Enabled {
+			errs = append(errs, registries.Invalid("dubbo.enabled", "a zookeeper registry of layout dubbo reads Dubbo providers only; remove the key"))
+		}
+		for _, err := range b.Dubbo.Validate() {
+			errs = append(errs, registries.Nested("dubbo", err))
+		}
+	case LayoutSpringCloud:
+		if dubboSet(b.Dubbo) {
+			errs = append(errs, registries.Invalid("dubbo", "layout spring-cloud reads Spring Cloud Zookeeper instances, not Dubbo providers: "+
+				"remove the dubbo block, or read Dubbo with a registry of layout dubbo"))
+		}
+	default:
+		errs = append(errs, registries.Invalid("layout", "%q is not one of %s, %s", b.Layout, LayoutDubbo, LayoutSpringCloud))
 	}
 	return errs
 }
@@ -168,9 +241,12 @@ func (b *Block) New(name string, log *slog.Logger) (registries.Registry, error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	builder, err := dubbo.NewBuilder(c.Dubbo) // validated above
-	if err != nil {
-		return nil, fmt.Errorf("dubbo: %w", err)
+	var builder *dubbo.Builder
+	if !c.springCloud() {
+		var err error
+		if builder, err = dubbo.NewBuilder(c.Dubbo); err != nil { // validated above
+			return nil, fmt.Errorf("dubbo: %w", err)
+		}
 	}
 	return newRegistry(name, c, creds, builder, log.With("registry", name)), nil
 }

@@ -29,6 +29,12 @@ func TestBlockValidate(t *testing.T) {
 		{name: "not user:password", block: Block{Auth: Auth{Scheme: "digest", Credentials: "nocolon"}}, want: "auth.credentials: not user:password"},
 		{name: "dubbo disabled", block: Block{Dubbo: dubbo.Config{Enabled: &off}}, want: "dubbo.enabled:"},
 		{name: "dubbo mode", block: Block{Dubbo: dubbo.Config{Mode: "all"}}, want: `dubbo.mode: "all" is not one of`},
+		{name: "spring-cloud", block: Block{Layout: LayoutSpringCloud}},
+		{name: "spring-cloud root", block: Block{Layout: LayoutSpringCloud, Root: "/apps/discovery"}},
+		{name: "unknown layout", block: Block{Layout: "eureka"}, want: `layout: "eureka" is not one of dubbo, spring-cloud`},
+		{name: "spring-cloud with a dubbo block", block: Block{Layout: LayoutSpringCloud, Dubbo: dubbo.Config{ApplicationHostTemplate: "{{.Application}}.x"}},
+			want: "dubbo: layout spring-cloud reads Spring Cloud Zookeeper instances, not Dubbo providers"},
+		{name: "spring-cloud with dubbo disabled", block: Block{Layout: LayoutSpringCloud, Dubbo: dubbo.Config{Enabled: &off}}, want: "dubbo: layout spring-cloud"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.block
@@ -57,5 +63,29 @@ func TestBlockDefaultsAndRedaction(t *testing.T) {
 	r := b.Redacted().(*Block)
 	if r.Auth.Credentials != registries.Redacted || b.Auth.Credentials != "user:secret" {
 		t.Errorf("Redacted: %q (original %q)", r.Auth.Credentials, b.Auth.Credentials)
+	}
+}
+
+func TestBlockSpringCloudDefaults(t *testing.T) {
+	b := Block{Layout: LayoutSpringCloud}
+	b.Default()
+	b.Default() // idempotent: New defaults a copy again
+	if b.Root != DefaultSpringCloudRoot || b.Dubbo.Mode != "" || b.HostsFrom() != "" {
+		t.Errorf("defaults: %+v (HostsFrom %q): want root /services, the dubbo block untouched, hostTemplate taken", b, b.HostsFrom())
+	}
+	if errs := b.Validate(); len(errs) > 0 {
+		t.Errorf("Validate: %v", errs)
+	}
+	d := Block{}
+	d.Default()
+	if d.Layout != LayoutDubbo || d.Root != DefaultRoot || d.HostsFrom() == "" || d.HostsFrom() != Type().HostsFrom {
+		t.Errorf("dubbo defaults: %+v (HostsFrom %q)", d, d.HostsFrom())
+	}
+	reg, err := b.New("zk", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reg.(*Registry); r.appsRoot != DefaultSpringCloudRoot || r.builder != nil {
+		t.Errorf("registry reads %s (builder %v), want /services and no Dubbo", r.appsRoot, r.builder)
 	}
 }

@@ -1,7 +1,8 @@
 // Package zookeeper is the registry type "zookeeper": it follows the Dubbo
 // providers registered in a ZooKeeper ensemble, interface-level and Dubbo 3
 // application-level, with watches (never by polling), and reports each
-// Dubbo service (registries/dubbo) to a registries.Sink.
+// Dubbo service (registries/dubbo) to a registries.Sink; with layout
+// spring-cloud, Spring Cloud Zookeeper's instances instead (below).
 //
 // What it reads (Dubbo 3 documentation, "ZooKeeper registry"; the layout
 // Java Dubbo 3 documents and dubbo-go writes — the tested provider is
@@ -78,4 +79,36 @@
 // process's protocols, labels and methods) and its naming (the block's
 // dubbo.interfaceHostTemplate and applicationHostTemplate) are
 // registries/dubbo's.
+//
+// Layout spring-cloud (layout: spring-cloud; layout dubbo, the default, is
+// the above) reads Spring Cloud Zookeeper discovery instead (Curator
+// x-discovery, spring.go): one ephemeral node per instance at
+// /<root>/<application>/<id> (root default /services, Spring's
+// spring.cloud.zookeeper.discovery.root), holding Curator's ServiceInstance
+// JSON with a ZookeeperInstance payload. Rules 1-8 hold, the root read as
+// /services is (ChildrenW on the root and on each application, GetW on
+// each instance); nothing else is read (no /dubbo, no metadata). Its own
+// rules:
+//
+//  10. One service per application, named by the application; no Host, so
+//     the registry's hostTemplate names it (default
+//     {{.Service}}.zookeeper). An application is listed while it has an
+//     instance node, served or not; without one it is removed.
+//  11. An instance: ID "<application>/<node>" (the node is Curator's
+//     instance id, a UUID for Spring), address (IP or hostname), port with
+//     the protocol of metadata "protocol", else http; an sslPort too with
+//     protocol https (both: registries.InstanceExtra.Ports; sslPort alone:
+//     the one port). Services get a port per protocol
+//     (registries.Service.PortPerProtocol). Labels are the payload's
+//     metadata as written; locality from its region, zone and subzone.
+//  12. Served only when its metadata instance_status is UP (any case) or
+//     absent (Spring Cloud Zookeeper's rule: OUT_OF_SERVICE and the rest
+//     are not served) and Curator's enabled is not false; a status change
+//     (Spring rewrites the node) is seen by the data watch.
+//  13. A node that is not a usable ServiceInstance (not JSON, no address,
+//     neither port nor sslPort, a port outside 1-65535, another
+//     application's name) is passed on as registries.InvalidInstance:
+//     translate rejects it as malformed, logged and counted
+//     (meshbridge_translate_rejected_instances_total), and the
+//     application's other instances are served.
 package zookeeper

@@ -18,15 +18,19 @@ import (
 	"github.com/meshbridge/meshbridge/registries/dubbo"
 )
 
-// Registry follows Dubbo providers in one ZooKeeper ensemble (doc.go).
+// Registry follows Dubbo providers, or Spring Cloud Zookeeper instances, in
+// one ZooKeeper ensemble (doc.go).
 type Registry struct {
 	name    string
 	cfg     Block
 	creds   string
 	log     *slog.Logger
 	health  *registries.Health
-	builder *dubbo.Builder
-	root    string // "/<root>"
+	builder *dubbo.Builder // nil with layout spring-cloud
+	root    string         // "/<root>"
+	// appsRoot holds one child per application, each holding its
+	// instances: /services with layout dubbo, the root with spring-cloud.
+	appsRoot string
 
 	mu     sync.Mutex
 	status Status
@@ -37,7 +41,9 @@ type Status struct {
 	registries.HealthStatus
 	Servers []string `json:"servers"`
 	Root    string   `json:"root"`
-	Mode    string   `json:"mode"`
+	Layout  string   `json:"layout"`
+	// Mode is the dubbo block's mode (layout dubbo).
+	Mode string `json:"mode,omitempty"`
 	// HasSession is true while a ZooKeeper session is established.
 	HasSession bool `json:"hasSession"`
 	// Sessions counts sessions established (a reconnect within the session
@@ -47,7 +53,8 @@ type Status struct {
 	// one per retry after a failed read.
 	Relists int `json:"relists"`
 	// Interfaces and Applications are the interfaces under the root and
-	// the applications under /services; Services the services emitted.
+	// the applications under /services (layout spring-cloud: under the
+	// root); Services the services emitted.
 	Interfaces   int `json:"interfaces"`
 	Applications int `json:"applications"`
 	Services     int `json:"services"`
@@ -63,11 +70,15 @@ var (
 
 func newRegistry(name string, cfg Block, creds string, builder *dubbo.Builder, log *slog.Logger) *Registry {
 	root := "/" + strings.Trim(cfg.Root, "/")
+	appsRoot := ServicesRoot
+	if cfg.springCloud() {
+		appsRoot = root
+	}
 	return &Registry{
-		name: name, cfg: cfg, creds: creds, log: log, root: root,
+		name: name, cfg: cfg, creds: creds, log: log, root: root, appsRoot: appsRoot,
 		health:  registries.NewHealth(name, log),
 		builder: builder,
-		status:  Status{Servers: slices.Clone(cfg.Servers), Root: root, Mode: string(cfg.Dubbo.Mode)},
+		status:  Status{Servers: slices.Clone(cfg.Servers), Root: root, Layout: cfg.Layout, Mode: string(cfg.Dubbo.Mode)},
 	}
 }
 
@@ -101,7 +112,7 @@ func (r *Registry) Run(ctx context.Context, sink registries.Sink) error {
 	if err := w.connect(); err != nil {
 		return err
 	}
-	r.log.Info("Watching ZooKeeper", "servers", r.cfg.Servers, "root", r.root, "mode", r.cfg.Dubbo.Mode)
+	r.log.Info("Watching ZooKeeper", "servers", r.cfg.Servers, "root", r.root, "layout", r.cfg.Layout, "mode", r.cfg.Dubbo.Mode)
 	w.run(ctx)
 	w.conn.Close()
 	r.log.Info("Stopped watching ZooKeeper")
@@ -145,10 +156,10 @@ const (
 	watchRootExists                      // /<root> appearing
 	watchProviders                       // children of /<root>/<interface>/providers
 	watchProvidersExist                  // /<root>/<interface>/providers appearing
-	watchApps                            // children of /services: applications
-	watchAppsExist                       // /services appearing
-	watchAppInstances                    // children of /services/<app>
-	watchInstance                        // data of /services/<app>/<instance>
+	watchApps                            // children of the apps root (/services): applications
+	watchAppsExist                       // the apps root appearing
+	watchAppInstances                    // children of <apps root>/<app>
+	watchInstance                        // data of <apps root>/<app>/<instance>
 )
 
 // watchKey is one watch of ours: a kind and a path.
@@ -239,9 +250,12 @@ type appState struct {
 	metadata map[string]dubbo.RevisionMetadata
 }
 
+// parsedInstance is one instance node as read: a Dubbo AppInstance (or
+// why it is malformed) with layout dubbo, a Spring one with spring-cloud.
 type parsedInstance struct {
-	a   dubbo.AppInstance
-	err error
+	a      dubbo.AppInstance
+	err    error
+	spring springResult
 }
 
 func newWatcher(r *Registry, sink registries.Sink) *watcher {
@@ -417,11 +431,16 @@ func (w *watcher) authenticate() {
 func (w *watcher) relist(session int64) <-chan time.Time {
 	w.failed = false
 	w.observed = time.Now()
-	if w.r.builder.Mode().Interface() {
-		w.readRoot(true)
-	}
-	if w.r.builder.Mode().Application() {
+	switch {
+	case w.r.builder == nil: // layout spring-cloud
 		w.readApps(true)
+	default:
+		if w.r.builder.Mode().Interface() {
+			w.readRoot(true)
+		}
+		if w.r.builder.Mode().Application() {
+			w.readApps(true)
+		}
 	}
 	w.r.setStatus(func(s *Status) {
 		s.HasSession = true
@@ -467,12 +486,12 @@ func (w *watcher) handle(f fire) {
 	case watchApps, watchAppsExist:
 		w.readApps(false)
 	case watchAppInstances:
-		app := strings.TrimPrefix(f.key.path, ServicesRoot+"/")
+		app := strings.TrimPrefix(f.key.path, w.r.appsRoot+"/")
 		if _, ok := w.apps[app]; ok {
 			w.readAppInstances(app, false)
 		}
 	case watchInstance:
-		app, child, _ := strings.Cut(strings.TrimPrefix(f.key.path, ServicesRoot+"/"), "/")
+		app, child, _ := strings.Cut(strings.TrimPrefix(f.key.path, w.r.appsRoot+"/"), "/")
 		if st, ok := w.apps[app]; ok {
 			if _, ok := st.instances[child]; ok {
 				w.readInstance(app, child)

@@ -156,12 +156,12 @@ func (w *watcher) readProviders(iface string) {
 	w.dirty[dirtyInterface+iface] = true
 }
 
-// readApps reads the applications under /services; all re-reads every
-// application's instances.
+// readApps reads the applications under the apps root (/services, or
+// layout spring-cloud's root); all re-reads every application's instances.
 func (w *watcher) readApps(all bool) {
-	children, err := w.childrenOrWatchCreation(watchApps, watchAppsExist, ServicesRoot)
+	children, err := w.childrenOrWatchCreation(watchApps, watchAppsExist, w.r.appsRoot)
 	if err != nil {
-		w.fail("read", fmt.Errorf("zookeeper: list %s: %w", ServicesRoot, err))
+		w.fail("read", fmt.Errorf("zookeeper: list %s: %w", w.r.appsRoot, err))
 		return
 	}
 	seen := make(map[string]bool, len(children))
@@ -186,10 +186,10 @@ func (w *watcher) readApps(all bool) {
 // readAppInstances reads one application's instance nodes; all re-reads
 // every instance's data, else only new ones are read.
 func (w *watcher) readAppInstances(app string, all bool) {
-	path := ServicesRoot + "/" + app
+	path := w.r.appsRoot + "/" + app
 	children, err := w.children(watchAppInstances, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		delete(w.apps, app) // the /services watch reports it too
+		delete(w.apps, app) // the apps root's watch reports it too
 		w.dirty[dirtyApplication+app] = true
 		return
 	}
@@ -214,9 +214,10 @@ func (w *watcher) readAppInstances(app string, all bool) {
 	}
 }
 
-// readInstance reads one application-level instance's ServiceInstance.
+// readInstance reads one application-level instance's ServiceInstance
+// (layout dubbo: a Dubbo 3 process; spring-cloud: a Spring instance).
 func (w *watcher) readInstance(app, child string) {
-	path := ServicesRoot + "/" + app + "/" + child
+	path := w.r.appsRoot + "/" + app + "/" + child
 	st := w.apps[app]
 	data, err := w.data(watchInstance, path)
 	switch {
@@ -225,6 +226,15 @@ func (w *watcher) readInstance(app, child string) {
 	case err != nil:
 		w.fail("read", fmt.Errorf("zookeeper: read %s: %w", path, err))
 		return
+	case w.r.builder == nil: // layout spring-cloud
+		res := springInstance(app, child, data)
+		switch {
+		case res.skip != "":
+			w.log.Debug("Not serving a Spring Cloud instance", "application", app, "node", child, "reason", res.skip)
+		case res.inst.Invalid() != "":
+			w.log.Debug("Cannot read a Spring Cloud instance", "application", app, "node", child, "err", res.inst.Invalid())
+		}
+		st.instances[child] = parsedInstance{spring: res}
 	default:
 		a, perr := dubbo.ParseServiceInstance(data)
 		if perr == nil && a.Application != app {
@@ -323,6 +333,13 @@ func (w *watcher) applicationServices(app string) []registries.Service {
 	st := w.apps[app]
 	if st == nil || len(st.instances) == 0 {
 		return nil
+	}
+	if w.r.builder == nil { // layout spring-cloud
+		nodes := make(map[string]springResult, len(st.instances))
+		for child, pi := range st.instances {
+			nodes[child] = pi.spring
+		}
+		return []registries.Service{springService(app, nodes)}
 	}
 	var insts []dubbo.AppInstance
 	var malformed []dubbo.Malformed
