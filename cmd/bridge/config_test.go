@@ -69,7 +69,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		"no registries":                   {"output: {namespace: x}\n", "registries: at least one registry is required"},
 		"registry name not a label":       {"registries:\n- name: DC_1\n  type: file\n  file: {path: x}\n", `registries[0].name: "DC_1" is not a DNS-1123 label`},
 		"duplicate registry name":         {"registries:\n- {name: a, type: file, file: {path: x}}\n- {name: a, type: file, file: {path: other}}\n", `registries[1].name: "a" is already used by registries[0]`},
-		"unknown registry type":           {"registries:\n- {name: a, type: eureka}\n", `registries[0].type: "eureka" is not one of consul, file`},
+		"unknown registry type":           {"registries:\n- {name: a, type: etcd}\n", `registries[0].type: "etcd" is not one of consul, eureka, file`},
 		"another type's block":            {"registries:\n- {name: a, type: file, file: {path: x}, consul: {}}\n", "registries[0].consul: not allowed for type file"},
 		"a wrong value in a block":        {"registries:\n- {name: a, type: consul, consul: {maxWatches: many}}\n", `registries[0].consul.maxWatches: must be a whole number, not the string "many"`},
 		"an unknown key beside the block": {"registries:\n- {name: a, type: file, file: {path: x}, hostTemplat: x}\n", "registries[0].hostTemplat: unknown field"},

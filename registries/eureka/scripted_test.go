@@ -33,10 +33,14 @@ type scriptedEureka struct {
 	auth   string
 	// requests counts requests per path.
 	requests map[string]int
+	// counts are the instances per status; full caches the answer to GET
+	// apps/ until a change (the real server caches it too).
+	counts map[string]int
+	full   []byte
 }
 
 func startScripted(t testing.TB) *scriptedEureka {
-	s := &scriptedEureka{apps: map[string]map[string]instance{}, requests: map[string]int{}}
+	s := &scriptedEureka{apps: map[string]map[string]instance{}, requests: map[string]int{}, counts: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.mu.Lock()
@@ -78,7 +82,10 @@ func (s *scriptedEureka) serve(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	switch r.URL.Path {
 	case "/eureka/apps/":
-		body = s.encode(s.all())
+		if s.full == nil {
+			s.full = s.encode(s.all())
+		}
+		body = s.full
 	case "/eureka/apps/delta":
 		body = s.encode(s.delta)
 	default:
@@ -102,10 +109,6 @@ func (s *scriptedEureka) all() []instance {
 // encode writes insts as the server's JSON, with the hashcode of the
 // whole registry. s.mu is held.
 func (s *scriptedEureka) encode(insts []instance) []byte {
-	counts := map[string]int{}
-	for _, in := range s.all() {
-		counts[in.Status]++
-	}
 	byApp := map[string][]any{}
 	for _, in := range insts {
 		meta := map[string]string{"@class": "java.util.Collections$EmptyMap"}
@@ -127,7 +130,7 @@ func (s *scriptedEureka) encode(insts []instance) []byte {
 		apps = append(apps, map[string]any{"name": name, "instance": list})
 	}
 	b, _ := json.Marshal(map[string]any{"applications": map[string]any{
-		"versions__delta": "1", "apps__hashcode": reconcileHashcode(counts), "application": apps}})
+		"versions__delta": "1", "apps__hashcode": reconcileHashcode(s.counts), "application": apps}})
 	return b
 }
 
@@ -140,10 +143,13 @@ func (s *scriptedEureka) put(in instance, inDelta bool) {
 		s.apps[in.App] = map[string]instance{}
 	}
 	in.ActionType = actionAdded
-	if _, ok := s.apps[in.App][in.ID]; ok {
+	if old, ok := s.apps[in.App][in.ID]; ok {
 		in.ActionType = actionModified
+		s.counts[old.Status]--
 	}
 	s.apps[in.App][in.ID] = in
+	s.counts[in.Status]++
+	s.full = nil
 	if inDelta {
 		s.delta = append(s.delta, in)
 	}
@@ -158,6 +164,8 @@ func (s *scriptedEureka) del(app, id string, inDelta bool) {
 		return
 	}
 	delete(s.apps[app], id)
+	s.counts[in.Status]--
+	s.full = nil
 	if len(s.apps[app]) == 0 {
 		delete(s.apps, app)
 	}

@@ -101,18 +101,18 @@ type wireApplication struct {
 }
 
 type wireInstance struct {
-	InstanceID          flexString     `json:"instanceId"`
-	App                 flexString     `json:"app"`
-	HostName            flexString     `json:"hostName"`
-	IPAddr              flexString     `json:"ipAddr"`
-	Status              flexString     `json:"status"`
-	OverriddenStatus    flexString     `json:"overriddenStatus"`
-	OverriddenStatusOld flexString     `json:"overriddenstatus"`
-	Port                wirePort       `json:"port"`
-	SecurePort          wirePort       `json:"securePort"`
-	DataCenterInfo      wireDataCenter `json:"dataCenterInfo"`
-	Metadata            map[string]any `json:"metadata"`
-	ActionType          flexString     `json:"actionType"`
+	InstanceID          flexString            `json:"instanceId"`
+	App                 flexString            `json:"app"`
+	HostName            flexString            `json:"hostName"`
+	IPAddr              flexString            `json:"ipAddr"`
+	Status              flexString            `json:"status"`
+	OverriddenStatus    flexString            `json:"overriddenStatus"`
+	OverriddenStatusOld flexString            `json:"overriddenstatus"`
+	Port                wirePort              `json:"port"`
+	SecurePort          wirePort              `json:"securePort"`
+	DataCenterInfo      wireDataCenter        `json:"dataCenterInfo"`
+	Metadata            map[string]flexString `json:"metadata"`
+	ActionType          flexString            `json:"actionType"`
 }
 
 func (w wireInstance) instance(app string) instance {
@@ -129,9 +129,7 @@ func (w wireInstance) instance(app string) instance {
 		SecureEnabled:    w.SecurePort.Enabled,
 		ActionType:       strings.ToUpper(string(w.ActionType)),
 	}
-	if az, ok := w.DataCenterInfo.Metadata["availability-zone"].(string); ok {
-		in.AvailabilityZone = az
-	}
+	in.AvailabilityZone = string(w.DataCenterInfo.Metadata["availability-zone"])
 	for k, v := range w.Metadata {
 		if strings.HasPrefix(k, "@") { // the codec's type marker ("@class")
 			continue
@@ -139,7 +137,7 @@ func (w wireInstance) instance(app string) instance {
 		if in.Metadata == nil {
 			in.Metadata = make(map[string]string, len(w.Metadata))
 		}
-		in.Metadata[k] = scalarString(v)
+		in.Metadata[k] = string(v)
 	}
 	return in
 }
@@ -149,23 +147,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// scalarString is a metadata value as text: Eureka's metadata is a string
-// map, but a hand-made registration may hold numbers or booleans.
-func scalarString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return ""
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // wirePort is {"$": 8080, "@enabled": "true"}.
@@ -196,7 +177,7 @@ func (p *wirePort) UnmarshalJSON(b []byte) error {
 }
 
 type wireDataCenter struct {
-	Metadata map[string]any `json:"metadata"`
+	Metadata map[string]flexString `json:"metadata"`
 }
 
 // flexString is a JSON string, number or boolean, as text.

@@ -58,8 +58,8 @@ func TestDecodeApplications(t *testing.T) {
 
 func TestDecodeApplicationsRefusesOtherAnswers(t *testing.T) {
 	for name, body := range map[string]string{
-		"html":               `<html>login</html>`,
-		"no applications":    `{"apps":[]}`,
+		"html":                       `<html>login</html>`,
+		"no applications":            `{"apps":[]}`,
 		"a status that is an object": `{"applications":{"application":[{"name":"A","instance":[{"status":{"x":1}}]}]}}`,
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,84 @@
+package eureka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/meshbridge/meshbridge/registries"
+)
+
+// benchRegistry fills a recorded server with apps applications × per
+// instances, UP, on their own ports, with Spring's metadata shape.
+func benchRegistry(b *testing.B, apps, per int) *scriptedEureka {
+	s := startScripted(b)
+	for a := range apps {
+		for i := range per {
+			in := upInstance(fmt.Sprintf("APP-%05d", a), 20000+i)
+			in.IPAddr = fmt.Sprintf("10.%d.%d.%d", a/65536, a/256%256, a%256)
+			in.Metadata = map[string]string{"management.port": fmt.Sprint(20000 + i), "zone": "z1"}
+			s.put(in, false)
+		}
+	}
+	return s
+}
+
+// newBenchWatcher is a watcher of s with a sink that counts snapshots.
+func newBenchWatcher(b *testing.B, s *scriptedEureka, snapshots *int) *watcher {
+	reg, err := New(Config{Name: "bench", Servers: []string{s.URL()}, RequestTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess := registries.NewSession(reg.health, registries.ReporterConfig{Registry: "bench", Logger: slog.New(slog.DiscardHandler),
+		Sink: registries.SinkFuncs{SnapshotFunc: func(registries.Snapshot) { *snapshots++ }}})
+	reg.session = sess
+	return &watcher{r: reg, s: sess, c: reg.client, apps: map[string]map[string]*instance{}, counts: map[string]int{},
+		relist: relistStart, server: -1, failing: map[int]bool{}}
+}
+
+// BenchmarkColdSync10k: the first full read of 10,000 applications × 3
+// instances from a recorded server over loopback HTTP: the request, the
+// decode, and a snapshot per application.
+func BenchmarkColdSync10k(b *testing.B) {
+	s := benchRegistry(b, 10000, 3)
+	b.ReportAllocs()
+	for b.Loop() {
+		var n int
+		w := newBenchWatcher(b, s, &n)
+		w.poll(context.Background())
+		if n != 10000 {
+			b.Fatalf("%d snapshots, want 10000", n)
+		}
+	}
+}
+
+// BenchmarkDeltaRound10k: one interval's work at 10,000 applications × 3
+// instances with one instance changed: requests/op is what a registry
+// costs Eureka per interval (1: GET apps/delta), whatever the number of
+// applications.
+func BenchmarkDeltaRound10k(b *testing.B) {
+	s := benchRegistry(b, 10000, 3)
+	var n int
+	w := newBenchWatcher(b, s, &n)
+	w.poll(context.Background())
+	before := s.count("/eureka/apps/delta") + s.count("/eureka/apps/")
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		s.expire()
+		in := upInstance("APP-00001", 20000)
+		in.IPAddr = fmt.Sprintf("10.200.%d.%d", i/256%256, i%256)
+		s.put(in, true)
+		w.poll(context.Background())
+	}
+	requests := s.count("/eureka/apps/delta") + s.count("/eureka/apps/") - before
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+	if full := testFulls(s); full != 1 {
+		b.Fatalf("%d full reads, want the first one only", full)
+	}
+}
+
+func testFulls(s *scriptedEureka) int { return s.count("/eureka/apps/") }
