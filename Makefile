@@ -19,9 +19,9 @@ NACOS_DIR = $(shell tools/build.sh nacos | sed -n 's/^nacos=//p')
 # (zookeeper=CLASSPATH: Debian's ZooKeeper, installed by apt-get when missing;
 # helm=PATH and promtool=PATH: the helm and promtool the chart tests run;
 # istiod=PATH: the istiod test/istio's ambient tests run; image=PATH: the
-# image builder make image runs, which test/image runs; nacos=DIR, dubbo-java=DIR, grpc-java=DIR, spring-cloud=DIR: the
+# image builder make image runs, which test/image runs; nacos=DIR, dubbo-java=DIR, grpc-java=DIR, spring-cloud=DIR, eureka=DIR: the
 # Java peers (tools/build.sh's header), built with Maven from Maven Central).
-SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java spring-cloud
+SERVERS = tools/build.sh consul kube polaris zookeeper dubbo helm istiod promtool image nacos dubbo-java grpc-java spring-cloud eureka
 # Test files built only without the race detector (//go:build !race): their
 # tests drive a data race inside a dependency that the project cannot fix
 # and that the race detector would report as the test's. make test runs them
@@ -115,14 +115,15 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 	dubbo_java_dir=$$(sed -n 's/^dubbo-java=//p' <<<"$$servers"); \
 	grpc_java_dir=$$(sed -n 's/^grpc-java=//p' <<<"$$servers"); \
 	spring_dir=$$(sed -n 's/^spring-cloud=//p' <<<"$$servers"); \
+	eureka_dir=$$(sed -n 's/^eureka=//p' <<<"$$servers"); \
 	test -x "$$consul_bin" && test -x "$$kube_assets/kube-apiserver" && test -x "$$kube_assets/etcd" && test -x "$$polaris_bin" && \
 		test -n "$$zookeeper_cp" && test -x "$$dubbo_bin" && test -x "$$helm_bin" && test -x "$$istiod_bin" && test -x "$$promtool_bin" && \
-		test -f "$$nacos_dir/classpath" && test -f "$$dubbo_java_dir/classpath" && test -f "$$grpc_java_dir/classpath" && test -f "$$spring_dir/classpath" || \
+		test -f "$$nacos_dir/classpath" && test -f "$$dubbo_java_dir/classpath" && test -f "$$grpc_java_dir/classpath" && test -f "$$spring_dir/classpath" && test -f "$$eureka_dir/classpath" || \
 		{ echo "make test: missing server binaries: $$servers"; exit 1; }; \
 	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_CONSUL_BIN="$$consul_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
 		MESHBRIDGE_POLARIS_BIN="$$polaris_bin" MESHBRIDGE_ZOOKEEPER_CLASSPATH="$$zookeeper_cp" \
 		MESHBRIDGE_DUBBO_PROVIDER_BIN="$$dubbo_bin" MESHBRIDGE_HELM_BIN="$$helm_bin" MESHBRIDGE_ISTIOD="$$istiod_bin" \
-		MESHBRIDGE_PROMTOOL_BIN="$$promtool_bin" MESHBRIDGE_NACOS_DIR="$$nacos_dir" MESHBRIDGE_DUBBO_JAVA_DIR="$$dubbo_java_dir" MESHBRIDGE_GRPC_JAVA_DIR="$$grpc_java_dir" MESHBRIDGE_SPRING_CLOUD_DIR="$$spring_dir"; \
+		MESHBRIDGE_PROMTOOL_BIN="$$promtool_bin" MESHBRIDGE_NACOS_DIR="$$nacos_dir" MESHBRIDGE_DUBBO_JAVA_DIR="$$dubbo_java_dir" MESHBRIDGE_GRPC_JAVA_DIR="$$grpc_java_dir" MESHBRIDGE_SPRING_CLOUD_DIR="$$spring_dir" MESHBRIDGE_EUREKA_DIR="$$eureka_dir"; \
 	$(GO) test -race -count=1 -timeout 25m ./... && \
 	for f in $(NORACE_TEST_FILES); do \
 		run=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' "$$f" | paste -sd'|' -); \
@@ -136,7 +137,7 @@ test: ## Build the test servers (apt-get installs ZooKeeper when missing), then 
 test-unit: ## Run the tests that need no server (servers absent: skipped)
 	env -u MESHBRIDGE_REQUIRE_SERVERS -u MESHBRIDGE_CONSUL_BIN -u MESHBRIDGE_KUBE_ASSETS -u MESHBRIDGE_POLARIS_BIN \
 		-u MESHBRIDGE_ZOOKEEPER_CLASSPATH -u MESHBRIDGE_DUBBO_PROVIDER_BIN -u MESHBRIDGE_HELM_BIN -u MESHBRIDGE_ISTIOD -u MESHBRIDGE_PROMTOOL_BIN \
-		-u MESHBRIDGE_NACOS_DIR -u MESHBRIDGE_DUBBO_JAVA_DIR -u MESHBRIDGE_GRPC_JAVA_DIR -u MESHBRIDGE_SPRING_CLOUD_DIR \
+		-u MESHBRIDGE_NACOS_DIR -u MESHBRIDGE_DUBBO_JAVA_DIR -u MESHBRIDGE_GRPC_JAVA_DIR -u MESHBRIDGE_SPRING_CLOUD_DIR -u MESHBRIDGE_EUREKA_DIR \
 		MESHBRIDGE_CACHE=/nonexistent $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
@@ -151,6 +152,7 @@ test-e2e: ## Run the end-to-end tests only (real Consul, Nacos, Polaris, ZooKeep
 		MESHBRIDGE_DUBBO_JAVA_DIR=$$(sed -n 's/^dubbo-java=//p' <<<"$$servers") \
 		MESHBRIDGE_GRPC_JAVA_DIR=$$(sed -n 's/^grpc-java=//p' <<<"$$servers") \
 		MESHBRIDGE_SPRING_CLOUD_DIR=$$(sed -n 's/^spring-cloud=//p' <<<"$$servers") \
+		MESHBRIDGE_EUREKA_DIR=$$(sed -n 's/^eureka=//p' <<<"$$servers") \
 		MESHBRIDGE_ZOOKEEPER_CLASSPATH=$$(sed -n 's/^zookeeper=//p' <<<"$$servers") \
 		MESHBRIDGE_DUBBO_PROVIDER_BIN=$$(sed -n 's/^dubbo=//p' <<<"$$servers") $(GO) test -race -count=1 -timeout 20m ./test/e2e/... ./test/chart/...
 
