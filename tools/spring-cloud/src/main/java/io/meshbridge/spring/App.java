@@ -9,9 +9,10 @@ import org.springframework.web.bind.annotation.RestController;
 /**
  * A Spring Cloud web application as users write one: it serves GET / with
  * "spring NAME@PORT" and registers itself through whichever discovery client
- * the run enables (application.properties turns both off; the harness turns
- * one on: spring.cloud.nacos.discovery.enabled or
- * spring.cloud.consul.discovery.enabled).
+ * the run enables (application.properties turns every one off; the harness
+ * turns one on: spring.cloud.nacos.discovery.enabled,
+ * spring.cloud.consul.discovery.enabled, eureka.client.enabled or
+ * spring.cloud.zookeeper.discovery.enabled).
  */
 @SpringBootApplication
 @RestController
