@@ -73,8 +73,9 @@ import (
 //     lastDirtyTimestamp strings.
 //   - /eureka/apps/delta lists each instance changed within DeltaRetention
 //     once, as it is now, with the actionType of its last change (ADDED,
-//     MODIFIED, DELETED), and the apps__hashcode of the whole registry.
-//     /eureka/apps says "ADDED" of every instance, whatever happened to it.
+//     MODIFIED, DELETED), and the apps__hashcode of the whole registry
+//     after the changes. /eureka/apps carries an actionType too (ADDED, or
+//     MODIFIED after a status change): meaningless in a full listing.
 //   - A register answers 204; a heartbeat of an instance the server does
 //     not know answers 404 (a client then registers again). A status
 //     override (PUT .../status) sets "status" and "overriddenStatus" and a
