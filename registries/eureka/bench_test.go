@@ -8,25 +8,26 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
 )
 
 // benchRegistry fills a recorded server with apps applications × per
 // instances, UP, on their own ports, with Spring's metadata shape.
-func benchRegistry(b *testing.B, apps, per int) *scriptedEureka {
-	s := startScripted(b)
+func benchRegistry(b *testing.B, apps, per int) *eurekatest.Server {
+	s := eurekatest.Start(b)
 	for a := range apps {
 		for i := range per {
 			in := upInstance(fmt.Sprintf("APP-%05d", a), 20000+i)
 			in.IPAddr = fmt.Sprintf("10.%d.%d.%d", a/65536, a/256%256, a%256)
 			in.Metadata = map[string]string{"management.port": fmt.Sprint(20000 + i), "zone": "z1"}
-			s.put(in, false)
+			s.Put(in, false)
 		}
 	}
 	return s
 }
 
 // newBenchWatcher is a watcher of s with a sink that counts snapshots.
-func newBenchWatcher(b *testing.B, s *scriptedEureka, snapshots *int) *watcher {
+func newBenchWatcher(b *testing.B, s *eurekatest.Server, snapshots *int) *watcher {
 	reg, err := New(Config{Name: "bench", Servers: []string{s.URL()}, RequestTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -63,22 +64,22 @@ func BenchmarkDeltaRound10k(b *testing.B) {
 	var n int
 	w := newBenchWatcher(b, s, &n)
 	w.poll(context.Background())
-	before := s.count("/eureka/apps/delta") + s.count("/eureka/apps/")
+	before := s.Requests("/eureka/apps/delta") + s.Requests("/eureka/apps/")
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
-		s.expire()
+		s.Expire()
 		in := upInstance("APP-00001", 20000)
 		in.IPAddr = fmt.Sprintf("10.200.%d.%d", i/256%256, i%256)
-		s.put(in, true)
+		s.Put(in, true)
 		w.poll(context.Background())
 	}
-	requests := s.count("/eureka/apps/delta") + s.count("/eureka/apps/") - before
+	requests := s.Requests("/eureka/apps/delta") + s.Requests("/eureka/apps/") - before
 	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
 	if full := testFulls(s); full != 1 {
 		b.Fatalf("%d full reads, want the first one only", full)
 	}
 }
 
-func testFulls(s *scriptedEureka) int { return s.count("/eureka/apps/") }
+func testFulls(s *eurekatest.Server) int { return s.Requests("/eureka/apps/") }

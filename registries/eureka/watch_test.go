@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
 	"github.com/meshbridge/meshbridge/registries/registrytest"
 	"github.com/meshbridge/meshbridge/test/harness"
 )
@@ -36,35 +37,35 @@ func ids(st registrytest.State, key string) []string { return st.IDs(key) }
 // applications): an instance added, one taken DOWN, one deregistered, an
 // application that appears and one whose last instance leaves.
 func TestDeltasFollowTheRegistry(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
-	s.put(upInstance("ORDERS", 18081), false)
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
+	s.Put(upInstance("ORDERS", 18081), false)
 	reg := newTestRegistry(t, "eureka-deltas", 0, s.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "the first full read", func(st registrytest.State) bool {
 		return st.Synced == 1 && slices.Equal(ids(st, "ORDERS"), []string{"ORDERS/host-1:ORDERS:18080", "ORDERS/host-1:ORDERS:18081"})
 	})
 
-	s.put(upInstance("ORDERS", 18082), true)
+	s.Put(upInstance("ORDERS", 18082), true)
 	rec.Eventually(t, "an added instance", func(st registrytest.State) bool { return len(ids(st, "ORDERS")) == 3 })
 	down := upInstance("ORDERS", 18081)
 	down.Status = "DOWN"
-	s.put(down, true)
+	s.Put(down, true)
 	rec.Eventually(t, "a DOWN instance leaves", func(st registrytest.State) bool {
 		return slices.Equal(ids(st, "ORDERS"), []string{"ORDERS/host-1:ORDERS:18080", "ORDERS/host-1:ORDERS:18082"})
 	})
-	s.del("ORDERS", "host-1:ORDERS:18082", true)
+	s.Delete("ORDERS", "host-1:ORDERS:18082", true)
 	rec.Eventually(t, "a deregistered instance leaves", func(st registrytest.State) bool {
 		return slices.Equal(ids(st, "ORDERS"), []string{"ORDERS/host-1:ORDERS:18080"})
 	})
-	s.put(upInstance("PAYMENTS", 19090), true)
+	s.Put(upInstance("PAYMENTS", 19090), true)
 	rec.Eventually(t, "a new application", func(st registrytest.State) bool { return len(ids(st, "PAYMENTS")) == 1 })
-	s.del("PAYMENTS", "host-1:PAYMENTS:19090", true)
+	s.Delete("PAYMENTS", "host-1:PAYMENTS:19090", true)
 	rec.Eventually(t, "an application without instances is removed", func(st registrytest.State) bool {
 		_, ok := st.Last["PAYMENTS"]
 		return !ok
 	})
-	if n := s.count("/eureka/apps/"); n != 1 {
+	if n := s.Requests("/eureka/apps/"); n != 1 {
 		t.Errorf("full reads: %d, want the first one only (the deltas' hashcodes matched)", n)
 	}
 	if n := testutil.ToFloat64(relists.WithLabelValues("eureka-deltas", relistHashcode)); n != 0 {
@@ -75,12 +76,12 @@ func TestDeltasFollowTheRegistry(t *testing.T) {
 // TestHashcodeMismatchReadsEverything: a change missing from the delta
 // that changes the counts per status is caught by the hashcode at once.
 func TestHashcodeMismatchReadsEverything(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
 	reg := newTestRegistry(t, "eureka-hashcode", 0, s.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "synced", func(st registrytest.State) bool { return st.Synced == 1 })
-	s.put(upInstance("ORDERS", 18081), false) // UP_1_ → UP_2_, no delta
+	s.Put(upInstance("ORDERS", 18081), false) // UP_1_ → UP_2_, no delta
 	rec.Eventually(t, "the missed instance, by a full read", func(st registrytest.State) bool { return len(ids(st, "ORDERS")) == 2 })
 	if n := testutil.ToFloat64(relists.WithLabelValues("eureka-hashcode", relistHashcode)); n != 1 {
 		t.Errorf("hashcode relists: %v, want 1", n)
@@ -92,13 +93,13 @@ func TestHashcodeMismatchReadsEverything(t *testing.T) {
 // the timed full read serves the new one. This is why relistInterval
 // exists.
 func TestMissedReplacementNeedsTheTimedRelist(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
 	reg := newTestRegistry(t, "eureka-aba", 3*time.Second, s.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "synced", func(st registrytest.State) bool { return st.Synced == 1 })
-	s.del("ORDERS", "host-1:ORDERS:18080", false)
-	s.put(upInstance("ORDERS", 18090), false)
+	s.Delete("ORDERS", "host-1:ORDERS:18080", false)
+	s.Put(upInstance("ORDERS", 18090), false)
 	rec.Eventually(t, "the replacement, by the timed full read", func(st registrytest.State) bool {
 		return slices.Equal(ids(st, "ORDERS"), []string{"ORDERS/host-1:ORDERS:18090"})
 	})
@@ -113,21 +114,21 @@ func TestMissedReplacementNeedsTheTimedRelist(t *testing.T) {
 // TestFailoverKeepsEndpoints: the first server fails; the next one is read,
 // nothing is removed nor failed, and the registry stays up.
 func TestFailoverKeepsEndpoints(t *testing.T) {
-	a, b := startScripted(t), startScripted(t)
-	for _, s := range []*scriptedEureka{a, b} {
-		s.put(upInstance("ORDERS", 18080), false)
+	a, b := eurekatest.Start(t), eurekatest.Start(t)
+	for _, s := range []*eurekatest.Server{a, b} {
+		s.Put(upInstance("ORDERS", 18080), false)
 	}
 	reg := newTestRegistry(t, "eureka-failover", 0, a.URL(), b.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "synced from the first server", func(st registrytest.State) bool { return st.Synced == 1 })
-	a.setStatus(http.StatusServiceUnavailable)
+	a.SetStatus(http.StatusServiceUnavailable)
 	harness.Eventually(t, 10*time.Second, "the second server answers", func() error {
 		if reg.Status().Server != b.URL() {
 			return errNotYet
 		}
 		return nil
 	})
-	b.put(upInstance("ORDERS", 18081), true)
+	b.Put(upInstance("ORDERS", 18081), true)
 	rec.Eventually(t, "a change on the second server", func(st registrytest.State) bool { return len(ids(st, "ORDERS")) == 2 })
 	for _, snap := range rec.Snapshots() {
 		if snap.Err != nil || snap.Removed {
@@ -146,18 +147,18 @@ func TestFailoverKeepsEndpoints(t *testing.T) {
 // services keep their instances (errors, never removals), and a full read
 // follows its return.
 func TestRefusedKeepsEndpoints(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
 	reg := newTestRegistry(t, "eureka-refused", 0, s.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "synced", func(st registrytest.State) bool { return st.Synced == 1 })
-	s.setStatus(http.StatusInternalServerError)
+	s.SetStatus(http.StatusInternalServerError)
 	rec.Eventually(t, "the service fails", func(st registrytest.State) bool { return st.Last["ORDERS"].Err != nil })
 	if reg.Health().Up {
 		t.Error("up while no server answers")
 	}
-	s.put(upInstance("ORDERS", 18081), false)
-	s.setStatus(0)
+	s.Put(upInstance("ORDERS", 18081), false)
+	s.SetStatus(0)
 	rec.Eventually(t, "back, by a full read", func(st registrytest.State) bool {
 		return st.Last["ORDERS"].Err == nil && len(ids(st, "ORDERS")) == 2
 	})
@@ -175,12 +176,12 @@ func TestRefusedKeepsEndpoints(t *testing.T) {
 // is down within interval + requestTimeout, keeping endpoints, and up at
 // once when it answers again.
 func TestHungServerIsDown(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
 	reg := newTestRegistry(t, "eureka-hung", 0, s.URL())
 	rec := registrytest.Run(t, reg, 10*time.Second)
 	rec.Eventually(t, "synced", func(st registrytest.State) bool { return st.Synced == 1 })
-	s.pause()
+	s.Pause()
 	paused := time.Now()
 	harness.Eventually(t, 15*time.Second, "down", func() error {
 		if reg.Health().Up {
@@ -192,7 +193,7 @@ func TestHungServerIsDown(t *testing.T) {
 	if st := reg.Health(); st.LastError == "" {
 		t.Errorf("down without an error: %+v", st)
 	}
-	s.resume()
+	s.Resume()
 	harness.Eventually(t, 5*time.Second, "up", func() error {
 		if !reg.Health().Up {
 			return errNotYet
@@ -208,9 +209,9 @@ func TestHungServerIsDown(t *testing.T) {
 // that refuses it makes the registry down with reason forbidden, and the
 // password appears in no error.
 func TestBasicAuth(t *testing.T) {
-	s := startScripted(t)
-	s.put(upInstance("ORDERS", 18080), false)
-	s.auth = "Basic dTpzM2NyZXQ=" // u:s3cret
+	s := eurekatest.Start(t)
+	s.Put(upInstance("ORDERS", 18080), false)
+	s.SetAuth("Basic dTpzM2NyZXQ=") // u:s3cret
 	dir := t.TempDir()
 	pw := dir + "/pw"
 	if err := writeFile(pw, "s3cret\n"); err != nil {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
 )
 
 func TestDecodeApplications(t *testing.T) {
@@ -83,6 +85,10 @@ func TestReconcileHashcode(t *testing.T) {
 	for _, tc := range cases {
 		if got := reconcileHashcode(tc.counts); got != tc.want {
 			t.Errorf("reconcileHashcode(%v) = %q, want %q", tc.counts, got, tc.want)
+		}
+		// The recorded server's writing of the server's rule agrees.
+		if got := eurekatest.Hashcode(tc.counts); got != tc.want {
+			t.Errorf("eurekatest.Hashcode(%v) = %q, want %q", tc.counts, got, tc.want)
 		}
 	}
 }
