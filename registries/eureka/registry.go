@@ -27,6 +27,35 @@ type Registry struct {
 	// beforePoll, when set (the package's tests), is called before each
 	// read: a test that blocks in it pauses the bridge.
 	beforePoll func(ctx context.Context)
+	// polls carries Poll's requests to the running watcher.
+	polls chan pollRequest
+}
+
+// pollRequest is a Poll: full asks for the whole registry; done is closed
+// once the read's snapshots were sent.
+type pollRequest struct {
+	full bool
+	done chan struct{}
+}
+
+// Poll makes the running watcher read now, as its interval would: the
+// delta, or the whole registry when one is due or full is set (as the
+// relistInterval timer does). It returns once the read's snapshots were
+// sent, or with ctx's error. Tests and the pipeline's differential drive a
+// watcher with it instead of waiting for its interval.
+func (r *Registry) Poll(ctx context.Context, full bool) error {
+	req := pollRequest{full: full, done: make(chan struct{})}
+	select {
+	case r.polls <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-req.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 var (
@@ -86,6 +115,7 @@ func New(cfg Config) (*Registry, error) {
 		cfg: cfg, log: log, client: c,
 		health: registries.NewHealth(cfg.Name, log),
 		status: Status{Registry: cfg.Name, Servers: servers},
+		polls:  make(chan pollRequest),
 	}, nil
 }
 
@@ -172,10 +202,16 @@ func (w *watcher) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		var req *pollRequest
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case r := <-w.r.polls:
+			req = &r
+			if r.full && w.relist == "" {
+				w.relist = relistTimer
+			}
 		}
 		if w.r.beforePoll != nil {
 			w.r.beforePoll(ctx)
@@ -184,6 +220,9 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		}
 		w.poll(ctx)
+		if req != nil {
+			close(req.done)
+		}
 		if w.down {
 			// As registries.Liveness retries: a server that answers again
 			// is seen at once, not an interval later.
