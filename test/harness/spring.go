@@ -217,3 +217,7 @@ func (a *SpringApp) Port() int { return a.opts.Port }
 
 // Stop stops the application by its PID (SIGTERM: Spring deregisters it).
 func (a *SpringApp) Stop() { a.srv.stop() }
+
+// Kill kills the application (SIGKILL by its PID): it deregisters nothing;
+// its registration lasts until the registry expires it.
+func (a *SpringApp) Kill() { a.srv.kill() }
