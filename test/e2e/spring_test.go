@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -449,4 +451,421 @@ func (w *xdsWatch) waitCluster(timeout time.Duration, cluster string, want ...st
 	if err != nil {
 		w.t.Fatalf("cluster %s: endpoints %v, want %v: %v", cluster, got, want, err)
 	}
+}
+
+// modeBridge is one of the bridges a test runs side by side on one
+// registry, one per endpoint mode, and what establish found of its host.
+type modeBridge struct {
+	mode    string
+	b       *bridge
+	port    string
+	cluster string
+	w       *clusterSampler
+}
+
+// establishModes starts a bridge per endpoint mode on the registries
+// block registry and establishes host on each (establish): the registry's
+// servers and applications start once for every mode.
+func establishModes(t *testing.T, registry, host string, low, high *harness.SpringApp) []*modeBridge {
+	t.Helper()
+	var out []*modeBridge
+	for _, mode := range endpointModes {
+		b := startBridge(t, registry+"output: {endpoints: "+mode+"}\n")
+		port, cluster, _, w := establish(t, b, host, low, high)
+		out = append(out, &modeBridge{mode: mode, b: b, port: port, cluster: cluster, w: w})
+	}
+	return out
+}
+
+// byMode is how long each bridge took, by endpoint mode:
+// "workloadentry 1.02s, inline 1.03s".
+type byMode map[string]time.Duration
+
+func (m byMode) String() string {
+	var parts []string
+	for _, mode := range endpointModes {
+		if d, ok := m[mode]; ok {
+			parts = append(parts, mode+" "+d.String())
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// reachCluster waits, on every bridge at once, until its cluster's
+// endpoints are want, and returns how long each took from since.
+func reachCluster(t *testing.T, bridges []*modeBridge, since time.Time, timeout time.Duration, want ...string) byMode {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	took := make([]time.Duration, len(bridges))
+	errs := make([]error, len(bridges))
+	var wg sync.WaitGroup
+	for i, mb := range bridges {
+		wg.Go(func() {
+			var got []string
+			err := mb.w.s.Wait(ctx, func() error {
+				held := mb.w.s.Snapshot(resourcev3.EndpointType)
+				if got = endpointsOf(held[resourcev3.EndpointType][mb.cluster]); !slices.Equal(got, want) {
+					return errors.New("other endpoints")
+				}
+				return nil
+			})
+			took[i] = time.Since(since)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s bridge: cluster %s: endpoints %v, want %v: %w", mb.mode, mb.cluster, got, want, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	out := byMode{}
+	for i, mb := range bridges {
+		out[mb.mode] = took[i].Round(time.Millisecond)
+	}
+	return out
+}
+
+// servedVersions returns the sorted "version" labels of the endpoints the
+// bridge serves for host: its WorkloadEntries' spec labels (workloadentry
+// mode: the bridge serves one registry's one host) and its ServiceEntry's
+// inline endpoints' (inline mode).
+func servedVersions(b *bridge, host string) ([]string, error) {
+	objs, err := servedObjects(b)
+	if err != nil {
+		return nil, err
+	}
+	var got []string
+	for key, o := range objs {
+		var spec struct {
+			Labels    map[string]string `json:"labels"`
+			Endpoints []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"endpoints"`
+		}
+		switch {
+		case strings.HasPrefix(key, "WorkloadEntry/"):
+			if err := json.Unmarshal(o.Spec, &spec); err != nil {
+				return nil, err
+			}
+			got = append(got, spec.Labels["version"])
+		case key == "ServiceEntry/"+host:
+			if err := json.Unmarshal(o.Spec, &spec); err != nil {
+				return nil, err
+			}
+			for _, ep := range spec.Endpoints {
+				got = append(got, ep.Labels["version"])
+			}
+		}
+	}
+	slices.Sort(got)
+	return got, nil
+}
+
+// waitVersions waits until every bridge serves host's endpoints with the
+// version labels want (sorted).
+func waitVersions(t *testing.T, bridges []*modeBridge, host string, want ...string) {
+	t.Helper()
+	for _, mb := range bridges {
+		eventually(t, 30*time.Second, fmt.Sprintf("%s bridge: %s's endpoints labelled version %v", mb.mode, host, want), func() error {
+			got, err := servedVersions(mb.b, host)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("versions %v", got)
+			}
+			return nil
+		})
+	}
+}
+
+// firstSeen polls seen every 50 ms, from now until stop is called, and
+// stop returns when seen first held (the zero time if never).
+func firstSeen(seen func() bool) (stop func() time.Time) {
+	done := make(chan struct{})
+	var at time.Time
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if seen() {
+				at = time.Now()
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() time.Time {
+		close(done)
+		wg.Wait()
+		return at
+	}
+}
+
+// eurekaListsUp reports whether the Eureka server at url lists an
+// instance of app UP on 127.0.0.1:port (GET apps/<APP>, as JSON).
+func eurekaListsUp(url, app string, port int) bool {
+	req, err := http.NewRequest(http.MethodGet, url+"apps/"+strings.ToUpper(app), nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Application struct {
+			Instance []harness.EurekaInstanceState `json:"instance"`
+		} `json:"application"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&a) != nil {
+		return false
+	}
+	for _, in := range a.Application.Instance {
+		if in.IPAddr == "127.0.0.1" && in.Port.N == port && in.Status == "UP" {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEurekaUp waits until the Eureka server lists exactly the apps as
+// app's instances, each UP on its port.
+func waitEurekaUp(t *testing.T, e *harness.Eureka, app string, apps ...*harness.SpringApp) {
+	t.Helper()
+	var want []string
+	for _, a := range apps {
+		want = append(want, springAddr(a))
+	}
+	slices.Sort(want)
+	eventually(t, 60*time.Second, fmt.Sprintf("%s UP in Eureka at %v", app, want), func() error {
+		var got []string
+		for _, in := range e.Instances(t, app) {
+			if in.Status == "UP" {
+				got = append(got, in.IPAddr+":"+strconv.Itoa(in.Port.N))
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("UP instances %v", got)
+		}
+		return nil
+	})
+}
+
+// TestSpringCloudEurekaApplication: Spring Cloud Netflix Eureka client
+// applications (Spring Boot 3.5.7, registering themselves with the real
+// Eureka server; the harness's lease: renewal 1 s, duration 3 s), read by
+// an eureka registry (interval 1s), with one bridge per endpoint mode side
+// by side on the same server and applications:
+//   - two replicas of payments-service, each on its own port, with their
+//     own version metadata, are served as HTTP in one cluster
+//     outbound|<lower port>||payments-service.eureka, STATIC, their
+//     metadata as labels;
+//   - a third replica, on a port lower than both, joins the cluster
+//     through its own port (the port stays) and no xDS update from its
+//     start until it is gone lacks an established endpoint; the test logs
+//     how long from its start, and from the moment Eureka lists it UP,
+//     until each bridge's ADS client holds it;
+//   - SIGTERM: it deregisters, and leaves EDS;
+//   - SIGKILL of an established replica: it leaves EDS once its lease
+//     expires and the server evicts it, the other replica served
+//     throughout.
+func TestSpringCloudEurekaApplication(t *testing.T) {
+	e := harness.StartEureka(t, harness.EurekaOptions{})
+	spring := func(port int, version string) *harness.SpringApp {
+		return harness.StartSpringApp(t, harness.SpringAppOptions{Registry: "eureka", Address: e.URL(), Name: "payments-service",
+			Port: port, Metadata: map[string]string{"version": version}})
+	}
+	registry := fmt.Sprintf("registries:\n- name: eureka\n  type: eureka\n  eureka: {servers: [%q], interval: 1s}\n", e.URL())
+	const host = "payments-service.eureka"
+
+	first, second := spring(0, "v1"), spring(0, "v2")
+	low, high, lowVersion := first, second, "v1"
+	if second.Port() < first.Port() {
+		low, high, lowVersion = second, first, "v2"
+	}
+	waitEurekaUp(t, e, "payments-service", low, high)
+	bridges := establishModes(t, registry, host, low, high)
+	established := []string{springAddr(low), springAddr(high)}
+	waitVersions(t, bridges, host, "v1", "v2")
+
+	// The third replica: from its start (its web server answers when
+	// StartSpringApp returns; it registers around then) to each ADS
+	// client.
+	for _, mb := range bridges {
+		mb.w.require(established...)
+	}
+	port := freePortBelow(t, low.Port())
+	registered := firstSeen(func() bool { return eurekaListsUp(e.URL(), "payments-service", port) })
+	start := time.Now()
+	third := spring(port, "v3")
+	started := time.Since(start)
+	seen := reachCluster(t, bridges, start, 90*time.Second, springAddr(low), springAddr(high), springAddr(third))
+	logArrival(t, "Eureka listed it UP", start, started, registered(), seen)
+	waitVersions(t, bridges, host, "v1", "v2", "v3")
+
+	stopped := time.Now()
+	third.Stop()
+	gone := reachCluster(t, bridges, stopped, 30*time.Second, established...)
+	t.Logf("SIGTERM → the third replica gone from EDS after %v", gone)
+	for _, mb := range bridges {
+		mb.w.release()
+		waitEntry(t, mb.b, host, "STATIC", "http-"+mb.port+"/HTTP")
+	}
+
+	// Killed, the high replica deregisters nothing: its lease (3 s, which
+	// eureka-core's lease bug makes about 6) expires and the server's
+	// eviction (every second here) deletes it.
+	for _, mb := range bridges {
+		mb.w.require(springAddr(low))
+	}
+	killed := time.Now()
+	high.Kill()
+	evicted := reachCluster(t, bridges, killed, 60*time.Second, springAddr(low))
+	t.Logf("SIGKILL → the killed replica gone from EDS (lease expiry and eviction) after %v", evicted)
+	for _, mb := range bridges {
+		mb.w.release()
+		waitEntry(t, mb.b, host, "STATIC", "http-"+mb.port+"/HTTP")
+	}
+	waitVersions(t, bridges, host, lowVersion)
+}
+
+// logArrival logs how long a newcomer took to reach each bridge's ADS
+// client: from its start, and from when its registry first held it
+// (registered, as listed says; zero when the poll missed it).
+func logArrival(t *testing.T, listed string, start time.Time, started time.Duration, registered time.Time, seen byMode) {
+	t.Helper()
+	var parts []string
+	for _, mode := range endpointModes {
+		d := seen[mode]
+		part := fmt.Sprintf("%s: %v from its start", mode, d)
+		if !registered.IsZero() {
+			part += fmt.Sprintf(", %v from its registration", (d - registered.Sub(start)).Round(time.Millisecond))
+		}
+		parts = append(parts, part)
+	}
+	reg := "not seen by the 50 ms poll before EDS"
+	if !registered.IsZero() {
+		reg = registered.Sub(start).Round(time.Millisecond).String()
+	}
+	t.Logf("newcomer → EDS: StartSpringApp returned after %v; %s after %s; in EDS: %s",
+		started.Round(time.Millisecond), listed, reg, strings.Join(parts, "; "))
+}
+
+// TestSpringCloudZookeeperApplication: Spring Cloud Zookeeper discovery
+// applications (Curator x-discovery, ephemeral znodes under /services),
+// read by a zookeeper registry with layout spring-cloud, with one bridge per
+// endpoint mode side by side on the same ensemble and applications:
+//   - two replicas of shipping-service, each on its own port, with their
+//     own version metadata, are served as HTTP in one cluster
+//     outbound|<lower port>||shipping-service.zookeeper, STATIC, their
+//     metadata as labels;
+//   - a third replica, on a port lower than both, joins the cluster through
+//     its own port (the port stays), no xDS update lacking an established
+//     endpoint; the test logs how long from its start, and from its znode,
+//     until each ADS client holds it;
+//   - SIGTERM: its session closes, its znode goes, and it leaves EDS;
+//   - SIGKILL of an established replica: it leaves EDS when its session
+//     expires (the harness's ZooKeeper grants at most 4 s), the other
+//     replica served throughout.
+func TestSpringCloudZookeeperApplication(t *testing.T) {
+	z := harness.StartZooKeeper(t)
+	spring := func(port int, version string) *harness.SpringApp {
+		return harness.StartSpringApp(t, harness.SpringAppOptions{Registry: "zookeeper", Address: z.Address(), Name: "shipping-service",
+			Port: port, Metadata: map[string]string{"version": version}})
+	}
+	registry := fmt.Sprintf("registries:\n- name: zk-spring\n  type: zookeeper\n  zookeeper: {layout: spring-cloud, servers: [%q]}\n",
+		z.Address())
+	const host = "shipping-service.zookeeper"
+	conn := z.Client(t)
+	// registeredPorts are the ports of the instance znodes of
+	// shipping-service.
+	registeredPorts := func() ([]int, error) {
+		const dir = "/services/shipping-service"
+		ids, _, err := conn.Children(dir)
+		if err != nil {
+			return nil, err
+		}
+		var ports []int
+		for _, id := range ids {
+			b, _, err := conn.Get(path.Join(dir, id))
+			if err != nil {
+				return nil, err
+			}
+			var in struct{ Port int }
+			if err := json.Unmarshal(b, &in); err != nil {
+				return nil, fmt.Errorf("%s/%s: %v: %s", dir, id, err, b)
+			}
+			ports = append(ports, in.Port)
+		}
+		slices.Sort(ports)
+		return ports, nil
+	}
+
+	first, second := spring(0, "v1"), spring(0, "v2")
+	low, high, lowVersion := first, second, "v1"
+	if second.Port() < first.Port() {
+		low, high, lowVersion = second, first, "v2"
+	}
+	eventually(t, 60*time.Second, "both replicas in ZooKeeper", func() error {
+		got, err := registeredPorts()
+		if err != nil {
+			return err
+		}
+		if want := []int{low.Port(), high.Port()}; !slices.Equal(got, want) {
+			return fmt.Errorf("instance znodes on ports %v, want %v", got, want)
+		}
+		return nil
+	})
+	bridges := establishModes(t, registry, host, low, high)
+	established := []string{springAddr(low), springAddr(high)}
+	waitVersions(t, bridges, host, "v1", "v2")
+
+	for _, mb := range bridges {
+		mb.w.require(established...)
+	}
+	port := freePortBelow(t, low.Port())
+	registered := firstSeen(func() bool {
+		ports, err := registeredPorts()
+		return err == nil && slices.Contains(ports, port)
+	})
+	start := time.Now()
+	third := spring(port, "v3")
+	started := time.Since(start)
+	seen := reachCluster(t, bridges, start, 90*time.Second, springAddr(low), springAddr(high), springAddr(third))
+	logArrival(t, "its znode appeared", start, started, registered(), seen)
+	waitVersions(t, bridges, host, "v1", "v2", "v3")
+
+	stopped := time.Now()
+	third.Stop()
+	gone := reachCluster(t, bridges, stopped, 30*time.Second, established...)
+	t.Logf("SIGTERM → the third replica gone from EDS after %v", gone)
+	for _, mb := range bridges {
+		mb.w.release()
+		waitEntry(t, mb.b, host, "STATIC", "http-"+mb.port+"/HTTP")
+	}
+
+	for _, mb := range bridges {
+		mb.w.require(springAddr(low))
+	}
+	killed := time.Now()
+	high.Kill()
+	expired := reachCluster(t, bridges, killed, 60*time.Second, springAddr(low))
+	t.Logf("SIGKILL → the killed replica gone from EDS (its session expired) after %v", expired)
+	for _, mb := range bridges {
+		mb.w.release()
+		waitEntry(t, mb.b, host, "STATIC", "http-"+mb.port+"/HTTP")
+	}
+	waitVersions(t, bridges, host, lowVersion)
 }
