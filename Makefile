@@ -82,6 +82,14 @@ demo-consul: build ## Run the demo with Consul: a real Consul agent → meshbrid
 demo-nacos: build ## Run the demo with Nacos: the real Nacos server (3.1.0) → meshbridge → proxyless gRPC client
 	$(BIN)/demo --registry nacos --nacos "$(NACOS_DIR)" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
 
+.PHONY: demo-eureka
+demo-eureka: build ## Run the demo with Eureka: the real Eureka server (Spring Cloud Netflix 4.3.0) → meshbridge → proxyless gRPC client
+	@# The Eureka server's directory, built with Maven when missing (tools/build.sh
+	@# eureka, as NACOS_DIR's tools/build.sh nacos for make demo-nacos).
+	@eureka_dir=$$(tools/build.sh eureka | sed -n 's/^eureka=//p'); [ -n "$$eureka_dir" ] || exit 1; \
+	echo "$(BIN)/demo --registry eureka --eureka $$eureka_dir --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client"; \
+	$(BIN)/demo --registry eureka --eureka "$$eureka_dir" --meshbridge $(BIN)/meshbridge --server $(BIN)/echo-server --client $(BIN)/echo-client
+
 .PHONY: demo-dubbo
 demo-dubbo: build ## Run the demo with Dubbo: real ZooKeeper and dubbo-go providers → meshbridge → proxyless gRPC client
 	@# ZooKeeper's classpath (apt-get installs Debian's when missing) and the

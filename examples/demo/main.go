@@ -1,14 +1,15 @@
-// Command demo is `make demo`, `make demo-consul`, `make demo-nacos` and
-// `make demo-dubbo`: it starts a service registry on 127.0.0.1 (meshbridge's
-// file registry, whose YAML file it edits live; or a real Consul agent, the
-// Nacos server, or ZooKeeper), two instances of a gRPC service, meshbridge,
-// and a proxyless gRPC client calling xds:///<host>:<port> through
-// meshbridge (echo.demo.local, echo.service.consul,
-// echo.default-group.public.nacos, or
+// Command demo is `make demo`, `make demo-consul`, `make demo-nacos`,
+// `make demo-eureka` and `make demo-dubbo`: it starts a service registry on
+// 127.0.0.1 (meshbridge's file registry, whose YAML file it edits live; or a
+// real Consul agent, the Nacos server, the Eureka server, or ZooKeeper), two
+// instances of a gRPC service, meshbridge, and a proxyless gRPC client
+// calling xds:///<host>:<port> through meshbridge (echo.demo.local,
+// echo.service.consul, echo.default-group.public.nacos, echo.eureka, or
 // org.apache.dubbo.demo.greetservice.dubbo); then registers, adds (on
-// another port) and deregisters instances and shows the client following.
-// With the file registry, Consul and Nacos the instances are the example
-// echo server, registered by the demo;
+// another port), takes out of service (Eureka) and deregisters instances
+// and shows the client following.
+// With the file registry, Consul, Nacos and Eureka the instances are the
+// example echo server, registered by the demo;
 // with ZooKeeper they are dubbo-go providers (Triple), which register
 // themselves and whose GreetService/Greet the client calls. Every process it
 // starts is stopped by PID when it exits.
@@ -60,6 +61,16 @@ type registry interface {
 	config() string
 }
 
+// statusOverrider is a registry whose server takes an instance out of
+// service while it stays registered (Eureka's OUT_OF_SERVICE): the demo
+// shows the client leaving it before it is deregistered.
+type statusOverrider interface {
+	// outOfService takes instance id out of service.
+	outOfService(id string) error
+	// outOfServiceHow says how, for the demo's message.
+	outOfServiceHow() string
+}
+
 // selfServing is a registry whose instances are applications that serve
 // and register themselves (dubbo-go providers): register starts one on
 // 127.0.0.1:port, so the demo starts no echo server for it.
@@ -84,10 +95,11 @@ type demo struct {
 
 func main() {
 	var d demo
-	var kind, consulBin, nacosDir, zkClasspath, dubboBin string
-	flag.StringVar(&kind, "registry", "file", "registry to run: file (a YAML file the demo edits), consul, nacos (the Nacos server), or zookeeper (with dubbo-go providers)")
+	var kind, consulBin, nacosDir, eurekaDir, zkClasspath, dubboBin string
+	flag.StringVar(&kind, "registry", "file", "registry to run: file (a YAML file the demo edits), consul, nacos (the Nacos server), eureka (the Eureka server), or zookeeper (with dubbo-go providers)")
 	flag.StringVar(&consulBin, "consul", "", "consul binary (--registry consul)")
 	flag.StringVar(&nacosDir, "nacos", "", "the Nacos server's directory from tools/build.sh nacos, with its JVM classpath in the file classpath (--registry nacos)")
+	flag.StringVar(&eurekaDir, "eureka", "", "the Eureka server's directory from tools/build.sh eureka, with its JVM classpath in the file classpath (--registry eureka)")
 	flag.StringVar(&zkClasspath, "zookeeper-classpath", "", "Java classpath of the ZooKeeper server, colon-separated (--registry zookeeper)")
 	flag.StringVar(&dubboBin, "dubbo-provider", "", "dubbo-go test provider binary, test/dubbo/provider (--registry zookeeper)")
 	flag.StringVar(&d.bins.meshbridge, "meshbridge", "bin/meshbridge", "meshbridge binary")
@@ -120,13 +132,22 @@ func main() {
 			fail(fmt.Errorf("--nacos %s: %w (tools/build.sh nacos writes it)", nacosDir, err))
 		}
 		reg = &nacosRegistry{classpath: strings.TrimSpace(string(cp))}
+	case "eureka":
+		if eurekaDir == "" {
+			fail(fmt.Errorf("--eureka is required (make demo-eureka builds it with tools/build.sh eureka)"))
+		}
+		cp, err := os.ReadFile(filepath.Join(eurekaDir, "classpath"))
+		if err != nil {
+			fail(fmt.Errorf("--eureka %s: %w (tools/build.sh eureka writes it)", eurekaDir, err))
+		}
+		reg = &eurekaRegistry{classpath: strings.TrimSpace(string(cp))}
 	case "zookeeper":
 		if zkClasspath == "" || dubboBin == "" {
 			fail(fmt.Errorf("--zookeeper-classpath and --dubbo-provider are required (make demo-dubbo finds them with tools/build.sh zookeeper dubbo)"))
 		}
 		reg = &zookeeperRegistry{classpath: zkClasspath, provider: dubboBin}
 	default:
-		fail(fmt.Errorf("--registry %q is not one of file, consul, nacos, zookeeper", kind))
+		fail(fmt.Errorf("--registry %q is not one of file, consul, nacos, eureka, zookeeper", kind))
 	}
 	dir, err := os.MkdirTemp("", "meshbridge-demo-")
 	if err != nil {
@@ -241,6 +262,17 @@ func (d *demo) run(reg registry) error {
 				return err
 			}
 		}
+	}
+
+	if o, ok := reg.(statusOverrider); ok {
+		say("Taking backend-1 out of service: %s", o.outOfServiceHow())
+		if err := o.outOfService("backend-1"); err != nil {
+			return err
+		}
+		if err := waitOnly(lines, "backend-2", 15*time.Second); err != nil {
+			return err
+		}
+		_ = show("Client calls with backend-1 OUT_OF_SERVICE")
 	}
 
 	say("Deregistering backend-1 from %s", reg.name())
