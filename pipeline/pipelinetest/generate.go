@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshbridge/meshbridge/registries"
+	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/translate"
 )
@@ -113,6 +114,9 @@ type generator struct {
 	// those of the Watch clients.
 	clients, watchers []string
 	q                 Sequence
+	// eureka: the Eureka registries (RegistryConfig.Eureka), by name, with
+	// the generator's model of their servers.
+	eureka map[string]*genEureka
 }
 
 // Generate returns the sequence of seed: 2-3 registries, a conflict
@@ -163,9 +167,21 @@ func Generate(seed uint64, n int) Sequence {
 		g.q.Options.Outage.DeleteGuardTimeout = time.Minute
 	}
 	g.q.Options.Debounce = pickOf(g.r, []time.Duration{0, 0, 2 * time.Millisecond, 20 * time.Millisecond})
+	// Half the seeds make their last registry a Eureka one, decided apart
+	// from g.r so that the other half play the sequences they always did.
+	g.eureka = map[string]*genEureka{}
+	if er := rand.New(rand.NewPCG(seed^0xe17e4a, seed)); er.IntN(2) == 0 {
+		last := &g.q.Options.Registries[len(g.q.Options.Registries)-1]
+		last.Eureka, last.Type = true, "eureka"
+		g.eureka[last.Name] = &genEureka{apps: map[string]map[string]eurekatest.Instance{}}
+	}
 
 	// Every registry lists first; two clients watch from the start.
 	for _, name := range g.order {
+		if g.eureka[name] != nil {
+			g.event(g.eurekaFirst(name)...)
+			continue
+		}
 		g.event(g.list(name, false)...)
 	}
 	g.event(g.connect(SotW), g.connect(Delta))
@@ -182,7 +198,14 @@ func (g *generator) event(steps ...Step) { g.q.Events = append(g.q.Events, steps
 // step generates one event.
 func (g *generator) step() {
 	reg := pickOf(g.r, g.order)
-	switch p := g.r.IntN(100); {
+	p := g.r.IntN(100)
+	if g.eureka[reg] != nil && p < 66 {
+		// A Eureka registry's own events replace a scripted one's reads,
+		// failures, relists and restarts.
+		g.event(g.eurekaEvent(reg, p >= 62)...)
+		return
+	}
+	switch {
 	case p < 40:
 		g.event(g.change(reg))
 	case p < 48:
@@ -216,6 +239,7 @@ func (g *generator) step() {
 		if len(g.order) > 1 {
 			g.order = slices.DeleteFunc(g.order, func(n string) bool { return n == reg })
 			delete(g.regs, reg)
+			delete(g.eureka, reg)
 			g.event(RemoveRegistry(reg))
 		}
 	case p < 72:

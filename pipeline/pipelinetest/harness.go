@@ -32,6 +32,8 @@ import (
 	"github.com/meshbridge/meshbridge/policy"
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/consul"
+	"github.com/meshbridge/meshbridge/registries/eureka"
+	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
 	"github.com/meshbridge/meshbridge/syncer"
 	"github.com/meshbridge/meshbridge/test/harness"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
@@ -54,6 +56,11 @@ type RegistryConfig struct {
 	// resolution keys.
 	ServicePort uint32
 	Resolution  model.Resolution
+	// Eureka: the registry is watched by the real Eureka watcher reading a
+	// recorded Eureka server the Eureka steps script (eureka.go); Type is
+	// then "eureka". The oracle's fresh pipeline feeds what a fresh
+	// watcher reads of that server through a scripted registry.
+	Eureka bool
 }
 
 // Options configure a Harness. The zero value is one consul-typed registry
@@ -80,6 +87,10 @@ type Options struct {
 	Logger *slog.Logger
 	// KeptPorts are the ports a previous run kept (syncer.Config.KeptPorts).
 	KeptPorts syncer.KeptPorts
+
+	// eureka holds the Eureka registries' recorded servers, shared by
+	// every harness started from a copy of these options (Start sets it).
+	eureka *eurekaServers
 }
 
 // Harness is a running pipeline with scripted registries.
@@ -91,8 +102,10 @@ type Harness struct {
 
 	opts Options
 	regs map[string]*Registry
-	conn *grpc.ClientConn
-	stop func()
+	// eurekaRegs are the running Eureka watchers, by registry.
+	eurekaRegs map[string]*eureka.Registry
+	conn       *grpc.ClientConn
+	stop       func()
 	// policy is the traffic policy served (SetPolicy), nil none, made of
 	// rules and routing by host; policyObjects the objects made for each
 	// (host, Policy).
@@ -115,7 +128,11 @@ func Start(t testing.TB, opts Options) *Harness {
 	if len(opts.Registries) == 0 {
 		opts.Registries = []RegistryConfig{{Name: "a"}}
 	}
-	h := &Harness{T: t, Clock: clocktesting.NewFakeClock(epoch), opts: opts, regs: map[string]*Registry{}}
+	if opts.eureka == nil {
+		opts.eureka = &eurekaServers{servers: map[string]*eurekatest.Server{}}
+	}
+	h := &Harness{T: t, Clock: clocktesting.NewFakeClock(epoch), opts: opts, regs: map[string]*Registry{},
+		eurekaRegs: map[string]*eureka.Registry{}}
 	var regs []pipeline.Registry
 	for _, rc := range opts.Registries {
 		regs = append(regs, h.registry(rc, NewRegistry(rc.Name)))
@@ -171,6 +188,9 @@ func (h *Harness) Oracle(state map[string][]registries.Service) (Served, map[str
 	h.T.Helper()
 	opts := h.opts
 	opts.Registries = slices.Clone(opts.Registries)
+	for i := range opts.Registries {
+		opts.Registries[i].Eureka = false // the truth is fed as any registry's
+	}
 	opts.StateDir, opts.SyncTimeout, opts.Logger = "", 0, nil
 	opts.KeptPorts = h.Pipeline.Syncer.KeptPorts()
 	fresh := Start(h.T, opts)
@@ -215,12 +235,18 @@ func (h *Harness) registry(rc RegistryConfig, w *Registry) pipeline.Registry {
 	if err != nil {
 		h.T.Fatalf("translator of registry %s: %v", rc.Name, err)
 	}
+	sync := syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}
+	if rc.Eureka {
+		sync.Type = "eureka"
+		delete(h.regs, rc.Name)
+		return pipeline.Registry{Watcher: h.newEurekaWatcher(rc.Name), Sync: sync}
+	}
 	if h.opts.Logger != nil {
 		w.log = h.opts.Logger
 	}
 	h.regs[rc.Name] = w
-	return pipeline.Registry{Watcher: w,
-		Sync: syncer.Registry{Name: rc.Name, Type: cmp.Or(rc.Type, "consul"), Translator: tr, Policy: h.opts.Outage}}
+	delete(h.eurekaRegs, rc.Name)
+	return pipeline.Registry{Watcher: w, Sync: sync}
 }
 
 // Registry returns the scripted registry called name.
@@ -277,6 +303,11 @@ func (h *Harness) Configure(rcs []RegistryConfig, restart ...string) {
 	for name := range h.regs {
 		if !slices.ContainsFunc(rcs, func(rc RegistryConfig) bool { return rc.Name == name }) {
 			delete(h.regs, name)
+		}
+	}
+	for name := range h.eurekaRegs {
+		if !slices.ContainsFunc(rcs, func(rc RegistryConfig) bool { return rc.Name == name && rc.Eureka }) {
+			delete(h.eurekaRegs, name)
 		}
 	}
 }

@@ -92,10 +92,15 @@ func (s *Scene) Played() string {
 	return b.String()
 }
 
-// Truth returns what each configured registry lists now.
+// Truth returns what each configured registry lists now: a Eureka
+// registry's is what a fresh watcher reads of its server.
 func (s *Scene) Truth() map[string][]registries.Service {
 	out := make(map[string][]registries.Service, len(s.truth))
 	for name, svcs := range s.truth {
+		if s.H.isEureka(name) {
+			out[name] = s.H.eurekaTruth(name)
+			continue
+		}
 		for _, k := range slices.Sorted(maps.Keys(svcs)) {
 			out[name] = append(out[name], svcs[k])
 		}

@@ -51,34 +51,39 @@ func convert(in *instance) registries.Instance {
 	if addr == "" {
 		return registries.InvalidInstance(id, "no ipAddr or hostName")
 	}
-	var ports []registries.Port
-	if in.PortEnabled {
-		if in.Port == 0 || in.Port > 65535 {
-			return registries.InvalidInstance(id, "port is enabled but not in 1-65535")
-		}
-		ports = append(ports, registries.Port{Number: uint32(in.Port), Protocol: protocolOf(in.Metadata)})
+	port, proto, err := servedPort(in)
+	if err != "" {
+		return registries.InvalidInstance(id, err)
 	}
-	if in.SecureEnabled {
-		if in.SecurePort == 0 || in.SecurePort > 65535 {
-			return registries.InvalidInstance(id, "securePort is enabled but not in 1-65535")
-		}
-		ports = append(ports, registries.Port{Number: uint32(in.SecurePort), Protocol: ProtocolSecure})
-	}
-	if len(ports) == 0 {
-		return registries.InvalidInstance(id, "neither port nor securePort is enabled")
-	}
-	out := registries.Instance{
+	return registries.Instance{
 		ID:       id,
 		Address:  addr,
-		Port:     ports[0].Number,
-		Protocol: ports[0].Protocol,
+		Port:     port,
+		Protocol: proto,
 		Labels:   labelsOf(in.Metadata),
 		Locality: locality(in),
 	}
-	if len(ports) > 1 {
-		out.Extra = &registries.InstanceExtra{Ports: ports}
+}
+
+// servedPort is the port the mesh calls an instance on (doc.go rule 5):
+// port, when enabled, with the protocol metadata's protocol, else http;
+// else securePort, when enabled, as https. An instance with both is called
+// on port: a host has one port per registry service here (translate rule
+// 3), and one port per protocol across a host's services disagrees with a
+// freshly started bridge once the host kept a port of another service (the
+// pipeline's differential). err says why there is none.
+func servedPort(in *instance) (port uint32, protocol, err string) {
+	switch {
+	case in.PortEnabled && (in.Port == 0 || in.Port > 65535):
+		return 0, "", "port is enabled but not in 1-65535"
+	case in.PortEnabled:
+		return uint32(in.Port), protocolOf(in.Metadata), ""
+	case in.SecureEnabled && (in.SecurePort == 0 || in.SecurePort > 65535):
+		return 0, "", "securePort is enabled but not in 1-65535"
+	case in.SecureEnabled:
+		return uint32(in.SecurePort), ProtocolSecure, ""
 	}
-	return out
+	return 0, "", "neither port nor securePort is enabled"
 }
 
 // address is where the instance is called: ipAddr, which Eureka clients
@@ -143,9 +148,9 @@ func allowed(patterns []string, app string) bool {
 }
 
 // readApp converts an application's instances, every status, into its
-// Service: the served ones only, sorted by ID.
+// Service: the served ones only, in any order.
 func readApp(name string, insts map[string]*instance) registries.Service {
-	svc := registries.Service{Name: name, PortPerProtocol: true, Instances: make([]registries.Instance, 0, len(insts))}
+	svc := registries.Service{Name: name, Instances: make([]registries.Instance, 0, len(insts))}
 	for _, in := range insts {
 		if served(in) {
 			svc.Instances = append(svc.Instances, convert(in))

@@ -85,10 +85,9 @@ func TestConvert(t *testing.T) {
 			want: registries.Instance{ID: "ORDERS/h1:orders:8080", Address: "10.0.0.5", Port: 8080, Protocol: "http", Locality: "/z9/",
 				Labels: map[string]string{"zone": "z9"}},
 		},
-		"port and securePort": {
-			in: base(func(in *instance) { in.SecureEnabled, in.SecurePort = true, 8443 }),
-			want: registries.Instance{ID: "ORDERS/h1:orders:8080", Address: "10.0.0.5", Port: 8080, Protocol: "http",
-				Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 8080, Protocol: "http"}, {Number: 8443, Protocol: "https"}}}},
+		"port and securePort: port": {
+			in:   base(func(in *instance) { in.SecureEnabled, in.SecurePort = true, 8443 }),
+			want: registries.Instance{ID: "ORDERS/h1:orders:8080", Address: "10.0.0.5", Port: 8080, Protocol: "http"},
 		},
 		"securePort only": {
 			in:   base(func(in *instance) { in.PortEnabled, in.SecureEnabled, in.SecurePort = false, true, 8443 }),
@@ -103,7 +102,7 @@ func TestConvert(t *testing.T) {
 			want: registries.InvalidInstance("ORDERS/h1:orders:8080", "port is enabled but not in 1-65535"),
 		},
 		"enabled securePort out of range": {
-			in:   base(func(in *instance) { in.SecureEnabled, in.SecurePort = true, 70000 }),
+			in:   base(func(in *instance) { in.PortEnabled, in.SecureEnabled, in.SecurePort = false, true, 70000 }),
 			want: registries.InvalidInstance("ORDERS/h1:orders:8080", "securePort is enabled but not in 1-65535"),
 		},
 		"no address": {
@@ -128,8 +127,8 @@ func TestReadAppServesUpInstancesOnly(t *testing.T) {
 		"d": {App: "WEB", ID: "d", IPAddr: "10.0.0.4", Status: "STARTING", Port: 80, PortEnabled: true},
 	}
 	svc := readApp("WEB", insts)
-	if len(svc.Instances) != 1 || svc.Instances[0].ID != "WEB/a" || !svc.PortPerProtocol || svc.Name != "WEB" {
-		t.Errorf("readApp = %+v, want WEB/a alone, one port per protocol", svc)
+	if len(svc.Instances) != 1 || svc.Instances[0].ID != "WEB/a" || svc.PortPerProtocol || svc.Name != "WEB" {
+		t.Errorf("readApp = %+v, want WEB/a alone", svc)
 	}
 	if svc := readApp("WEB", map[string]*instance{"b": insts["b"]}); svc.Instances == nil || len(svc.Instances) != 0 {
 		t.Errorf("an application with no UP instance: %+v, want an empty, non-nil list", svc.Instances)

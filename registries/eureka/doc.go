@@ -30,9 +30,10 @@
 //     status (set on the server: PUT apps/<APP>/<ID>/status) is unset,
 //     UNKNOWN or UP; DOWN, STARTING, OUT_OF_SERVICE and UNKNOWN ones are
 //     not. ID "<APP>/<instanceId>" (hostName when there is no instanceId);
-//     address ipAddr when it is an IP, else hostName; ports: port, when
-//     enabled, with the protocol of metadata "protocol", else http, and
-//     securePort, when enabled, as https (TLS passed through); an
+//     address ipAddr when it is an IP, else hostName; port: port, when
+//     enabled, with the protocol of metadata "protocol", else http; else
+//     securePort, when enabled, as https (TLS passed through): one port per
+//     instance, as every registry's but Dubbo's (servedPort says why); an
 //     instance with neither, or with an enabled port outside 1-65535, is
 //     invalid (skipped by translate with its reason, logged and counted);
 //     labels are the metadata, raw (translate sanitizes them as every

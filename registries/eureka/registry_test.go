@@ -64,8 +64,8 @@ func TestRealServerInstances(t *testing.T) {
 				t.Errorf("instance a: %+v", in)
 			}
 		case app + "/" + b.ID():
-			if ports := in.Ports(); len(ports) != 2 || ports[1].Number != 18443 || ports[1].Protocol != "https" {
-				t.Errorf("instance b: ports %+v", ports)
+			if in.Port != 18081 || in.Protocol != "http" || in.Ports() != nil {
+				t.Errorf("instance b (port and securePort): %+v, want its port", in)
 			}
 		case app + "/" + c.ID():
 			if in.Address != "10.0.0.6" || in.Port != 8080 {

@@ -96,10 +96,9 @@
 //     instance node, served or not; without one it is removed.
 //  11. An instance: ID "<application>/<node>" (the node is Curator's
 //     instance id, a UUID for Spring), address (IP or hostname), port with
-//     the protocol of metadata "protocol", else http; an sslPort too with
-//     protocol https (both: registries.InstanceExtra.Ports; sslPort alone:
-//     the one port). Services get a port per protocol
-//     (registries.Service.PortPerProtocol). Labels are the payload's
+//     the protocol of metadata "protocol", else http; without a port, its
+//     sslPort as https. One port per instance, as Eureka's (registries/eureka
+//     servedPort says why). Labels are the payload's
 //     metadata as written; locality from its region, zone and subzone.
 //  12. Served only when its metadata instance_status is UP (any case) or
 //     absent (Spring Cloud Zookeeper's rule: OUT_OF_SERVICE and the rest

@@ -150,17 +150,12 @@ func springInstance(app, child string, data []byte) springResult {
 	if proto == "" {
 		proto = springDefaultProtocol
 	}
-	switch {
-	case ci.Port == nil:
+	// One port per instance, as for Eureka's securePort
+	// (registries/eureka servedPort): port, else sslPort as https.
+	if ci.Port == nil {
 		inst.Port, inst.Protocol = uint32(*ci.SSLPort), springSSLProtocol
-	case ci.SSLPort == nil || *ci.SSLPort == *ci.Port:
+	} else {
 		inst.Port, inst.Protocol = uint32(*ci.Port), proto
-	default:
-		inst.Port, inst.Protocol = uint32(*ci.Port), proto
-		inst.Extra = &registries.InstanceExtra{Ports: []registries.Port{
-			{Number: uint32(*ci.Port), Protocol: proto},
-			{Number: uint32(*ci.SSLPort), Protocol: springSSLProtocol},
-		}}
 	}
 	return springResult{inst: inst}
 }
@@ -177,10 +172,9 @@ func springLocality(meta map[string]string) string {
 
 // springService is application app's service from its instance nodes'
 // results, by child name: every instance served (Invalid ones included,
-// for translate to reject), one port per protocol (an instance with an
-// sslPort serves both; registries.Service.PortPerProtocol).
+// for translate to reject).
 func springService(app string, nodes map[string]springResult) registries.Service {
-	svc := registries.Service{Name: app, PortPerProtocol: true}
+	svc := registries.Service{Name: app}
 	for _, child := range slices.Sorted(maps.Keys(nodes)) {
 		if r := nodes[child]; r.skip == "" {
 			svc.Instances = append(svc.Instances, r.inst)

@@ -81,15 +81,13 @@ func TestSpringInstance(t *testing.T) {
 		{name: "hostname", data: springJSON(app, child, "orders-3.example.internal", intp(8080), nil, nil),
 			want: registries.Instance{ID: id, Address: "orders-3.example.internal", Port: 8080, Protocol: "http"}},
 		{name: "port and sslPort", data: springJSON(app, child, "10.0.0.6", intp(8080), intp(8443), nil),
-			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 8080, Protocol: "http", Extra: &registries.InstanceExtra{
-				Ports: []registries.Port{{Number: 8080, Protocol: "http"}, {Number: 8443, Protocol: "https"}}}}},
+			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 8080, Protocol: "http"}},
 		{name: "sslPort only", data: springJSON(app, child, "10.0.0.6", nil, intp(8443), nil),
 			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 8443, Protocol: "https"}},
 		{name: "sslPort is port", data: springJSON(app, child, "10.0.0.6", intp(8443), intp(8443), nil),
 			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 8443, Protocol: "http"}},
 		{name: "declared protocol", data: springJSON(app, child, "10.0.0.6", intp(9090), intp(8443), map[string]string{"protocol": "grpc"}),
-			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 9090, Protocol: "grpc", Labels: map[string]string{"protocol": "grpc"},
-				Extra: &registries.InstanceExtra{Ports: []registries.Port{{Number: 9090, Protocol: "grpc"}, {Number: 8443, Protocol: "https"}}}}},
+			want: registries.Instance{ID: id, Address: "10.0.0.6", Port: 9090, Protocol: "grpc", Labels: map[string]string{"protocol": "grpc"}}},
 		{name: "full locality", data: springJSON(app, child, "10.0.0.5", intp(8080), nil, map[string]string{"region": "r", "zone": "z", "subzone": "s"}),
 			want: registries.Instance{ID: id, Address: "10.0.0.5", Port: 8080, Protocol: "http", Locality: "r/z/s",
 				Labels: map[string]string{"region": "r", "zone": "z", "subzone": "s"}}},
@@ -152,8 +150,8 @@ func TestSpringService(t *testing.T) {
 	for _, i := range svc.Instances {
 		ids = append(ids, i.ID)
 	}
-	if svc.Name != "orders" || svc.Host != "" || !svc.PortPerProtocol || !slices.Equal(ids, []string{"orders/a", "orders/b", "orders/d"}) {
-		t.Errorf("service %+v (ids %v): want orders, named by the host template, a port per protocol, a, b and the malformed d", svc, ids)
+	if svc.Name != "orders" || svc.Host != "" || svc.PortPerProtocol || !slices.Equal(ids, []string{"orders/a", "orders/b", "orders/d"}) {
+		t.Errorf("service %+v (ids %v): want orders, named by the host template, one port per instance, a, b and the malformed d", svc, ids)
 	}
 	if svc := springService("orders", map[string]springResult{"c": nodes["c"]}); len(svc.Instances) != 0 {
 		t.Errorf("service %+v: want no instance served", svc)
@@ -223,8 +221,8 @@ func TestSpringCloudInstances(t *testing.T) {
 	})
 	st := rec.State()
 	svc := st.Last["orders"].Service
-	if svc.Host != "" || !svc.PortPerProtocol {
-		t.Errorf("service %+v: want it named by the host template, a port per protocol", svc)
+	if svc.Host != "" || svc.PortPerProtocol {
+		t.Errorf("service %+v: want it named by the host template, one port per instance", svc)
 	}
 	by := map[string]registries.Instance{}
 	for _, i := range st.Good["orders"] {
@@ -239,8 +237,8 @@ func TestSpringCloudInstances(t *testing.T) {
 	if c := by["orders/c"]; c.Address != "orders-3.example.internal" {
 		t.Errorf("instance c %+v: want its hostname", c)
 	}
-	if d := by["orders/d"]; !slices.Equal(d.Ports(), []registries.Port{{Number: 8080, Protocol: "http"}, {Number: 8443, Protocol: "https"}}) {
-		t.Errorf("instance d %+v: want its port and its sslPort", d.Ports())
+	if d := by["orders/d"]; d.Port != 8080 || d.Protocol != "http" || d.Ports() != nil {
+		t.Errorf("instance d %+v: want its port (not its sslPort)", d)
 	}
 	if f := by["orders/f"]; !strings.Contains(f.Invalid(), "ServiceInstance JSON") {
 		t.Errorf("instance f %+v: want Invalid", f)

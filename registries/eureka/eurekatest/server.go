@@ -35,9 +35,12 @@ type Instance struct {
 type Server struct {
 	srv *httptest.Server
 
-	mu    sync.Mutex
-	apps  map[string]map[string]Instance // application → ID → instance
-	delta []entry                        // the recently changed queue
+	mu   sync.Mutex
+	apps map[string]map[string]Instance // application → ID → instance
+	// delta is the recently changed queue: each instance once, at its
+	// last change, listed in its current state (as the real server's
+	// queue holds the instance itself); a deleted one as it was.
+	delta []entry
 	// status, when not 0, answers every request; hang, when set, is waited
 	// on first; auth, when set, is the Authorization header required.
 	status int
@@ -70,10 +73,22 @@ func Start(t testing.TB) *Server {
 // URL is the server's base URL, as defaultZone names it.
 func (s *Server) URL() string { return s.srv.URL + "/eureka/" }
 
+// TruthURL is a base URL of the server that answers whatever it is told
+// to do (Pause, SetStatus, SetAuth) and counts nothing: what a fresh
+// client would read of the registry (pipelinetest's oracle).
+func (s *Server) TruthURL() string { return s.srv.URL + truthPrefix + "/eureka/" }
+
+const truthPrefix = "/truth"
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	path, truth := strings.CutPrefix(r.URL.Path, truthPrefix)
 	s.mu.Lock()
-	s.requests[r.URL.Path]++
 	hang, status, auth := s.hang, s.status, s.auth
+	if truth {
+		hang, status, auth = nil, 0, ""
+	} else {
+		s.requests[path]++
+	}
 	s.mu.Unlock()
 	if hang != nil {
 		select {
@@ -93,7 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var body []byte
-	switch r.URL.Path {
+	switch path {
 	case "/eureka/apps/":
 		if s.full == nil {
 			var all []entry
@@ -106,7 +121,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		body = s.full
 	case "/eureka/apps/delta":
-		body = s.encode(s.delta)
+		entries := make([]entry, len(s.delta))
+		for i, e := range s.delta {
+			if cur, ok := s.apps[e.in.App][e.in.ID]; ok && e.action != "DELETED" {
+				e.in = cur
+			}
+			entries[i] = e
+		}
+		body = s.encode(entries)
 	default:
 		http.NotFound(w, r)
 		return
@@ -169,8 +191,10 @@ func Hashcode(counts map[string]int) string {
 }
 
 // Put registers or changes an instance (App upper-cased, as the server
-// does); inDelta says whether the change enters the delta queue (false: a
-// delta the bridge missed).
+// does); inDelta says whether the change enters the delta queue; false: the
+// bridge missed it, and the instance's earlier changes left the queue too
+// (the queue lists an instance in its current state, so a change to one
+// still listed cannot be missed otherwise).
 func (s *Server) Put(in Instance, inDelta bool) {
 	in.App = strings.ToUpper(in.App)
 	s.mu.Lock()
@@ -186,6 +210,13 @@ func (s *Server) Put(in Instance, inDelta bool) {
 	s.apps[in.App][in.ID] = in
 	s.counts[in.Status]++
 	s.full = nil
+	s.requeue(in, action, inDelta)
+}
+
+// requeue takes in's entry out of the delta queue, and puts it back last
+// when inDelta. s.mu is held.
+func (s *Server) requeue(in Instance, action string, inDelta bool) {
+	s.delta = slices.DeleteFunc(s.delta, func(e entry) bool { return e.in.App == in.App && e.in.ID == in.ID })
 	if inDelta {
 		s.delta = append(s.delta, entry{in: in, action: action})
 	}
@@ -206,9 +237,7 @@ func (s *Server) Delete(app, id string, inDelta bool) {
 	}
 	s.counts[in.Status]--
 	s.full = nil
-	if inDelta {
-		s.delta = append(s.delta, entry{in: in, action: "DELETED"})
-	}
+	s.requeue(in, "DELETED", inDelta)
 }
 
 // Instances returns every registered instance, by application then ID.
