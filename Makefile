@@ -56,7 +56,7 @@ build: ## Build bin/meshbridge and the example gRPC server and client
 	$(GO) build -o $(BIN)/demo ./examples/demo
 
 .PHONY: servers
-servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod, promtool, the image builder, the Java peers (Maven: nacos, dubbo-java, grpc-java, spring-cloud)
+servers: ## Build (or reuse from the cache) the test servers: Consul, kube-apiserver and etcd, Polaris (Nacos protocol), ZooKeeper (Debian's, apt-get), the dubbo-go test provider, helm, istiod, promtool, the image builder, the Java peers (Maven: nacos, dubbo-java, grpc-java, spring-cloud, eureka)
 	$(SERVERS)
 
 .PHONY: deps
@@ -214,6 +214,13 @@ bench-istiod: ## meshbridge direct vs istiod fed by meshbridge over MCP, same me
 	cd bench/istiod && MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_ISTIOD="$$istiod_bin" MESHBRIDGE_KUBE_ASSETS="$$kube_assets" \
 		$(GO) test -run '^$$' -bench '^BenchmarkIstiod$$' -benchtime 1x -timeout 90m . \
 		-args -istiod.out ../../docs/benchmarks-istiod.md $(BENCH_ISTIOD_FLAGS)
+
+.PHONY: bench-eureka
+bench-eureka: ## Eureka: cold sync of 1,000 applications × 3 instances from the real server; cold sync and one delta round (requests per interval) at 10,000 applications × 3 on a recorded server
+	@servers=$$(tools/build.sh eureka) || exit 1; \
+	export MESHBRIDGE_REQUIRE_SERVERS=1 MESHBRIDGE_EUREKA_DIR=$$(sed -n 's/^eureka=//p' <<<"$$servers"); \
+	$(GO) test -run '^$$' -bench 'RealColdSync1k' -benchtime 5x -benchmem ./registries/eureka/ && \
+	$(GO) test -run '^$$' -bench 'ColdSync10k|DeltaRound10k' -benchtime 5x -benchmem ./registries/eureka/
 
 .PHONY: bench-nacos
 bench-nacos: ## Nacos: cold sync of 1,000 services × 5 instances on Polaris (time, memory), registration → first call on the real Nacos server (20 runs)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshbridge/meshbridge/registries"
 	"github.com/meshbridge/meshbridge/registries/eureka/eurekatest"
+	"github.com/meshbridge/meshbridge/test/harness"
 )
 
 // benchRegistry fills a recorded server with apps applications × per
@@ -32,7 +33,12 @@ func newBenchWatcher(b *testing.B, s *eurekatest.Server, snapshots *int) *watche
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess := registries.NewSession(reg.health, registries.ReporterConfig{Registry: "bench", Logger: slog.New(slog.DiscardHandler),
+	return newBenchWatcherOf(b, reg, snapshots)
+}
+
+// newBenchWatcherOf is a watcher of reg with a sink that counts snapshots.
+func newBenchWatcherOf(b *testing.B, reg *Registry, snapshots *int) *watcher {
+	sess := registries.NewSession(reg.health, registries.ReporterConfig{Registry: reg.cfg.Name, Logger: slog.New(slog.DiscardHandler),
 		Sink: registries.SinkFuncs{SnapshotFunc: func(registries.Snapshot) { *snapshots++ }}})
 	reg.session = sess
 	return &watcher{r: reg, s: sess, c: reg.client, apps: map[string]map[string]*instance{}, counts: map[string]int{},
@@ -83,3 +89,30 @@ func BenchmarkDeltaRound10k(b *testing.B) {
 }
 
 func testFulls(s *eurekatest.Server) int { return s.Requests("/eureka/apps/") }
+
+// BenchmarkRealColdSync1k: the first full read of 1,000 applications × 3
+// instances from the real Eureka server (tools/eureka), registered over its
+// REST API before the timer starts: the request, the server's answer, the
+// decode and a snapshot per application.
+func BenchmarkRealColdSync1k(b *testing.B) {
+	e := harness.StartEureka(b, harness.EurekaOptions{})
+	for a := range 1000 {
+		for i := range 3 {
+			e.Register(b, harness.EurekaInstance{App: fmt.Sprintf("app-%04d", a), IPAddr: fmt.Sprintf("10.1.%d.%d", a/250, a%250),
+				Port: 20000 + i, Metadata: map[string]string{"version": "v1", "zone": "z1"}, DurationInSecs: 3600})
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		reg, err := New(Config{Name: "bench-real", Servers: []string{e.URL()}, RequestTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int
+		w := newBenchWatcherOf(b, reg, &n)
+		w.poll(context.Background())
+		if n != 1000 {
+			b.Fatalf("%d snapshots, want 1000", n)
+		}
+	}
+}

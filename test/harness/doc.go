@@ -21,6 +21,12 @@
 // StartPolaris runs Polaris, a Nacos-protocol server, for what the real
 // server cannot show (a push it loses: Polaris pushes DEFAULT_GROUP only;
 // its group aliases); polaris.go lists where it differs from Nacos.
+// StartEureka and StartEurekaPeers run the real Eureka server (Spring
+// Cloud Netflix 4.3.0, tools/build.sh eureka), one peer or several that
+// replicate, with Register, SetStatus and the other REST calls a client
+// makes; eureka.go lists what the server answers. StartSpringApp runs a
+// Spring Cloud application registering through Nacos, Consul, Eureka or
+// Spring Cloud Zookeeper (spring.go).
 // StartZooKeeper runs Debian's ZooKeeper 3.8 standalone (tools/build.sh
 // zookeeper installs it), with Client and CreatePath for tests that write
 // Dubbo's nodes; StartDubboProvider runs a real dubbo-go v3.3.2 provider
