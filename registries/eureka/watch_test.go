@@ -3,6 +3,7 @@ package eureka
 import (
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -241,5 +242,40 @@ func TestBasicAuth(t *testing.T) {
 	})
 	if st := reg2.Health(); st.Up || contains(st.LastError, "nope") {
 		t.Errorf("health %+v", st)
+	}
+}
+
+// TestTLS: an https:// server is verified against tls.caFile; without it
+// (the system roots do not know the server's CA) the registry is down with
+// reason tls, and nothing is read.
+func TestTLS(t *testing.T) {
+	s := eurekatest.StartTLS(t)
+	s.Put(upInstance("ORDERS", 18080), false)
+	ca := t.TempDir() + "/ca.pem"
+	if err := os.WriteFile(ca, s.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := New(Config{Name: "eureka-tls", Servers: []string{s.URL()}, TLS: TLSConfig{CAFile: ca},
+		Interval: time.Second, RequestTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := registrytest.Run(t, reg, 10*time.Second)
+	rec.Eventually(t, "read over TLS", func(st registrytest.State) bool { return len(ids(st, "ORDERS")) == 1 })
+
+	untrusted, err := New(Config{Name: "eureka-tls-untrusted", Servers: []string{s.URL()},
+		Interval: time.Second, RequestTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := registrytest.Run(t, untrusted, 10*time.Second)
+	harness.Eventually(t, 10*time.Second, "refused", func() error {
+		if testutil.ToFloat64(registries.RegistryErrors.WithLabelValues("eureka-tls-untrusted", reasonTLS)) == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	if st := rec2.State(); len(st.Good) != 0 || untrusted.Health().Up {
+		t.Errorf("an untrusted server was read: %v, health %+v", st, untrusted.Health())
 	}
 }

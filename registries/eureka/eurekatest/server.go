@@ -11,6 +11,7 @@ package eurekatest
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -60,14 +61,29 @@ type entry struct {
 }
 
 // Start starts a server on 127.0.0.1; the test's cleanup stops it.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, false) }
+
+// StartTLS starts a server on 127.0.0.1 serving https with a certificate
+// of its own (CertPEM); the test's cleanup stops it.
+func StartTLS(t testing.TB) *Server { return start(t, true) }
+
+func start(t testing.TB, tls bool) *Server {
 	s := &Server{apps: map[string]map[string]Instance{}, requests: map[string]int{}, counts: map[string]int{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	if tls {
+		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	} else {
+		s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	}
 	t.Cleanup(func() {
 		s.Resume()
 		s.srv.Close()
 	})
 	return s
+}
+
+// CertPEM is the PEM of a StartTLS server's certificate, its own CA.
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
 }
 
 // URL is the server's base URL, as defaultZone names it.
