@@ -11,9 +11,6 @@ import (
 // Metadata keys the registry reads (doc.go rule 5).
 const (
 	MetaProtocol = "protocol"
-	MetaRegion   = "region"
-	MetaZone     = "zone"
-	MetaSubzone  = "subzone"
 	// ProtocolSecure is the protocol of an instance's securePort: TLS the
 	// mesh passes through (an Istio HTTPS port).
 	ProtocolSecure = "https"
@@ -119,17 +116,14 @@ func labelsOf(meta map[string]string) map[string]string {
 // an Amazon data center's availability zone, whose region is the zone less
 // its letter (us-east-1a → us-east-1); "" when nothing is known.
 func locality(in *instance) string {
-	r, z, s := in.Metadata[MetaRegion], in.Metadata[MetaZone], in.Metadata[MetaSubzone]
+	r, z := in.Metadata[registries.MetaRegion], in.Metadata[registries.MetaZone]
 	if z == "" && in.AvailabilityZone != "" {
 		z = in.AvailabilityZone
 		if r == "" {
 			r = strings.TrimRight(z, "abcdefghijklmnopqrstuvwxyz")
 		}
 	}
-	if r == "" && z == "" && s == "" {
-		return ""
-	}
-	return r + "/" + z + "/" + s
+	return registries.Locality(r, z, in.Metadata[registries.MetaSubzone])
 }
 
 // allowed reports whether the allow-list lets an application through,

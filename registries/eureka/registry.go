@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -442,18 +443,9 @@ func (w *watcher) report(apps map[string]map[string]*instance, listing bool, obs
 		slices.SortFunc(keys, registries.ServiceKey.Compare)
 		w.s.Listing(registries.Scope{}, keys, observed)
 	}
-	for _, app := range sortedKeys(apps) {
+	for _, app := range slices.Sorted(maps.Keys(apps)) {
 		if insts := apps[app]; insts != nil && allowed(w.r.cfg.Services, app) {
 			w.s.Read(readApp(app, insts), observed)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -29,9 +29,6 @@ const (
 	// on every instance it registers (value SpringCloudSource).
 	MetaRegisterSource = "preserved.register.source"
 	SpringCloudSource  = "SPRING_CLOUD"
-	MetaRegion         = "region"
-	MetaZone           = "zone"
-	MetaSubzone        = "subzone"
 	// internalMetaPrefix marks metadata the server adds for itself (Polaris
 	// adds internal-nacos-cluster, internal-nacos-service, ...): never a
 	// label.
@@ -93,7 +90,7 @@ func readService(svc nacosmodel.Service, namespace, group, name string, clusters
 			Protocol: protocolOf(h.Metadata),
 			Labels:   labelsFrom(h.Metadata, h.ClusterName),
 			Weight:   weight,
-			Locality: locality(h.Metadata),
+			Locality: registries.MetadataLocality(h.Metadata),
 		})
 	}
 	slices.SortFunc(out, func(a, b registries.Instance) int { return cmp.Compare(a.ID, b.ID) })
@@ -138,16 +135,6 @@ func labelsFrom(meta map[string]string, cluster string) map[string]string {
 		return nil
 	}
 	return labels
-}
-
-// locality is "<region>/<zone>/<subzone>" from the instance metadata, or ""
-// when none is set.
-func locality(meta map[string]string) string {
-	r, z, s := meta[MetaRegion], meta[MetaZone], meta[MetaSubzone]
-	if r == "" && z == "" && s == "" {
-		return ""
-	}
-	return r + "/" + z + "/" + s
 }
 
 // Dubbo on Nacos (Dubbo docs, "Nacos registry"): interface-level services

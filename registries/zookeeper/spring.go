@@ -23,9 +23,6 @@ const (
 	// SpringProtocolKey declares the protocol of the instance's port;
 	// absent means http (Spring applications serve HTTP).
 	SpringProtocolKey = "protocol"
-	springMetaRegion  = "region"
-	springMetaZone    = "zone"
-	springMetaSubzone = "subzone"
 )
 
 // Protocols of a Spring instance's ports: its port's when the metadata
@@ -141,7 +138,7 @@ func springInstance(app, child string, data []byte) springResult {
 	inst := registries.Instance{
 		ID:       id,
 		Address:  strings.TrimSpace(ci.Address),
-		Locality: springLocality(meta),
+		Locality: registries.MetadataLocality(meta),
 	}
 	if len(meta) > 0 {
 		inst.Labels = maps.Clone(meta)
@@ -158,16 +155,6 @@ func springInstance(app, child string, data []byte) springResult {
 		inst.Port, inst.Protocol = uint32(*ci.Port), proto
 	}
 	return springResult{inst: inst}
-}
-
-// springLocality is "<region>/<zone>/<subzone>" from the metadata, or ""
-// when none is set (as Nacos's).
-func springLocality(meta map[string]string) string {
-	r, z, s := meta[springMetaRegion], meta[springMetaZone], meta[springMetaSubzone]
-	if r == "" && z == "" && s == "" {
-		return ""
-	}
-	return r + "/" + z + "/" + s
 }
 
 // springService is application app's service from its instance nodes'

@@ -12,6 +12,7 @@ package eurekatest
 import (
 	"encoding/json"
 	"encoding/pem"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -128,8 +129,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "/eureka/apps/":
 		if s.full == nil {
 			var all []entry
-			for _, app := range sortedKeys(s.apps) {
-				for _, id := range sortedKeys(s.apps[app]) {
+			for _, app := range slices.Sorted(maps.Keys(s.apps)) {
+				for _, id := range slices.Sorted(maps.Keys(s.apps[app])) {
 					all = append(all, entry{in: s.apps[app][id]})
 				}
 			}
@@ -198,7 +199,7 @@ func (s *Server) encode(entries []entry) []byte {
 // status in name order, "_", its count, "_".
 func Hashcode(counts map[string]int) string {
 	var b strings.Builder
-	for _, st := range sortedKeys(counts) {
+	for _, st := range slices.Sorted(maps.Keys(counts)) {
 		if n := counts[st]; n > 0 {
 			b.WriteString(st + "_" + strconv.Itoa(n) + "_")
 		}
@@ -261,8 +262,8 @@ func (s *Server) Instances() []Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Instance
-	for _, app := range sortedKeys(s.apps) {
-		for _, id := range sortedKeys(s.apps[app]) {
+	for _, app := range slices.Sorted(maps.Keys(s.apps)) {
+		for _, id := range slices.Sorted(maps.Keys(s.apps[app])) {
 			out = append(out, s.apps[app][id])
 		}
 	}
@@ -317,13 +318,4 @@ func (s *Server) Requests(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[path]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
