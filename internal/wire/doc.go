@@ -13,13 +13,19 @@
 //  3. LbEndpoint and LoadAssignment: an EDS LbEndpoint and a
 //     ClusterLoadAssignment assembled from LbEndpoint encodings, byte for
 //     byte what proto.Marshal gives for the message (xds/gen).
+//  4. SotWResponse and DeltaResponse: a DiscoveryResponse or a
+//     DeltaDiscoveryResponse encoded once, without its nonce, as a
+//     Response every ADS stream it goes to shares; Response.Parts adds a
+//     stream's nonce, and the shared head and the stream's rest are byte
+//     for byte what proto.Marshal gives for the message with that nonce
+//     (xds/ads's Codec sends them).
 //
 // Rules:
 //   - Each encoder equals its reference (proto.Marshal, protojson inside
 //     encoding/json) on every input it accepts, and says so (ok false, ""
-//     for an LbEndpoint) on an input it does not encode exactly: invalid
-//     UTF-8, unknown fields, an unknown enum value. The caller then uses
-//     the reference. FuzzEncoders and the tests beside each encoder hold
+//     for an LbEndpoint, a nil Response) on an input it does not encode
+//     exactly: invalid UTF-8, unknown fields, an unknown enum value. The
+//     caller then uses the reference. FuzzEncoders and the tests beside each encoder hold
 //     them to it.
 //   - Each encoder knows the fields of its messages by name (fields.go).
 //     A message whose descriptor has a field the encoder does not know (a
@@ -28,6 +34,6 @@
 //     silently left out of a content hash or a size, and
 //     TestEncodersKnowEveryField fails until the encoder is taught it.
 //
-// Not here: what to encode (translate, xds/gen) and the shapes of the
-// messages (istio.io/api, go-control-plane).
+// Not here: what to encode (translate, xds/gen), sending it (xds/ads) and
+// the shapes of the messages (istio.io/api, go-control-plane).
 package wire
