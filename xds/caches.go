@@ -4,10 +4,14 @@ import (
 	"log/slog"
 	"maps"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/meshbridge/meshbridge/xds/ads"
 	"github.com/meshbridge/meshbridge/xds/cache"
 	"github.com/meshbridge/meshbridge/xds/gen"
 )
@@ -144,4 +148,36 @@ func keyFor(typeURL string, gen Generator) string {
 		return mcpCacheKey
 	}
 	return invalidTypeKey
+}
+
+// route returns the ads.Server Route of a listener that serves the xDS
+// types (serveXDSAndMCP, serveXDSOnly): each type URL is classified as
+// forListener's MuxCache does, and an Istio config type is handed off to
+// go-control-plane's server (MCP) where the listener serves MCP.
+func (c *caches) route(role listenerRole, log *slog.Logger) func(typeURL string, node *core.Node, delta bool) (ads.Source, error) {
+	sources := make(map[string]ads.Source, len(c.xds))
+	for key, cc := range c.xds {
+		sources[key] = cc.(*cache.Resources)
+	}
+	return func(typeURL string, node *core.Node, delta bool) (ads.Source, error) {
+		key := cacheKey(typeURL, node)
+		if src, ok := sources[key]; ok {
+			return src, nil
+		}
+		switch key {
+		case unknownTypeKey:
+			return emptySource{}, nil
+		case mcpCacheKey:
+			switch {
+			case c.mcp == nil:
+				return nil, mcpDisabled(log).refuse(typeURL, node.GetId())
+			case role == serveXDSOnly:
+				return nil, mcpElsewhere(log).refuse(typeURL, node.GetId())
+			case delta:
+				return nil, status.Errorf(codes.Unimplemented, "Istio config type %q is served over SotW ADS only", typeURL)
+			}
+			return nil, ads.ErrHandOff
+		}
+		return nil, invalidType(log).refuse(typeURL, node.GetId())
+	}
 }

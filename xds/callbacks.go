@@ -17,12 +17,17 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/meshbridge/meshbridge/xds/ads"
 )
 
-// streamKey names a stream; SotW and Delta streams are numbered separately.
+// streamKey names a stream; SotW and Delta streams are numbered
+// separately, and so are meshbridge's ADS server's (package ads) and
+// go-control-plane's (MCP), each from 1.
 type streamKey struct {
 	id    int64
 	delta bool
+	gcp   bool // served by go-control-plane's server
 }
 
 func (k streamKey) mode() string {
@@ -178,9 +183,10 @@ type callbacks struct {
 	log      *slog.Logger
 	listener string       // "xds" or "mcp", for logs
 	conv     *convergence // nil: no convergence stages
-	// sotw and delta are the open streams by ID: go-control-plane numbers
-	// SotW and Delta streams apart (streams.go).
-	sotw, delta streamTable
+	// sotw and delta are the open streams by ID, gcpSotW and gcpDelta
+	// go-control-plane's: each server numbers SotW and Delta streams apart
+	// (streams.go).
+	sotw, delta, gcpSotW, gcpDelta streamTable
 	// hinted are the nodes told that they asked for Listeners without
 	// being proxyless gRPC clients (hintNotGRPC), so each is told once;
 	// hintMu guards it.
@@ -216,31 +222,56 @@ func (c *callbacks) hintOnce(node string) bool {
 // funcs adapts c to go-control-plane's Callbacks.
 func (c *callbacks) funcs() serverv3.Callbacks {
 	return serverv3.CallbackFuncs{
-		StreamOpenFunc: func(ctx context.Context, id int64, _ string) error { c.opened(ctx, streamKey{id: id}); return nil },
+		StreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
+			c.opened(ctx, streamKey{id: id, gcp: true})
+			return nil
+		},
 		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
-			c.opened(ctx, streamKey{id: id, delta: true})
+			c.opened(ctx, streamKey{id: id, delta: true, gcp: true})
 			return nil
 		},
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			c.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+			c.request(streamKey{id: id, gcp: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
 				requestedNames{names: req.GetResourceNames()})
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			c.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+			c.request(streamKey{id: id, delta: true, gcp: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
 				requestedNames{subscribe: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe()})
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
-			c.response(streamKey{id: id}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo(), resp)
+			c.response(streamKey{id: id, gcp: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo(), proto.Size(resp))
 		},
 		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, resp *discovery.DeltaDiscoveryResponse) {
-			c.response(streamKey{id: id, delta: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo(), resp)
+			c.response(streamKey{id: id, delta: true, gcp: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo(),
+				proto.Size(resp))
 		},
-		StreamClosedFunc:      func(id int64, _ *core.Node) { c.closed(streamKey{id: id}) },
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { c.closed(streamKey{id: id, delta: true}) },
+		StreamClosedFunc:      func(id int64, _ *core.Node) { c.closed(streamKey{id: id, gcp: true}) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { c.closed(streamKey{id: id, delta: true, gcp: true}) },
 	}
 }
+
+// hooks adapts c to the ads.Server's Hooks; both servers of one listener
+// share c (streamKey tells their streams apart).
+func (c *callbacks) hooks() ads.Hooks { return adsHooks{c} }
+
+type adsHooks struct{ c *callbacks }
+
+func (h adsHooks) Opened(ctx context.Context, id int64, delta bool) {
+	h.c.opened(ctx, streamKey{id: id, delta: delta})
+}
+
+func (h adsHooks) Request(id int64, delta bool, node *core.Node, r ads.Request) {
+	h.c.request(streamKey{id: id, delta: delta}, node, r.TypeURL, r.Nonce, r.ErrorDetail,
+		requestedNames{names: r.Names, subscribe: r.Subscribe, unsubscribe: r.Unsubscribe})
+}
+
+func (h adsHooks) Response(id int64, delta bool, typeURL, nonce, version string, size int) {
+	h.c.response(streamKey{id: id, delta: delta}, typeURL, nonce, version, size)
+}
+
+func (h adsHooks) Closed(id int64, delta bool) { h.c.closed(streamKey{id: id, delta: delta}) }
 
 // opened counts a new stream and notes its peer; ctx is the stream's.
 // go-control-plane calls it before any request of the stream and calls
@@ -256,7 +287,12 @@ func (c *callbacks) opened(ctx context.Context, key streamKey) {
 
 // table returns the streams of key's mode.
 func (c *callbacks) table(key streamKey) *streamTable {
-	if key.delta {
+	switch {
+	case key.gcp && key.delta:
+		return &c.gcpDelta
+	case key.gcp:
+		return &c.gcpSotW
+	case key.delta:
 		return &c.delta
 	}
 	return &c.sotw
@@ -275,6 +311,8 @@ func (c *callbacks) state(key streamKey) *streamState {
 func (c *callbacks) eachStream(f func(streamKey, *streamState)) {
 	c.sotw.each(func(id int64, st *streamState) { f(streamKey{id: id}, st) })
 	c.delta.each(func(id int64, st *streamState) { f(streamKey{id: id, delta: true}, st) })
+	c.gcpSotW.each(func(id int64, st *streamState) { f(streamKey{id: id, gcp: true}, st) })
+	c.gcpDelta.each(func(id int64, st *streamState) { f(streamKey{id: id, delta: true, gcp: true}, st) })
 }
 
 // request registers the stream's generator at its first request (the one that
@@ -338,11 +376,9 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 	}
 }
 
-// response counts a response about to be sent and remembers it until the
-// client answers. proto.Size walks only the response's envelope: the
-// resources in it are already bytes.
-func (c *callbacks) response(key streamKey, typeURL, nonce, version string, resp proto.Message) {
-	size := proto.Size(resp)
+// response counts a response of size bytes about to be sent and
+// remembers it until the client answers.
+func (c *callbacks) response(key streamKey, typeURL, nonce, version string, size int) {
 	now := time.Now()
 	st := c.state(key)
 	st.mu.Lock()

@@ -111,7 +111,7 @@ func (h *convHarness) open(key streamKey, grpc bool, typeURL string, names ...st
 func nonceOf(key streamKey, version string) string { return key.mode() + version }
 
 func (h *convHarness) respond(key streamKey, typeURL, version string) {
-	h.cb.response(key, typeURL, nonceOf(key, version), version, nil)
+	h.cb.response(key, typeURL, nonceOf(key, version), version, 0)
 }
 
 func (h *convHarness) ack(key streamKey, typeURL, version string, names ...string) {

@@ -24,9 +24,10 @@ func TestPackagesImportOneWay(t *testing.T) {
 		"../internal/wire": nil,
 		"bootstrap":        nil,
 		"gen":              {"internal/wire", "model", "xds/bootstrap"},
-		"cache":            {"model"},
+		"cache":            {"internal/wire", "model", "xds/ads"},
+		"ads":              {"internal/wire"},
 		"dns":              {"model", "serviceentry"},
-		".":                {"model", "serviceentry", "xds/bootstrap", "xds/cache", "xds/gen"},
+		".":                {"internal/wire", "model", "serviceentry", "xds/ads", "xds/bootstrap", "xds/cache", "xds/gen"},
 	}
 	for dir, want := range allowed {
 		pkg, err := build.Default.ImportDir(filepath.FromSlash(dir), 0)

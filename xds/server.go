@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshbridge/meshbridge/model"
+	"github.com/meshbridge/meshbridge/xds/ads"
 	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
@@ -298,7 +300,7 @@ func (s *DiscoveryServer) Run(ctx context.Context, ready <-chan struct{}) error 
 	}
 
 	for _, p := range ports {
-		p.srv = s.newGRPCServer(ctx, p)
+		p.srv, p.ads = s.newGRPCServer(ctx, p)
 		s.log.Info("Serving "+p.what, "listener", p.name, "address", p.lis.Addr().String(), "tls", p.tls, "mtls", p.mtls)
 	}
 	close(s.serving)
@@ -361,6 +363,7 @@ type port struct {
 
 	lis net.Listener
 	srv *grpc.Server
+	ads *ads.Server // nil on the MCP listener
 }
 
 // ports returns the listeners Options ask for, their TLS files loaded.
@@ -405,24 +408,24 @@ const (
 	listenerMCP = "mcp"
 )
 
-// newGRPCServer registers go-control-plane's ADS server, watching the
-// caches as p's role routes them, on a new gRPC server. Only ADS is offered:
-// proxyless gRPC, meshbridge's Envoy bootstrap and istiod all use it, and
-// one stream keeps CDS and EDS ordered: SotW streams run go-control-plane's
-// ordered ADS (one response channel per stream, as its Delta server has),
-// so responses leave in the order a push updated the caches, Clusters
-// before ClusterLoadAssignments, as istiod orders a push.
-func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Server {
+// newGRPCServer returns a new gRPC server for p with its ADS server
+// registered: meshbridge's own (package ads) on a listener that serves the
+// xDS types, with go-control-plane's taking over istiod's MCP streams
+// where the listener serves MCP too; go-control-plane's alone on the MCP
+// listener. Only ADS is offered: proxyless gRPC, meshbridge's Envoy
+// bootstrap and istiod all use it, and one stream keeps CDS and EDS
+// ordered (ads rule 8; go-control-plane's ordered ADS for MCP).
+func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) (*grpc.Server, *ads.Server) {
 	log := s.log.With("listener", p.name)
-	xdsServer := serverv3.NewServer(ctx, s.caches.forListener(p.role, log), s.listeners[p.name].funcs(),
-		sotw.WithLogger(gcpLogger(log)),
-		sotw.DeactivateLegacyWildcardForTypes(legacyWildcardOff),
-		sotw.WithOrderedADS(),
-	)
+	cb := s.listeners[p.name]
+	gcp := func() serverv3.Server {
+		return serverv3.NewServer(ctx, s.caches.forListener(p.role, log), cb.funcs(),
+			sotw.WithLogger(gcpLogger(log)),
+			sotw.DeactivateLegacyWildcardForTypes(legacyWildcardOff),
+			sotw.WithOrderedADS(),
+		)
+	}
 	opts := []grpc.ServerOption{
-		// Bound concurrent stream sends; a slow client holds a slot for at
-		// most slowSendAfter (sends.go).
-		grpc.ChainStreamInterceptor(s.sends.intercept),
 		// Find dead clients whose TCP connection did not close (Istio's
 		// default keepalive for istiod's xDS port).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -431,9 +434,25 @@ func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) *grpc.Serv
 	if p.creds != nil {
 		opts = append(opts, grpc.Creds(p.creds))
 	}
-	srv := grpc.NewServer(opts...)
-	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xdsServer)
-	return srv
+	if p.role == serveMCPOnly {
+		srv := grpc.NewServer(opts...)
+		discovery.RegisterAggregatedDiscoveryServiceServer(srv, gcp())
+		return srv, nil
+	}
+	adsOpts := ads.Options{
+		Route:          s.caches.route(p.role, log),
+		LegacyWildcard: func(typeURL string) bool { return !slices.Contains(legacyWildcardOff, typeURL) },
+		Hooks:          cb.hooks(),
+	}
+	if p.role == serveXDSAndMCP && s.caches.mcp != nil {
+		adsOpts.HandOff = gcp()
+	}
+	as := ads.NewServer(ctx, adsOpts)
+	// Pre-encoded responses (ads.Codec; requests and MCP as protobuf), and
+	// streams that end with ctx.
+	srv := grpc.NewServer(append(opts, as.ServerOptions()...)...)
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, as)
+	return srv, as
 }
 
 // Addr returns the address the ADS listener (Options.Address) is bound to,

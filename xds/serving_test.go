@@ -121,9 +121,9 @@ func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
 	}
 	typ := resourcev3.EndpointType
 	c.request(key, grpcNode(), typ, "", nil, requestedNames{})
-	c.response(key, typ, "1", "v1", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "1"})
+	c.response(key, typ, "1", "v1", 10)
 	c.request(key, nil, typ, "1", nil, requestedNames{})
-	c.response(key, typ, "2", "v2", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "2"})
+	c.response(key, typ, "2", "v2", 10)
 	if got := c.ackedVersion(key, typ); got != "v1" {
 		t.Errorf("acked %q while v2 is un-ACKed, want v1", got)
 	}
@@ -131,7 +131,7 @@ func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
 	if got := c.ackedVersion(key, typ); got != "v1" {
 		t.Errorf("acked %q after v2's NACK, want v1", got)
 	}
-	c.response(key, typ, "3", "v3", &discovery.DeltaDiscoveryResponse{TypeUrl: typ, Nonce: "3"})
+	c.response(key, typ, "3", "v3", 10)
 	c.request(key, nil, typ, "3", nil, requestedNames{})
 	if got := c.ackedVersion(key, typ); got != "v3" {
 		t.Errorf("acked %q, want v3", got)

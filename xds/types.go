@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshbridge/meshbridge/internal/wire"
+	"github.com/meshbridge/meshbridge/xds/ads"
 	"github.com/meshbridge/meshbridge/xds/cache"
 )
 
@@ -266,4 +269,39 @@ func handOver[T any](out chan T, resp T) (cancel func()) {
 		}
 	}()
 	return sync.OnceFunc(func() { close(done) })
+}
+
+// emptySource is emptyCache's rules as an ads.Source: a proto type
+// meshbridge does not produce is answered with an empty response once for
+// each name (or the wildcard) a stream subscribes to; nothing changes it,
+// so it wakes nobody.
+type emptySource struct{}
+
+var _ ads.Source = emptySource{}
+
+// Watch implements ads.Source.
+func (emptySource) Watch(*ads.Watch) {}
+
+// Unwatch implements ads.Source.
+func (emptySource) Unwatch(*ads.Watch) {}
+
+// Respond implements ads.Source.
+func (emptySource) Respond(w *ads.Watch, _ bool) (*wire.Response, string) {
+	var e emptyCache
+	if e.answered(&w.Sub) {
+		return nil, ""
+	}
+	if !w.Delta {
+		w.Sub.SetReturnedResources(e.marks(&w.Sub))
+		return wire.SotWResponse(emptyVersion, w.TypeURL, nil), emptyVersion
+	}
+	var removed []string
+	for name, version := range w.Sub.ReturnedResources() {
+		if name != wildcardMark && version != emptyVersion {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(removed)
+	w.Sub.SetReturnedResources(e.marks(&w.Sub))
+	return wire.DeltaResponse(emptyVersion, w.TypeURL, nil, removed), emptyVersion
 }

@@ -17,6 +17,9 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshbridge/meshbridge/internal/wire"
+	"github.com/meshbridge/meshbridge/xds/ads"
 )
 
 // Resources is the go-control-plane cache.Cache of one xDS type whose
@@ -94,6 +97,18 @@ type Resources struct {
 	localized map[string]*localizedEntry
 	watches   map[string]map[*cacheWatch]struct{} // by subscribed name
 	wildcard  map[*cacheWatch]struct{}
+
+	// The ADS server's standing watches (source.go): by subscribed name,
+	// and the wildcard ones.
+	adsWatches  map[string]map[*ads.Watch]struct{}
+	adsWildcard map[*ads.Watch]struct{}
+	// bodies are the response bodies encoded since the last Update, by
+	// their memo key (source.go); sorted the names held, sorted, once
+	// asked since the last Update; scratch and keyBuf Respond's buffers.
+	bodies  map[string]*wire.Response
+	sorted  []string
+	scratch []*cachedEntry
+	keyBuf  []byte
 }
 
 // cachedEntry is one resource version in a Resources, 32 bytes: a cache
@@ -152,17 +167,38 @@ type Varied interface {
 // bytesOf returns e's encoding as the bytes it was handed over as.
 func (e *cachedEntry) bytesOf() []byte { return unsafe.Slice(unsafe.StringData(e.wire), len(e.wire)) }
 
-// cacheWatch is an open watch: SotW (req, out) or Delta (dreq, dout).
-type cacheWatch struct {
+// view is what decides which form of a resource a stream is served: its
+// node's profile (ServeProfiles) and place (ServeLocalized).
+type view struct {
 	profile int // ServeProfiles' profile of the stream's node
 	// locality and labels are ServeLocalized's place of the stream's node.
 	locality string
 	labels   map[string]string
-	sub      cachev3.Subscription
-	req      *cachev3.Request
-	out      chan cachev3.Response
-	dreq     *cachev3.DeltaRequest
-	dout     chan cachev3.DeltaResponse
+}
+
+// viewOf returns node's view. Call with mu held.
+func (c *Resources) viewOf(node *core.Node) view {
+	var v view
+	if c.profileOf != nil {
+		if p := c.profileOf(node); p > 0 && p < c.profiles {
+			v.profile = p
+		}
+	}
+	if c.placeOf != nil {
+		v.locality, v.labels = c.placeOf(node)
+	}
+	return v
+}
+
+// cacheWatch is an open go-control-plane watch: SotW (req, out) or Delta
+// (dreq, dout).
+type cacheWatch struct {
+	view
+	sub  cachev3.Subscription
+	req  *cachev3.Request
+	out  chan cachev3.Response
+	dreq *cachev3.DeltaRequest
+	dout chan cachev3.DeltaResponse
 
 	woken     uint64        // the update that last collected it (notify)
 	tracked   bool          // in watches or wildcard, under the cache's lock
@@ -183,6 +219,10 @@ func NewResources(typeURL string) *Resources {
 		localized: make(map[string]*localizedEntry),
 		watches:   make(map[string]map[*cacheWatch]struct{}),
 		wildcard:  make(map[*cacheWatch]struct{}),
+
+		adsWatches:  make(map[string]map[*ads.Watch]struct{}),
+		adsWildcard: make(map[*ads.Watch]struct{}),
+		bodies:      make(map[string]*wire.Response),
 	}
 }
 
@@ -218,9 +258,10 @@ func (c *Resources) ServeLocalized(placeOf func(*core.Node) (locality string, la
 func (c *Resources) Update(set map[string]types.Resource, remove []string) error {
 	var errs []error
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.version++
 	c.versionS = strconv.FormatUint(c.version, 10)
+	clear(c.bodies)
+	c.sorted = nil
 	version := new(string)
 	*version = c.versionS
 	var woken []*cacheWatch
@@ -232,6 +273,7 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 			}
 		}
 	}
+	changed := make([]string, 0, len(set)+len(remove))
 	for name, res := range set {
 		wire, err := encoding(res)
 		if err != nil {
@@ -246,6 +288,7 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 			delete(c.localized, name)
 		}
 		wake(name)
+		changed = append(changed, name)
 	}
 	for _, name := range remove {
 		delete(c.resources, name)
@@ -255,6 +298,7 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 		if len(c.watches[name]) == 0 {
 			delete(c.watches, name)
 		}
+		changed = append(changed, name)
 	}
 	for w := range c.wildcard {
 		woken = append(woken, w)
@@ -264,6 +308,9 @@ func (c *Resources) Update(set map[string]types.Resource, remove []string) error
 			c.untrack(w)
 		}
 	}
+	adsWoken := c.adsWoken(changed)
+	c.mu.Unlock()
+	ads.Wake(adsWoken)
 	return errors.Join(errs...)
 }
 
@@ -328,7 +375,7 @@ func (c *Resources) sameLocalized(name string, res types.Resource) bool {
 // entryFor returns the form of name (held as e) that w is served: its
 // profile's (ServeProfiles), or its place's (ServeLocalized), built on
 // first use. Call with mu held.
-func (c *Resources) entryFor(name string, e *cachedEntry, w *cacheWatch) *cachedEntry {
+func (c *Resources) entryFor(name string, e *cachedEntry, w *view) *cachedEntry {
 	if w.profile != 0 {
 		if forms := c.variants[name]; forms != nil && forms[w.profile-1] != nil {
 			return &forms[w.profile-1].cachedEntry
@@ -452,14 +499,7 @@ func (c *Resources) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subs
 func (c *Resources) watch(w *cacheWatch, node *core.Node, evenIfEmpty bool) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.profileOf != nil {
-		if p := c.profileOf(node); p > 0 && p < c.profiles {
-			w.profile = p
-		}
-	}
-	if c.placeOf != nil {
-		w.locality, w.labels = c.placeOf(node)
-	}
+	w.view = c.viewOf(node)
 	if !c.answer(w, evenIfEmpty) {
 		w.tracked = true
 		if w.sub.IsWildcard() {
@@ -517,7 +557,7 @@ func (c *Resources) untrack(w *cacheWatch) {
 // rules) and reports whether it did. Call with mu held.
 func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	delta := w.dreq != nil
-	changed, removed := c.changes(w, delta)
+	changed, removed := c.changes(w.sub, &w.view, delta)
 	if len(changed)+len(removed) == 0 && !evenIfEmpty {
 		return false
 	}
@@ -549,11 +589,15 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	for _, name := range removed {
 		delete(next, name)
 	}
-	defer c.noteSubstitutions(w, send)
+	node := w.req.GetNode()
+	if delta {
+		node = w.dreq.GetNode()
+	}
+	defer c.noteSubstitutions(node, w.profile, send)
 	if delta {
 		resources := make([]*discovery.Resource, len(send))
 		for i, name := range send {
-			r := c.deltaResource(name, c.entryFor(name, c.resources[name], w))
+			r := c.deltaResource(name, c.entryFor(name, c.resources[name], &w.view))
 			resources[i] = r
 			next[name] = r.Version
 		}
@@ -571,7 +615,7 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	}
 	resources := make([]*anypb.Any, len(send))
 	for i, name := range send {
-		e := c.entryFor(name, c.resources[name], w)
+		e := c.entryFor(name, c.resources[name], &w.view)
 		resources[i] = c.anyOf(e)
 		next[name] = *e.version
 	}
@@ -588,22 +632,18 @@ func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 }
 
 // noteSubstitutions tells served what the substituted forms among the
-// resources sent to w substituted. Call with mu held.
-func (c *Resources) noteSubstitutions(w *cacheWatch, sent []string) {
-	if w.profile == 0 || c.served == nil || len(c.variants) == 0 {
+// resources sent to node (of profile) substituted. Call with mu held.
+func (c *Resources) noteSubstitutions(node *core.Node, profile int, sent []string) {
+	if profile == 0 || c.served == nil || len(c.variants) == 0 {
 		return
 	}
 	var substituted []string
 	for _, name := range sent {
-		if forms := c.variants[name]; forms != nil && forms[w.profile-1] != nil {
-			substituted = append(substituted, forms[w.profile-1].substituted...)
+		if forms := c.variants[name]; forms != nil && forms[profile-1] != nil {
+			substituted = append(substituted, forms[profile-1].substituted...)
 		}
 	}
 	if len(substituted) > 0 {
-		node := w.req.GetNode()
-		if w.dreq != nil {
-			node = w.dreq.GetNode()
-		}
 		c.served(node, substituted)
 	}
 }
@@ -612,8 +652,7 @@ func (c *Resources) noteSubstitutions(w *cacheWatch, sent []string) {
 // another version than it was sent) and the names it has that are gone
 // (removed from the cache, or no longer subscribed), as LinearCache's
 // computeResourceChange. Call with mu held.
-func (c *Resources) changes(w *cacheWatch, delta bool) (changed, removed []string) {
-	sub := w.sub
+func (c *Resources) changes(sub cachev3.Subscription, w *view, delta bool) (changed, removed []string) {
 	known := sub.ReturnedResources()
 	version := func(name string, e *cachedEntry) string {
 		if delta {
@@ -714,9 +753,10 @@ func (c *Resources) Fetch(context.Context, *cachev3.Request) (cachev3.Response, 
 	return nil, errors.New("fetch is not implemented: xDS is served over ADS streams")
 }
 
-// NumWatches returns how many open watches an update of name wakes.
+// NumWatches returns how many open watches an update of name wakes:
+// go-control-plane's and the ADS server's (source.go).
 func (c *Resources) NumWatches(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.watches[name]) + len(c.wildcard)
+	return len(c.watches[name]) + len(c.wildcard) + len(c.adsWatches[name]) + len(c.adsWildcard)
 }
