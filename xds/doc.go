@@ -3,10 +3,13 @@
 // methods) and the services of a ServiceSource, keeps the endpoint shards,
 // debounces and pushes, and serves Clusters and ClusterLoadAssignments to
 // every client plus Listeners and RouteConfigurations to proxyless gRPC,
-// over go-control-plane's ADS server (SotW and Delta), and MCP to istiod.
+// over meshbridge's ADS server (xds/ads, SotW and Delta), and MCP to
+// istiod over go-control-plane's.
 //
-// Its subpackages, imported one way (xds → xds/cache, xds/gen →
-// internal/wire): xds/gen builds and encodes the resources (pure
+// Its subpackages, imported one way (xds → xds/cache → xds/ads →
+// internal/wire, xds/gen → internal/wire): xds/ads serves the ADS streams
+// from Sources (its rules: nonces, subscriptions, ACK gating, order, the
+// slow path), xds/gen builds and encodes the resources (pure
 // functions of a service and its endpoints), xds/cache holds them for the
 // streams (a per-resource cache per type, and MCP's, which validates with
 // the function MCPOptions.Validate gives it). Neither imports xds nor the
@@ -63,28 +66,28 @@
 //     reports ready on an empty list, so a partial mesh must never be
 //     served. server.go.
 //  9. SotW and Delta ADS share each listener and the caches for every type;
-//     go-control-plane copies a stream's first Node into later requests
-//     (sotw process, delta processDelta), so caches.go's classification
-//     holds. Delta clients get changed resources with per-resource versions
-//     and removed names (xds/cache). caches.go.
+//     the ADS server reads a stream's later requests with its first Node
+//     (ads rule 2), so caches.go's classification (route) holds for the
+//     stream. An Istio config type is handed to go-control-plane's server
+//     (MCP) when it is a SotW stream's first request on a listener that
+//     serves MCP. Delta clients get changed resources with per-resource
+//     versions and removed names (xds/cache). caches.go.
 //  10. Each resource version is marshalled once: gen hands over encodings
 //     (a ClusterLoadAssignment assembled from the LbEndpoints the endpoint
 //     shards encoded when the endpoints arrived), the cache keeps them and
-//     shares one Any and one Delta Resource per version among the streams;
-//     only the envelope is per stream. Whether a resource changed is
-//     decided on its bytes. shards.go, resources.go.
+//     encodes each response body once for every stream it goes to
+//     (xds/cache source.go, internal/wire Response); only the nonce is per
+//     stream (ads.Codec). Whether a resource changed is decided on its
+//     bytes. shards.go, resources.go.
 //  11. A stream is sent a type's next response only after it answered the
-//     previous one: the cache answers a watch once and the next watch opens
-//     with the next request (SotW and Delta), so pushes to an un-ACKed
-//     stream coalesce. A NACKed version is not re-sent until it changes;
-//     nackGuard closes SotW's gap for a NACK of the first response.
-//     callbacks.go keeps the last ACKed version per stream and type. nack.go.
-//  12. A push never waits for a client: the cache hands responses to
-//     per-stream buffered channels (a goroutine waits when one is full);
-//     each stream sends from its own
-//     goroutine; at most 2×GOMAXPROCS (≥ 4) sends run at once over both
-//     listeners, and one blocked by flow control frees its slot after 50ms.
-//     sends.go.
+//     previous one, so pushes to an un-ACKed stream coalesce, and a NACKed
+//     version is not re-sent until it changes (ads rules 4–6; nackGuard
+//     keeps the same for go-control-plane's MCP streams). callbacks.go
+//     keeps the last ACKed version per stream and type. nack.go.
+//  12. A push never waits for a client: the ADS server's workers send to
+//     the streams a push woke, and a stream with too many un-answered bytes
+//     or a send in progress is sent to from a goroutine of its own (ads
+//     rule 9).
 //  13. Options.TLS serves the xDS port over TLS, mTLS when a client CA is
 //     named; Options.MCPTLS the MCP port over server TLS only, since
 //     istiod's xds:// config source client presents no client certificate
@@ -122,8 +125,10 @@
 //     workload certificate's identity; its subject is empty and logged only
 //     when set). The stream's end is logged at debug. callbacks.go.
 //  17. Run stops both listeners when its context ends: the ADS streams end
-//     with it, each gRPC server stops gracefully (GOAWAY, responses in
-//     flight finish), and hard after 5s. server.go.
+//     with it (status Canceled from meshbridge's ADS server, whose
+//     handlers are woken from reading by their context, ads rule 12; OK
+//     from go-control-plane's), each gRPC server stops gracefully (GOAWAY,
+//     responses in flight finish), and hard after 5s. server.go.
 //  18. Per stream and type the callbacks keep the subscription (mirrored
 //     by go-control-plane's own Subscription rules from the requests it
 //     takes), the last response sent, ACK and NACK; SyncStatus shows them
@@ -147,8 +152,9 @@
 // Concurrency: the XDSUpdater methods may be called from any goroutine and
 // never block; they update the endpoint shards and queue a request. One
 // debounce goroutine batches requests; pushes run one at a time under a mutex
-// that owns the caches' content. go-control-plane serves each stream in its
-// own goroutines and reads the caches under their own locks.
+// that owns the caches' content. The ADS server reads each stream's
+// requests in its handler goroutine and sends pushes from its workers;
+// both read the caches under their own locks.
 //
 // Not here: push decisions about ServiceEntries (serviceentry), resource
 // building (xds/gen), the caches' watch rules (xds/cache), resolving the

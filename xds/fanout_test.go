@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -111,9 +112,9 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 
 	// Clients that never read (raw streams: an ads client reads every
 	// response): with fixed 64 KiB windows, the server's second send to
-	// each blocks in gRPC flow control. There are more of them than send
-	// slots.
-	stuck := defaultMaxSends() + 2
+	// each blocks in gRPC flow control. There are more of them than the
+	// ADS server has workers (ads rule 9).
+	stuck := 2*runtime.GOMAXPROCS(0) + 2
 	for range stuck {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))

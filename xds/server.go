@@ -108,7 +108,6 @@ type DiscoveryServer struct {
 	shards *endpointShards
 	queue  *requestQueue
 	caches *caches
-	sends  *sendLimiter // shared by the listeners: it bounds the CPU spent on sends
 
 	pushMu sync.Mutex // serialises pushes; guards synced and the caches' content
 	synced bool       // the first full push is done
@@ -165,7 +164,6 @@ func NewDiscoveryServer(src ServiceSource, opts Options) *DiscoveryServer {
 		shards:  newEndpointShards(),
 		queue:   newRequestQueue(),
 		caches:  newCaches(mcp, subs),
-		sends:   newSendLimiter(defaultMaxSends(), slowSendAfter),
 		seq:     make(chan int, 1),
 		serving: make(chan struct{}),
 		listeners: map[string]*callbacks{

@@ -1,13 +1,9 @@
 package xds
 
 import (
-	"errors"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -16,100 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Unit tests of the serving pieces: send bound (rule 12), ACK tracking
-// (rule 11) and stream metrics. Marshal once (rule 10) is xds/cache's
+// Unit tests of the serving pieces: ACK tracking (rule 11) and stream
+// metrics. Marshal once (rule 10) is xds/cache's
 // TestEachResourceVersionIsMarshalledOnce.
-
-func TestSendLimiter(t *testing.T) {
-	t.Run("no more sends at once than slots", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			l := newSendLimiter(2, time.Second)
-			var running, peak atomic.Int32
-			release := make(chan struct{})
-			for range 5 {
-				go func() {
-					_ = l.sender(nil).do(func() error {
-						peak.Store(max(peak.Load(), running.Add(1)))
-						<-release
-						running.Add(-1)
-						return nil
-					})
-				}()
-			}
-			synctest.Wait()
-			if got := running.Load(); got != 2 {
-				t.Errorf("%d sends running, want 2", got)
-			}
-			close(release)
-			synctest.Wait()
-			if got := peak.Load(); got != 2 {
-				t.Errorf("peak of %d sends at once, want 2", got)
-			}
-		})
-	})
-	t.Run("a send blocked past slowAfter frees its slot", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			l := newSendLimiter(1, 50*time.Millisecond)
-			stuck := make(chan struct{})
-			go func() { _ = l.sender(nil).do(func() error { <-stuck; return nil }) }()
-			synctest.Wait()
-			start := time.Now()
-			if err := l.sender(nil).do(func() error { return nil }); err != nil {
-				t.Fatal(err)
-			}
-			if waited := time.Since(start); waited != 50*time.Millisecond {
-				t.Errorf("second send waited %v, want 50ms", waited)
-			}
-			close(stuck)
-		})
-	})
-	t.Run("each send of a stream holds its own slot for up to slowAfter", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			l := newSendLimiter(1, 50*time.Millisecond)
-			s := l.sender(nil)
-			// Slow: its timer gives the slot back at 50ms, and is not armed again.
-			if err := s.do(func() error { time.Sleep(60 * time.Millisecond); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				// A quick send stops its timer; the blocked send after it
-				// arms the same timer again.
-				if err := s.do(func() error { return nil }); err != nil {
-					t.Fatal(err)
-				}
-				release := make(chan struct{})
-				go func() { _ = s.do(func() error { <-release; return nil }) }()
-				synctest.Wait()
-				start := time.Now()
-				if err := l.sender(nil).do(func() error { return nil }); err != nil {
-					t.Fatal(err)
-				}
-				if waited := time.Since(start); waited != 50*time.Millisecond {
-					t.Errorf("another stream's send waited %v, want 50ms", waited)
-				}
-				close(release)
-				synctest.Wait()
-			}
-			if got := len(l.slots); got != 0 {
-				t.Errorf("%d slots held after every send ended, want 0", got)
-			}
-		})
-	})
-	t.Run("a stream that ends while waiting gives up", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			l := newSendLimiter(1, time.Hour)
-			stuck := make(chan struct{})
-			go func() { _ = l.sender(nil).do(func() error { <-stuck; return nil }) }()
-			synctest.Wait()
-			done := make(chan struct{})
-			close(done)
-			if err := l.sender(done).do(func() error { return nil }); !errors.Is(err, errStreamDone) {
-				t.Errorf("err = %v, want errStreamDone", err)
-			}
-			close(stuck)
-		})
-	})
-}
 
 func TestCallbacksTrackACKsAndCountStreams(t *testing.T) {
 	c := newCallbacks(slog.New(slog.NewTextHandler(io.Discard, nil)), listenerXDS, nil)
