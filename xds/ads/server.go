@@ -319,11 +319,7 @@ func (st *adsStream) flushLocked() {
 			return
 		}
 		w := st.pending[0]
-		st.pending = st.pending[1:]
-		if len(st.pending) == 0 {
-			st.pending = st.pending[:0:0]
-		}
-		w.pending = false
+		st.removePending(w)
 		if w.awaiting {
 			w.dirty = true
 			st.mu.Unlock()

@@ -109,6 +109,8 @@ type Resources struct {
 	sorted  []string
 	scratch []*cachedEntry
 	keyBuf  []byte
+	changed []string
+	removed []string
 }
 
 // cachedEntry is one resource version in a Resources, 32 bytes: a cache
@@ -557,7 +559,7 @@ func (c *Resources) untrack(w *cacheWatch) {
 // rules) and reports whether it did. Call with mu held.
 func (c *Resources) answer(w *cacheWatch, evenIfEmpty bool) bool {
 	delta := w.dreq != nil
-	changed, removed := c.changes(w.sub, &w.view, delta)
+	changed, removed := c.changes(w.sub, &w.view, delta, nil, nil)
 	if len(changed)+len(removed) == 0 && !evenIfEmpty {
 		return false
 	}
@@ -652,7 +654,10 @@ func (c *Resources) noteSubstitutions(node *core.Node, profile int, sent []strin
 // another version than it was sent) and the names it has that are gone
 // (removed from the cache, or no longer subscribed), as LinearCache's
 // computeResourceChange. Call with mu held.
-func (c *Resources) changes(sub cachev3.Subscription, w *view, delta bool) (changed, removed []string) {
+//
+// They are appended to changed and removed as given (nil, or buffers to
+// reuse).
+func (c *Resources) changes(sub cachev3.Subscription, w *view, delta bool, changed, removed []string) ([]string, []string) {
 	known := sub.ReturnedResources()
 	version := func(name string, e *cachedEntry) string {
 		if delta {

@@ -95,7 +95,8 @@ func (c *Resources) Respond(w *ads.Watch, force bool) (*wire.Response, string) {
 	defer c.mu.Unlock()
 	sw := w.Private.(*sourceWatch)
 	sub := &w.Sub
-	changed, removed := c.changes(sub, &sw.view, w.Delta)
+	changed, removed := c.changes(sub, &sw.view, w.Delta, c.changed[:0], c.removed[:0])
+	c.changed, c.removed = changed[:0], removed[:0]
 	if len(changed)+len(removed) == 0 && !force {
 		return nil, ""
 	}
@@ -109,7 +110,7 @@ func (c *Resources) Respond(w *ads.Watch, force bool) (*wire.Response, string) {
 		case sub.IsWildcard():
 			send = c.names()
 		default:
-			send = send[:0:0]
+			send = send[:0]
 			for name := range sub.SubscribedResources() {
 				if _, ok := c.resources[name]; ok {
 					send = append(send, name)
