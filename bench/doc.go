@@ -14,7 +14,7 @@
 // and P3 open their streams in this process; P2 opens its streams in a
 // client process of its own: this executable run as
 //
-//	bench -role p2-clients -target ADDR -watch CLA -watchers N -other-names CLA,…
+//	bench -role p2-clients -target ADDR -watch CLA -watchers N -other-names CLA,… -p2-per-conn K
 //
 // which the suite starts, drives over its stdin and stdout (p2clients.go)
 // and stops.
@@ -27,10 +27,31 @@
 //  2. P2 churn fan-out: one instance of one service changes per round; 1,000,
 //     then 10,000 streams (-watchers) watch its ClusterLoadAssignment, 100
 //     watch others, half SotW and half Delta (-p2-mode), in the client
-//     process; event-to-receive latency, bytes per change, streams woken,
-//     CPU per change of the bridge and of the clients, the bridge's
-//     allocations per watching stream; EDS debounce on (debounce.after=100ms)
-//     and off.
+//     process, 100 streams per gRPC connection, then 1 (-p2-per-conn, in
+//     each row's parameters: proxyless clients each hold a connection of
+//     their own; at 1, 10,000 watchers take 10,100 connections, so both
+//     processes raise RLIMIT_NOFILE to its hard limit, or fail saying how
+//     many descriptors they need); event-to-receive latency, bytes per
+//     change, streams woken, CPU per change (getrusage, minus the idle rate
+//     measured for 1 s before the rounds) of the bridge and of the clients,
+//     the bridge's allocations per watching stream; EDS debounce on
+//     (debounce.after=100ms) and off. Then the floor (floor.go), with the
+//     same client process and measurements: a bare grpc-go ADS server (SotW
+//     and Delta, default options) in this process, whose pass-through codec
+//     (grpc.ForceServerCodecV2) sends pre-encoded bytes as non-pooled
+//     mem.SliceBuffers. Per round it encodes the changed
+//     ClusterLoadAssignment once, and once the head of a DiscoveryResponse
+//     and of a DeltaDiscoveryResponse holding it (the bridge's own
+//     responses, taken after its run, so the same size); every watching
+//     stream is sent that head and its nonce (field 5, the only per-stream
+//     part), by a pool of GOMAXPROCS goroutines (-floor-senders; sending
+//     from each stream's handler costs more), and each stream's handler
+//     reads its ACKs, checking the nonce and error_detail in the raw bytes
+//     (-floor-decode unmarshals them). The floor's rows follow the bridge's
+//     at the same watchers and streams per connection, with the ratio
+//     bridge / floor of CPU per watching stream and change (target ≤ 1.5):
+//     absolute figures move 2× between machines, the ratio much less. The
+//     bridge's runs and the floor's are consecutive, under the same load.
 //  3. P3 incremental vs full: process CPU time (getrusage) per single-instance
 //     change pushed incrementally vs the same change forced to a full push,
 //     100 streams connected, rounds interleaved in one run.

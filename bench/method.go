@@ -9,7 +9,7 @@ ready + Store flushed; cmd/bridge's defaults: plaintext, MCP off, debounce.max 1
 generator behind registries.Registry (services svc-00000…, 10 instances each on distinct IPs, port 8080,
 protocol grpc, 2 labels, 3 zones; Consul host template). Clients are
 real grpc-go ADS streams (test/harness/ads: go-control-plane protos, every response ACKed); 100 streams share a
-ClientConn, each with its own node ID. P1 and P3 run their clients (SotW) in the suite's process; P2 runs its
+ClientConn (P2: 100, then 1, ` + "`-p2-per-conn`" + `), each with its own node ID. P1 and P3 run their clients (SotW) in the suite's process; P2 runs its
 clients in a separate process (the same executable with ` + "`-role p2-clients`" + `, started as a child and stopped by
 closing its stdin, killed by PID if it lingers), alternately SotW and Delta streams, which reports per stream
 its first and last receive time (time.Now in its receive loop; both processes read the machine's clock) on
@@ -32,9 +32,25 @@ its stdout.
   (wire framing excluded). "Streams woken" counts streams with at least one response in the round; "other CLAs
   sent" counts resources other than the stream's own. CPU per change is getrusage user+system time of each
   process from the change until the end of the quiet period, averaged over the rounds (rounds with a GC cycle
-  included): both processes share the machine's cores, so the two together bound how fast a round can end.
-  The bridge's allocations are runtime/metrics ` + "`/gc/heap/allocs:objects`" + ` and ` + "`:bytes`" + ` over the same window, per
-  watching stream: unlike time, they do not move with the machine's load.
+  included); the bridge's process's is net of its idle rate (measured for 1 s with every stream open, before
+  the rounds) times the window: both processes share the machine's cores, so the two together bound how fast
+  a round can end. The bridge's allocations are runtime/metrics ` + "`/gc/heap/allocs:objects`" + ` and ` + "`:bytes`" + ` over the
+  same window, per watching stream: unlike time, they do not move with the machine's load. Every figure is
+  taken with 100 streams per client connection and with 1 (each stream on a connection of its own, as
+  proxyless gRPC clients are; 10,100 connections at 10,000 watchers, for which both processes raise
+  RLIMIT_NOFILE to its hard limit).
+- **P2 floor.** After the bridge's two runs at a watcher count and streams per connection, the same client
+  process and the same measurements run against a bare grpc-go ADS server in the suite's process (SotW and
+  Delta, default server options, no bridge running): a pass-through codec (grpc.ForceServerCodecV2) sends
+  pre-encoded bytes as non-pooled mem.SliceBuffers and leaves everything else to the proto codec. Per round it
+  encodes the changed ClusterLoadAssignment once (the bridge's, taken from it after its run, the first endpoint
+  moved between two addresses of one length) and once the head of a DiscoveryResponse and of a
+  DeltaDiscoveryResponse holding it (the bridge's responses without their nonce, so the same size); each
+  watching stream is sent that head followed by its own nonce (field 5, 8 bytes), by a pool of GOMAXPROCS
+  goroutines, and its handler goroutine reads the ACK (nonce and error_detail read from the raw bytes). That is
+  the least a grpc-go server spends per stream-send: sending from each stream's handler instead, or
+  unmarshalling the ACKs, costs more (` + "`-floor-senders 0`, `-floor-decode`" + `). The ratio row is the bridge's
+  CPU per watching stream and change over the floor's, both net of idle (target ≤ 1.5).
 - **P3 incremental vs full.** Process CPU time (getrusage user+system) from the change until the push is done
   (DiscoveryServer.Sequence) and the watching stream received its ClusterLoadAssignment, minus the idle CPU
   rate measured for 1 s beforehand times the round's wall time. The full round makes the same change and adds

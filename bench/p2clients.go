@@ -9,19 +9,19 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 
-	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
 // The P2 client process (`bench -role p2-clients`): it opens the fan-out's
-// ADS streams on the bridge at -target, pipeline.StreamsPerConn per
-// connection, the first -watchers on the ClusterLoadAssignment -watch, one
+// ADS streams on the bridge (or the floor, floor.go) at -target,
+// -p2-per-conn per connection, the first -watchers on the ClusterLoadAssignment -watch, one
 // more per name of -other-names; streams alternate SotW and Delta (or are
 // all of -p2-mode's one mode). Every response is ACKed (test/harness/ads)
 // and counted per stream. The P2 driver starts it as a child, writes
@@ -129,7 +129,7 @@ func (s *p2Stream) reset() {
 // p2ClientFlags are the client process's flags.
 type p2ClientFlags struct {
 	target, watch, otherNames, mode string
-	watchers                        int
+	watchers, perConn               int
 }
 
 func (f *p2ClientFlags) register(fs *flag.FlagSet) {
@@ -151,6 +151,9 @@ func runP2Clients(f p2ClientFlags) int {
 	var others []string
 	if f.otherNames != "" {
 		others = strings.Split(f.otherNames, ",")
+	}
+	if err := raiseFileLimit(p2Conns(f.watchers+len(others), f.perConn), "P2's client process"); err != nil {
+		return fail(err)
 	}
 	var round atomic.Pointer[p2Round]
 	round.Store(newP2Round(f.watchers+len(others), false))
@@ -213,7 +216,7 @@ func runP2Clients(f p2ClientFlags) int {
 func openP2Streams(ctx context.Context, f p2ClientFlags, others []string, round *atomic.Pointer[p2Round]) ([]*p2Stream, []*grpc.ClientConn, error) {
 	var streams []*p2Stream
 	total := f.watchers + len(others)
-	conns, err := pipeline.Dial(f.target, total)
+	conns, err := dialP2(f.target, total, f.perConn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -224,7 +227,7 @@ func openP2Streams(ctx context.Context, f p2ClientFlags, others []string, round 
 		}
 		delta := f.mode == p2Delta || f.mode == p2Mixed && i%2 == 1
 		opts := ads.Options{Node: &core.Node{Id: fmt.Sprintf("bench-p2-%d", i), Cluster: "bench"}, DiscardResources: true}
-		conn := conns[i/pipeline.StreamsPerConn]
+		conn := conns[i/f.perConn]
 		if delta {
 			d, err := ads.OpenDelta(ctx, conn, opts)
 			if err != nil {
@@ -279,4 +282,51 @@ func countsOf(streams []*p2Stream) *p2Counts {
 		c.Bytes[i], c.Other[i] = s.bytes.Load(), s.other.Load()
 	}
 	return c
+}
+
+// p2Conns is how many connections streams need at perConn per connection.
+func p2Conns(streams, perConn int) int { return (streams + perConn - 1) / perConn }
+
+// dialP2 opens the client connections for n ADS streams to addr, perConn
+// per connection: stream i uses conns[i/perConn]. On an error it closes the
+// connections it opened.
+func dialP2(addr string, n, perConn int) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, 0, p2Conns(n, perConn))
+	for range cap(conns) {
+		conn, err := ads.Dial(addr)
+		if err != nil {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			return nil, err
+		}
+		conns = append(conns, conn)
+	}
+	return conns, nil
+}
+
+// raiseFileLimit makes sure this process may open conns connections and
+// its other files: it raises RLIMIT_NOFILE's soft limit up to the hard one
+// (Go raises it at start-up already; a parent may have lowered the hard
+// one), or says why it cannot. who names the process in the error.
+func raiseFileLimit(conns int, who string) error {
+	const spare = 256 // listeners, pipes, profiles, the runtime's
+	need := uint64(conns + spare)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("%s: read RLIMIT_NOFILE: %w", who, err)
+	}
+	if lim.Cur >= need {
+		return nil
+	}
+	if lim.Max < need {
+		return fmt.Errorf("%s needs %d file descriptors (%d connections + %d spare) but RLIMIT_NOFILE's hard limit is %d: "+
+			"raise it (ulimit -Hn %d as root, LimitNOFILE= under systemd, --ulimit nofile= for docker) or use fewer -watchers or more -p2-per-conn",
+			who, need, conns, spare, lim.Max, need)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("%s needs %d file descriptors: raising RLIMIT_NOFILE to its hard limit %d: %w", who, need, lim.Max, err)
+	}
+	return nil
 }
