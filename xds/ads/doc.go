@@ -60,6 +60,11 @@
 //  12. The server's context ending ends its streams: ServerOptions' tap
 //     handle derives every stream's context from it, so a handler blocked
 //     reading its client returns and the stream ends with status OK.
+//  13. A request is applied while no response of the stream is built and
+//     unsent (the handler holds the stream's send lock): once a request
+//     unsubscribes a name, no response sent after it carries the name
+//     (go-control-plane#1498), and a SotW request that changes the names
+//     never races a response it would have made stale.
 //
 // Not here: what each type contains and which names a change wakes (the
 // Sources: xds/cache), the encodings (internal/wire), observing the streams

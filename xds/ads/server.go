@@ -489,6 +489,10 @@ func (st *adsStream) sotw(req *discovery.DiscoveryRequest) error {
 		return grpcstatus.Errorf(codes.InvalidArgument, "type URL is required for ADS")
 	}
 	names := req.GetResourceNames()
+	// No response is built and unsent while a request changes what the
+	// stream subscribes to (rule 13).
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	w := st.watch(typeURL)
 	flush := false
@@ -539,6 +543,8 @@ func (st *adsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 		return grpcstatus.Errorf(codes.InvalidArgument, "type URL is required for ADS")
 	}
 	subscribe, unsubscribe := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	w := st.watch(typeURL)
 	flush := false
@@ -574,8 +580,8 @@ func (st *adsStream) answered(w *Watch) {
 }
 
 // finishRequest flushes w when asked (force: even with nothing to send,
-// rules 6 and 7), from the handler's goroutine. Called with st.mu held;
-// releases it.
+// rules 6 and 7), from the handler's goroutine. Called with st.sendMu and
+// st.mu held; releases st.mu.
 func (st *adsStream) finishRequest(w *Watch, flush, force bool) error {
 	if !flush && !force {
 		st.mu.Unlock()
@@ -584,9 +590,7 @@ func (st *adsStream) finishRequest(w *Watch, flush, force bool) error {
 	w.force = w.force || force
 	st.addPending(w)
 	st.mu.Unlock()
-	st.sendMu.Lock()
 	st.flushLocked()
-	st.sendMu.Unlock()
 	return st.sendErr()
 }
 
