@@ -127,7 +127,7 @@ type Server struct {
 	ctx  context.Context
 	// ids number the SotW and Delta streams.
 	ids, deltaIDs atomic.Int64
-	queue         chan *adsStream
+	queue         chan []*adsStream
 	// flushing counts flushes in progress (workers and slow paths), for
 	// Close.
 	flushing sync.WaitGroup
@@ -142,7 +142,7 @@ func NewServer(ctx context.Context, opts Options) *Server {
 	if opts.SlowBytes <= 0 {
 		opts.SlowBytes = DefaultSlowBytes
 	}
-	s := &Server{opts: opts, ctx: ctx, queue: make(chan *adsStream, 4096)}
+	s := &Server{opts: opts, ctx: ctx, queue: make(chan []*adsStream, 256)}
 	for range opts.Workers {
 		s.workers.Go(s.work)
 	}
@@ -213,10 +213,13 @@ func rankOf(typeURL string) int {
 }
 
 // Wake tells the watches' streams that their Source changed: a watch
-// awaiting an answer becomes dirty, another is flushed by a worker.
-// Call it without holding a lock the server might take (a Source's own
-// lock is fine only if Respond does not take it: it is not).
+// awaiting an answer becomes dirty, another is flushed by a worker. The
+// streams go to the workers in batches of wakeBatch, so a push to many
+// streams costs a channel operation per batch. Call it without holding a
+// lock the server might take (a Source's own lock is fine only if Respond
+// does not take it: it is not).
 func Wake(ws []*Watch) {
+	var b wakeBatchOf
 	for _, w := range ws {
 		st := w.st
 		st.mu.Lock()
@@ -234,12 +237,45 @@ func Wake(ws []*Watch) {
 		st.queued = true
 		st.mu.Unlock()
 		if enqueue {
-			select {
-			case st.s.queue <- st:
-			case <-st.s.ctx.Done():
-			}
+			b.add(st)
 		}
 	}
+	b.send()
+}
+
+// wakeBatch is the size of the batches of streams Wake hands the workers.
+const wakeBatch = 64
+
+// wakeBatchOf collects the streams of one server to hand its workers.
+type wakeBatchOf struct {
+	s   *Server
+	sts []*adsStream
+}
+
+func (b *wakeBatchOf) add(st *adsStream) {
+	if b.s != st.s {
+		b.send()
+		b.s = st.s
+	}
+	if b.sts == nil {
+		b.sts = make([]*adsStream, 0, wakeBatch)
+	}
+	b.sts = append(b.sts, st)
+	if len(b.sts) == wakeBatch {
+		b.send()
+	}
+}
+
+// send hands the batch to the workers.
+func (b *wakeBatchOf) send() {
+	if len(b.sts) == 0 {
+		return
+	}
+	select {
+	case b.s.queue <- b.sts:
+	case <-b.s.ctx.Done():
+	}
+	b.sts = nil
 }
 
 // addPending puts w in the flush list in rank order. Call with st.mu held.
@@ -263,22 +299,29 @@ func (s *Server) work() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case st := <-s.queue:
+		case batch := <-s.queue:
 			s.flushing.Add(1)
-			st.mu.Lock()
-			st.queued = false
-			slow := st.slow || st.unacked >= s.opts.SlowBytes
-			st.mu.Unlock()
-			if slow || !st.sendMu.TryLock() {
-				st.flushSlow()
-				s.flushing.Done()
-				continue
+			for _, st := range batch {
+				s.flushQueued(st)
 			}
-			st.flushLocked()
-			st.sendMu.Unlock()
 			s.flushing.Done()
 		}
 	}
+}
+
+// flushQueued flushes a stream a worker took from the queue, or moves it
+// to the slow path (rule 9).
+func (s *Server) flushQueued(st *adsStream) {
+	st.mu.Lock()
+	st.queued = false
+	slow := st.slow || st.unacked >= s.opts.SlowBytes
+	st.mu.Unlock()
+	if slow || !st.sendMu.TryLock() {
+		st.flushSlow()
+		return
+	}
+	st.flushLocked()
+	st.sendMu.Unlock()
 }
 
 // flushSlow flushes st from a goroutine of its own (rule 9): one at a
