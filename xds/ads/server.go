@@ -186,7 +186,10 @@ type adsStream struct {
 	sendMu sync.Mutex
 	mu     sync.Mutex // guards the fields below and every Watch's state
 	node   *core.Node
-	// watches by type URL.
+	// ranked are the watches of the four generated types, by rank (a
+	// request finds its watch without hashing its type URL); watches the
+	// others' by type URL.
+	ranked  [4]*Watch
 	watches map[string]*Watch
 	pending []*Watch // woken or answered, to flush, by rank
 	queued  bool     // in the workers' queue
@@ -474,6 +477,11 @@ func (st *adsStream) close() {
 		return
 	}
 	st.closed = true
+	for _, w := range st.ranked {
+		if w != nil {
+			w.source.Unwatch(w)
+		}
+	}
 	for _, w := range st.watches {
 		w.source.Unwatch(w)
 	}
@@ -486,6 +494,9 @@ func (st *adsStream) close() {
 // watch returns the stream's watch of typeURL, nil when it has none.
 // Call with st.mu held.
 func (st *adsStream) watch(typeURL string) *Watch {
+	if r := rankOf(typeURL); r < len(st.ranked) {
+		return st.ranked[r]
+	}
 	return st.watches[typeURL]
 }
 
@@ -503,8 +514,12 @@ func (st *adsStream) newWatch(typeURL string, sub stream.Subscription) (*Watch, 
 		return nil, err
 	}
 	w := &Watch{TypeURL: typeURL, Delta: st.delta, Node: st.node, Sub: sub, st: st, source: source, rank: rankOf(typeURL)}
+	if w.rank < len(st.ranked) {
+		st.ranked[w.rank] = w
+		return w, nil
+	}
 	if st.watches == nil {
-		st.watches = make(map[string]*Watch, 4)
+		st.watches = make(map[string]*Watch)
 	}
 	st.watches[typeURL] = w
 	return w, nil

@@ -679,9 +679,13 @@ func (c *Resources) changes(sub cachev3.Subscription, w *view, delta bool, chang
 		return changed, removed
 	}
 	subscribed := sub.SubscribedResources()
+	held := 0 // subscribed names the stream holds
 	for name := range subscribed {
 		e, exists := c.resources[name]
 		v, ok := known[name]
+		if ok {
+			held++
+		}
 		switch {
 		case !exists:
 			if ok {
@@ -690,6 +694,9 @@ func (c *Resources) changes(sub cachev3.Subscription, w *view, delta bool, chang
 		case !ok || v != version(name, e):
 			changed = append(changed, name)
 		}
+	}
+	if held == len(known) {
+		return changed, removed // it holds no name it does not subscribe to
 	}
 	for name := range known {
 		if _, ok := subscribed[name]; !ok {
