@@ -185,13 +185,22 @@ func (r *Response) Size(nonce string) int {
 // (proto.Marshal refuses the message otherwise): Parts panics if it is
 // not, rather than send bytes a client cannot decode.
 func (r *Response) Parts(nonce string) (head, rest []byte) {
+	if n := stringSize(discoveryNonce, nonce) + len(r.tail); n > 0 {
+		rest = r.AppendRest(make([]byte, 0, n), nonce)
+	}
+	return r.head, rest
+}
+
+// Head returns Parts' head: the shared fields before the nonce (never
+// write it).
+func (r *Response) Head() []byte { return r.head }
+
+// AppendRest appends Parts' rest for nonce to dst (a caller's buffer,
+// which saves Parts' allocation) and returns it; the rules are Parts'.
+func (r *Response) AppendRest(dst []byte, nonce string) []byte {
 	if !utf8.ValidString(nonce) {
 		panic("wire: Response.Parts: nonce is not valid UTF-8")
 	}
-	if n := stringSize(discoveryNonce, nonce) + len(r.tail); n > 0 {
-		rest = make([]byte, 0, n)
-		rest = appendString(rest, discoveryNonce, nonce)
-		rest = append(rest, r.tail...)
-	}
-	return r.head, rest
+	dst = appendString(dst, discoveryNonce, nonce)
+	return append(dst, r.tail...)
 }

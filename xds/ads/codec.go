@@ -3,7 +3,9 @@ package ads
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec Codec delegates to
@@ -15,9 +17,18 @@ import (
 // Message is one stream's response: a wire.Response shared by every stream
 // it goes to, and this stream's nonce. Codec sends it without marshalling;
 // pass it to the stream's SendMsg.
+//
+// A Message is sent once: Codec builds its BufferSlice in the Message
+// itself (frame, and rest for a nonce field with no fields after it), so
+// a send allocates the Message and nothing else.
 type Message struct {
 	resp  *wire.Response
 	nonce string
+	frame codecFrame
+	// digits holds a numbered Message's nonce (numbered), rest the nonce
+	// field and the fields after it when they fit.
+	digits [20]byte
+	rest   [24]byte
 }
 
 // NewMessage returns the message resp with nonce (valid UTF-8, or Codec
@@ -25,6 +36,18 @@ type Message struct {
 func NewMessage(resp *wire.Response, nonce string) *Message {
 	return &Message{resp: resp, nonce: nonce}
 }
+
+// numbered returns the message resp with nonce n in decimal, held in the
+// Message (one allocation for both).
+func numbered(resp *wire.Response, n uint64) *Message {
+	m := &Message{resp: resp}
+	d := strconv.AppendUint(m.digits[:0], n, 10)
+	m.nonce = unsafe.String(&m.digits[0], len(d))
+	return m
+}
+
+// Nonce returns the message's nonce.
+func (m *Message) Nonce() string { return m.nonce }
 
 // Codec is the ADS server's gRPC codec (an encoding.CodecV2 named "proto",
 // the content-subtype xDS clients use; a bare application/grpc means
@@ -53,9 +76,9 @@ type codecFrame struct {
 	head, rest mem.SliceBuffer
 }
 
-// Marshal returns a *Message's bytes (at most two allocations: Parts' rest
-// and a codecFrame), and any other message marshalled by the "proto"
-// codec.
+// Marshal returns a *Message's bytes (no allocation when its nonce field
+// and the fields after it fit the Message's rest, else one), and any
+// other message marshalled by the "proto" codec.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(*Message)
 	if !ok {
@@ -71,8 +94,9 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !utf8.ValidString(m.nonce) {
 		return nil, fmt.Errorf("ads: marshal of a Message whose nonce %q is not valid UTF-8", m.nonce)
 	}
-	head, rest := m.resp.Parts(m.nonce)
-	f := &codecFrame{head: head, rest: rest}
+	head, rest := m.resp.Head(), m.resp.AppendRest(m.rest[:0], m.nonce)
+	f := &m.frame
+	f.head, f.rest = head, rest
 	n := 0
 	if len(head) > 0 {
 		f.bufs[n] = &f.head

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -389,11 +388,12 @@ func (st *adsStream) flushLocked() {
 // held.
 func (st *adsStream) prepare(w *Watch, resp *wire.Response, version string) sending {
 	st.nonce++
-	nonce := strconv.FormatUint(st.nonce, 10)
+	msg := numbered(resp, st.nonce)
+	nonce := msg.Nonce()
 	size := resp.Size(nonce)
 	w.awaiting, w.nonce, w.size = true, nonce, size
 	st.unacked += size
-	return sending{msg: NewMessage(resp, nonce), typeURL: w.TypeURL, nonce: nonce, version: version, size: size}
+	return sending{msg: msg, typeURL: w.TypeURL, nonce: nonce, version: version, size: size}
 }
 
 // sending is a response on its way out.
