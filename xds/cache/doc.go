@@ -1,7 +1,9 @@
-// Package cache holds the go-control-plane caches meshbridge's ADS servers
-// watch: Resources, one per xDS type (Clusters, ClusterLoadAssignments,
-// Listeners, RouteConfigurations), and MCP, the Istio config types for
-// istiod.
+// Package cache holds the caches meshbridge's ADS servers serve from:
+// Resources, one per xDS type (Clusters, ClusterLoadAssignments,
+// Listeners, RouteConfigurations), an ads.Source of meshbridge's ADS server
+// and a go-control-plane cache (the oracle the ADS server's differential
+// test runs), and MCP, the Istio config types for istiod, a
+// go-control-plane cache.
 //
 // Rules:
 //  1. Resources answers watches by the rules of go-control-plane's
@@ -22,10 +24,17 @@
 //  4. A Varied resource is served in the form of the watch's profile
 //     (ServeProfiles: the stream's node's), under the cache's one SotW
 //     version; Delta's resource version hashes the form sent. resources.go.
-//  5. A watch is answered without blocking: a full stream channel is handed
-//     to a goroutine that gives up when the watch is cancelled.
-//     resources.go, mcp.go.
-//  6. MCP answers SotW with the complete set of a kind under exactly the
+//  5. A go-control-plane watch is answered without blocking: a full stream
+//     channel is handed to a goroutine that gives up when the watch is
+//     cancelled. resources.go, mcp.go.
+//  6. As an ads.Source, Resources decides what a watch is sent by rules 1–4
+//     (the same functions), keeps the ADS server's watches standing,
+//     indexed by the names they subscribe to (the wildcard ones apart), and
+//     wakes only those of the names an Update changed, after releasing its
+//     lock (ads.Wake). A response body is encoded once (internal/wire
+//     Response) for every watch that is sent the same forms and removals
+//     until the next Update. source.go.
+//  7. MCP answers SotW with the complete set of a kind under exactly the
 //     requested type URL (networking.istio.io/v1 and v1alpha3 ServiceEntry,
 //     WorkloadEntry), and any other Istio config type with an empty list,
 //     as istiod syncs only after a response for every type it asked for.
@@ -37,8 +46,9 @@
 //     its request: istiod's first request carries a made-up nonce. Changes are
 //     debounced (Run). mcp.go.
 //
-// Concurrency: every cache is safe for concurrent use; go-control-plane's
-// stream goroutines create watches while a push updates. Not here: what is
+// Concurrency: every cache is safe for concurrent use; the ADS server's
+// workers and handlers (and go-control-plane's stream goroutines) ask for
+// responses while a push updates. Not here: what is
 // pushed (package xds), how resources are built (xds/gen), MCP over Delta
 // (Unimplemented).
 package cache
