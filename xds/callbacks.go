@@ -56,20 +56,14 @@ type streamState struct {
 }
 
 // servedTypeURLs are the types meshbridge generates (servedXDSTypes), in
-// servedIndex order.
+// servedIndex order, the ADS server's (ads.RankOf).
 var servedTypeURLs = [...]string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
 
-// servedIndex returns typeURL's index in servedTypeURLs, or -1.
+// servedIndex returns typeURL's index in servedTypeURLs (the ADS server's
+// rank of it), or -1.
 func servedIndex(typeURL string) int {
-	switch typeURL {
-	case resourcev3.ClusterType:
-		return 0
-	case resourcev3.EndpointType:
-		return 1
-	case resourcev3.ListenerType:
-		return 2
-	case resourcev3.RouteType:
-		return 3
+	if r := ads.RankOf(typeURL); r < ads.Ranked {
+		return r
 	}
 	return -1
 }

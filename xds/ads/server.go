@@ -188,7 +188,7 @@ type adsStream struct {
 	// ranked are the watches of the four generated types, by rank (a
 	// request finds its watch without hashing its type URL); watches the
 	// others' by type URL.
-	ranked  [4]*Watch
+	ranked  [Ranked]*Watch
 	watches map[string]*Watch
 	pending []*Watch // woken or answered, to flush, by rank
 	queued  bool     // in the workers' queue
@@ -199,8 +199,10 @@ type adsStream struct {
 	err     error // a send's error: the stream is done
 }
 
-// rankOf orders a flush's responses (rule 8).
-func rankOf(typeURL string) int {
+// RankOf orders a flush's responses (rule 8): 0 to 3 for Clusters,
+// ClusterLoadAssignments, Listeners and RouteConfigurations (Ranked of
+// them), Ranked for any other type.
+func RankOf(typeURL string) int {
 	switch typeURL {
 	case resourcev3.ClusterType:
 		return 0
@@ -211,8 +213,11 @@ func rankOf(typeURL string) int {
 	case resourcev3.RouteType:
 		return 3
 	}
-	return 4
+	return Ranked
 }
+
+// Ranked is the number of types RankOf orders apart.
+const Ranked = 4
 
 // Wake tells the watches' streams that their Source changed: a watch
 // awaiting an answer becomes dirty, another is flushed by a worker. The
@@ -494,7 +499,7 @@ func (st *adsStream) close() {
 // watch returns the stream's watch of typeURL, nil when it has none.
 // Call with st.mu held.
 func (st *adsStream) watch(typeURL string) *Watch {
-	if r := rankOf(typeURL); r < len(st.ranked) {
+	if r := RankOf(typeURL); r < len(st.ranked) {
 		return st.ranked[r]
 	}
 	return st.watches[typeURL]
@@ -513,7 +518,7 @@ func (st *adsStream) newWatch(typeURL string, sub stream.Subscription) (*Watch, 
 	case err != nil:
 		return nil, err
 	}
-	w := &Watch{TypeURL: typeURL, Delta: st.delta, Node: st.node, Sub: sub, st: st, source: source, rank: rankOf(typeURL)}
+	w := &Watch{TypeURL: typeURL, Delta: st.delta, Node: st.node, Sub: sub, st: st, source: source, rank: RankOf(typeURL)}
 	if w.rank < len(st.ranked) {
 		st.ranked[w.rank] = w
 		return w, nil
@@ -530,15 +535,21 @@ func (s *Server) legacy(typeURL string) bool {
 	return s.opts.LegacyWildcard == nil || s.opts.LegacyWildcard(typeURL)
 }
 
+// nodeOf records n as the stream's Node if it has none yet and returns
+// the stream's Node (rule 2).
+func (st *adsStream) nodeOf(n *core.Node) *core.Node {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.node == nil && n != nil {
+		st.node = n
+	}
+	return st.node
+}
+
 // sotw applies a SotW request (rules 2–6) and flushes what it asks for.
 func (st *adsStream) sotw(req *discovery.DiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
-	st.mu.Lock()
-	if st.node == nil && req.GetNode() != nil {
-		st.node = req.GetNode()
-	}
-	node := st.node
-	st.mu.Unlock()
+	node := st.nodeOf(req.GetNode())
 	if h := st.s.opts.Hooks; h != nil {
 		h.Request(st.id, false, node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
 			ErrorDetail: req.GetErrorDetail(), Names: req.GetResourceNames()})
@@ -586,12 +597,7 @@ func (st *adsStream) sotw(req *discovery.DiscoveryRequest) error {
 // asks for.
 func (st *adsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
-	st.mu.Lock()
-	if st.node == nil && req.GetNode() != nil {
-		st.node = req.GetNode()
-	}
-	node := st.node
-	st.mu.Unlock()
+	node := st.nodeOf(req.GetNode())
 	if h := st.s.opts.Hooks; h != nil {
 		h.Request(st.id, true, node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
 			ErrorDetail: req.GetErrorDetail(), Subscribe: req.GetResourceNamesSubscribe(),
