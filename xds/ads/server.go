@@ -183,8 +183,9 @@ type adsStream struct {
 	// sendMu orders the stream's sends: it is held from a flush's first
 	// Respond to its last send (rule 8).
 	sendMu sync.Mutex
-	mu     sync.Mutex // guards the fields below and every Watch's state
-	node   *core.Node
+	// node is the stream's Node (nodeOf); the handler goroutine's alone.
+	node *core.Node
+	mu   sync.Mutex // guards the fields below and every Watch's state
 	// ranked are the watches of the four generated types, by rank (a
 	// request finds its watch without hashing its type URL); watches the
 	// others' by type URL.
@@ -536,10 +537,9 @@ func (s *Server) legacy(typeURL string) bool {
 }
 
 // nodeOf records n as the stream's Node if it has none yet and returns
-// the stream's Node (rule 2).
+// the stream's Node (rule 2). Only the handler goroutine reads and writes
+// st.node (the watches carry their own copy), so it takes no lock.
 func (st *adsStream) nodeOf(n *core.Node) *core.Node {
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.node == nil && n != nil {
 		st.node = n
 	}
