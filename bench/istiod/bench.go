@@ -30,13 +30,23 @@ type Config struct {
 	Cap            time.Duration // istiod's cold sync gives up after this
 	Dir            string        // logs and istiod's files
 	Log            func(format string, args ...any)
+
+	// Debounces are the quiet periods the fan-out per change is measured
+	// at, each on both sides (meshbridge's debounce.after, which paces its
+	// MCP push too, and istiod's PILOT_DEBOUNCE_AFTER); the first is also
+	// the one of the cold sync and memory figures. At least one.
+	Debounces []time.Duration
 }
 
-// result is one row: one system serving one mode.
+// result is one row: one system serving one mode at one quiet period.
+// A row at Config.Debounces[0] has every figure; a row at a later quiet
+// period has those of its churn rounds only (CPU, event → last, bytes).
 type result struct {
 	system              string
 	mode                translate.EndpointMode
 	services, instances int
+	quiet               time.Duration // the debounce quiet period, both sides
+	resync              time.Duration // later quiet periods, istiod: its restart → the cold-sync client done
 
 	// Cold sync: from the serving process's start (meshbridge's for the
 	// meshbridge row, istiod's for istiod's) and from meshbridge's start.
@@ -71,13 +81,13 @@ func run(ctx context.Context, tb testing.TB, cfg Config) ([]result, error) {
 		if m.services == 0 {
 			continue
 		}
-		bc := bridgeConfig{services: m.services, instances: cfg.Instances, endpoints: m.mode}
+		bc := bridgeConfig{services: m.services, instances: cfg.Instances, endpoints: m.mode, debounce: cfg.Debounces[0]}
 		cfg.Log("%s %d×%d: meshbridge direct", m.mode, m.services, cfg.Instances)
-		r, err := runDirect(ctx, cfg, bc)
+		rs, err := runDirect(ctx, cfg, bc)
+		results = append(results, rs...)
 		if err != nil {
 			return results, fmt.Errorf("%s meshbridge: %w", m.mode, err)
 		}
-		results = append(results, r)
 		if kube == nil {
 			kube = harness.StartKube(tb)
 			kubeconfig = kube.Kubeconfig(tb)
@@ -87,11 +97,11 @@ func run(ctx context.Context, tb testing.TB, cfg Config) ([]result, error) {
 		}
 		cfg.Log("%s %d×%d: istiod fed over MCP", m.mode, m.services, cfg.Instances)
 		bc.mcp = true
-		r, err = runIstiod(ctx, tb, cfg, bc, kubeconfig)
+		rs, err = runIstiod(ctx, tb, cfg, bc, kubeconfig)
+		results = append(results, rs...)
 		if err != nil {
 			return results, fmt.Errorf("%s istiod: %w", m.mode, err)
 		}
-		results = append(results, r)
 	}
 	return results, nil
 }
@@ -125,95 +135,163 @@ func clusters(c bridgeConfig) ([]string, error) {
 	return names, nil
 }
 
-func runDirect(ctx context.Context, cfg Config, bc bridgeConfig) (result, error) {
-	r := result{system: "meshbridge", mode: bc.endpoints, services: bc.services, instances: bc.instances}
+// runDirect measures meshbridge serving the clients itself: the cold sync
+// and memory at bc.debounce (cfg.Debounces[0]), then the churn rounds at
+// each quiet period in turn, the same process set to it live (debounce.*
+// applies on a reload; no restart needed).
+func runDirect(ctx context.Context, cfg Config, bc bridgeConfig) ([]result, error) {
+	r := result{system: "meshbridge", mode: bc.endpoints, services: bc.services, instances: bc.instances, quiet: bc.debounce}
 	names, err := clusters(bc)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	b, err := startBridge(ctx, bc, filepath.Join(cfg.Dir, fmt.Sprintf("meshbridge-%s.log", bc.endpoints)))
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer b.stop()
 	cc, err := openCold(ctx, b.addr, names, bc.instances)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer cc.close()
 	at, err := cc.wait(ctx, b.started.Add(30*time.Minute))
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	if at.IsZero() {
-		return r, fmt.Errorf("meshbridge's cold sync not done after 30m")
+		return nil, fmt.Errorf("meshbridge's cold sync not done after 30m")
 	}
 	r.coldDone, r.cold, r.coldFromMB = true, at.Sub(b.started), at.Sub(b.started)
 	r.coldCPU, _ = procCPU(b.pid)
 	r.rssSynced, _, _ = procMem(b.pid)
 	cfg.Log("  cold sync %s (serving after %s), RSS %.0f MiB", r.cold, b.serving.Sub(b.started), pipeline.MiB(r.rssSynced))
 	if err := churn(ctx, cfg, &r, b, b.addr, b.pid, 0, names[0]); err != nil {
-		return r, err
+		return nil, err
 	}
-	return r, nil
+	rs := []result{r}
+	for _, q := range cfg.Debounces[1:] {
+		r := result{system: "meshbridge", mode: bc.endpoints, services: bc.services, instances: bc.instances, quiet: q}
+		if err := b.setDebounce(ctx, q); err != nil {
+			return rs, err
+		}
+		cfg.Log("  debounce.after %s (set live)", q)
+		if err := churn(ctx, cfg, &r, b, b.addr, b.pid, 0, names[0]); err != nil {
+			return rs, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
-func runIstiod(ctx context.Context, tb testing.TB, cfg Config, bc bridgeConfig, kubeconfig string) (result, error) {
-	r := result{system: "istiod", mode: bc.endpoints, services: bc.services, instances: bc.instances}
+// runIstiod measures istiod fed by one meshbridge over MCP: for each quiet
+// period in turn, meshbridge's debounce.after set to it live (it paces the
+// MCP push) and a fresh istiod started with PILOT_DEBOUNCE_AFTER at it
+// (istiod reads it once, at its start), synced from that meshbridge, then
+// the churn rounds. The cold sync and memory figures are those of the
+// first quiet period's istiod.
+func runIstiod(ctx context.Context, tb testing.TB, cfg Config, bc bridgeConfig, kubeconfig string) ([]result, error) {
 	names, err := clusters(bc)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	b, err := startBridge(ctx, bc, filepath.Join(cfg.Dir, fmt.Sprintf("meshbridge-mcp-%s.log", bc.endpoints)))
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer b.stop()
-	dir := filepath.Join(cfg.Dir, "istiod-"+string(bc.endpoints))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return r, err
+	var rs []result
+	for i, q := range cfg.Debounces {
+		r := result{system: "istiod", mode: bc.endpoints, services: bc.services, instances: bc.instances, quiet: q}
+		if i > 0 {
+			if !rs[0].coldDone {
+				r.roundErr = rs[0].roundErr
+				rs = append(rs, r)
+				continue
+			}
+			if err := b.setDebounce(ctx, q); err != nil {
+				return rs, err
+			}
+			cfg.Log("  debounce.after %s (set live) and a fresh istiod with PILOT_DEBOUNCE_AFTER=%s", q, q)
+		}
+		err := istiodAt(ctx, tb, cfg, bc, kubeconfig, b, names, &r, i == 0)
+		rs = append(rs, r)
+		if err != nil {
+			return rs, err
+		}
 	}
-	ip, err := startIstiod(cfg.IstiodBin, kubeconfig, b.addr, dir, harness.FreePorts(tb, 3))
+	return rs, nil
+}
+
+// istiodAt runs one istiod at quiet period r.quiet, fed by b, until its
+// churn rounds are done, and stops it. first: the row of the cold sync and
+// memory figures; otherwise only the time istiod took to sync again
+// (r.resync) is kept besides the churn's figures.
+func istiodAt(ctx context.Context, tb testing.TB, cfg Config, bc bridgeConfig, kubeconfig string, b *bridgeProc,
+	names []string, r *result, first bool) error {
+	dir := filepath.Join(cfg.Dir, "istiod-"+string(bc.endpoints))
+	if !first {
+		dir += "-" + r.quiet.String()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ip, err := startIstiod(cfg.IstiodBin, kubeconfig, b.addr, dir, harness.FreePorts(tb, 3), r.quiet)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer ip.stop()
 	deadline := ip.started.Add(cfg.Cap)
 	if err := ip.waitReady(ctx, cfg.Cap); err != nil {
-		return r, err
+		return err
 	}
-	r.ready = time.Since(ip.started)
-	cfg.Log("  istiod ready after %s", r.ready)
+	ready := time.Since(ip.started)
+	cfg.Log("  istiod ready after %s", ready)
 	cc, err := openCold(ctx, ip.grpcAddr, names, bc.instances)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer cc.close()
 	at, err := cc.wait(ctx, deadline)
 	if err != nil {
-		return r, fmt.Errorf("%w\n%s", err, ip.logTail(20))
+		return fmt.Errorf("%w\n%s", err, ip.logTail(20))
 	}
-	r.coldCPU, _ = procCPU(ip.pid)
-	r.feedCPU, _ = procCPU(b.pid)
-	r.rssSynced, _, _ = procMem(ip.pid)
-	if at.IsZero() {
-		r.coldHeld, r.coldFull = cc.progress()
-		r.cold = cfg.Cap
-		cfg.Log("  cold sync not done after %s: %d of %d CLAs held, %d with all %d endpoints", cfg.Cap, r.coldHeld,
-			len(names), r.coldFull, bc.instances)
-		r.roundErr = "not measured: cold sync not done"
-		r.rssClients, r.hwm, _ = procMem(ip.pid)
+	if !first {
+		if at.IsZero() {
+			held, full := cc.progress()
+			r.roundErr = fmt.Sprintf("not measured: istiod's sync not done after %s (%d of %d CLAs held, %d complete)",
+				cfg.Cap, held, len(names), full)
+			cfg.Log("  %s", r.roundErr)
+			return nil
+		}
+		r.resync = at.Sub(ip.started)
+		cfg.Log("  synced %s after istiod's start", r.resync)
+	} else {
+		r.ready = ready
+		r.coldCPU, _ = procCPU(ip.pid)
+		r.feedCPU, _ = procCPU(b.pid)
+		r.rssSynced, _, _ = procMem(ip.pid)
+		if at.IsZero() {
+			r.coldHeld, r.coldFull = cc.progress()
+			r.cold = cfg.Cap
+			cfg.Log("  cold sync not done after %s: %d of %d CLAs held, %d with all %d endpoints", cfg.Cap, r.coldHeld,
+				len(names), r.coldFull, bc.instances)
+			r.roundErr = "not measured: cold sync not done"
+			r.rssClients, r.hwm, _ = procMem(ip.pid)
+			r.feedRSS, _, _ = procMem(b.pid)
+			return nil
+		}
+		r.coldDone, r.cold, r.coldFromMB = true, at.Sub(ip.started), at.Sub(b.started)
+		cfg.Log("  cold sync %s from istiod start (%s from meshbridge start), RSS %.0f MiB", r.cold, r.coldFromMB,
+			pipeline.MiB(r.rssSynced))
+	}
+	if err := churn(ctx, cfg, r, b, ip.grpcAddr, ip.pid, b.pid, names[0]); err != nil {
+		return fmt.Errorf("%w\n%s", err, ip.logTail(20))
+	}
+	if first {
 		r.feedRSS, _, _ = procMem(b.pid)
-		return r, nil
 	}
-	r.coldDone, r.cold, r.coldFromMB = true, at.Sub(ip.started), at.Sub(b.started)
-	cfg.Log("  cold sync %s from istiod start (%s from meshbridge start), RSS %.0f MiB", r.cold, r.coldFromMB,
-		pipeline.MiB(r.rssSynced))
-	if err := churn(ctx, cfg, &r, b, ip.grpcAddr, ip.pid, b.pid, names[0]); err != nil {
-		return r, fmt.Errorf("%w\n%s", err, ip.logTail(20))
-	}
-	r.feedRSS, _, _ = procMem(b.pid)
-	return r, nil
+	return nil
 }
 
 // churn connects the N clients to addr (pid serves them; feeder, when not
@@ -248,7 +326,7 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 			}
 		}
 		t0, c0, fc0 := time.Now(), mustCPU(pid), cpuOr0(feeder)
-		event, err := b.change(ctx, 0, round+1)
+		event, err := b.change(ctx, 0)
 		if err != nil {
 			return err
 		}
@@ -292,8 +370,8 @@ func churn(ctx context.Context, cfg Config, r *result, b *bridgeProc, addr strin
 	r.lastMax = slices.Max(lasts)
 	r.bytes, r.mcp = bytes/int64(r.rounds), mcp/int64(r.rounds)
 	r.responses = float64(responses) / float64(r.rounds*cfg.Clients)
-	cfg.Log("  per change: CPU %s (mean %s), event→last of %d %s (max %s), %d B xDS (%.2f responses per client), %d B MCP; RSS %.0f MiB",
-		r.cpu, r.cpuMean, cfg.Clients, r.last, r.lastMax, r.bytes, r.responses, r.mcp, pipeline.MiB(r.rssClients))
+	cfg.Log("  per change at quiet period %s: CPU %s (mean %s), event→last of %d %s (max %s), %d B xDS (%.2f responses per client), %d B MCP; RSS %.0f MiB",
+		r.quiet, r.cpu, r.cpuMean, cfg.Clients, r.last, r.lastMax, r.bytes, r.responses, r.mcp, pipeline.MiB(r.rssClients))
 	return nil
 }
 

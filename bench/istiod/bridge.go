@@ -22,14 +22,15 @@ import (
 
 // bridgeEnv, set in a re-executed test binary's environment, makes it run
 // meshbridge (RunBridge) instead of the benchmarks: services, instances,
-// endpoint mode and "mcp" or "xds", comma-separated.
+// endpoint mode, "mcp" or "xds" and debounce.after, comma-separated.
 const bridgeEnv = "MESHBRIDGE_BENCH_ISTIOD_BRIDGE"
 
 // bridgeConfig is what a meshbridge process serves.
 type bridgeConfig struct {
 	services, instances int
 	endpoints           translate.EndpointMode
-	mcp                 bool // also MCP for istiod on the xDS port
+	mcp                 bool          // also MCP for istiod on the xDS port
+	debounce            time.Duration // debounce.after at the start (xDS and MCP pushes)
 }
 
 func (c bridgeConfig) env() string {
@@ -37,20 +38,21 @@ func (c bridgeConfig) env() string {
 	if c.mcp {
 		kind = "mcp"
 	}
-	return fmt.Sprintf("%d,%d,%s,%s", c.services, c.instances, c.endpoints, kind)
+	return fmt.Sprintf("%d,%d,%s,%s,%s", c.services, c.instances, c.endpoints, kind, c.debounce)
 }
 
 func parseBridgeConfig(s string) (bridgeConfig, error) {
 	f := strings.Split(s, ",")
-	if len(f) != 4 {
-		return bridgeConfig{}, fmt.Errorf("%s=%q: want services,instances,endpoints,mcp|xds", bridgeEnv, s)
+	if len(f) != 5 {
+		return bridgeConfig{}, fmt.Errorf("%s=%q: want services,instances,endpoints,mcp|xds,debounce", bridgeEnv, s)
 	}
 	var c bridgeConfig
-	var err1, err2 error
+	var err1, err2, err3 error
 	c.services, err1 = strconv.Atoi(f[0])
 	c.instances, err2 = strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return c, fmt.Errorf("%s=%q: bad number", bridgeEnv, s)
+	c.debounce, err3 = time.ParseDuration(f[4])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return c, fmt.Errorf("%s=%q: bad number or duration", bridgeEnv, s)
 	}
 	c.endpoints, c.mcp = translate.EndpointMode(f[2]), f[3] == "mcp"
 	return c, nil
@@ -58,13 +60,28 @@ func parseBridgeConfig(s string) (bridgeConfig, error) {
 
 // pipelineOptions is cmd/bridge's configuration for the generator registry:
 // a Consul-type registry "dc1" (hosts <service>.service.consul),
-// debounce.after 100ms with EDS debounced (istiod's defaults:
+// debounce.after c.debounce with EDS debounced (at 100ms, istiod's defaults:
 // PILOT_DEBOUNCE_AFTER=100ms, PILOT_ENABLE_EDS_DEBOUNCE=true).
 func pipelineOptions(c bridgeConfig) pipeline.Options {
 	return pipeline.Options{
 		Registry: "dc1", Type: "consul", HostTemplate: consul.HostTemplate, Endpoints: c.endpoints,
-		DebounceAfter: 100 * time.Millisecond, EDSDebounce: true, MCP: c.mcp,
+		DebounceAfter: c.debounce, EDSDebounce: true, MCP: c.mcp,
 	}
+}
+
+// debounceMax and debounceEDSMax are debounce.max and debounce.edsMax as
+// package pipeline starts the xDS server with; the debounce command keeps
+// them and changes debounce.after only.
+const (
+	debounceMax    = 10 * time.Second
+	debounceEDSMax = 500 * time.Millisecond
+)
+
+// liveDebounce is debounce.* with after as debounce.after, as a reload of
+// the configuration applies it (DiscoveryServer.SetDebounce): to xDS and
+// MCP pushes alike.
+func liveDebounce(after time.Duration) xds.Debounce {
+	return xds.Debounce{After: after, Max: debounceMax, EDSMax: debounceEDSMax, EDS: true}
 }
 
 // RunBridge is the meshbridge process: it serves the generated mesh and
@@ -73,6 +90,7 @@ func pipelineOptions(c bridgeConfig) pipeline.Options {
 //	(at start)         serving ADDR
 //	change I GEN    →  event UNIXNANO   (generation GEN of service I; the event time)
 //	mcpbytes        →  mcpbytes N       (bytes of the MCP responses sent so far)
+//	debounce D      →  debounce NS      (debounce.after set to duration D, live, as a reload does)
 //
 // It ends when stdin closes.
 func RunBridge(spec string) error {
@@ -112,6 +130,13 @@ func RunBridge(spec string) error {
 				return err
 			}
 			fmt.Fprintf(out, "mcpbytes %d\n", n)
+		case len(f) == 2 && f[0] == "debounce":
+			d, err := time.ParseDuration(f[1])
+			if err != nil {
+				return err
+			}
+			p.XDS.SetDebounce(liveDebounce(d))
+			fmt.Fprintf(out, "debounce %d\n", d)
 		default:
 			return fmt.Errorf("unknown command %q", in.Text())
 		}
@@ -155,6 +180,7 @@ type bridgeProc struct {
 	lines   chan string
 	exited  chan struct{} // closed once the process was waited for
 	waitErr error         // Wait's error; read after exited
+	gen     int           // the last generation change emitted
 }
 
 // startBridge starts a meshbridge process for c and waits until it serves
@@ -244,15 +270,28 @@ func (b *bridgeProc) ask(ctx context.Context, cmd, prefix string) (int64, error)
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// change emits generation gen of service i and returns the event time.
-func (b *bridgeProc) change(ctx context.Context, i, gen int) (time.Time, error) {
-	ns, err := b.ask(ctx, fmt.Sprintf("change %d %d", i, gen), "event")
+// change emits the next generation of service i (1, 2, … over the
+// process's life, so that each change moves an instance, whatever churn
+// rounds came before) and returns the event time.
+func (b *bridgeProc) change(ctx context.Context, i int) (time.Time, error) {
+	b.gen++
+	ns, err := b.ask(ctx, fmt.Sprintf("change %d %d", i, b.gen), "event")
 	return time.Unix(0, ns), err
 }
 
 // mcpBytes returns the bytes of MCP responses the process sent so far.
 func (b *bridgeProc) mcpBytes(ctx context.Context) (int64, error) {
 	return b.ask(ctx, "mcpbytes", "mcpbytes")
+}
+
+// setDebounce sets the process's debounce.after (xDS and MCP pushes) to d,
+// live.
+func (b *bridgeProc) setDebounce(ctx context.Context, d time.Duration) error {
+	ns, err := b.ask(ctx, "debounce "+d.String(), "debounce")
+	if err == nil && time.Duration(ns) != d {
+		err = fmt.Errorf("debounce %s answered %s", d, time.Duration(ns))
+	}
+	return err
 }
 
 // stop closes stdin (RunBridge returns) and waits for the process; after

@@ -11,7 +11,15 @@
 // instances, endpoints: workloadentry at 1,000 × 10 by default) gets a row
 // per system: cold sync until one client holds every ClusterLoadAssignment
 // with all its endpoints, resident memory, CPU per single-instance change,
-// event → the last of N clients received it, and bytes per change.
+// event → the last of N clients received it, and bytes per change. The
+// per-change figures are measured once per quiet period of -istiod.debounce
+// (default 100ms, both systems' default, then 10ms), both sides set to it:
+// meshbridge's debounce.after (its xDS push, and on the istiod path its MCP
+// push), set live on the running process as a reload would, and istiod's
+// PILOT_DEBOUNCE_AFTER, read at its start, so each further quiet period gets
+// a fresh istiod; the report gives istiod ÷ meshbridge of event → last per
+// quiet period and mode against the target (≥ 3×). Cold sync and memory are
+// measured at the first quiet period only.
 //
 // Processes: meshbridge runs as a process of its own, this test binary
 // re-executed in bridge mode (the scale suite's generator registry and

@@ -30,8 +30,9 @@ type istiodProc struct {
 // startIstiod starts pilot-discovery bin with meshbridge's MCP at mcpAddr as
 // its only config source, kubeconfig for its own bookkeeping, and files
 // (mesh config, log) in dir; ports are the three free 127.0.0.1 ports for
-// gRPC, HTTP and monitoring.
-func startIstiod(bin, kubeconfig, mcpAddr, dir string, ports []int) (*istiodProc, error) {
+// gRPC, HTTP and monitoring; quiet is its push debounce's quiet period
+// (istiodDebounceEnv).
+func startIstiod(bin, kubeconfig, mcpAddr, dir string, ports []int, quiet time.Duration) (*istiodProc, error) {
 	mesh := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(mesh, []byte("configSources:\n- address: xds://"+mcpAddr+"\n"), 0o644); err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func startIstiod(bin, kubeconfig, mcpAddr, dir string, ports []int) (*istiodProc
 	}
 	defer logf.Close()
 	p.cmd = exec.Command(bin, p.args...)
-	p.cmd.Env = append(os.Environ(), harness.IstiodEnv...)
+	p.cmd.Env = append(append(os.Environ(), harness.IstiodEnv...), istiodDebounceEnv(quiet)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.started = time.Now()
@@ -76,6 +77,20 @@ func startIstiod(bin, kubeconfig, mcpAddr, dir string, ports []int) (*istiodProc
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// istiodDebounceEnv is istiod's push debounce, read once at its start:
+// quiet period PILOT_DEBOUNCE_AFTER (its default 100ms), EDS debounced
+// (PILOT_ENABLE_EDS_DEBOUNCE, its default true) and PILOT_DEBOUNCE_MAX at
+// its default 10s (as meshbridge's debounce.max) or the quiet period when
+// longer: the same three knobs as meshbridge's debounce.after, debounce.eds
+// and debounce.max.
+func istiodDebounceEnv(quiet time.Duration) []string {
+	return []string{
+		"PILOT_DEBOUNCE_AFTER=" + quiet.String(),
+		"PILOT_DEBOUNCE_MAX=" + max(debounceMax, quiet).String(),
+		"PILOT_ENABLE_EDS_DEBOUNCE=true",
+	}
 }
 
 // waitReady waits until istiod's /ready answers 200 (its caches and the MCP

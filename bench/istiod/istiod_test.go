@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +24,27 @@ var (
 	flagRounds  = flag.Int("istiod.rounds", 20, "counted single-instance changes per row")
 	flagCap     = flag.Duration("istiod.cap", 5*time.Minute, "istiod's cold sync gives up after this (from istiod's start)")
 	flagLogDir  = flag.String("istiod.logs", "", "directory for the processes' logs (default: a temporary one)")
+	flagQuiet   = flag.String("istiod.debounce", "100ms,10ms",
+		"quiet periods, comma-separated: the fan-out per change is measured at each, meshbridge's debounce.after and istiod's "+
+			"PILOT_DEBOUNCE_AFTER both set to it (cold sync and memory at the first only)")
 )
+
+// parseDebounces parses -istiod.debounce: distinct durations, at least one,
+// none negative.
+func parseDebounces(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("-istiod.debounce %q: %v", s, err)
+		}
+		if d < 0 || slices.Contains(out, d) {
+			return nil, fmt.Errorf("-istiod.debounce %q: %s negative or twice", s, d)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(bridgeEnv); spec != "" {
@@ -42,6 +64,10 @@ func BenchmarkIstiod(b *testing.B) {
 	if bin == "" {
 		b.Skip("MESHBRIDGE_ISTIOD (the pilot-discovery binary) is not set; make bench-istiod sets it")
 	}
+	quiet, err := parseDebounces(*flagQuiet)
+	if err != nil {
+		b.Fatal(err)
+	}
 	dir := *flagLogDir
 	if dir == "" {
 		dir = b.TempDir()
@@ -54,7 +80,7 @@ func BenchmarkIstiod(b *testing.B) {
 	defer stop()
 	cfg := Config{
 		IstiodBin: bin, InlineServices: *flagInline, WEServices: *flagWE, Instances: *flagInst,
-		Clients: *flagClients, Rounds: *flagRounds, Cap: *flagCap, Dir: dir,
+		Clients: *flagClients, Rounds: *flagRounds, Cap: *flagCap, Dir: dir, Debounces: quiet,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 		},

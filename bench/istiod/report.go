@@ -27,7 +27,8 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("Above 1: istiod needs more. Details: [benchmarks-istiod.md](benchmarks-istiod.md).\n\n")
 	w("| mode | services × instances | cold sync | resident memory | CPU per change | event → last of %s clients | bytes per change (xDS) |\n", n(cfg.Clients))
 	w("|---|---|---|---|---|---|---|\n")
-	for _, p := range pairs(rs) {
+	first := cfg.Debounces[0]
+	for _, p := range pairs(rs, first) {
 		mb, is := p[0], p[1]
 		cold := ratio(float64(is.cold), float64(mb.cold))
 		if !is.coldDone {
@@ -46,10 +47,37 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("CPU per change: the serving process's (istiod's own; the feeding meshbridge's MCP work is in the full table). ")
 	w("Machine load (uptime) before: `%s`; after: `%s`.\n\n", m.before, m.after)
 
+	w("**Event → last of %s clients at an equal quiet period on both sides**: meshbridge's `debounce.after` (which also paces ", n(cfg.Clients))
+	w("its MCP push to istiod) and istiod's `PILOT_DEBOUNCE_AFTER` both set to it, EDS debounced on both (100ms is both defaults; ")
+	w("the table above is at %s). Target: istiod ÷ meshbridge ≥ %s× in both modes.\n\n", first, fmt.Sprint(fanoutTarget))
+	w("| quiet period | mode | meshbridge | istiod | istiod ÷ meshbridge | target ≥ %s× | CPU per change: meshbridge | CPU per change: istiod + feeding meshbridge |\n", fmt.Sprint(fanoutTarget))
+	w("|---|---|---|---|---|---|---|---|\n")
+	for _, q := range cfg.Debounces {
+		for _, p := range pairs(rs, q) {
+			mb, is := p[0], p[1]
+			ok := mb.rounds > 0 && is.rounds > 0
+			met := "—"
+			if ok {
+				met = "not met"
+				if float64(is.last) >= fanoutTarget*float64(mb.last) {
+					met = "met"
+				}
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", quietName(q), modeName(mb.mode), short(mb, msec(mb.last)),
+				short(is, msec(is.last)), ratioIf(ok, float64(is.last), float64(mb.last)), met,
+				short(mb, msec(mb.cpu)), short(is, msec(is.cpu)+" + "+msec(is.feedCPUChange)))
+		}
+	}
+	w("\nMedians over the rounds (maxima, means and bytes: [Per change at each quiet period](#per-change-at-each-quiet-period)). ")
+	w("Cold sync and memory are measured at %s only.\n\n", first)
+
 	w("## Results\n\n")
 	w("| system | mode | services × instances | cold sync: first client holds every CLA | resident memory | CPU per single-instance change | event → last of %s clients | bytes per change |\n", n(cfg.Clients))
 	w("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
+		if r.quiet != first {
+			continue
+		}
 		w("| %s | %s | %s × %d | %s | %s | %s | %s | %s |\n", systemName(r), modeName(r.mode), n(r.services), r.instances,
 			coldCell(cfg, r), memCell(r), cpuCell(r), lastCell(r), bytesCell(r))
 	}
@@ -67,12 +95,33 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("times that window; median (mean). For istiod, the feeding meshbridge's CPU for the same change (translation, MCP) is given after the +.\n")
 	w("- **event → last of N**: from the registry event (the generator handing the changed service to meshbridge's syncer) until the last of ")
 	w("the %s clients, all watching that service's CLA, received a response; median (max) over the rounds. ", n(cfg.Clients))
-	w("Both paths debounce (100 ms quiet period): meshbridge once before its xDS push; on the istiod path meshbridge before its MCP push ")
-	w("and istiod again before its own, so two quiet periods lie in series.\n")
+	w("Both paths debounce with the same quiet period (%s in this table; every quiet period in the next section): meshbridge once before its xDS push; ", first)
+	w("on the istiod path meshbridge before its MCP push and istiod again before its own, so two quiet periods lie in series.\n")
 	w("- **bytes per change**: encoded DiscoveryResponse sizes received by the %s clients, summed, mean per change; ", n(cfg.Clients))
 	w("in brackets the EDS responses each client received per change, on average. ")
 	w("For istiod also the MCP bytes meshbridge sent to istiod for that change (meshbridge_xds_push_bytes_total of the Istio config types: ")
 	w("MCP is SotW, so each change resends the whole ServiceEntry or WorkloadEntry set).\n\n")
+
+	w("## Per change at each quiet period\n\n")
+	w("The churn rounds of the table above (same clients, rounds and method) at each quiet period, both sides set to it: meshbridge's ")
+	w("`debounce.after` (its xDS push and, on the istiod path, its MCP push) and istiod's `PILOT_DEBOUNCE_AFTER`.\n\n")
+	w("| quiet period | system | mode | services × instances | CPU per single-instance change | event → last of %s clients | bytes per change |\n", n(cfg.Clients))
+	w("|---|---|---|---|---|---|---|\n")
+	for _, q := range cfg.Debounces {
+		for _, r := range rs {
+			if r.quiet == q {
+				w("| %s | %s | %s | %s × %d | %s | %s | %s |\n", quietName(q), systemName(r), modeName(r.mode), n(r.services), r.instances,
+					cpuCell(r), lastCell(r), bytesCell(r))
+			}
+		}
+	}
+	w("\nBetween quiet periods meshbridge is not restarted: its `debounce.after` is set live, as a reload of the configuration ")
+	w("applies `debounce.*` (DiscoveryServer.SetDebounce; debounce.max 10s and debounce.edsMax 500ms kept). istiod reads ")
+	w("`PILOT_DEBOUNCE_AFTER` once, at its start, so each further quiet period gets a fresh istiod, fed by the same meshbridge")
+	if rs := resyncs(rs); rs != "" {
+		w(" (its start → the cold-sync client holding every CLA with every endpoint again: %s)", rs)
+	}
+	w("; the clients connect to it anew.\n\n")
 
 	w("## Machine\n\n")
 	w("- CPU: %s, %d cores; no process's GOMAXPROCS or GOMEMLIMIT is set\n", m.cpu, runtime.NumCPU())
@@ -86,7 +135,7 @@ func render(cfg Config, rs []result, m machineInfo) string {
 	w("to a fresh istiod, which serves the clients.\n\n")
 	w("- **meshbridge** runs as its own process: the benchmark's test binary re-executed in bridge mode, which runs cmd/bridge's pipeline ")
 	w("(package pipeline: Syncer, Store, Controller, xDS server, ready gate) on the scale suite's in-process generator registry ")
-	w("(bench/pipeline: services svc-00000…, hosts `<service>.service.consul`, port 8080, grpc), debounce.after 100ms, EDS debounced. ")
+	w("(bench/pipeline: services svc-00000…, hosts `<service>.service.consul`, port 8080, grpc), debounce.after %s (then each further quiet period, set live), EDS debounced. ", first)
 	w("Its memory and CPU are read from /proc/PID like istiod's and exclude the clients, which run in the benchmark's process ")
 	w("(its binary is the test binary, which also links the clients' code; pages never touched are not resident).\n")
 	w("- **istiod** is fed from meshbridge over MCP (meshbridge's xDS port with MCP on; istiod's meshConfig ")
@@ -104,11 +153,15 @@ func render(cfg Config, rs []result, m machineInfo) string {
 
 	w("## istiod's configuration\n\n")
 	w("pilot-discovery of istio.io/istio %s (the version test/istio pins), built by `tools/build.sh istiod`, ", istioVersion)
-	w("started with:\n\n```\npilot-discovery %s\n%s\n```\n\n", strings.Join(redactArgs(), " "), strings.Join(harness.IstiodEnv, "\n"))
+	w("started with:\n\n```\npilot-discovery %s\n%s\n%s\n```\n\n", strings.Join(redactArgs(), " "), strings.Join(harness.IstiodEnv, "\n"),
+		strings.Join(istiodDebounceEnv(first), "\n"))
+	w("at the quiet period %s; the istiod of each quiet period (%s) has PILOT_DEBOUNCE_AFTER at it and PILOT_DEBOUNCE_MAX at the longer of it and 10s.\n\n",
+		first, quietList(cfg.Debounces))
 	w("meshConfig: `configSources: [{address: xds://<meshbridge's xDS address>}]` only (no Kubernetes config source: ")
 	w("the ServiceEntries and WorkloadEntries come from MCP alone); meshNetworks empty. Its Kubernetes service registry runs against ")
-	w("a private kube-apiserver and etcd (test/harness StartKube) holding no workloads. Everything else is istiod's default, among it ")
-	w("PILOT_DEBOUNCE_AFTER=100ms, PILOT_ENABLE_EDS_DEBOUNCE=true, PILOT_PUSH_THROTTLE, the xDS cache (PILOT_ENABLE_XDS_CACHE=true).\n")
+	w("a private kube-apiserver and etcd (test/harness StartKube) holding no workloads. The debounce is set explicitly (at 100ms ")
+	w("its defaults: PILOT_DEBOUNCE_AFTER=100ms, PILOT_DEBOUNCE_MAX=10s, PILOT_ENABLE_EDS_DEBOUNCE=true); everything else is istiod's default, ")
+	w("among it PILOT_PUSH_THROTTLE, the xDS cache (PILOT_ENABLE_XDS_CACHE=true).\n")
 	return b.String()
 }
 
@@ -122,16 +175,61 @@ func redactArgs() []string {
 		"--httpsAddr ''", "--secureGRPCAddr ''"}
 }
 
-// pairs returns (meshbridge, istiod) per mode, in order.
-func pairs(rs []result) [][2]result {
+// fanoutTarget is the issue's target for event → last of N clients at an
+// equal quiet period: istiod ÷ meshbridge at least this, in both modes.
+const fanoutTarget = 3.0
+
+// pairs returns (meshbridge, istiod) per mode at quiet period q, in order.
+func pairs(rs []result, q time.Duration) [][2]result {
 	var out [][2]result
-	for i := 0; i+1 < len(rs); i++ {
-		if rs[i].system == "meshbridge" && rs[i+1].system == "istiod" && rs[i].mode == rs[i+1].mode {
-			out = append(out, [2]result{rs[i], rs[i+1]})
-			i++
+	for i, mb := range rs {
+		if mb.system != "meshbridge" || mb.quiet != q {
+			continue
+		}
+		for _, is := range rs[i+1:] {
+			if is.system == "istiod" && is.mode == mb.mode && is.quiet == q {
+				out = append(out, [2]result{mb, is})
+				break
+			}
 		}
 	}
 	return out
+}
+
+// quietName names a quiet period, marking both systems' default.
+func quietName(q time.Duration) string {
+	if q == 100*time.Millisecond {
+		return q.String() + " (default)"
+	}
+	return q.String()
+}
+
+func quietList(qs []time.Duration) string {
+	s := make([]string, len(qs))
+	for i, q := range qs {
+		s[i] = q.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// short is text, or the reason r has no churn figures.
+func short(r result, text string) string {
+	if r.rounds == 0 {
+		return "—"
+	}
+	return text
+}
+
+// resyncs lists the re-syncs of the istiods started for later quiet
+// periods.
+func resyncs(rs []result) string {
+	var s []string
+	for _, r := range rs {
+		if r.system == "istiod" && r.resync > 0 {
+			s = append(s, fmt.Sprintf("%s at %s %s", modeName(r.mode), r.quiet, secs(r.resync)))
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 func systemName(r result) string {
