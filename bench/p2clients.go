@@ -16,6 +16,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 
+	"github.com/meshbridge/meshbridge/bench/pipeline"
 	"github.com/meshbridge/meshbridge/test/harness/ads"
 )
 
@@ -216,7 +217,7 @@ func runP2Clients(f p2ClientFlags) int {
 func openP2Streams(ctx context.Context, f p2ClientFlags, others []string, round *atomic.Pointer[p2Round]) ([]*p2Stream, []*grpc.ClientConn, error) {
 	var streams []*p2Stream
 	total := f.watchers + len(others)
-	conns, err := dialP2(f.target, total, f.perConn)
+	conns, err := pipeline.DialPerConn(f.target, total, f.perConn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -286,24 +287,6 @@ func countsOf(streams []*p2Stream) *p2Counts {
 
 // p2Conns is how many connections streams need at perConn per connection.
 func p2Conns(streams, perConn int) int { return (streams + perConn - 1) / perConn }
-
-// dialP2 opens the client connections for n ADS streams to addr, perConn
-// per connection: stream i uses conns[i/perConn]. On an error it closes the
-// connections it opened.
-func dialP2(addr string, n, perConn int) ([]*grpc.ClientConn, error) {
-	conns := make([]*grpc.ClientConn, 0, p2Conns(n, perConn))
-	for range cap(conns) {
-		conn, err := ads.Dial(addr)
-		if err != nil {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-			return nil, err
-		}
-		conns = append(conns, conn)
-	}
-	return conns, nil
-}
 
 // raiseFileLimit makes sure this process may open conns connections and
 // its other files: it raises RLIMIT_NOFILE's soft limit up to the hard one

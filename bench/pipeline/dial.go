@@ -7,10 +7,16 @@ import (
 )
 
 // Dial opens the client connections for n ADS streams to addr,
-// StreamsPerConn per connection: stream i uses conns[i/StreamsPerConn]. On
-// an error it closes the connections it opened.
+// StreamsPerConn per connection (DialPerConn).
 func Dial(addr string, n int) ([]*grpc.ClientConn, error) {
-	conns := make([]*grpc.ClientConn, 0, (n+StreamsPerConn-1)/StreamsPerConn)
+	return DialPerConn(addr, n, StreamsPerConn)
+}
+
+// DialPerConn opens the client connections for n ADS streams to addr,
+// perConn per connection: stream i uses conns[i/perConn]. On an error it
+// closes the connections it opened.
+func DialPerConn(addr string, n, perConn int) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, 0, (n+perConn-1)/perConn)
 	for range cap(conns) {
 		conn, err := ads.Dial(addr)
 		if err != nil {
