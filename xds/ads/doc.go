@@ -59,7 +59,8 @@
 //     istiod's MCP streams.
 //  12. The server's context ending ends its streams: ServerOptions' tap
 //     handle derives every stream's context from it, so a handler blocked
-//     reading its client returns and the stream ends with status OK.
+//     reading its client returns and the stream ends (status Canceled,
+//     written by grpc-go when Recv fails on the ended context).
 //  13. A request is applied while no response of the stream is built and
 //     unsent (the handler holds the stream's send lock): once a request
 //     unsubscribes a name, no response sent after it carries the name

@@ -119,7 +119,7 @@ type Options struct {
 const DefaultSlowBytes = 64 << 10
 
 // Server is the ADS server (discovery.AggregatedDiscoveryServiceServer).
-// Serve it on a grpc.Server made with grpc.ForceServerCodecV2(Codec{}).
+// Serve it on a grpc.Server made with its ServerOptions.
 type Server struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 	opts Options
@@ -150,8 +150,9 @@ func NewServer(ctx context.Context, opts Options) *Server {
 
 // ServerOptions are the gRPC server options the Server needs: its Codec,
 // and a tap handle that ends every stream's context when the server's
-// ends, so that a handler blocked reading its client returns (rule 12)
-// and the stream ends cleanly (status OK).
+// ends, so that a handler blocked reading its client returns (rule 12):
+// the stream ends with status Canceled, which grpc-go writes when Recv
+// fails on the ended context.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
