@@ -357,22 +357,7 @@ func codecReceiveSotW(ctx context.Context, client discovery.AggregatedDiscoveryS
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: strconv.Itoa(id)}}); err != nil {
-		return err
-	}
-	for k := range codecSends {
-		got, err := stream.Recv()
-		if err != nil {
-			return fmt.Errorf("response %d: %w", k, err)
-		}
-		if err := codecCheck(got, got.GetNonce(), id, k, cases); err != nil {
-			return err
-		}
-	}
-	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("after the last response: %v, want EOF", err)
-	}
-	return nil
+	return codecReceive(stream, &discovery.DiscoveryRequest{Node: &core.Node{Id: strconv.Itoa(id)}}, id, cases)
 }
 
 // codecReceiveDelta is codecReceiveSotW for a delta stream.
@@ -383,7 +368,22 @@ func codecReceiveDelta(ctx context.Context, client discovery.AggregatedDiscovery
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: strconv.Itoa(id)}}); err != nil {
+	return codecReceive(stream, &discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: strconv.Itoa(id)}}, id, cases)
+}
+
+// codecResponse is a SotW or Delta response.
+type codecResponse interface {
+	proto.Message
+	GetNonce() string
+}
+
+// codecReceive sends first on stream id, then checks every response it
+// receives against the schedule and that the stream ends after the last.
+func codecReceive[Req any, Resp codecResponse](stream interface {
+	Send(Req) error
+	Recv() (Resp, error)
+}, first Req, id int, cases []*codecCase) error {
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	for k := range codecSends {
