@@ -483,19 +483,8 @@ func (s *side) open() error {
 			return err
 		}
 		s.deltaS, s.sotw = ds, nil
-		go func() {
-			for {
-				m, err := ds.Recv()
-				select {
-				case events <- event{delta: m, err: err}:
-				case <-done:
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		go pump(ds.Recv, func(m *discovery.DeltaDiscoveryResponse, err error) event { return event{delta: m, err: err} },
+			events, done)
 		return nil
 	}
 	ss, err := client.StreamAggregatedResources(ctx)
@@ -503,20 +492,25 @@ func (s *side) open() error {
 		return err
 	}
 	s.sotw, s.deltaS = ss, nil
-	go func() {
-		for {
-			m, err := ss.Recv()
-			select {
-			case events <- event{sotw: m, err: err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go pump(ss.Recv, func(m *discovery.DiscoveryResponse, err error) event { return event{sotw: m, err: err} },
+		events, done)
 	return nil
+}
+
+// pump hands every response recv returns, and its final error, to events
+// as wrap makes them, until the error or done.
+func pump[M any](recv func() (M, error), wrap func(M, error) event, events chan<- event, done <-chan struct{}) {
+	for {
+		m, err := recv()
+		select {
+		case events <- wrap(m, err):
+		case <-done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (s *side) close() {
