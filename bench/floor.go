@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshbridge/meshbridge/xds"
 )
 
 // P2's floor: a bare grpc-go ADS server (SotW and Delta) in the suite's
@@ -145,7 +147,7 @@ func startFloor(c *p2Capture, senders int, decode bool) (*floor, error) {
 		return nil, err
 	}
 	f.lis = lis
-	f.srv = grpc.NewServer(grpc.ForceServerCodecV2(newPassThroughCodec()))
+	f.srv = grpc.NewServer(append(xds.TransportOptions(), grpc.ForceServerCodecV2(newPassThroughCodec()))...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(f.srv, f)
 	go func() { _ = f.srv.Serve(lis) }()
 	return f, nil
@@ -477,7 +479,7 @@ func p2Floor(opts options, watchers, perConn int, c *p2Capture) ([]row, p2Result
 	debugf("P2 floor: the bridge's responses: SotW %d B (version %q, nonce %q), Delta %d B (system version %q, version %q, nonce %q); the floor's heads %d and %d B",
 		proto.Size(c.sotw), c.sotw.GetVersionInfo(), c.sotw.GetNonce(), proto.Size(c.delta), c.delta.GetSystemVersionInfo(),
 		c.delta.GetResources()[0].GetVersion(), c.delta.GetNonce(), len(r.sotw.ReadOnlyData()), len(r.delta.ReadOnlyData()))
-	params := fmt.Sprintf("bare grpc-go ADS server (default options, pass-through codec), %d watching + %d other streams (%s, in a client process), %s, %d rounds; "+
+	params := fmt.Sprintf("bare grpc-go ADS server (meshbridge's static flow-control windows, xds.TransportOptions; pass-through codec), %d watching + %d other streams (%s, in a client process), %s, %d rounds; "+
 		"per round one CLA encoded, one response head each (SotW %d B, Delta %d B: the bridge's responses), + %d B nonce per stream, %s; %s (after 2 warm-up rounds)",
 		watchers, opts.others, modeText(opts.p2Mode), perConnText(perConn), opts.rounds,
 		len(r.sotw.ReadOnlyData()), len(r.delta.ReadOnlyData()), len(f.watchNonceField()), sends, acks)

@@ -429,6 +429,7 @@ func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) (*grpc.Ser
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	}
+	opts = append(opts, TransportOptions()...)
 	if p.creds != nil {
 		opts = append(opts, grpc.Creds(p.creds))
 	}
@@ -451,6 +452,27 @@ func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) (*grpc.Ser
 	srv := grpc.NewServer(append(opts, as.ServerOptions()...)...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(srv, as)
 	return srv, as
+}
+
+// Flow-control windows of the ADS and MCP listeners (TransportOptions), in
+// bytes: grpc-go's default initial stream window, and a connection window
+// that lets 16 streams' windows in flight at once.
+const (
+	streamWindow = 64 << 10
+	connWindow   = 1 << 20
+)
+
+// TransportOptions are the HTTP/2 settings of meshbridge's gRPC listeners:
+// static flow-control windows (streamWindow, connWindow). An xDS stream
+// receives many small requests (an ACK per response); with grpc-go's
+// dynamic windows each one can start a BDP ping and a window update, which
+// costs a proxyless push to ten thousand streams as much again as the
+// ACKs. Static windows also bound what a client can make a connection
+// buffer to connWindow, where BDP estimation lets it grow to 16 MiB.
+// bench's P2 floor is served with them too, so the ratio compares servers,
+// not transports.
+func TransportOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.StaticStreamWindowSize(streamWindow), grpc.StaticConnWindowSize(connWindow)}
 }
 
 // Addr returns the address the ADS listener (Options.Address) is bound to,
