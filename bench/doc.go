@@ -37,7 +37,8 @@
 //     the bridge's allocations per watching stream; EDS debounce on
 //     (debounce.after=100ms) and off. Then the floor (floor.go), with the
 //     same client process and measurements: a bare grpc-go ADS server (SotW
-//     and Delta, with the bridge's flow-control windows, xds.TransportOptions) in this process, whose pass-through codec
+//     and Delta, with the bridge's flow-control windows,
+//     xds.TransportOptions) in this process, whose pass-through codec
 //     (grpc.ForceServerCodecV2) sends pre-encoded bytes as non-pooled
 //     mem.SliceBuffers. Per round it encodes the changed
 //     ClusterLoadAssignment once, and once the head of a DiscoveryResponse

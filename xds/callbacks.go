@@ -12,7 +12,6 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -83,9 +82,9 @@ type typeState struct {
 	sub    stream.Subscription
 	hasSub bool
 	names  []string
-	// pushes and bytes are the type's children of meshbridge_stream_pushes_total
-	// and meshbridge_push_bytes_total, looked up at the first response.
-	pushes, bytes prometheus.Counter
+	// tally counts the type's responses (responses, metrics.go), looked
+	// up at the first response.
+	tally *tallySlot
 	// waits are the followed pushes waiting for this stream and type
 	// (convergence.go).
 	waits []*trackedPush
@@ -145,19 +144,19 @@ func (st *streamState) lookup(typeURL string) *typeState {
 // changes them, and an empty first request is a wildcard for the types
 // whose legacy wildcard is on (server.go, legacyWildcardOff).
 func (ts *typeState) subscribe(delta bool, typeURL string, rn requestedNames) {
-	legacy := !slices.Contains(legacyWildcardOff, typeURL)
+	legacy := func() bool { return !slices.Contains(legacyWildcardOff, typeURL) }
 	switch {
 	case !delta && ts.hasSub && slices.Equal(ts.names, rn.names):
 	case !delta && ts.hasSub:
 		ts.sub.SetResourceSubscription(rn.names)
 		ts.names = rn.names
 	case !delta:
-		ts.sub = stream.NewSotwSubscription(rn.names, legacy)
+		ts.sub = stream.NewSotwSubscription(rn.names, legacy())
 		ts.names = rn.names
 	case ts.hasSub:
 		ts.sub.UpdateResourceSubscriptions(rn.subscribe, rn.unsubscribe)
 	default:
-		ts.sub = stream.NewDeltaSubscription(rn.subscribe, rn.unsubscribe, nil, legacy)
+		ts.sub = stream.NewDeltaSubscription(rn.subscribe, rn.unsubscribe, nil, legacy())
 	}
 	ts.hasSub = true
 }
@@ -225,21 +224,25 @@ func (c *callbacks) funcs() serverv3.Callbacks {
 			return nil
 		},
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			c.request(streamKey{id: id, gcp: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+			key := streamKey{id: id, gcp: true}
+			c.request(key, c.state(key), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
 				requestedNames{names: req.GetResourceNames()})
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			c.request(streamKey{id: id, delta: true, gcp: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
+			key := streamKey{id: id, delta: true, gcp: true}
+			c.request(key, c.state(key), req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail(),
 				requestedNames{subscribe: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe()})
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
-			c.response(streamKey{id: id, gcp: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo(), proto.Size(resp))
+			key := streamKey{id: id, gcp: true}
+			c.response(key, c.state(key), resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo(), proto.Size(resp), time.Now())
 		},
 		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, resp *discovery.DeltaDiscoveryResponse) {
-			c.response(streamKey{id: id, delta: true, gcp: true}, resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo(),
-				proto.Size(resp))
+			key := streamKey{id: id, delta: true, gcp: true}
+			c.response(key, c.state(key), resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo(),
+				proto.Size(resp), time.Now())
 		},
 		StreamClosedFunc:      func(id int64, _ *core.Node) { c.closed(streamKey{id: id, gcp: true}) },
 		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { c.closed(streamKey{id: id, delta: true, gcp: true}) },
@@ -252,31 +255,41 @@ func (c *callbacks) hooks() ads.Hooks { return adsHooks{c} }
 
 type adsHooks struct{ c *callbacks }
 
-func (h adsHooks) Opened(ctx context.Context, id int64, delta bool) {
-	h.c.opened(ctx, streamKey{id: id, delta: delta})
+func (h adsHooks) Opened(ctx context.Context, id int64, delta bool) ads.StreamHooks {
+	key := streamKey{id: id, delta: delta}
+	return &adsStreamHooks{c: h.c, key: key, st: h.c.opened(ctx, key)}
 }
 
-func (h adsHooks) Request(id int64, delta bool, node *core.Node, r ads.Request) {
-	h.c.request(streamKey{id: id, delta: delta}, node, r.TypeURL, r.Nonce, r.ErrorDetail,
+// adsStreamHooks observe one stream of the ADS server: its state, found
+// once when it opened.
+type adsStreamHooks struct {
+	c   *callbacks
+	key streamKey
+	st  *streamState
+}
+
+func (h *adsStreamHooks) Request(node *core.Node, r ads.Request) {
+	h.c.request(h.key, h.st, node, r.TypeURL, r.Nonce, r.ErrorDetail,
 		requestedNames{names: r.Names, subscribe: r.Subscribe, unsubscribe: r.Unsubscribe})
 }
 
-func (h adsHooks) Response(id int64, delta bool, typeURL, nonce, version string, size int) {
-	h.c.response(streamKey{id: id, delta: delta}, typeURL, nonce, version, size)
+func (h *adsStreamHooks) Response(typeURL, nonce, version string, size int, at time.Time) {
+	h.c.response(h.key, h.st, typeURL, nonce, version, size, at)
 }
 
-func (h adsHooks) Closed(id int64, delta bool) { h.c.closed(streamKey{id: id, delta: delta}) }
+func (h *adsStreamHooks) Closed() { h.c.closed(h.key) }
 
 // opened counts a new stream and notes its peer; ctx is the stream's.
 // go-control-plane calls it before any request of the stream and calls
-// closed after the last.
-func (c *callbacks) opened(ctx context.Context, key streamKey) {
+// closed after the last. It returns the stream's state.
+func (c *callbacks) opened(ctx context.Context, key streamKey) *streamState {
 	p := peerOf(ctx)
 	st := c.state(key)
 	st.mu.Lock()
 	st.peer, st.opened = p, time.Now()
 	st.mu.Unlock()
 	xdsStreams.WithLabelValues(key.mode()).Inc()
+	return st
 }
 
 // table returns the streams of key's mode.
@@ -315,9 +328,9 @@ func (c *callbacks) eachStream(f func(streamKey, *streamState)) {
 // and counted. A request go-control-plane takes (SotW ignores one quoting
 // a nonce other than the last response's while that awaits its answer;
 // Delta takes every request) updates the mirrored subscription.
-func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce string, nack *status.Status, rn requestedNames) {
+func (c *callbacks) request(key streamKey, st *streamState, node *core.Node, typeURL, nonce string, nack *status.Status,
+	rn requestedNames) {
 	now := time.Now()
-	st := c.state(key)
 	st.mu.Lock()
 	if st.gen == "" {
 		st.gen, st.node, st.client = generatorOf(node), node.GetId(), string(generatorOf(node))
@@ -370,25 +383,21 @@ func (c *callbacks) request(key streamKey, node *core.Node, typeURL, nonce strin
 	}
 }
 
-// response counts a response of size bytes about to be sent and
-// remembers it until the client answers.
-func (c *callbacks) response(key streamKey, typeURL, nonce, version string, size int) {
-	now := time.Now()
-	st := c.state(key)
+// response counts a response of size bytes about to be sent (at: when
+// its flush began) in the stream's state st and remembers it until the
+// client answers.
+func (c *callbacks) response(key streamKey, st *streamState, typeURL, nonce, version string, size int, at time.Time) {
 	st.mu.Lock()
 	ts := st.typ(typeURL)
-	ts.sent, ts.awaiting = sentReply{nonce: nonce, version: version, at: now}, true
-	if ts.pushes == nil {
-		label := typeLabel(typeURL)
-		ts.pushes, ts.bytes = streamPushesTotal.WithLabelValues(label), pushBytesTotal.WithLabelValues(label)
+	ts.sent, ts.awaiting = sentReply{nonce: nonce, version: version, at: at}, true
+	if ts.tally == nil {
+		ts.tally = responses.slot(typeURL, key.id)
 	}
-	pushes, bytes := ts.pushes, ts.bytes
+	ts.tally.add(size)
 	if c.conv != nil && len(ts.waits) > 0 {
-		c.conv.sent(ts, servedIndex(typeURL), version, now)
+		c.conv.sent(ts, servedIndex(typeURL), version, at)
 	}
 	st.mu.Unlock()
-	pushes.Inc()
-	bytes.Add(float64(size))
 }
 
 // ackedVersion returns the version of the last response of typeURL the

@@ -98,12 +98,12 @@ func (h *convHarness) open(key streamKey, grpc bool, typeURL string, names ...st
 	if grpc {
 		node = grpcNode()
 	}
-	h.cb.opened(h.t.Context(), key)
+	st := h.cb.opened(h.t.Context(), key)
 	rn := requestedNames{names: names}
 	if key.delta {
 		rn = requestedNames{subscribe: names}
 	}
-	h.cb.request(key, node, typeURL, "", nil, rn)
+	h.cb.request(key, st, node, typeURL, "", nil, rn)
 	h.respond(key, typeURL, "1")
 	h.ack(key, typeURL, "1", names...)
 }
@@ -111,15 +111,16 @@ func (h *convHarness) open(key streamKey, grpc bool, typeURL string, names ...st
 func nonceOf(key streamKey, version string) string { return key.mode() + version }
 
 func (h *convHarness) respond(key streamKey, typeURL, version string) {
-	h.cb.response(key, typeURL, nonceOf(key, version), version, 0)
+	h.cb.response(key, h.cb.state(key), typeURL, nonceOf(key, version), version, 0, time.Now())
 }
 
 func (h *convHarness) ack(key streamKey, typeURL, version string, names ...string) {
-	h.cb.request(key, nil, typeURL, nonceOf(key, version), nil, requestedNames{names: names})
+	h.cb.request(key, h.cb.state(key), nil, typeURL, nonceOf(key, version), nil, requestedNames{names: names})
 }
 
 func (h *convHarness) nack(key streamKey, typeURL, version string, names ...string) {
-	h.cb.request(key, nil, typeURL, nonceOf(key, version), &status.Status{Message: "rejected"}, requestedNames{names: names})
+	h.cb.request(key, h.cb.state(key), nil, typeURL, nonceOf(key, version), &status.Status{Message: "rejected"},
+		requestedNames{names: names})
 }
 
 // push follows a push observed a second ago that updates names of typeURL

@@ -11,7 +11,6 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -32,8 +31,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	harness.EventuallyTrue(t, wait, what, cond)
 }
 
-func edsPushes() float64 {
-	return testutil.ToFloat64(streamPushesTotal.WithLabelValues(resourcev3.EndpointType))
+func edsPushes(t *testing.T) float64 {
+	return tallied(t, metricStreamPushes, resourcev3.EndpointType)
 }
 
 func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
@@ -66,7 +65,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 		t.Fatalf("%d watches on b before the push, want %d", n, 2*perCluster)
 	}
 
-	before := edsPushes()
+	before := edsPushes(t)
 	ts.setEndpoints(t, "a.local", "10.0.0.1")
 	// A watch the cache answers is removed at once, inside the push: b's
 	// are all still open, so no stream of b was woken.
@@ -77,7 +76,7 @@ func TestIncrementalPushWakesOnlySubscribers(t *testing.T) {
 		assertEqual(t, sorted(clusterA), resourceNames(t, s.sotw.next(t)))
 		assertEqual(t, sorted(clusterA), deltaNames(s.delta.next(t)))
 	}
-	if got := edsPushes() - before; got != 2*perCluster {
+	if got := edsPushes(t) - before; got != 2*perCluster {
 		t.Errorf("a's push sent %v EDS responses, want %d (its subscribers only)", got, 2*perCluster)
 	}
 
@@ -128,11 +127,11 @@ func TestSlowStreamsDoNotBlockOthers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := edsPushes()
+		before := edsPushes(t)
 		if err := stream.Send(&discovery.DiscoveryRequest{Node: grpcNode(), TypeUrl: resourcev3.EndpointType, ResourceNames: []string{big1}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "first response to a stuck stream", func() bool { return edsPushes() > before })
+		eventually(t, "first response to a stuck stream", func() bool { return edsPushes(t) > before })
 		if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{big1, big2}, ResponseNonce: "1"}); err != nil {
 			t.Fatal(err)
 		}

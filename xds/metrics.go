@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,20 +56,9 @@ var (
 			"(\"other\" for types meshbridge does not produce).",
 	}, []string{"type_url"})
 
-	// The three below count what reaches the streams, where
-	// meshbridge_pushes_total counts what reaches the caches.
-	streamPushesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricStreamPushes,
-		Help: "xDS responses sent on ADS streams (SotW and Delta), by type URL (\"other\" for the empty " +
-			"answers to types meshbridge does not produce). One per response per stream.",
-	}, []string{"type_url"})
-
-	pushBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPushBytes,
-		Help: "Bytes of the xDS responses counted by " + metricStreamPushes + " (serialized size of the " +
-			"DiscoveryResponse or DeltaDiscoveryResponse, without gRPC framing), by type URL.",
-	}, []string{"type_url"})
-
+	// xdsStreams, with responses (responseTally), counts what reaches the
+	// streams, where meshbridge_pushes_total counts what reaches the
+	// caches.
 	xdsStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricStreams,
 		Help: "Open ADS streams, by mode (sotw or delta).",
@@ -117,12 +108,103 @@ func Collectors() []prometheus.Collector {
 	}
 	for _, l := range slices.Concat(labels, cache.MCPTypeURLs()) {
 		nacksTotal.WithLabelValues(l)
-		streamPushesTotal.WithLabelValues(l)
-		pushBytesTotal.WithLabelValues(l)
 	}
 	for _, l := range []string{listenerXDS, listenerMCP} {
 		tlsHandshakeErrors.WithLabelValues(l)
 	}
-	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, streamPushesTotal, pushBytesTotal,
+	return append([]prometheus.Collector{pushesTotal, xdsClients, nacksTotal, eventToPush, responses,
 		xdsStreams, tlsHandshakeErrors, scaledWeights, policySubstitutions}, cache.Collectors()...)
+}
+
+// responses counts the responses sent on ADS streams and their bytes
+// (meshbridge_xds_pushes_total, meshbridge_xds_push_bytes_total).
+var responses = newResponseTally(slices.Concat([]string{otherTypeLabel}, slices.Collect(maps.Keys(servedXDSTypes)),
+	cache.MCPTypeURLs()))
+
+// responseTally counts responses and their bytes by type label with no
+// write every stream shares (ads rule 10: nothing on the per-send path
+// touches a shared counter): a stream adds to one of tallyShards slots,
+// chosen by its ID, each on cache lines of its own, and the counters are
+// the slots' sums, taken when scraped. Its labels are fixed at creation;
+// a count of another label goes to "other". Counters start at 0 for
+// every label (Collectors).
+type responseTally struct {
+	labels      []string
+	index       map[string]int // label → slot index
+	shards      [tallyShards][]tallySlot
+	pushes, bts *prometheus.Desc
+}
+
+// tallyShards is the number of slots per label: enough that the streams a
+// few workers send to at once rarely share one.
+const tallyShards = 16
+
+// tallySlot is one shard's counts of one label, padded to its own cache
+// lines.
+type tallySlot struct {
+	responses, bytes atomic.Uint64
+	_                [112]byte
+}
+
+func newResponseTally(labels []string) *responseTally {
+	t := &responseTally{
+		labels: slices.Compact(slices.Sorted(slices.Values(labels))),
+		index:  make(map[string]int),
+		pushes: prometheus.NewDesc(metricStreamPushes, "xDS responses sent on ADS streams (SotW and Delta), by type "+
+			"URL (\"other\" for the empty answers to types meshbridge does not produce). One per response per stream.",
+			[]string{"type_url"}, nil),
+		bts: prometheus.NewDesc(metricPushBytes, "Bytes of the xDS responses counted by "+metricStreamPushes+
+			" (serialized size of the DiscoveryResponse or DeltaDiscoveryResponse, without gRPC framing), by type URL.",
+			[]string{"type_url"}, nil),
+	}
+	for i, l := range t.labels {
+		t.index[l] = i
+	}
+	for i := range t.shards {
+		t.shards[i] = make([]tallySlot, len(t.labels))
+	}
+	return t
+}
+
+// slot returns the slot a stream of ID id counts typeURL's responses in.
+func (t *responseTally) slot(typeURL string, id int64) *tallySlot {
+	i, ok := t.index[typeLabel(typeURL)]
+	if !ok {
+		i = t.index[otherTypeLabel]
+	}
+	return &t.shards[uint64(id)%tallyShards][i]
+}
+
+// add counts a response of size bytes in slot.
+func (s *tallySlot) add(size int) {
+	s.responses.Add(1)
+	s.bytes.Add(uint64(size))
+}
+
+// sum returns label's responses and bytes.
+func (t *responseTally) sum(label string) (n, bytes uint64) {
+	i, ok := t.index[label]
+	if !ok {
+		return 0, 0
+	}
+	for s := range t.shards {
+		n += t.shards[s][i].responses.Load()
+		bytes += t.shards[s][i].bytes.Load()
+	}
+	return n, bytes
+}
+
+// Describe implements prometheus.Collector.
+func (t *responseTally) Describe(ch chan<- *prometheus.Desc) {
+	ch <- t.pushes
+	ch <- t.bts
+}
+
+// Collect implements prometheus.Collector.
+func (t *responseTally) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range t.labels {
+		n, b := t.sum(l)
+		ch <- prometheus.MustNewConstMetric(t.pushes, prometheus.CounterValue, float64(n), l)
+		ch <- prometheus.MustNewConstMetric(t.bts, prometheus.CounterValue, float64(b), l)
+	}
 }

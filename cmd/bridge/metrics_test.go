@@ -28,12 +28,15 @@ var descPattern = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: 
 // registeredMetrics describes every collector of metricCollectors by
 // name. A collector's type is that of its Go type (a Gauge also has Inc and
 // Add, so it is asked first; GaugeFunc and CounterFunc are told apart by
-// nothing and meshbridge uses neither).
+// nothing and meshbridge uses neither); a collector of its own type
+// (xds's response tally) is gathered, so it must report every metric it
+// describes, and its metrics' types are the ones it reports.
 func registeredMetrics(t *testing.T) map[string]registeredMetric {
 	t.Helper()
 	out := map[string]registeredMetric{}
 	for _, c := range metricCollectors() {
 		var typ string
+		var gathered map[string]string
 		switch c.(type) {
 		case *prometheus.GaugeVec, prometheus.Gauge:
 			typ = "gauge"
@@ -44,7 +47,7 @@ func registeredMetrics(t *testing.T) map[string]registeredMetric {
 		case *prometheus.SummaryVec, prometheus.Summary:
 			typ = "summary"
 		default:
-			t.Fatalf("collector %T: unknown metric type", c)
+			gathered = gatheredTypes(t, c)
 		}
 		ch := make(chan *prometheus.Desc, 16)
 		go func() { c.Describe(ch); close(ch) }()
@@ -69,8 +72,34 @@ func registeredMetrics(t *testing.T) map[string]registeredMetric {
 			if _, dup := out[name]; dup {
 				t.Fatalf("%s registered twice", name)
 			}
+			typ := typ
+			if gathered != nil {
+				if typ = gathered[name]; typ == "" {
+					t.Fatalf("collector %T describes %s but reports no sample of it", c, name)
+				}
+			}
 			out[name] = registeredMetric{typ: typ, labels: labels, help: help}
 		}
+	}
+	return out
+}
+
+// gatheredTypes returns the type ("counter", "gauge", …) of each metric
+// collector c reports, by name, as a registry that checks its collectors
+// (Describe against Collect) gathers them.
+func gatheredTypes(t *testing.T, c prometheus.Collector) map[string]string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatalf("collector %T: %v", c, err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("collector %T: %v", c, err)
+	}
+	out := map[string]string{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = strings.ToLower(mf.GetType().String())
 	}
 	return out
 }

@@ -51,7 +51,9 @@
 //  10. A response is encoded once per body (the Source's wire.Response,
 //     shared by every stream it goes to) and sent with the stream's nonce
 //     as its only own bytes (Codec); nothing on the per-send path marshals,
-//     allocates a map or touches a shared counter.
+//     allocates a map, touches a shared counter or reads the clock (a
+//     worker reads it once per batch of streams, and StreamHooks.Response
+//     is told the flush's time).
 //  11. Route says which Source serves a type on a stream; an error it
 //     returns ends the stream with that error (a gRPC status). A stream
 //     whose first request Route hands off (ErrHandOff) is served by

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -72,18 +73,30 @@ type Watch struct {
 	force    bool   // the next Respond answers even with nothing (rules 6, 7)
 }
 
-// Hooks observe the streams; the server calls them from the stream's own
-// handler goroutine (Opened, Request, Closed) and from whichever goroutine
-// sends (Response), never two at once for one stream. IDs number SotW and
-// Delta streams apart, each from 1, as go-control-plane's do.
+// Hooks observe the streams. IDs number SotW and Delta streams apart, each
+// from 1, as go-control-plane's do.
 type Hooks interface {
-	Opened(ctx context.Context, id int64, delta bool)
+	// Opened sees a stream before its first request, from its handler
+	// goroutine, and returns what observes the stream from then on (nil:
+	// nothing), so that a stream's observations find their state without a
+	// lookup.
+	Opened(ctx context.Context, id int64, delta bool) StreamHooks
+}
+
+// StreamHooks observe one stream. The server calls them from the stream's
+// handler goroutine (Request, Closed) and from whichever goroutine sends
+// (Response), never two at once, and never while it holds a lock of the
+// stream.
+type StreamHooks interface {
 	// Request sees every request, stale ones included, before the server
 	// acts on it; node is the stream's.
-	Request(id int64, delta bool, node *core.Node, req Request)
-	// Response sees every response just before it is sent.
-	Response(id int64, delta bool, typeURL, nonce, version string, size int)
-	Closed(id int64, delta bool)
+	Request(node *core.Node, req Request)
+	// Response sees every response just before it is sent: its type,
+	// nonce, version, encoded size in bytes, and the time its flush began
+	// (one clock read per flush, not per send: rule 10).
+	Response(typeURL, nonce, version string, size int, at time.Time)
+	// Closed sees the stream end, after its last Request and Response.
+	Closed()
 }
 
 // Request is what Hooks are told of a request.
@@ -180,6 +193,7 @@ type adsStream struct {
 	id    int64
 	delta bool
 	gs    grpc.ServerStream
+	hooks StreamHooks // nil: none
 
 	// sendMu orders the stream's sends: it is held from a flush's first
 	// Respond to its last send (rule 8).
@@ -310,8 +324,9 @@ func (s *Server) work() {
 			return
 		case batch := <-s.queue:
 			s.flushing.Add(1)
+			now := time.Now()
 			for _, st := range batch {
-				s.flushQueued(st)
+				s.flushQueued(st, now)
 			}
 			s.flushing.Done()
 		}
@@ -320,7 +335,7 @@ func (s *Server) work() {
 
 // flushQueued flushes a stream a worker took from the queue, or moves it
 // to the slow path (rule 9).
-func (s *Server) flushQueued(st *adsStream) {
+func (s *Server) flushQueued(st *adsStream, now time.Time) {
 	st.mu.Lock()
 	st.queued = false
 	slow := st.slow || st.unacked >= s.opts.SlowBytes
@@ -329,7 +344,7 @@ func (s *Server) flushQueued(st *adsStream) {
 		st.flushSlow()
 		return
 	}
-	st.flushLocked()
+	st.flushLocked(now)
 	st.sendMu.Unlock()
 }
 
@@ -348,7 +363,7 @@ func (st *adsStream) flushSlow() {
 		defer st.s.flushing.Done()
 		for {
 			st.sendMu.Lock()
-			st.flushLocked()
+			st.flushLocked(time.Now())
 			st.sendMu.Unlock()
 			st.mu.Lock()
 			if len(st.pending) == 0 || st.closed || st.err != nil {
@@ -361,9 +376,10 @@ func (st *adsStream) flushSlow() {
 	}()
 }
 
-// flushLocked sends each pending watch its response, in rank order. Call
-// with st.sendMu held, not st.mu.
-func (st *adsStream) flushLocked() {
+// flushLocked sends each pending watch its response, in rank order; now
+// is when the flush began (StreamHooks.Response). Call with st.sendMu
+// held, not st.mu.
+func (st *adsStream) flushLocked(now time.Time) {
 	for {
 		st.mu.Lock()
 		if st.closed || st.err != nil || len(st.pending) == 0 {
@@ -387,7 +403,7 @@ func (st *adsStream) flushLocked() {
 		}
 		msg := st.prepare(w, resp, version)
 		st.mu.Unlock()
-		st.sendMsg(msg)
+		st.sendMsg(msg, now)
 	}
 }
 
@@ -412,9 +428,9 @@ type sending struct {
 
 // sendMsg sends m. Call with st.sendMu held, not st.mu. A failed send
 // ends the stream's sends; its handler returns when Recv fails.
-func (st *adsStream) sendMsg(m sending) {
-	if h := st.s.opts.Hooks; h != nil {
-		h.Response(st.id, st.delta, m.typeURL, m.nonce, m.version, m.size)
+func (st *adsStream) sendMsg(m sending, now time.Time) {
+	if h := st.hooks; h != nil {
+		h.Response(m.typeURL, m.nonce, m.version, m.size, now)
 	}
 	if err := st.gs.SendMsg(m.msg); err != nil {
 		st.mu.Lock()
@@ -439,12 +455,19 @@ func (s *Server) StreamAggregatedResources(gs discovery.AggregatedDiscoveryServi
 	}
 	st := s.open(gs, false)
 	defer st.close()
+	if err := st.sotw(req); err != nil {
+		return err
+	}
+	// The later requests are read into one message, reset by each read:
+	// what a request hands on (names, Node, error detail) is its own, not
+	// the message's, so a read never changes what the last one gave.
+	req = new(discovery.DiscoveryRequest)
 	for {
+		if err := gs.RecvMsg(req); err != nil {
+			return nil
+		}
 		if err := st.sotw(req); err != nil {
 			return err
-		}
-		if req, err = gs.Recv(); err != nil {
-			return nil
 		}
 	}
 }
@@ -453,9 +476,9 @@ func (s *Server) StreamAggregatedResources(gs discovery.AggregatedDiscoveryServi
 func (s *Server) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	st := s.open(gs, true)
 	defer st.close()
+	req := new(discovery.DeltaDiscoveryRequest) // read as SotW's are
 	for {
-		req, err := gs.Recv()
-		if err != nil {
+		if err := gs.RecvMsg(req); err != nil {
 			return nil
 		}
 		if err := st.deltaRequest(req); err != nil {
@@ -471,7 +494,7 @@ func (s *Server) open(gs grpc.ServerStream, delta bool) *adsStream {
 	}
 	st := &adsStream{s: s, id: ids.Add(1), delta: delta, gs: gs}
 	if h := s.opts.Hooks; h != nil {
-		h.Opened(gs.Context(), st.id, delta)
+		st.hooks = h.Opened(gs.Context(), st.id, delta)
 	}
 	return st
 }
@@ -493,8 +516,8 @@ func (st *adsStream) close() {
 		w.source.Unwatch(w)
 	}
 	st.mu.Unlock()
-	if h := st.s.opts.Hooks; h != nil {
-		h.Closed(st.id, st.delta)
+	if h := st.hooks; h != nil {
+		h.Closed()
 	}
 }
 
@@ -551,8 +574,8 @@ func (st *adsStream) nodeOf(n *core.Node) *core.Node {
 func (st *adsStream) sotw(req *discovery.DiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	node := st.nodeOf(req.GetNode())
-	if h := st.s.opts.Hooks; h != nil {
-		h.Request(st.id, false, node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
+	if h := st.hooks; h != nil {
+		h.Request(node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
 			ErrorDetail: req.GetErrorDetail(), Names: req.GetResourceNames()})
 	}
 	if typeURL == "" {
@@ -599,8 +622,8 @@ func (st *adsStream) sotw(req *discovery.DiscoveryRequest) error {
 func (st *adsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	node := st.nodeOf(req.GetNode())
-	if h := st.s.opts.Hooks; h != nil {
-		h.Request(st.id, true, node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
+	if h := st.hooks; h != nil {
+		h.Request(node, Request{TypeURL: typeURL, Nonce: req.GetResponseNonce(),
 			ErrorDetail: req.GetErrorDetail(), Subscribe: req.GetResourceNamesSubscribe(),
 			Unsubscribe: req.GetResourceNamesUnsubscribe()})
 	}
@@ -655,7 +678,7 @@ func (st *adsStream) finishRequest(w *Watch, flush, force bool) error {
 	w.force = w.force || force
 	st.addPending(w)
 	st.mu.Unlock()
-	st.flushLocked()
+	st.flushLocked(time.Now())
 	return st.sendErr()
 }
 
