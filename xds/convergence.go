@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,6 +124,8 @@ func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, upda
 	}
 	p.after[i].Store(before)
 	grpcOnly := typeURL == resourcev3.ListenerType || typeURL == resourcev3.RouteType
+	fullState := cachev3.ResourceRequiresFullStateInSotw(typeURL)
+	u := newUpdateSet(update)
 	for _, l := range c.listeners {
 		l.eachStream(func(key streamKey, st *streamState) {
 			st.mu.Lock()
@@ -130,7 +134,7 @@ func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, upda
 				return
 			}
 			ts := st.served[i]
-			if ts == nil || !ts.hasSub || !covers(ts.sub, key.delta || cachev3.ResourceRequiresFullStateInSotw(typeURL), update, remove) {
+			if ts == nil || !ts.hasSub || !covers(ts.sub, key.delta || fullState, u, remove) {
 				return
 			}
 			p.waiting.Add(1)
@@ -139,22 +143,34 @@ func (c *convergence) expect(p *trackedPush, typeURL string, before uint64, upda
 	}
 }
 
+// updateSet is an update's names as a map and as a slice: expect checks
+// every stream against one update, and a slice of a few names is looked up
+// in a subscription without starting a map iteration per stream.
+type updateSet struct {
+	byName map[string]types.Resource
+	names  []string
+}
+
+func newUpdateSet(update map[string]types.Resource) updateSet {
+	return updateSet{byName: update, names: slices.Collect(maps.Keys(update))}
+}
+
 // covers reports whether a stream subscribed as sub is sent a response for
-// an update of update and remove; removals reach it only when told.
-func covers(sub stream.Subscription, toldRemovals bool, update map[string]types.Resource, remove []string) bool {
+// an update of u and remove; removals reach it only when told.
+func covers(sub stream.Subscription, toldRemovals bool, u updateSet, remove []string) bool {
 	if sub.IsWildcard() {
-		return len(update) > 0 || (toldRemovals && len(remove) > 0)
+		return len(u.names) > 0 || (toldRemovals && len(remove) > 0)
 	}
 	names := sub.SubscribedResources()
-	if len(update) < len(names) {
-		for name := range update {
+	if len(u.names) <= len(names) {
+		for _, name := range u.names {
 			if _, ok := names[name]; ok {
 				return true
 			}
 		}
 	} else {
 		for name := range names {
-			if _, ok := update[name]; ok {
+			if _, ok := u.byName[name]; ok {
 				return true
 			}
 		}

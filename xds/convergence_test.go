@@ -51,7 +51,7 @@ func TestCovers(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := covers(tc.sub, tc.toldRemovals, tc.update, tc.remove); got != tc.want {
+			if got := covers(tc.sub, tc.toldRemovals, newUpdateSet(tc.update), tc.remove); got != tc.want {
 				t.Errorf("covers = %v, want %v", got, tc.want)
 			}
 		})
