@@ -52,8 +52,9 @@ type TypeStatus struct {
 	// subscribes to explicitly), for the types meshbridge generates.
 	Wildcard  bool `json:"wildcard,omitempty"`
 	Resources int  `json:"resources,omitempty"`
-	// Sent is the version of the last response sent, SentNonce its nonce;
-	// Pending is true while it awaits the stream's ACK or NACK.
+	// Sent is the version of the last response sent, SentNonce its nonce,
+	// SentAt when the flush that sent it began (ads.StreamHooks); Pending
+	// is true while it awaits the stream's ACK or NACK.
 	Sent      string    `json:"sent,omitempty"`
 	SentNonce string    `json:"sentNonce,omitempty"`
 	SentAt    time.Time `json:"sentAt,omitzero"`
