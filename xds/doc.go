@@ -87,7 +87,9 @@
 //  12. A push never waits for a client: the ADS server's workers send to
 //     the streams a push woke, and a stream with too many un-answered bytes
 //     or a send in progress is sent to from a goroutine of its own (ads
-//     rule 9).
+//     rule 9). The gRPC listeners use static HTTP/2 flow-control windows
+//     (TransportOptions): no BDP ping per ACK, and at most 1 MiB a client
+//     can make a connection buffer.
 //  13. Options.TLS serves the xDS port over TLS, mTLS when a client CA is
 //     named; Options.MCPTLS the MCP port over server TLS only, since
 //     istiod's xds:// config source client presents no client certificate
@@ -132,7 +134,11 @@
 //  18. Per stream and type the callbacks keep the subscription (mirrored
 //     by go-control-plane's own Subscription rules from the requests it
 //     takes), the last response sent, ACK and NACK; SyncStatus shows them
-//     (/debug/syncz). syncz.go.
+//     (/debug/syncz). They observe the ADS server's streams through the
+//     per-stream hooks it gets when a stream opens (ads.StreamHooks), and
+//     count responses and bytes in per-stream-sharded slots summed when
+//     scraped (responseTally), never a counter every stream writes.
+//     syncz.go, metrics.go.
 //  19. A push is followed to the streams subscribed to what it changed,
 //     noted before the caches can answer: meshbridge_convergence_seconds'
 //     push stage is its first response with a cache version past the
