@@ -142,21 +142,20 @@ func (st *streamState) lookup(typeURL string) *typeState {
 // subscription, by go-control-plane's own rules (server/stream/v3
 // Subscription): a SotW request replaces the names, a Delta request
 // changes them, and an empty first request is a wildcard for the types
-// whose legacy wildcard is on (server.go, legacyWildcardOff).
+// whose legacy wildcard is on (server.go, legacyWildcard).
 func (ts *typeState) subscribe(delta bool, typeURL string, rn requestedNames) {
-	legacy := func() bool { return !slices.Contains(legacyWildcardOff, typeURL) }
 	switch {
 	case !delta && ts.hasSub && slices.Equal(ts.names, rn.names):
 	case !delta && ts.hasSub:
 		ts.sub.SetResourceSubscription(rn.names)
 		ts.names = rn.names
 	case !delta:
-		ts.sub = stream.NewSotwSubscription(rn.names, legacy())
+		ts.sub = stream.NewSotwSubscription(rn.names, legacyWildcard(typeURL))
 		ts.names = rn.names
 	case ts.hasSub:
 		ts.sub.UpdateResourceSubscriptions(rn.subscribe, rn.unsubscribe)
 	default:
-		ts.sub = stream.NewDeltaSubscription(rn.subscribe, rn.unsubscribe, nil, legacy())
+		ts.sub = stream.NewDeltaSubscription(rn.subscribe, rn.unsubscribe, nil, legacyWildcard(typeURL))
 	}
 	ts.hasSub = true
 }

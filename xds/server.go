@@ -399,6 +399,11 @@ func (s *DiscoveryServer) ports() ([]*port, error) {
 // legacy mode.
 var legacyWildcardOff = []string{resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
 
+// legacyWildcard reports whether typeURL's empty first request subscribes
+// to everything: every type but legacyWildcardOff's (ads.Options'
+// LegacyWildcard, and the callbacks' mirrored subscriptions).
+func legacyWildcard(typeURL string) bool { return !slices.Contains(legacyWildcardOff, typeURL) }
+
 // Listener names: the listener label of
 // meshbridge_xds_tls_handshake_errors_total and the listener log field.
 const (
@@ -440,7 +445,7 @@ func (s *DiscoveryServer) newGRPCServer(ctx context.Context, p *port) (*grpc.Ser
 	}
 	adsOpts := ads.Options{
 		Route:          s.caches.route(p.role, log),
-		LegacyWildcard: func(typeURL string) bool { return !slices.Contains(legacyWildcardOff, typeURL) },
+		LegacyWildcard: legacyWildcard,
 		Hooks:          cb.hooks(),
 	}
 	if p.role == serveXDSAndMCP && s.caches.mcp != nil {
